@@ -1,0 +1,44 @@
+// Package timing holds the schemas of voxpipe's timing CSVs (timings.csv, summary.csv), shared
+// by the pipeline that writes them and the report that reads them. Column names are stable.
+package timing
+
+// Row is one line of timings.csv: one stage event.
+type Row struct {
+	RunID      string  `csv:"run_id"`
+	Volume     string  `csv:"volume"`
+	Stage      string  `csv:"stage"` // read, stats, segment, write; h2d, kernels, d2h for GPU engines
+	Slab       int     `csv:"slab"`  // -1 for whole-volume stages
+	Device     string  `csv:"device"`
+	StartMS    float64 `csv:"start_ms"` // since the run started, monotonic clock
+	DurationMS float64 `csv:"duration_ms"`
+	Bytes      int64   `csv:"bytes"`
+	Voxels     int64   `csv:"voxels"`
+}
+
+// Summary is one line of summary.csv: one volume.
+type Summary struct {
+	RunID     string  `csv:"run_id"`
+	Volume    string  `csv:"volume"`
+	Status    string  `csv:"status"` // ok, skipped, failed
+	Error     string  `csv:"error"`
+	Dims      string  `csv:"dims"` // NXxNYxNZ
+	Voxels    int64   `csv:"voxels"`
+	Engine    string  `csv:"engine"`
+	ReadMS    float64 `csv:"read_ms"`
+	StatsMS   float64 `csv:"stats_ms"`
+	SegmentMS float64 `csv:"segment_ms"`
+	H2DMS     float64 `csv:"h2d_ms"`
+	KernelsMS float64 `csv:"kernels_ms"`
+	D2HMS     float64 `csv:"d2h_ms"`
+	WriteMS   float64 `csv:"write_ms"`
+	WallMS    float64 `csv:"wall_ms"` // from the volume's first read to its mask's rename
+	MVoxPerS  float64 `csv:"mvox_per_s"`
+	Output    string  `csv:"output"`
+}
+
+// Status values.
+const (
+	StatusOK      = "ok"
+	StatusSkipped = "skipped"
+	StatusFailed  = "failed"
+)

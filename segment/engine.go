@@ -1,0 +1,47 @@
+package segment
+
+import (
+	"context"
+	"time"
+)
+
+// Norm is the affine map from stored voxel values to the network's input:
+// x = float32(v)*Scale + Shift, with scl_slope/scl_inter, mu and sigma folded in.
+type Norm struct {
+	Scale, Shift float32
+}
+
+// Volume is one input volume in host memory, stored values (before scl_slope/scl_inter) in
+// exactly one of I16 or F32, x fastest. Engines read it; nobody writes it while they run.
+// For the CUDA engine these slices are pinned host memory.
+type Volume struct {
+	NX, NY, NZ int
+	I16        []int16
+	F32        []float32
+	Norm       Norm
+}
+
+// Event is one timed piece of work an engine did, reported so the pipeline can write it to
+// timings.csv and the trace. Start is relative to the engine's Segment call.
+type Event struct {
+	Stage    string // "segment" for the CPU engine; "h2d", "kernels", "d2h" for the GPU engine
+	Slab     int    // slab index, -1 for whole-volume work
+	Start    time.Duration
+	Duration time.Duration
+	Bytes    int64
+	Voxels   int64
+}
+
+// Options tells an engine how to cut a volume into slabs and where to report.
+type Options struct {
+	Slab    int         // output z-slices per slab (>= 1); the last slab may be thinner
+	OnEvent func(Event) // may be nil; called from the engine's goroutines, must be safe for that
+}
+
+// Engine computes label masks. Out has NX*NY*NZ entries; Segment fills all of it or returns an
+// error. Engines are used by one goroutine at a time.
+type Engine interface {
+	Name() string // "cpu", "cuda:0", ...
+	Segment(ctx context.Context, vol *Volume, out []uint8, opt Options) error
+	Close() error
+}
