@@ -1,0 +1,19 @@
+package pipeline
+
+// Progress receives the run's progress: a bar on a terminal, log lines elsewhere. Methods are
+// called from several goroutines.
+type Progress interface {
+	Start(volumes int)
+	VolumeStarted(job Job, slabs int)
+	SlabDone(job Job)
+	VolumeDone(job Job, status string)
+	Close()
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Start(int)              {}
+func (nopProgress) VolumeStarted(Job, int) {}
+func (nopProgress) SlabDone(Job)           {}
+func (nopProgress) VolumeDone(Job, string) {}
+func (nopProgress) Close()                 {}

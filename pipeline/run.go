@@ -1,0 +1,228 @@
+// Package pipeline runs batches of volumes through read -> normalise -> segment -> write, as
+// stages connected by channels, with buffers from bounded pools so that memory does not grow
+// with the batch, and records per-stage timings.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// Config describes one batch run.
+type Config struct {
+	Jobs    []Job
+	Engines []segment.Engine // one worker per engine, all pulling from one queue
+	Classes int              // labels written are 0..Classes-1
+	Descrip string           // descrip field of the written masks ("voxpipe <model>")
+
+	Slab      int // z-slices per slab for reading and segmenting
+	Readers   int // volumes read in parallel
+	Writers   int // masks written in parallel
+	Write     nifti.WriteOptions
+	Overwrite bool // redo volumes whose mask exists (default: skip them)
+	FailFast  bool // stop the batch at the first failed volume
+
+	RunID    string
+	Timings  *timing.CSVFile[timing.Row]     // may be nil
+	Summary  *timing.CSVFile[timing.Summary] // may be nil
+	Trace    *timing.Trace                   // may be nil
+	Log      *slog.Logger                    // may be nil
+	Progress Progress                        // may be nil
+}
+
+// Result counts the outcome of a run.
+type Result struct {
+	OK, Skipped, Failed int
+}
+
+// ErrStoppedEarly is the cause recorded for volumes not finished because --fail-fast stopped
+// the batch.
+var ErrStoppedEarly = errors.New("pipeline: batch stopped after a failure (fail-fast)")
+
+// work is one volume travelling through the stages, with the buffers it holds.
+type work struct {
+	job  Job
+	hdr  *nifti.Header
+	in   *hostBuffer
+	mask *hostBuffer
+	vol  segment.Volume
+
+	mu    sync.Mutex // engines report events from their own goroutines
+	sum   timing.Summary
+	start time.Time
+}
+
+// Run processes every job. Per-volume failures are recorded in the summary and do not stop
+// the batch (unless FailFast); the returned error is for the run itself: cancellation (a
+// signal), or an output that cannot be written.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
+	r := &runner{cfg: cfg, t0: time.Now(), log: cfg.Log}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.cfg.Progress == nil {
+		r.cfg.Progress = nopProgress{}
+	}
+	var alloc segment.HostAllocator
+	if a, ok := cfg.Engines[0].(segment.HostAllocator); ok {
+		alloc = a
+	}
+	newBuffers := func(n int) []*hostBuffer {
+		bufs := make([]*hostBuffer, n)
+		for i := range bufs {
+			bufs[i] = &hostBuffer{alloc: alloc}
+		}
+		return bufs
+	}
+	// Each reader and each engine holds at most one input volume; each engine and each writer
+	// at most one mask. With these pools full, nothing more is ever allocated.
+	r.inputs = NewPool(newBuffers(cfg.Readers + len(cfg.Engines))...)
+	r.masks = NewPool(newBuffers(len(cfg.Engines) + cfg.Writers)...)
+	defer r.freeBuffers()
+
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	r.stop = stop
+	res, err := r.run(runCtx)
+	if cause := context.Cause(runCtx); err == nil && cause != nil && !errors.Is(cause, ErrStoppedEarly) {
+		err = cause
+	}
+	return res, err
+}
+
+func (c *Config) validate() error {
+	switch {
+	case len(c.Engines) == 0:
+		return errors.New("pipeline: no engine")
+	case c.Slab < 1:
+		return fmt.Errorf("pipeline: slab must be at least 1, got %d", c.Slab)
+	case c.Readers < 1 || c.Writers < 1:
+		return fmt.Errorf("pipeline: need at least one reader and one writer (got %d, %d)", c.Readers, c.Writers)
+	case c.Classes < 1 || c.Classes > 256:
+		return fmt.Errorf("pipeline: %d classes do not fit uint8 labels", c.Classes)
+	}
+	return nil
+}
+
+type runner struct {
+	cfg    Config
+	t0     time.Time
+	log    *slog.Logger
+	stop   context.CancelCauseFunc
+	inputs *Pool[*hostBuffer]
+	masks  *Pool[*hostBuffer]
+
+	mu     sync.Mutex
+	result Result
+	outErr error // first error writing the CSVs
+}
+
+func (r *runner) freeBuffers() {
+	for _, p := range []*Pool[*hostBuffer]{r.inputs, r.masks} {
+		for _, b := range p.Drain() {
+			if err := b.free(); err != nil {
+				r.log.Warn("free host buffer", "err", err)
+			}
+		}
+	}
+}
+
+func (r *runner) run(ctx context.Context) (Result, error) {
+	r.cfg.Progress.Start(len(r.cfg.Jobs))
+	defer r.cfg.Progress.Close()
+
+	toRead := make(chan *work)
+	toSegment := make(chan *work)
+	toWrite := make(chan *work)
+	g, ctx := errgroup.WithContext(ctx)
+
+	g.Go(func() error {
+		defer close(toRead)
+		for _, job := range r.cfg.Jobs {
+			if !r.cfg.Overwrite {
+				if _, err := os.Stat(job.Output); err == nil {
+					r.skip(job)
+					continue
+				}
+			}
+			w := &work{job: job}
+			w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.Output}
+			select {
+			case toRead <- w:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	startStage(g, r.cfg.Readers, toSegment, func(i int) error {
+		return r.pump(ctx, toRead, toSegment, func(w *work) bool { return r.read(ctx, i, w) })
+	})
+	startStage(g, len(r.cfg.Engines), toWrite, func(i int) error {
+		eng := r.cfg.Engines[i]
+		return r.pump(ctx, toSegment, toWrite, func(w *work) bool { return r.segment(ctx, i, eng, w) })
+	})
+	startStage(g, r.cfg.Writers, nil, func(i int) error {
+		return r.pump(ctx, toWrite, nil, func(w *work) bool { return r.write(ctx, i, w) })
+	})
+
+	err := g.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		err = r.outErr
+	}
+	return r.result, err
+}
+
+// startStage starts n workers; out, if any, is closed once all of them have returned, which
+// is how the next stage learns that no more work is coming.
+func startStage(g *errgroup.Group, n int, out chan<- *work, worker func(i int) error) {
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		g.Go(func() error {
+			defer wg.Done()
+			return worker(i)
+		})
+	}
+	if out != nil {
+		g.Go(func() error {
+			wg.Wait()
+			close(out)
+			return nil
+		})
+	}
+}
+
+// pump runs do on every volume from in and passes those it kept on to out. do returns false
+// when it has finished the volume itself (failed it and released its buffers).
+func (r *runner) pump(ctx context.Context, in <-chan *work, out chan<- *work, do func(*work) bool) error {
+	for w := range in {
+		if !do(w) || out == nil {
+			continue
+		}
+		select {
+		case out <- w:
+		case <-ctx.Done():
+			r.fail(w, context.Cause(ctx))
+			return ctx.Err()
+		}
+	}
+	return ctx.Err()
+}

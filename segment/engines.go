@@ -1,0 +1,89 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Engine kinds accepted by OpenEngines.
+const (
+	KindAuto = "auto"
+	KindCPU  = "cpu"
+	KindCUDA = "cuda"
+)
+
+// OpenEngines opens the engines a run asked for: kind is auto, cpu or cuda; devices is "all"
+// or a comma-separated list of GPU ordinals (cuda only); cpuWorkers is the CPU engine's
+// thread count (0: all cores). auto picks CUDA when the binary has it and a GPU is present.
+// Asking for cuda in a build without it is an error wrapping ErrNoCUDA.
+func OpenEngines(m *Model, kind, devices string, cpuWorkers int) ([]Engine, error) {
+	switch kind {
+	case KindCPU:
+		return []Engine{NewCPUEngine(m, cpuWorkers)}, nil
+	case KindAuto:
+		if n, err := CUDADeviceCount(); err != nil || n == 0 {
+			return []Engine{NewCPUEngine(m, cpuWorkers)}, nil
+		}
+		return openCUDA(m, devices)
+	case KindCUDA:
+		return openCUDA(m, devices)
+	}
+	return nil, fmt.Errorf("segment: unknown engine %q (want auto, cpu or cuda)", kind)
+}
+
+func openCUDA(m *Model, devices string) ([]Engine, error) {
+	n, err := CUDADeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, errors.New("segment: no CUDA device found")
+	}
+	ids, err := ParseDevices(devices, n)
+	if err != nil {
+		return nil, err
+	}
+	var engines []Engine
+	for _, id := range ids {
+		e, err := NewCUDAEngine(m, id)
+		if err != nil {
+			for _, opened := range engines {
+				opened.Close()
+			}
+			return nil, fmt.Errorf("segment: open cuda:%d: %w", id, err)
+		}
+		engines = append(engines, e)
+	}
+	return engines, nil
+}
+
+// ParseDevices turns "all" or "0,2" into GPU ordinals, checked against the count present.
+func ParseDevices(spec string, count int) ([]int, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" || spec == "all" {
+		ids := make([]int, count)
+		for i := range ids {
+			ids[i] = i
+		}
+		return ids, nil
+	}
+	seen := map[int]bool{}
+	var ids []int
+	for _, f := range strings.Split(spec, ",") {
+		id, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("segment: bad device %q in %q (want \"all\" or ordinals like 0,1)", f, spec)
+		}
+		if id >= count {
+			return nil, fmt.Errorf("segment: device %d requested but only %d GPU(s) present", id, count)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("segment: device %d listed twice in %q", id, spec)
+		}
+		seen[id] = true
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
