@@ -1,0 +1,6 @@
+//go:build cuda
+
+package segment
+
+// CUDACompiled reports whether this binary was built with the CUDA engine (-tags cuda).
+const CUDACompiled = true
