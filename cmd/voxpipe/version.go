@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/urfave/cli/v2"
+
+	"voxpipe/segment"
+)
+
+// version is set at link time (-ldflags "-X main.version=v1.2.3"); otherwise the module's
+// build info is used.
+var version = ""
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:  "version",
+		Usage: "print the version, the engines compiled in, and the GPUs and driver when present",
+		Action: func(c *cli.Context) error {
+			w := c.App.Writer
+			fmt.Fprintf(w, "voxpipe %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			engines := "cpu"
+			if segment.CUDACompiled {
+				engines += ", cuda"
+			}
+			fmt.Fprintf(w, "engines: %s\n", engines)
+			if !segment.CUDACompiled {
+				fmt.Fprintln(w, "gpu: not compiled in (build with -tags cuda)")
+				return nil
+			}
+			info, err := segment.CUDAInfo()
+			if err != nil {
+				fmt.Fprintf(w, "gpu: none usable: %v\n", err)
+				return nil
+			}
+			fmt.Fprintf(w, "gpu: %s\n", info)
+			return nil
+		},
+	})
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", ""
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "-dirty"
+				}
+			}
+		}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if rev != "" {
+			return "dev-" + rev + dirty
+		}
+	}
+	return "dev"
+}
