@@ -1,0 +1,430 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// ErrBadVolume is wrapped by errors about a Volume, mask buffer or slab range an engine cannot
+// work on.
+var ErrBadVolume = errors.New("segment: bad volume")
+
+// FLOPsPerVoxel is the arithmetic the network does per output voxel, counting a multiply-add as
+// 2 and leaving out biases, ReLUs, the sigmoid and the argmax:
+//
+//	conv1 2*27*C + conv2 2*27*C*C + dilated conv 2*27*C*C + wx, wg 2*2*(C/2)*C
+//	+ psi 2*(C/2) + gate a*s+g 2*C + head 2*K*C
+//
+// that is 108*C^2 + 2*C^2 + 54*C + C + 2*C + 2*K*C; 29200 for C=16, K=4.
+func FLOPsPerVoxel(channels, classes int) float64 {
+	c, k := float64(channels), float64(classes)
+	g := float64(channels / 2)
+	return 2*27*c + 2*2*27*c*c + 2*2*g*c + 2*g + 2*c + 2*k*c
+}
+
+// block is how many output channels the convolution kernels keep in registers at once: 8
+// float32 accumulators plus the input value and a temporary fit amd64's 15 usable XMM
+// registers; 16 would spill.
+const block = 8
+
+// CPUEngine is the pure-Go reference engine. It computes a slab's output from the input slices
+// within Halo of it; every voxel's arithmetic is the same whatever the slab boundaries (float32,
+// accumulated in a fixed order: bias, then taps by dz, dy, dx, input channel), so masks are
+// bit-identical for any slab size. Not safe for concurrent use.
+type CPUEngine struct {
+	m       *Model
+	workers int
+
+	c, cp, k, gate int // channels, channels rounded up to a block, classes, gate width
+
+	// Convolution weights transposed for convRow: [block of 8 outputs][tap segment][i][8],
+	// output and input channels zero-padded to cp.
+	w1, w2, wg3 []float32
+	b1, b2, bg3 []float32 // biases, zero-padded to cp
+
+	xbuf, ebuf []float32 // per slab: normalised input and e, both zero-bordered
+	scratch    []*workerScratch
+}
+
+// workerScratch is one worker's reusable memory for a row of output.
+type workerScratch struct {
+	s, g []float32 // one row of s and g, [x][cp]
+	f    []float32 // f at one voxel
+	offs [27]int   // tap segment offsets of the row being computed
+}
+
+// NewCPUEngine prepares an engine for m (which must be valid; see Model.Validate). workers <= 0
+// means GOMAXPROCS.
+func NewCPUEngine(m *Model, workers int) *CPUEngine {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	c := m.Channels
+	cp := (c + block - 1) / block * block
+	e := &CPUEngine{m: m, workers: workers, c: c, cp: cp, k: m.Classes, gate: m.Gate()}
+	nb := cp / block
+
+	e.b1 = padBias(m.C1B, cp)
+	e.b2 = padBias(m.C2B, cp)
+	e.bg3 = padBias(m.CGB, cp)
+
+	// conv1: segments are (dz, dy) rows of 3 input values (dx); i = dx.
+	e.w1 = make([]float32, nb*27*block)
+	for co := 0; co < c; co++ {
+		b, k := co/block, co%block
+		for t := 0; t < 27; t++ {
+			e.w1[(b*27+t)*block+k] = m.C1W[co*27+t]
+		}
+	}
+	// conv2: segments are (dz, dy) rows of 3 voxels of cp channels; i = dx*cp + ci.
+	e.w2 = make([]float32, nb*9*3*cp*block)
+	// dilated conv: segments are (dz, dy, dx) voxels of cp channels; i = ci.
+	e.wg3 = make([]float32, nb*27*cp*block)
+	for co := 0; co < c; co++ {
+		b, k := co/block, co%block
+		for ci := 0; ci < c; ci++ {
+			for t := 0; t < 27; t++ {
+				dzdy, dx := t/3, t%3
+				src := (co*c+ci)*27 + t
+				e.w2[((b*9+dzdy)*3*cp+dx*cp+ci)*block+k] = m.C2W[src]
+				e.wg3[((b*27+t)*cp+ci)*block+k] = m.CGW[src]
+			}
+		}
+	}
+	e.scratch = make([]*workerScratch, workers)
+	for i := range e.scratch {
+		e.scratch[i] = &workerScratch{f: make([]float32, c)}
+	}
+	return e
+}
+
+func padBias(b []float32, n int) []float32 {
+	out := make([]float32, n)
+	copy(out, b)
+	return out
+}
+
+// Name implements Engine.
+func (e *CPUEngine) Name() string { return "cpu" }
+
+// Close releases the engine's buffers. The engine stays usable; it allocates again if used.
+func (e *CPUEngine) Close() error {
+	e.xbuf, e.ebuf = nil, nil
+	for _, ws := range e.scratch {
+		ws.s, ws.g = nil, nil
+	}
+	return nil
+}
+
+// Segment implements Engine: slabs of opt.Slab output slices in order, one "segment" Event per
+// slab. Cancellation is checked between rows of every stage.
+func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt Options) error {
+	if err := checkVolume(vol, out); err != nil {
+		return err
+	}
+	if opt.Slab < 1 {
+		return fmt.Errorf("%w: slab of %d slices", ErrBadVolume, opt.Slab)
+	}
+	start := time.Now()
+	plane := vol.NX * vol.NY
+	for i, z0 := 0, 0; z0 < vol.NZ; i, z0 = i+1, z0+opt.Slab {
+		z1 := min(z0+opt.Slab, vol.NZ)
+		t0 := time.Now()
+		if err := e.slab(ctx, vol, z0, z1, out[z0*plane:z1*plane]); err != nil {
+			return fmt.Errorf("segment slab %d (z %d..%d): %w", i, z0, z1, err)
+		}
+		if opt.OnEvent != nil {
+			in0, in1 := max(z0-Halo, 0), min(z1+Halo, vol.NZ)
+			opt.OnEvent(Event{
+				Stage:    "segment",
+				Slab:     i,
+				Start:    t0.Sub(start),
+				Duration: time.Since(t0),
+				Bytes:    int64(in1-in0) * int64(plane) * int64(vol.elemSize()),
+				Voxels:   int64(z1-z0) * int64(plane),
+			})
+		}
+	}
+	return nil
+}
+
+// SegmentSlab computes output slices [z0, z1) into out (len (z1-z0)*NX*NY), reading input
+// slices z0-Halo..z1+Halo clipped to the volume.
+func (e *CPUEngine) SegmentSlab(vol *Volume, z0, z1 int, out []uint8) error {
+	if err := checkVolume(vol, nil); err != nil {
+		return err
+	}
+	if z0 < 0 || z1 > vol.NZ || z0 >= z1 {
+		return fmt.Errorf("%w: slab z %d..%d of a volume of %d slices", ErrBadVolume, z0, z1, vol.NZ)
+	}
+	if want := (z1 - z0) * vol.NX * vol.NY; len(out) != want {
+		return fmt.Errorf("%w: output of %d voxels for a slab of %d", ErrBadVolume, len(out), want)
+	}
+	return e.slab(context.Background(), vol, z0, z1, out)
+}
+
+func (v *Volume) elemSize() int {
+	if v.I16 != nil {
+		return 2
+	}
+	return 4
+}
+
+// checkVolume validates vol, and out unless it is nil.
+func checkVolume(vol *Volume, out []uint8) error {
+	if vol == nil {
+		return fmt.Errorf("%w: nil volume", ErrBadVolume)
+	}
+	if vol.NX < 1 || vol.NY < 1 || vol.NZ < 1 || vol.NX > 1<<20 || vol.NY > 1<<20 || vol.NZ > 1<<20 {
+		return fmt.Errorf("%w: dimensions %dx%dx%d", ErrBadVolume, vol.NX, vol.NY, vol.NZ)
+	}
+	n := vol.NX * vol.NY * vol.NZ
+	switch {
+	case (vol.I16 == nil) == (vol.F32 == nil):
+		return fmt.Errorf("%w: want exactly one of I16 and F32", ErrBadVolume)
+	case vol.I16 != nil && len(vol.I16) != n, vol.F32 != nil && len(vol.F32) != n:
+		return fmt.Errorf("%w: %d values for %dx%dx%d", ErrBadVolume, max(len(vol.I16), len(vol.F32)), vol.NX, vol.NY, vol.NZ)
+	case out != nil && len(out) != n:
+		return fmt.Errorf("%w: mask of %d voxels for a volume of %d", ErrBadVolume, len(out), n)
+	}
+	return nil
+}
+
+// slab computes output slices [z0, z1) in three parallel passes: x = Norm(v) for the slices
+// within Halo, e for the slices within 2, then s, g and the gate, head and argmax row by row.
+// Buffers have zero borders (1 voxel for x, 2 for e, in y and x) and zero planes outside the
+// volume, which is the convolutions' zero padding.
+func (e *CPUEngine) slab(ctx context.Context, vol *Volume, z0, z1 int, out []uint8) error {
+	nx, ny, nz := vol.NX, vol.NY, vol.NZ
+	cp := e.cp
+	slices := z1 - z0
+
+	// x: planes z0-3 .. z1+2, rows and columns with a 1-voxel border.
+	xz0, xPlanes, xpy, xpx := z0-3, slices+6, ny+2, nx+2
+	// e: planes z0-2 .. z1+1, rows and columns with a 2-voxel border, channels last.
+	ez0, ePlanes, epy, epx := z0-2, slices+4, ny+4, nx+4
+	e.xbuf = grow(e.xbuf, xPlanes*xpy*xpx)
+	e.ebuf = grow(e.ebuf, ePlanes*epy*epx*cp)
+	for _, ws := range e.scratch {
+		ws.s = grow(ws.s, nx*cp)
+		ws.g = grow(ws.g, nx*cp)
+	}
+	xbuf, ebuf := e.xbuf, e.ebuf
+
+	err := e.parallel(ctx, xPlanes*xpy, func(_ *workerScratch, item int) {
+		p, yy := item/xpy, item%xpy
+		row := xbuf[(p*xpy+yy)*xpx : (p*xpy+yy+1)*xpx]
+		z, y := xz0+p, yy-1
+		if z < 0 || z >= nz || y < 0 || y >= ny {
+			clear(row)
+			return
+		}
+		row[0], row[nx+1] = 0, 0
+		normRow(row[1:nx+1], vol, (z*ny+y)*nx, vol.Norm)
+	})
+	if err != nil {
+		return err
+	}
+
+	err = e.parallel(ctx, ePlanes*epy, func(ws *workerScratch, item int) {
+		p, yy := item/epy, item%epy
+		rowLen := epx * cp
+		row := ebuf[(p*epy+yy)*rowLen : (p*epy+yy+1)*rowLen]
+		z, y := ez0+p, yy-2
+		if z < 0 || z >= nz || y < 0 || y >= ny {
+			clear(row)
+			return
+		}
+		clear(row[:2*cp])
+		clear(row[(nx+2)*cp:])
+		// Taps (dz, dy) read x planes z-1+dz (index z-1+dz-xz0) and rows y-1+dy (index y+dy).
+		offs := ws.offs[:9]
+		for dz := range 3 {
+			for dy := range 3 {
+				offs[dz*3+dy] = ((z-1+dz-xz0)*xpy + y + dy) * xpx
+			}
+		}
+		for b := 0; b < cp; b += block {
+			convRow(row[2*cp+b:], cp, nx, xbuf, 1, offs, 3, e.w1[b*27:(b+block)*27], (*[block]float32)(e.b1[b:]))
+		}
+	})
+	if err != nil {
+		return err
+	}
+
+	return e.parallel(ctx, slices*ny, func(ws *workerScratch, item int) {
+		zi, y := item/ny, item%ny
+		z := z0 + zi
+		rowLen := epx * cp
+		// s: taps (dz, dy) read e planes z-1+dz, padded rows y+1+dy, 3 voxels from padded x+1.
+		offs := ws.offs[:9]
+		for dz := range 3 {
+			for dy := range 3 {
+				offs[dz*3+dy] = (z-1+dz-ez0)*epy*rowLen + (y+1+dy)*rowLen + cp
+			}
+		}
+		nw := 9 * 3 * cp * block
+		for b := 0; b < cp; b += block {
+			nb := b / block
+			convRow(ws.s[b:], cp, nx, ebuf, cp, offs, 3*cp, e.w2[nb*nw:(nb+1)*nw], (*[block]float32)(e.b2[b:]))
+		}
+		// g: taps (dz, dy, dx) read e planes z-2+2dz, padded rows y+2dy, padded column x+2dx.
+		offs = ws.offs[:27]
+		for dz := range 3 {
+			for dy := range 3 {
+				for dx := range 3 {
+					offs[(dz*3+dy)*3+dx] = (z-2+2*dz-ez0)*epy*rowLen + (y+2*dy)*rowLen + 2*dx*cp
+				}
+			}
+		}
+		nw = 27 * cp * block
+		for b := 0; b < cp; b += block {
+			nb := b / block
+			convRow(ws.g[b:], cp, nx, ebuf, cp, offs, cp, e.wg3[nb*nw:(nb+1)*nw], (*[block]float32)(e.bg3[b:]))
+		}
+		e.gateHeadRow(out[(zi*ny+y)*nx:(zi*ny+y+1)*nx], ws)
+	})
+}
+
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+// parallel runs fn for items 0..n-1 on the engine's workers, each with its own scratch, items
+// handed out one at a time. It stops early, with ctx's error, once ctx is done.
+func (e *CPUEngine) parallel(ctx context.Context, n int, fn func(ws *workerScratch, item int)) error {
+	var next atomic.Int64
+	done := ctx.Done()
+	var g errgroup.Group
+	for w := range min(e.workers, n) {
+		ws := e.scratch[w]
+		g.Go(func() error {
+			for {
+				select {
+				case <-done:
+					return ctx.Err()
+				default:
+				}
+				item := int(next.Add(1) - 1)
+				if item >= n {
+					return nil
+				}
+				fn(ws, item)
+			}
+		})
+	}
+	return g.Wait()
+}
+
+// normRow writes Norm(v) for the n stored values of vol starting at index from.
+func normRow(dst []float32, vol *Volume, from int, norm Norm) {
+	if vol.I16 != nil {
+		src := vol.I16[from : from+len(dst)]
+		for i, v := range src {
+			dst[i] = norm.Apply(float32(v))
+		}
+		return
+	}
+	src := vol.F32[from : from+len(dst)]
+	for i, v := range src {
+		dst[i] = norm.Apply(v)
+	}
+}
+
+// convRow computes one block of 8 output channels at nx consecutive voxels:
+//
+//	dst[x*dstStride+k] = relu(bias[k] + sum over segments t, i of w[(t*segLen+i)*8+k] * in[offs[t]+x*inStride+i])
+//
+// the sum taken in that order. This is the hot loop: the 8 accumulators stay in registers, each
+// input value is loaded once for 8 multiply-adds, and the weights stream in order. The explicit
+// float32 conversions keep the compiler from fusing multiply and add into an FMA (allowed by
+// the Go spec, done on arm64 and GOAMD64=v3), so masks do not depend on the build.
+func convRow(dst []float32, dstStride, nx int, in []float32, inStride int, offs []int, segLen int, w []float32, bias *[block]float32) {
+	w = w[:len(offs)*segLen*block]
+	for x := range nx {
+		a0, a1, a2, a3, a4, a5, a6, a7 := bias[0], bias[1], bias[2], bias[3], bias[4], bias[5], bias[6], bias[7]
+		shift := x * inStride
+		wt := w
+		for _, off := range offs {
+			seg := in[off+shift : off+shift+segLen]
+			for _, v := range seg {
+				ww := (*[block]float32)(wt)
+				a0 += float32(ww[0] * v)
+				a1 += float32(ww[1] * v)
+				a2 += float32(ww[2] * v)
+				a3 += float32(ww[3] * v)
+				a4 += float32(ww[4] * v)
+				a5 += float32(ww[5] * v)
+				a6 += float32(ww[6] * v)
+				a7 += float32(ww[7] * v)
+				wt = wt[block:]
+			}
+		}
+		d := (*[block]float32)(dst[x*dstStride:])
+		d[0], d[1], d[2], d[3] = relu(a0), relu(a1), relu(a2), relu(a3)
+		d[4], d[5], d[6], d[7] = relu(a4), relu(a5), relu(a6), relu(a7)
+	}
+}
+
+func relu(v float32) float32 {
+	if v > 0 {
+		return v
+	}
+	return 0
+}
+
+// sigmoid is computed in float64 and rounded once, so it is as exact as float32 allows.
+func sigmoid(v float32) float32 {
+	return float32(1 / (1 + math.Exp(-float64(v))))
+}
+
+// gateHeadRow finishes a row from s and g: q = relu(wx(s) + wg(g)), a = sigmoid(psi(q)),
+// f = a*s + g, logits = head(f), label = first argmax.
+func (e *CPUEngine) gateHeadRow(out []uint8, ws *workerScratch) {
+	m := e.m
+	c, cp := e.c, e.cp
+	f := ws.f[:c]
+	for x := range out {
+		sv := ws.s[x*cp : x*cp+c]
+		gv := ws.g[x*cp : x*cp+c]
+		p := m.PsiB[0]
+		for j := range e.gate {
+			wx := m.WXW[j*c : j*c+c]
+			wg := m.WGW[j*c : j*c+c]
+			ax, ag := m.WXB[j], m.WGB[j]
+			for i, v := range sv {
+				ax += float32(wx[i] * v)
+			}
+			for i, v := range gv {
+				ag += float32(wg[i] * v)
+			}
+			p += float32(m.PsiW[j] * relu(ax+ag))
+		}
+		a := sigmoid(p)
+		for i, v := range sv {
+			f[i] = float32(a*v) + gv[i]
+		}
+		best, label := float32(0), 0
+		for k := range e.k {
+			h := m.HeadW[k*c : k*c+c]
+			l := m.HeadB[k]
+			for i, v := range f {
+				l += float32(h[i] * v)
+			}
+			if k == 0 || l > best {
+				best, label = l, k
+			}
+		}
+		out[x] = uint8(label)
+	}
+}

@@ -1,0 +1,252 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// randomVolume makes a test volume: a smooth blob pattern plus noise, so the network sees
+// structure at several scales, stored as int16 (with a slope, to exercise the folding) or float32.
+func randomVolume(nx, ny, nz int, seed uint64, asInt16 bool) *Volume {
+	rng := splitMix64{state: seed}
+	vol := &Volume{NX: nx, NY: ny, NZ: nz}
+	n := nx * ny * nz
+	vals := make([]float64, n)
+	cx, cy, cz := float64(nx)*rng.float64(), float64(ny)*rng.float64(), float64(nz)*rng.float64()
+	for z := range nz {
+		for y := range ny {
+			for x := range nx {
+				r2 := (float64(x)-cx)*(float64(x)-cx) + (float64(y)-cy)*(float64(y)-cy) + (float64(z)-cz)*(float64(z)-cz)
+				vals[(z*ny+y)*nx+x] = 800*math.Exp(-r2/20) + 300*math.Sin(float64(x+2*y)/3) + 200*(rng.float64()-0.5) + 100
+			}
+		}
+	}
+	var st Stats
+	slope, inter := 1.0, 0.0
+	if asInt16 {
+		slope, inter = 0.5, -20
+		vol.I16 = make([]int16, n)
+		for i, v := range vals {
+			vol.I16[i] = int16(math.Round((v - inter) / slope))
+		}
+		st.AddInt16(vol.I16)
+	} else {
+		vol.F32 = make([]float32, n)
+		for i, v := range vals {
+			vol.F32[i] = float32(v)
+		}
+		st.AddFloat32(vol.F32)
+	}
+	vol.Norm = st.Norm(slope, inter)
+	return vol
+}
+
+func segmentWhole(t testing.TB, e Engine, vol *Volume, slab int) []uint8 {
+	t.Helper()
+	out := make([]uint8, vol.NX*vol.NY*vol.NZ)
+	if err := e.Segment(context.Background(), vol, out, Options{Slab: slab}); err != nil {
+		t.Fatalf("Segment: %v", err)
+	}
+	return out
+}
+
+func TestCPUMatchesFloat64Reference(t *testing.T) {
+	const eps = 1e-4 // relative logit gap within which float32 rounding may flip the argmax
+	models := []*Model{RandomModel(16, 4, 1), RandomModel(6, 3, 2)}
+	cases := []struct {
+		nx, ny, nz int
+		i16        bool
+	}{
+		{1, 1, 1, false}, {5, 3, 1, false}, {7, 9, 11, false}, {13, 1, 6, true},
+		{1, 8, 5, true}, {6, 5, 4, true}, {2, 2, 9, false}, {11, 10, 3, false}, {20, 17, 12, true},
+	}
+	var total, mismatches, ties int
+	classSeen := map[uint8]int{}
+	for mi, m := range models {
+		for ci, tc := range cases {
+			name := fmt.Sprintf("C%dK%d/%dx%dx%d", m.Channels, m.Classes, tc.nx, tc.ny, tc.nz)
+			vol := randomVolume(tc.nx, tc.ny, tc.nz, uint64(100*mi+ci), tc.i16)
+			got := segmentWhole(t, NewCPUEngine(m, 2), vol, 4)
+			logits := refLogits(m, vol)
+			for i, l := range logits {
+				want := argmax(l)
+				classSeen[got[i]]++
+				total++
+				if int(got[i]) == want {
+					continue
+				}
+				mismatches++
+				gap, ok := nearTie(l, int(got[i]), want, eps)
+				if !ok {
+					t.Errorf("%s voxel %d: label %d, float64 reference %d, logits %v: relative gap %.3g is no near-tie", name, i, got[i], want, l, gap)
+					continue
+				}
+				ties++
+				t.Logf("%s voxel %d: near-tie mismatch, label %d vs reference %d, relative gap %.3g, logits %v", name, i, got[i], want, gap, l)
+			}
+		}
+	}
+	t.Logf("%d voxels, %d mismatches, %d of them near-ties; label counts %v", total, mismatches, ties, classSeen)
+	if mismatches > total/1000+1 {
+		t.Errorf("%d mismatches in %d voxels: too many even if near-ties", mismatches, total)
+	}
+	if len(classSeen) < 3 {
+		t.Errorf("only labels %v appear: test volumes do not exercise the head", classSeen)
+	}
+}
+
+func TestCPUSlabsBitIdentical(t *testing.T) {
+	m := RandomModel(16, 4, 7)
+	for _, tc := range []struct {
+		nx, ny, nz int
+		i16        bool
+	}{{9, 7, 13, false}, {4, 3, 8, true}, {3, 5, 1, false}} {
+		vol := randomVolume(tc.nx, tc.ny, tc.nz, 42, tc.i16)
+		e := NewCPUEngine(m, 2)
+		want := segmentWhole(t, e, vol, vol.NZ)
+		for _, slab := range []int{1, 2, 3, 4, 5, vol.NZ - 1, vol.NZ, vol.NZ + 7} {
+			if slab < 1 {
+				continue
+			}
+			if got := segmentWhole(t, e, vol, slab); !slices.Equal(got, want) {
+				t.Errorf("%dx%dx%d slab %d: mask differs from whole-volume mask", tc.nx, tc.ny, tc.nz, slab)
+			}
+		}
+		plane := vol.NX * vol.NY
+		ranges := [][2]int{{0, 1}, {vol.NZ - 1, vol.NZ}, {0, vol.NZ}, {vol.NZ / 2, vol.NZ/2 + 1}, {1, max(vol.NZ-1, 2)}}
+		for _, r := range ranges {
+			z0, z1 := r[0], min(r[1], vol.NZ)
+			if z0 >= z1 {
+				continue
+			}
+			out := make([]uint8, (z1-z0)*plane)
+			if err := e.SegmentSlab(vol, z0, z1, out); err != nil {
+				t.Fatalf("SegmentSlab(%d, %d): %v", z0, z1, err)
+			}
+			if !slices.Equal(out, want[z0*plane:z1*plane]) {
+				t.Errorf("%dx%dx%d SegmentSlab(%d, %d) differs from the whole-volume mask", tc.nx, tc.ny, tc.nz, z0, z1)
+			}
+		}
+	}
+}
+
+func TestCPUWorkersAndReuse(t *testing.T) {
+	m := RandomModel(16, 4, 3)
+	big := randomVolume(12, 10, 9, 5, false)
+	small := randomVolume(5, 4, 3, 6, true)
+	one := NewCPUEngine(m, 1)
+	many := NewCPUEngine(m, 5)
+	wantBig := segmentWhole(t, one, big, 3)
+	wantSmall := segmentWhole(t, one, small, 2)
+	// The same engine across volumes of other sizes and back must not leak buffer contents.
+	for range 2 {
+		if got := segmentWhole(t, many, big, 4); !slices.Equal(got, wantBig) {
+			t.Fatal("5 workers differ from 1 on the big volume")
+		}
+		if got := segmentWhole(t, many, small, 1); !slices.Equal(got, wantSmall) {
+			t.Fatal("5 workers differ from 1 on the small volume")
+		}
+	}
+	many.Close()
+	if got := segmentWhole(t, many, small, 3); !slices.Equal(got, wantSmall) {
+		t.Fatal("engine differs after Close")
+	}
+}
+
+func TestCPUEvents(t *testing.T) {
+	vol := randomVolume(6, 5, 10, 9, true)
+	e := NewCPUEngine(RandomModel(16, 4, 1), 2)
+	var mu sync.Mutex
+	var events []Event
+	out := make([]uint8, 6*5*10)
+	err := e.Segment(context.Background(), vol, out, Options{Slab: 4, OnEvent: func(ev Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 3 {
+		t.Fatalf("%d events for 10 slices in slabs of 4, want 3", len(events))
+	}
+	wantVoxels := []int64{4 * 30, 4 * 30, 2 * 30}
+	wantBytes := []int64{7 * 30 * 2, 9 * 30 * 2, 5 * 30 * 2} // slices read (halo included, clipped), int16
+	for i, ev := range events {
+		if ev.Stage != "segment" || ev.Slab != i || ev.Voxels != wantVoxels[i] || ev.Bytes != wantBytes[i] || ev.Duration <= 0 {
+			t.Errorf("event %d: %+v, want stage segment, slab %d, %d voxels, %d bytes", i, ev, i, wantVoxels[i], wantBytes[i])
+		}
+		if i > 0 && ev.Start < events[i-1].Start+events[i-1].Duration {
+			t.Errorf("event %d starts before event %d ends", i, i-1)
+		}
+	}
+}
+
+func TestCPUCancel(t *testing.T) {
+	vol := randomVolume(8, 8, 8, 1, false)
+	e := NewCPUEngine(RandomModel(16, 4, 1), 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := e.Segment(ctx, vol, make([]uint8, 512), Options{Slab: 2})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Segment with a cancelled context: %v, want context.Canceled", err)
+	}
+	// Cancelled during the second slab: the first slab's event comes, then the error.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	slabs := 0
+	err = e.Segment(ctx, vol, make([]uint8, 512), Options{Slab: 2, OnEvent: func(Event) { slabs++; cancel() }})
+	if !errors.Is(err, context.Canceled) || slabs != 1 {
+		t.Fatalf("cancel after slab 0: err %v after %d slabs, want context.Canceled after 1", err, slabs)
+	}
+}
+
+func TestCPUBadInput(t *testing.T) {
+	e := NewCPUEngine(RandomModel(16, 4, 1), 1)
+	good := func() *Volume { return &Volume{NX: 2, NY: 2, NZ: 2, F32: make([]float32, 8)} }
+	cases := []struct {
+		name string
+		vol  *Volume
+		out  []uint8
+		slab int
+	}{
+		{"nil volume", nil, make([]uint8, 8), 1},
+		{"zero dim", &Volume{NX: 0, NY: 2, NZ: 2, F32: []float32{}}, nil, 1},
+		{"no data", &Volume{NX: 2, NY: 2, NZ: 2}, make([]uint8, 8), 1},
+		{"both data", &Volume{NX: 2, NY: 2, NZ: 2, F32: make([]float32, 8), I16: make([]int16, 8)}, make([]uint8, 8), 1},
+		{"short data", &Volume{NX: 2, NY: 2, NZ: 2, I16: make([]int16, 7)}, make([]uint8, 8), 1},
+		{"short mask", good(), make([]uint8, 7), 1},
+		{"zero slab", good(), make([]uint8, 8), 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := e.Segment(context.Background(), tc.vol, tc.out, Options{Slab: tc.slab})
+			if !errors.Is(err, ErrBadVolume) {
+				t.Errorf("got %v, want ErrBadVolume", err)
+			}
+		})
+	}
+	for _, r := range [][3]int{{-1, 1, 16}, {0, 3, 24}, {1, 1, 0}, {0, 1, 3}} {
+		if err := e.SegmentSlab(good(), r[0], r[1], make([]uint8, r[2])); !errors.Is(err, ErrBadVolume) {
+			t.Errorf("SegmentSlab(%d, %d, out of %d): %v, want ErrBadVolume", r[0], r[1], r[2], err)
+		}
+	}
+}
+
+func TestFLOPsPerVoxel(t *testing.T) {
+	if got := FLOPsPerVoxel(16, 4); got != 29200 {
+		t.Errorf("FLOPsPerVoxel(16, 4) = %v, want 29200", got)
+	}
+	// Count the multiply-adds of the reference implementation's loops directly.
+	c, k := 6, 3
+	g := c / 2
+	macs := 27*c + 27*c*c*2 + 2*g*c + g + c + k*c
+	if got := FLOPsPerVoxel(c, k); got != float64(2*macs) {
+		t.Errorf("FLOPsPerVoxel(%d, %d) = %v, want %d", c, k, got, 2*macs)
+	}
+}
