@@ -1,0 +1,370 @@
+"""NIfTI-1 / NIfTI-2 reading and writing with numpy only (no nibabel).
+
+Reads .nii, .nii.gz and .hdr/.img pairs, either byte order, the datatypes voxpipe accepts.
+Arrays are returned as [z][y][x] (numpy shape (nz, ny, nx)), which is the file's order with x
+fastest. Masks are written as uint8 NIfTI-1 that copy the reference header's geometry.
+"""
+
+import dataclasses
+import gzip
+import math
+import os
+import struct
+
+import numpy as np
+
+# NIfTI datatype code -> numpy dtype (without byte order).
+DATATYPES = {
+    2: "u1",    # uint8
+    4: "i2",    # int16
+    8: "i4",    # int32
+    16: "f4",   # float32
+    64: "f8",   # float64
+    256: "i1",  # int8
+    512: "u2",  # uint16
+    768: "u4",  # uint32
+}
+DTYPE_CODES = {np.dtype(v).str[1:]: k for k, v in DATATYPES.items()}
+
+INTENT_LABEL = 1002
+
+NIFTI1_SIZE = 348
+NIFTI2_SIZE = 540
+NIFTI2_MAGIC_TAIL = b"\r\n\x1a\n"
+
+
+class NiftiError(ValueError):
+    """A file that is not a NIfTI volume voxpipe can read."""
+
+
+@dataclasses.dataclass
+class Header:
+    """The decoded header, the same for both versions (NIfTI-2 widths)."""
+
+    version: int = 1
+    byteorder: str = "<"  # "<" or ">", of the file it was read from
+    dim_info: int = 0
+    dim: tuple = (3, 1, 1, 1, 1, 1, 1, 1)
+    intent_p1: float = 0.0
+    intent_p2: float = 0.0
+    intent_p3: float = 0.0
+    intent_code: int = 0
+    datatype: int = 16
+    bitpix: int = 32
+    slice_start: int = 0
+    pixdim: tuple = (1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+    vox_offset: int = 352
+    scl_slope: float = 1.0
+    scl_inter: float = 0.0
+    slice_end: int = 0
+    slice_code: int = 0
+    xyzt_units: int = 10  # mm, s
+    cal_max: float = 0.0
+    cal_min: float = 0.0
+    slice_duration: float = 0.0
+    toffset: float = 0.0
+    descrip: str = ""
+    aux_file: str = ""
+    qform_code: int = 0
+    sform_code: int = 0
+    quatern_b: float = 0.0
+    quatern_c: float = 0.0
+    quatern_d: float = 0.0
+    qoffset_x: float = 0.0
+    qoffset_y: float = 0.0
+    qoffset_z: float = 0.0
+    srow_x: tuple = (1.0, 0.0, 0.0, 0.0)
+    srow_y: tuple = (0.0, 1.0, 0.0, 0.0)
+    srow_z: tuple = (0.0, 0.0, 1.0, 0.0)
+    intent_name: str = ""
+    magic: str = "n+1"
+
+    @property
+    def shape_zyx(self):
+        """(nz, ny, nx): extents of the first three dimensions, 1 where absent."""
+        nd = self.dim[0]
+
+        def ext(i):
+            return int(self.dim[i]) if i <= nd and self.dim[i] >= 1 else 1
+
+        return ext(3), ext(2), ext(1)
+
+    def scaling(self):
+        """(slope, inter) to apply to stored values: the NIfTI rule is that scl_slope 0 (or not
+        finite) means no scaling at all; a non-finite scl_inter counts as 0."""
+        slope, inter = float(self.scl_slope), float(self.scl_inter)
+        if slope == 0.0 or not math.isfinite(slope):
+            return 1.0, 0.0
+        if not math.isfinite(inter):
+            inter = 0.0
+        return slope, inter
+
+
+def _cstr(b):
+    return b.split(b"\x00", 1)[0].decode("latin-1")
+
+
+def _open_bytes(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    return raw
+
+
+def _detect(raw, path):
+    if len(raw) < 4:
+        raise NiftiError(f"{path}: too short for a NIfTI header")
+    for bo in "<>":
+        size = struct.unpack(bo + "i", raw[:4])[0]
+        if size == NIFTI1_SIZE:
+            return 1, bo
+        if size == NIFTI2_SIZE:
+            return 2, bo
+    raise NiftiError(f"{path}: sizeof_hdr is neither 348 nor 540 in either byte order")
+
+
+def _parse1(raw, bo, path):
+    if len(raw) < NIFTI1_SIZE:
+        raise NiftiError(f"{path}: truncated NIfTI-1 header")
+    u = lambda fmt, off: struct.unpack_from(bo + fmt, raw, off)
+    h = Header(version=1, byteorder=bo)
+    h.dim_info = raw[39]
+    h.dim = tuple(int(v) for v in u("8h", 40))
+    h.intent_p1, h.intent_p2, h.intent_p3 = (float(v) for v in u("3f", 56))
+    h.intent_code, h.datatype, h.bitpix, h.slice_start = (int(v) for v in u("4h", 68))
+    h.pixdim = tuple(float(v) for v in u("8f", 76))
+    vox, h.scl_slope, h.scl_inter = (float(v) for v in u("3f", 108))
+    h.vox_offset = int(vox)
+    if h.vox_offset != vox:
+        raise NiftiError(f"{path}: vox_offset {vox} is not an integer")
+    h.slice_end = int(u("h", 120)[0])
+    h.slice_code, h.xyzt_units = raw[122], raw[123]
+    h.cal_max, h.cal_min, h.slice_duration, h.toffset = (float(v) for v in u("4f", 124))
+    h.descrip = _cstr(raw[148:228])
+    h.aux_file = _cstr(raw[228:252])
+    h.qform_code, h.sform_code = (int(v) for v in u("2h", 252))
+    (h.quatern_b, h.quatern_c, h.quatern_d,
+     h.qoffset_x, h.qoffset_y, h.qoffset_z) = (float(v) for v in u("6f", 256))
+    h.srow_x = tuple(float(v) for v in u("4f", 280))
+    h.srow_y = tuple(float(v) for v in u("4f", 296))
+    h.srow_z = tuple(float(v) for v in u("4f", 312))
+    h.intent_name = _cstr(raw[328:344])
+    h.magic = _cstr(raw[344:348])
+    if h.magic not in ("n+1", "ni1"):
+        raise NiftiError(f"{path}: bad NIfTI-1 magic {raw[344:348]!r}")
+    return h
+
+
+def _parse2(raw, bo, path):
+    if len(raw) < NIFTI2_SIZE:
+        raise NiftiError(f"{path}: truncated NIfTI-2 header")
+    u = lambda fmt, off: struct.unpack_from(bo + fmt, raw, off)
+    h = Header(version=2, byteorder=bo)
+    magic = raw[4:12]
+    h.magic = _cstr(magic)
+    if h.magic not in ("n+2", "ni2") or magic[4:8] != NIFTI2_MAGIC_TAIL:
+        raise NiftiError(f"{path}: bad NIfTI-2 magic {magic!r}")
+    h.datatype, h.bitpix = (int(v) for v in u("2h", 12))
+    h.dim = tuple(int(v) for v in u("8q", 16))
+    h.intent_p1, h.intent_p2, h.intent_p3 = (float(v) for v in u("3d", 80))
+    h.pixdim = tuple(float(v) for v in u("8d", 104))
+    h.vox_offset = int(u("q", 168)[0])
+    (h.scl_slope, h.scl_inter, h.cal_max, h.cal_min,
+     h.slice_duration, h.toffset) = (float(v) for v in u("6d", 176))
+    h.slice_start, h.slice_end = (int(v) for v in u("2q", 224))
+    h.descrip = _cstr(raw[240:320])
+    h.aux_file = _cstr(raw[320:344])
+    h.qform_code, h.sform_code = (int(v) for v in u("2i", 344))
+    (h.quatern_b, h.quatern_c, h.quatern_d,
+     h.qoffset_x, h.qoffset_y, h.qoffset_z) = (float(v) for v in u("6d", 352))
+    h.srow_x = tuple(float(v) for v in u("4d", 400))
+    h.srow_y = tuple(float(v) for v in u("4d", 432))
+    h.srow_z = tuple(float(v) for v in u("4d", 464))
+    h.slice_code, h.xyzt_units, h.intent_code = (int(v) for v in u("3i", 496))
+    h.intent_name = _cstr(raw[508:524])
+    h.dim_info = raw[524]
+    return h
+
+
+def read_header(path):
+    """Decodes the header of a .nii/.nii.gz/.hdr file; returns (Header, raw bytes of the file)."""
+    raw = _open_bytes(path)
+    version, bo = _detect(raw, path)
+    h = _parse1(raw, bo, path) if version == 1 else _parse2(raw, bo, path)
+    return h, raw
+
+
+def _img_path(path):
+    for hdr_ext, img_ext in ((".hdr.gz", ".img.gz"), (".hdr", ".img")):
+        if path.endswith(hdr_ext):
+            base = path[: -len(hdr_ext)]
+            for cand in (base + img_ext, base + ".img", base + ".img.gz"):
+                if os.path.exists(cand):
+                    return cand
+            raise NiftiError(f"{path}: no matching .img file")
+    return None
+
+
+def read_nifti(path):
+    """Reads a volume: returns (Header, stored values as a native-order numpy array of shape
+    (nz, ny, nx)). scl_slope/scl_inter are NOT applied (see Header.scaling / scaled_values)."""
+    h, raw = read_header(path)
+    if h.datatype not in DATATYPES:
+        raise NiftiError(f"{path}: unsupported datatype {h.datatype}")
+    nd = h.dim[0]
+    if not 1 <= nd <= 7:
+        raise NiftiError(f"{path}: dim[0]={nd} out of range")
+    for i in range(1, nd + 1):
+        if h.dim[i] < 1:
+            raise NiftiError(f"{path}: dim[{i}]={h.dim[i]}")
+    for i in range(4, nd + 1):
+        if h.dim[i] != 1:
+            raise NiftiError(f"{path}: {nd}-D volumes with dim[{i}]={h.dim[i]} are not supported")
+    dt = np.dtype(h.byteorder + DATATYPES[h.datatype])
+    nz, ny, nx = h.shape_zyx
+    n = nx * ny * nz
+    img = _img_path(path)
+    if img is not None:
+        data_raw, off = _open_bytes(img), h.vox_offset
+    else:
+        data_raw, off = raw, h.vox_offset
+        minimum = NIFTI1_SIZE if h.version == 1 else NIFTI2_SIZE
+        if off < minimum:
+            raise NiftiError(f"{path}: vox_offset {off} inside the header")
+    if off < 0 or off + n * dt.itemsize > len(data_raw):
+        raise NiftiError(f"{path}: voxel data truncated (need {n * dt.itemsize} bytes at {off},"
+                         f" file has {len(data_raw)})")
+    data = np.frombuffer(data_raw, dtype=dt, count=n, offset=off)
+    return h, data.astype(dt.newbyteorder("="), copy=True).reshape(nz, ny, nx)
+
+
+def scaled_values(h, stored):
+    """v = stored*scl_slope + scl_inter in float64, with the scl_slope rule."""
+    slope, inter = h.scaling()
+    v = stored.astype(np.float64)
+    if (slope, inter) != (1.0, 0.0):
+        v = v * slope + inter
+    return v
+
+
+def _pad(s, n):
+    b = s.encode("latin-1")[:n]
+    return b + b"\x00" * (n - len(b))
+
+
+def encode_header(h, vox_offset=None):
+    """Encodes h (NIfTI-1 or NIfTI-2 by h.version, byte order h.byteorder) followed by the 4-byte
+    extension flag (zero). The result is padded with zeros up to vox_offset."""
+    bo = h.byteorder
+    p = lambda fmt, *v: struct.pack(bo + fmt, *v)
+    off = h.vox_offset if vox_offset is None else vox_offset
+    if h.version == 1:
+        buf = bytearray(NIFTI1_SIZE)
+        buf[0:4] = p("i", NIFTI1_SIZE)
+        buf[38] = ord("r")
+        buf[39] = h.dim_info
+        buf[40:56] = p("8h", *h.dim)
+        buf[56:68] = p("3f", h.intent_p1, h.intent_p2, h.intent_p3)
+        buf[68:76] = p("4h", h.intent_code, h.datatype, h.bitpix, h.slice_start)
+        buf[76:108] = p("8f", *h.pixdim)
+        buf[108:120] = p("3f", float(off), h.scl_slope, h.scl_inter)
+        buf[120:122] = p("h", h.slice_end)
+        buf[122], buf[123] = h.slice_code, h.xyzt_units
+        buf[124:140] = p("4f", h.cal_max, h.cal_min, h.slice_duration, h.toffset)
+        buf[148:228] = _pad(h.descrip, 80)
+        buf[228:252] = _pad(h.aux_file, 24)
+        buf[252:256] = p("2h", h.qform_code, h.sform_code)
+        buf[256:280] = p("6f", h.quatern_b, h.quatern_c, h.quatern_d,
+                         h.qoffset_x, h.qoffset_y, h.qoffset_z)
+        buf[280:328] = p("12f", *h.srow_x, *h.srow_y, *h.srow_z)
+        buf[328:344] = _pad(h.intent_name, 16)
+        buf[344:348] = _pad(h.magic, 4)
+    else:
+        buf = bytearray(NIFTI2_SIZE)
+        buf[0:4] = p("i", NIFTI2_SIZE)
+        buf[4:12] = _pad(h.magic, 4) + NIFTI2_MAGIC_TAIL
+        buf[12:16] = p("2h", h.datatype, h.bitpix)
+        buf[16:80] = p("8q", *h.dim)
+        buf[80:104] = p("3d", h.intent_p1, h.intent_p2, h.intent_p3)
+        buf[104:168] = p("8d", *h.pixdim)
+        buf[168:176] = p("q", off)
+        buf[176:224] = p("6d", h.scl_slope, h.scl_inter, h.cal_max, h.cal_min,
+                         h.slice_duration, h.toffset)
+        buf[224:240] = p("2q", h.slice_start, h.slice_end)
+        buf[240:320] = _pad(h.descrip, 80)
+        buf[320:344] = _pad(h.aux_file, 24)
+        buf[344:352] = p("2i", h.qform_code, h.sform_code)
+        buf[352:400] = p("6d", h.quatern_b, h.quatern_c, h.quatern_d,
+                         h.qoffset_x, h.qoffset_y, h.qoffset_z)
+        buf[400:496] = p("12d", *h.srow_x, *h.srow_y, *h.srow_z)
+        buf[496:508] = p("3i", h.slice_code, h.xyzt_units, h.intent_code)
+        buf[508:524] = _pad(h.intent_name, 16)
+        buf[524] = h.dim_info
+    buf += b"\x00" * 4  # extension flag: no extensions
+    if off < len(buf):
+        raise NiftiError(f"vox_offset {off} is inside the header")
+    buf += b"\x00" * (off - len(buf))
+    return bytes(buf)
+
+
+def write_nifti(path, data, header=None, **fields):
+    """Writes data (numpy, shape (nz, ny, nx), one of the supported dtypes) as a single-file
+    NIfTI (.nii, or gzip-compressed when path ends in .gz). header supplies geometry and the
+    other fields (a copy is made); keyword arguments override Header fields (version,
+    byteorder, scl_slope, pixdim, ...). dim, datatype, bitpix and magic follow the data."""
+    data = np.asarray(data)
+    if data.ndim != 3:
+        raise ValueError(f"write_nifti: want a (nz, ny, nx) array, got shape {data.shape}")
+    code = DTYPE_CODES.get(data.dtype.str[1:])
+    if code is None:
+        raise ValueError(f"write_nifti: unsupported dtype {data.dtype}")
+    h = dataclasses.replace(header) if header is not None else Header()
+    for k, v in fields.items():
+        if not hasattr(h, k):
+            raise TypeError(f"write_nifti: unknown header field {k}")
+        setattr(h, k, v)
+    nz, ny, nx = data.shape
+    h.dim = (3, nx, ny, nz, 1, 1, 1, 1)
+    h.datatype, h.bitpix = code, data.dtype.itemsize * 8
+    h.magic = "n+1" if h.version == 1 else "n+2"
+    if "vox_offset" not in fields:
+        h.vox_offset = 352 if h.version == 1 else 544
+    payload = encode_header(h) + data.astype(np.dtype(h.byteorder + DATATYPES[code])).tobytes()
+    if path.endswith(".gz"):
+        payload = gzip.compress(payload, compresslevel=6, mtime=0)
+    with open(path, "wb") as f:
+        f.write(payload)
+    return h
+
+
+def mask_header(ref, classes=None):
+    """A uint8 NIfTI-1 label-mask header with the geometry of ref (dims, pixdim/qfac, units,
+    qform, sform, dim_info) and the byte order of ref."""
+    return Header(
+        version=1,
+        byteorder=ref.byteorder,
+        dim_info=ref.dim_info,
+        pixdim=tuple(ref.pixdim),
+        xyzt_units=ref.xyzt_units,
+        qform_code=ref.qform_code,
+        sform_code=ref.sform_code,
+        quatern_b=ref.quatern_b, quatern_c=ref.quatern_c, quatern_d=ref.quatern_d,
+        qoffset_x=ref.qoffset_x, qoffset_y=ref.qoffset_y, qoffset_z=ref.qoffset_z,
+        srow_x=tuple(ref.srow_x), srow_y=tuple(ref.srow_y), srow_z=tuple(ref.srow_z),
+        scl_slope=1.0, scl_inter=0.0,
+        intent_code=INTENT_LABEL,
+        cal_min=0.0, cal_max=float(classes - 1) if classes else 0.0,
+        descrip="voxpipe label mask",
+    )
+
+
+def write_mask(path, labels, ref, classes=None):
+    """Writes a uint8 label mask (shape (nz, ny, nx)) as NIfTI-1 copying ref's geometry."""
+    labels = np.asarray(labels)
+    if labels.dtype != np.uint8:
+        raise ValueError(f"write_mask: labels must be uint8, got {labels.dtype}")
+    nz, ny, nx = ref.shape_zyx
+    if labels.shape != (nz, ny, nx):
+        raise ValueError(f"write_mask: labels {labels.shape} do not match reference {(nz, ny, nx)}")
+    return write_nifti(path, labels, mask_header(ref, classes))
