@@ -1,0 +1,434 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gocarina/gocsv"
+
+	"voxpipe/pipeline/timing"
+)
+
+// ErrInput marks errors caused by the report's inputs (missing, unreadable or malformed CSVs,
+// unknown volume or stage names): the CLI exits 2 on them.
+var ErrInput = errors.New("report: bad input")
+
+// CSVError locates a problem in a CSV file. Line is the 1-based line in the file where the
+// record (or field) starts; Column is the 1-based field number, 0 when the whole record is at
+// fault; Field is the column's header name when known.
+type CSVError struct {
+	File   string
+	Line   int
+	Column int
+	Field  string
+	Err    error
+}
+
+func (e *CSVError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ": line %d", e.Line)
+	}
+	if e.Column > 0 {
+		fmt.Fprintf(&b, ", column %d", e.Column)
+		if e.Field != "" {
+			fmt.Fprintf(&b, " (%s)", e.Field)
+		}
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *CSVError) Unwrap() error { return e.Err }
+
+// Is makes every CSVError an input error.
+func (e *CSVError) Is(target error) bool { return target == ErrInput }
+
+// inputError wraps err so that errors.Is(err, ErrInput) holds.
+func inputError(err error) error { return fmt.Errorf("%w: %w", ErrInput, err) }
+
+// csvKind says which of the two schemas a file follows.
+type csvKind int
+
+const (
+	kindTimings csvKind = iota + 1
+	kindSummary
+)
+
+func (k csvKind) String() string {
+	if k == kindTimings {
+		return "timings"
+	}
+	return "summary"
+}
+
+// csvFile is one input file, found on the command line or in a folder.
+type csvFile struct {
+	path string
+	kind csvKind // 0 until known (explicit files are classified by their header)
+}
+
+// discover expands the paths of one side into CSV files. A folder contributes the files named
+// timings*.csv, *timings.csv, summary*.csv or *summary.csv in it and in its immediate
+// subfolders (shards); a file is classified later by its header.
+func discover(paths []string) ([]csvFile, error) {
+	var files []csvFile
+	seen := map[string]bool{}
+	add := func(f csvFile) {
+		abs, err := filepath.Abs(f.path)
+		if err != nil {
+			abs = f.path
+		}
+		if seen[abs] {
+			return
+		}
+		seen[abs] = true
+		files = append(files, f)
+	}
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, inputError(err)
+		}
+		if !info.IsDir() {
+			add(csvFile{path: p})
+			continue
+		}
+		found, err := csvFilesIn(p)
+		if err != nil {
+			return nil, err
+		}
+		if len(found) == 0 {
+			return nil, inputError(fmt.Errorf("%s: no timings*.csv or summary*.csv in the folder or its subfolders", p))
+		}
+		for _, f := range found {
+			add(f)
+		}
+	}
+	return files, nil
+}
+
+func csvFilesIn(dir string) ([]csvFile, error) {
+	var out []csvFile
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, inputError(err)
+	}
+	var subdirs []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			subdirs = append(subdirs, filepath.Join(dir, name))
+			continue
+		}
+		if k := kindFromName(name); k != 0 {
+			out = append(out, csvFile{path: filepath.Join(dir, name), kind: k})
+		}
+	}
+	for _, sub := range subdirs {
+		entries, err := os.ReadDir(sub)
+		if err != nil {
+			return nil, inputError(err)
+		}
+		for _, e := range entries {
+			if k := kindFromName(e.Name()); k != 0 && !e.IsDir() {
+				out = append(out, csvFile{path: filepath.Join(sub, e.Name()), kind: k})
+			}
+		}
+	}
+	return out, nil
+}
+
+func kindFromName(name string) csvKind {
+	base, ok := strings.CutSuffix(strings.ToLower(name), ".csv")
+	if !ok {
+		return 0
+	}
+	switch {
+	case strings.HasPrefix(base, "timings") || strings.HasSuffix(base, "timings"):
+		return kindTimings
+	case strings.HasPrefix(base, "summary") || strings.HasSuffix(base, "summary"):
+		return kindSummary
+	}
+	return 0
+}
+
+// table is a CSV file read with encoding/csv, keeping where each record starts so that errors
+// found later (by gocsv or by validation) can name the file's real line: quoted fields may
+// span lines and blank lines are skipped, so record numbers are not line numbers.
+type table struct {
+	path    string
+	header  []string
+	records [][]string // without the header
+	lines   [][]int    // lines[i][j] is the line where field j of records[i] starts
+	col     map[string]int
+}
+
+func readTable(path string) (*table, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, inputError(err)
+	}
+	data = bytes.TrimPrefix(data, []byte("\ufeff")) // spreadsheets like to add a BOM
+	r := csv.NewReader(bytes.NewReader(data))
+	r.FieldsPerRecord = -1 // checked below, to say which field is missing
+	t := &table{path: path}
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, &CSVError{File: path, Line: pe.Line, Err: fmt.Errorf("byte %d: %w", pe.Column, pe.Err)}
+			}
+			return nil, inputError(fmt.Errorf("%s: %w", path, err))
+		}
+		line, _ := r.FieldPos(0)
+		if t.header == nil {
+			t.header = rec
+			continue
+		}
+		if len(rec) != len(t.header) {
+			col := min(len(rec), len(t.header)) + 1
+			e := &CSVError{File: path, Line: line, Column: col,
+				Err: fmt.Errorf("record has %d fields, the header has %d", len(rec), len(t.header))}
+			if col <= len(t.header) {
+				e.Field = t.header[col-1]
+			}
+			return nil, e
+		}
+		fieldLines := make([]int, len(rec))
+		for j := range rec {
+			fieldLines[j], _ = r.FieldPos(j)
+		}
+		t.records = append(t.records, rec)
+		t.lines = append(t.lines, fieldLines)
+	}
+	if t.header == nil {
+		return nil, &CSVError{File: path, Line: 1, Err: errors.New("empty file: no header")}
+	}
+	t.col = make(map[string]int, len(t.header))
+	for i, h := range t.header {
+		h = strings.TrimSpace(h)
+		if _, dup := t.col[h]; dup {
+			return nil, &CSVError{File: path, Line: 1, Column: i + 1, Field: h, Err: errors.New("repeated column name")}
+		}
+		t.col[h] = i
+	}
+	return t, nil
+}
+
+// kindFromHeader classifies a file given explicitly on the command line.
+func (t *table) kindFromHeader() (csvKind, error) {
+	_, stage := t.col["stage"]
+	_, status := t.col["status"]
+	switch {
+	case stage && !status:
+		return kindTimings, nil
+	case status && !stage:
+		return kindSummary, nil
+	}
+	return 0, &CSVError{File: t.path, Line: 1,
+		Err: errors.New("neither a timings CSV (has a stage column) nor a summary CSV (has a status column)")}
+}
+
+// requireColumns checks that the header has every column of the schema struct.
+func (t *table) requireColumns(schema any) error {
+	var missing []string
+	for _, name := range csvTags(schema) {
+		if _, ok := t.col[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return &CSVError{File: t.path, Line: 1, Err: fmt.Errorf("missing column(s) %s", strings.Join(missing, ", "))}
+	}
+	return nil
+}
+
+func csvTags(schema any) []string {
+	typ := reflect.TypeOf(schema)
+	var tags []string
+	for i := range typ.NumField() {
+		if tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("csv"), ","); tag != "" && tag != "-" {
+			tags = append(tags, tag)
+		}
+	}
+	return tags
+}
+
+// fieldError builds a CSVError for record i's column name.
+func (t *table) fieldError(i int, name string, err error) *CSVError {
+	j := t.col[name]
+	return &CSVError{File: t.path, Line: t.lines[i][j], Column: j + 1, Field: name, Err: err}
+}
+
+// unmarshal decodes the records with gocsv, translating its record-based error positions into
+// the file's lines.
+func (t *table) unmarshal(out any) error {
+	all := append([][]string{t.header}, t.records...)
+	err := gocsv.UnmarshalCSV(&replay{records: all}, out)
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		i := pe.Line - 2 // gocsv counts the header as line 1 and records from line 2
+		e := &CSVError{File: t.path, Column: pe.Column, Err: pe.Err}
+		if pe.Column >= 1 && pe.Column <= len(t.header) {
+			e.Field = t.header[pe.Column-1]
+			if i >= 0 && i < len(t.lines) {
+				e.Line = t.lines[i][pe.Column-1]
+			}
+		}
+		return e
+	}
+	if err != nil {
+		return inputError(fmt.Errorf("%s: %w", t.path, err))
+	}
+	return nil
+}
+
+// replay hands records already read to gocsv.
+type replay struct {
+	records [][]string
+	next    int
+}
+
+func (r *replay) Read() ([]string, error) {
+	if r.next >= len(r.records) {
+		return nil, io.EOF
+	}
+	r.next++
+	return r.records[r.next-1], nil
+}
+
+func (r *replay) ReadAll() ([][]string, error) {
+	rest := r.records[r.next:]
+	r.next = len(r.records)
+	return rest, nil
+}
+
+// Checks on raw field text, beyond what gocsv's conversions catch (it truncates "1.5" to 1
+// for integers and maps "" to 0).
+
+func (t *table) checkInt(i int, name string, minValue int64) error {
+	s := strings.TrimSpace(t.records[i][t.col[name]])
+	if s == "" {
+		return nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return t.fieldError(i, name, fmt.Errorf("not an integer: %q", s))
+	}
+	if v < minValue {
+		return t.fieldError(i, name, fmt.Errorf("%d is below %d", v, minValue))
+	}
+	return nil
+}
+
+func (t *table) checkDuration(i int, name string, required bool, v float64) error {
+	s := strings.TrimSpace(t.records[i][t.col[name]])
+	if s == "" {
+		if required {
+			return t.fieldError(i, name, errors.New("empty; a number of milliseconds is required"))
+		}
+		return nil
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return t.fieldError(i, name, fmt.Errorf("%q is not a finite non-negative number", s))
+	}
+	return nil
+}
+
+func (t *table) checkNonEmpty(i int, name string) error {
+	if strings.TrimSpace(t.records[i][t.col[name]]) == "" {
+		return t.fieldError(i, name, errors.New("empty"))
+	}
+	return nil
+}
+
+func readTimings(t *table) ([]timing.Row, error) {
+	if err := t.requireColumns(timing.Row{}); err != nil {
+		return nil, err
+	}
+	var rows []timing.Row
+	if err := t.unmarshal(&rows); err != nil {
+		return nil, err
+	}
+	for i, r := range rows {
+		for _, err := range []error{
+			t.checkNonEmpty(i, "volume"),
+			t.checkNonEmpty(i, "stage"),
+			t.checkInt(i, "slab", -1),
+			t.checkInt(i, "bytes", 0),
+			t.checkInt(i, "voxels", 0),
+			t.checkDuration(i, "start_ms", true, r.StartMS),
+			t.checkDuration(i, "duration_ms", true, r.DurationMS),
+		} {
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rows, nil
+}
+
+// summaryStageColumns maps summary.csv's per-stage columns to stage names, used when a run
+// has no timings.csv.
+var summaryStageColumns = []struct {
+	stage, column string
+	value         func(*timing.Summary) float64
+}{
+	{"read", "read_ms", func(s *timing.Summary) float64 { return s.ReadMS }},
+	{"stats", "stats_ms", func(s *timing.Summary) float64 { return s.StatsMS }},
+	{"h2d", "h2d_ms", func(s *timing.Summary) float64 { return s.H2DMS }},
+	{"kernels", "kernels_ms", func(s *timing.Summary) float64 { return s.KernelsMS }},
+	{"segment", "segment_ms", func(s *timing.Summary) float64 { return s.SegmentMS }},
+	{"d2h", "d2h_ms", func(s *timing.Summary) float64 { return s.D2HMS }},
+	{"write", "write_ms", func(s *timing.Summary) float64 { return s.WriteMS }},
+}
+
+func readSummaries(t *table) ([]timing.Summary, error) {
+	if err := t.requireColumns(timing.Summary{}); err != nil {
+		return nil, err
+	}
+	var rows []timing.Summary
+	if err := t.unmarshal(&rows); err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		r := &rows[i]
+		if err := t.checkNonEmpty(i, "volume"); err != nil {
+			return nil, err
+		}
+		valid := []string{timing.StatusOK, timing.StatusSkipped, timing.StatusFailed}
+		if !slices.Contains(valid, r.Status) {
+			return nil, t.fieldError(i, "status", fmt.Errorf("unknown status %q (want %s)", r.Status, strings.Join(valid, ", ")))
+		}
+		errs := []error{
+			t.checkInt(i, "voxels", 0),
+			t.checkDuration(i, "wall_ms", r.Status == timing.StatusOK, r.WallMS),
+		}
+		for _, c := range summaryStageColumns {
+			errs = append(errs, t.checkDuration(i, c.column, false, c.value(r)))
+		}
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rows, nil
+}
