@@ -1,0 +1,140 @@
+package nifti
+
+import "io"
+
+// Read-ahead for compressed data: a goroutine decompresses into a few blocks ahead of the
+// consumer, so the decoding into the caller's buffers (and whatever the caller does between
+// reads) overlaps with inflate, which is the bottleneck of .nii.gz reading.
+const (
+	aheadBlockSize = 1 << 20
+	aheadBlocks    = 4
+	// tailLimit bounds how much trailing data is decompressed after the last needed byte to
+	// reach the gzip trailer and verify the checksum.
+	tailLimit = 1 << 20
+)
+
+type aheadChunk struct {
+	b   []byte
+	err error // after b; io.EOF once all wanted bytes were delivered (and the tail verified)
+}
+
+type prefetcher struct {
+	full chan aheadChunk
+	free chan []byte
+	stop chan struct{}
+	done chan struct{}
+
+	cur, curBuf []byte
+	err         error
+}
+
+// startPrefetch delivers exactly want bytes of src, then io.EOF; with verifyTail it first reads
+// on to the end of src (at most tailLimit bytes) so that a gzip checksum error surfaces as the
+// final error instead of passing unnoticed.
+func startPrefetch(src io.Reader, want int64, verifyTail bool) *prefetcher {
+	p := &prefetcher{
+		full: make(chan aheadChunk, aheadBlocks),
+		free: make(chan []byte, aheadBlocks+1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	for range aheadBlocks + 1 {
+		p.free <- nil // allocated on first use: small volumes never need all of them
+	}
+	go p.run(src, want, verifyTail)
+	return p
+}
+
+func (p *prefetcher) run(src io.Reader, want int64, verifyTail bool) {
+	defer close(p.done)
+	for want > 0 {
+		var buf []byte
+		select {
+		case buf = <-p.free:
+		case <-p.stop:
+			return
+		}
+		if buf == nil {
+			buf = make([]byte, aheadBlockSize)
+		}
+		buf = buf[:min(int64(len(buf)), want)]
+		n, err := readFullRaw(src, buf)
+		want -= int64(n)
+		if err == nil && want == 0 && verifyTail {
+			err = drainToEOF(src)
+		}
+		if err == nil && want == 0 {
+			err = io.EOF
+		}
+		select {
+		case p.full <- aheadChunk{buf[:n], err}:
+		case <-p.stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+	select { // want was 0 from the start
+	case p.full <- aheadChunk{nil, io.EOF}:
+	case <-p.stop:
+	}
+}
+
+// readFullRaw is io.ReadFull without turning a short read's io.EOF into io.ErrUnexpectedEOF,
+// so the consumer sees the source's own error.
+func readFullRaw(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func drainToEOF(r io.Reader) error {
+	var scratch [32 << 10]byte
+	for read := 0; read < tailLimit; {
+		n, err := r.Read(scratch[:])
+		read += n
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil // long trailing data: give up verifying rather than inflate it all
+}
+
+// Read implements io.Reader. A zero-length read still waits for the terminal error once the
+// data is used up, which is how the Reader collects the tail verification.
+func (p *prefetcher) Read(b []byte) (int, error) {
+	for len(p.cur) == 0 {
+		if p.err != nil {
+			return 0, p.err
+		}
+		if p.curBuf != nil {
+			p.free <- p.curBuf[:cap(p.curBuf)] // never blocks: free holds every buffer
+			p.curBuf = nil
+		}
+		c := <-p.full
+		p.cur, p.curBuf, p.err = c.b, c.b, c.err
+	}
+	n := copy(b, p.cur)
+	p.cur = p.cur[n:]
+	return n, nil
+}
+
+// close stops the goroutine and waits for it, so the caller may close the files it reads.
+func (p *prefetcher) close() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+}

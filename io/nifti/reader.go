@@ -1,0 +1,408 @@
+package nifti
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// OpenOption configures Open.
+type OpenOption func(*openConfig)
+
+type openConfig struct {
+	volume    int64
+	volumeSet bool
+	open      fileOpener // nil: the OS file system; in-memory files in fuzz tests
+}
+
+// WithVolume selects volume t (0-based, counting over dims 4..7 in file order) of a
+// multi-volume file. Without it such a file is refused with ErrMultiVolume.
+func WithVolume(t int) OpenOption {
+	return func(c *openConfig) { c.volume, c.volumeSet = int64(t), true }
+}
+
+// Reader streams one 3D volume as consecutive z-slices. It is not safe for concurrent use, but
+// it may be driven from one goroutine while others consume the buffers it filled: that, plus
+// the read-ahead it runs for compressed files, lets slab k be processed while slab k+1 is
+// decompressed. Close it to stop the read-ahead goroutine.
+type Reader struct {
+	path     string // as given to Open
+	dataPath string // the file holding the voxels, for error messages
+	hdr      Header
+	g        geometry
+	volume   int64
+	slope    float64
+	inter    float64
+	swap     bool // file byte order differs from the host's
+
+	sources []*source
+	in      io.Reader // positioned at the first voxel of the selected volume
+	ahead   *prefetcher
+	// sizeKnown: the data was checked to be all there (uncompressed), or the gzip trailer
+	// agrees with the header; whole-volume reads then allocate exactly once.
+	sizeKnown bool
+
+	next    int   // next z-slice
+	pos     int64 // bytes of the volume consumed
+	scratch []uint64
+	err     error // sticky read error
+	closed  bool
+}
+
+// Open opens a NIfTI-1 or NIfTI-2 volume: .nii, .nii.gz, or either half of a .hdr/.img pair
+// (each possibly gzipped; the partner is found by name). It reads and checks the header and
+// positions the reader at the first voxel; nothing is allocated from header values before
+// they are checked against the limits and the file size.
+func Open(path string, opts ...OpenOption) (*Reader, error) {
+	var cfg openConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.open == nil {
+		cfg.open = osOpen
+	}
+	r := &Reader{path: path}
+	if err := r.open(cfg); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reader) open(cfg openConfig) error {
+	layout := layoutOf(r.path)
+	hs, err := openFirst(layout.headers, cfg.open)
+	if err != nil {
+		return err
+	}
+	r.sources = append(r.sources, hs)
+	h, err := readHeader(hs)
+	if err != nil {
+		return err
+	}
+	single := h.Magic[1] == '+'
+	if !single && !layout.pair {
+		return fmt.Errorf("open %s: %w: magic %q declares a .hdr/.img pair, but this is a single file", hs.name, ErrCorrupt, h.Magic)
+	}
+	if h.ExtensionLen, err = extensionLen(hs, h, single); err != nil {
+		return err
+	}
+	r.g, err = checkGeometry(h)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", hs.name, err)
+	}
+	if cfg.volumeSet {
+		if cfg.volume < 0 || cfg.volume >= r.g.volumes {
+			return fmt.Errorf("open %s: %w: volume %d requested, the file has %d", hs.name, ErrMultiVolume, cfg.volume, r.g.volumes)
+		}
+		r.volume = cfg.volume
+	} else if r.g.volumes > 1 {
+		return fmt.Errorf("open %s: %w: %d volumes (dims %v); pick one with WithVolume", hs.name, ErrMultiVolume, r.g.volumes, h.Dim[1:h.Dim[0]+1])
+	}
+
+	ds := hs
+	if !single {
+		if ds, err = openFirst(layout.images, cfg.open); err != nil {
+			return err
+		}
+		r.sources = append(r.sources, ds)
+	}
+	r.dataPath = ds.name
+	start := h.VoxOffset + r.volume*r.g.volBytes // checkGeometry keeps this far from overflow
+	end := start + r.g.volBytes
+	maxSize := ds.maxUncompressed()
+	switch {
+	case h.VoxOffset > maxSize:
+		return fmt.Errorf("open %s: %w: vox_offset %d is past the end of the %d-byte file", ds.name, ErrCorrupt, h.VoxOffset, ds.size)
+	case end > maxSize && !ds.compressed():
+		return fmt.Errorf("open %s: %w", ds.name, r.truncatedAt(maxSize-start))
+	case end > maxSize:
+		return fmt.Errorf("open %s: %w: the data needs %d bytes, more than a %d-byte gzip file can hold", ds.name, ErrTruncated, end, ds.size)
+	}
+	if err := ds.skipTo(start); err != nil {
+		if ds.consumed < h.VoxOffset {
+			return fmt.Errorf("open %s: %w: the data ends before vox_offset %d: %w", ds.name, ErrCorrupt, h.VoxOffset, classifyStreamErr(err, "data"))
+		}
+		return fmt.Errorf("open %s: %w", ds.name, r.truncatedAt(ds.consumed-start))
+	}
+	r.in = ds
+	if ds.compressed() {
+		fileEnd := h.VoxOffset + r.g.volumes*r.g.volBytes
+		r.sizeKnown = ds.isize == uint32(fileEnd)
+		r.ahead = startPrefetch(ds, r.g.volBytes, r.volume == r.g.volumes-1)
+		r.in = r.ahead
+	} else {
+		r.sizeKnown = true
+	}
+	h.ExtensionLen = max(h.ExtensionLen, 0)
+	r.hdr = *h
+	r.swap = h.ByteOrder != hostOrder
+	r.slope, r.inter = effectiveScaling(h)
+	return nil
+}
+
+// readHeader reads and decodes the header at the start of s.
+func readHeader(s *source) (*Header, error) {
+	buf := make([]byte, sizeofHdr2)
+	if n, err := io.ReadFull(s, buf[:4]); err != nil {
+		if n == 0 && s.gz == nil {
+			return nil, fmt.Errorf("open %s: %w: empty file", s.name, ErrNotNIfTI)
+		}
+		return nil, fmt.Errorf("open %s: %w", s.name, notNIfTIOrStream(err, n))
+	}
+	version, order, size, err := detectHeader(buf[:4])
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.name, err)
+	}
+	if _, err := io.ReadFull(s, buf[4:size]); err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.name, classifyStreamErr(err, fmt.Sprintf("%d-byte NIfTI-%d header", size, version)))
+	}
+	h, err := decodeHeader(buf[:size], version, order)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.name, err)
+	}
+	return h, nil
+}
+
+func notNIfTIOrStream(err error, n int) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: %d-byte file", ErrNotNIfTI, n)
+	}
+	return classifyStreamErr(err, "header")
+}
+
+// extensionLen reads the 4-byte extension flag after the header and returns how many bytes of
+// extensions follow (they are skipped, never parsed).
+func extensionLen(s *source, h *Header, single bool) (int64, error) {
+	hsize := int64(headerSize(h.Version))
+	if single && h.VoxOffset < hsize+4 {
+		return 0, nil // no room for the flag: old writers put the data right after the header
+	}
+	var flag [4]byte
+	if _, err := io.ReadFull(s, flag[:]); err != nil || flag[0] == 0 {
+		return 0, nil // a .hdr without the flag is legal; a single file is checked later
+	}
+	if single {
+		return h.VoxOffset - hsize - 4, nil
+	}
+	if s.gz == nil {
+		return s.size - hsize - 4, nil
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(s, 64<<20))
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", s.name, classifyStreamErr(err, "header extensions"))
+	}
+	return n, nil
+}
+
+// effectiveScaling applies the rule of nibabel and niftilib: a zero or non-finite slope means
+// "no scaling" (real files carry 0 or NaN there). A non-finite intercept with a valid slope is
+// taken as 0.
+func effectiveScaling(h *Header) (slope, inter float64) {
+	s, i := h.SclSlope, h.SclInter
+	if s == 0 || math.IsNaN(s) || math.IsInf(s, 0) {
+		return 1, 0
+	}
+	if math.IsNaN(i) || math.IsInf(i, 0) {
+		i = 0
+	}
+	return s, i
+}
+
+// truncatedAt describes data that ends after have bytes of the selected volume.
+func (r *Reader) truncatedAt(have int64) error {
+	vol := ""
+	if r.g.volumes > 1 {
+		vol = fmt.Sprintf(" of volume %d", r.volume)
+	}
+	if have < 0 {
+		return fmt.Errorf("%w: the file ends before volume %d", ErrTruncated, r.volume)
+	}
+	z := int64(0)
+	if r.g.sliceBytes > 0 {
+		z = have / r.g.sliceBytes
+	}
+	return fmt.Errorf("%w: the data ends inside z-slice %d of %d%s (%d of %d bytes)", ErrTruncated, z, r.g.nz, vol, have, r.g.volBytes)
+}
+
+// Header returns a copy of the header as read (Dim still lists every volume of a 4D file).
+func (r *Reader) Header() *Header {
+	h := r.hdr
+	return &h
+}
+
+// Path returns the path given to Open.
+func (r *Reader) Path() string { return r.path }
+
+// SliceVoxels is the number of voxels of one z-slice, NX*NY.
+func (r *Reader) SliceVoxels() int { return r.g.sliceVoxels }
+
+// Depth is the number of z-slices of the volume, NZ.
+func (r *Reader) Depth() int { return r.g.nz }
+
+// Datatype is the stored datatype.
+func (r *Reader) Datatype() DataType { return r.g.dt }
+
+// Scaling returns the effective scl_slope and scl_inter: (1, 0) when the file's slope is 0,
+// NaN or infinite.
+func (r *Reader) Scaling() (slope, inter float64) { return r.slope, r.inter }
+
+// ReadSlicesRaw reads the next n z-slices (fewer at the end of the volume) as stored bytes in
+// host byte order into dst, which must hold them. It returns the number of slices read, and
+// 0, io.EOF when none are left. After an error the contents of dst are undefined and every
+// later call returns the same error; the one exception is a gzip checksum failure detected
+// after the last slice, returned together with its count.
+func (r *Reader) ReadSlicesRaw(dst []byte, n int) (int, error) {
+	k, err := r.claim(n, len(dst)/r.g.elemSize)
+	if k == 0 {
+		return 0, err
+	}
+	if err := r.readHost(dst[:int64(k)*r.g.sliceBytes]); err != nil {
+		return 0, err
+	}
+	return r.advance(k)
+}
+
+// ReadSlicesFloat32 is ReadSlicesRaw for any datatype, with the stored values converted to
+// float32 (no scaling; see Scaling). int32, uint32 and float64 values round to float32.
+func (r *Reader) ReadSlicesFloat32(dst []float32, n int) (int, error) {
+	k, err := r.claim(n, len(dst))
+	if k == 0 {
+		return 0, err
+	}
+	out := dst[:k*r.g.sliceVoxels]
+	if r.g.dt == Float32 {
+		err = r.readHost(bytesOf(out))
+	} else {
+		err = r.readConverted(len(out), func(raw []byte, at, count int) {
+			decodeFloat32(out[at:at+count], raw, r.g.dt)
+		})
+	}
+	if err != nil {
+		return 0, err
+	}
+	return r.advance(k)
+}
+
+// ReadSlicesInt16 is ReadSlicesRaw with the stored values as int16. Only files whose datatype
+// converts exactly (Int16Exact: int16, uint8, int8) are accepted; others get an error wrapping
+// ErrUnsupportedDatatype.
+func (r *Reader) ReadSlicesInt16(dst []int16, n int) (int, error) {
+	if !Int16Exact(r.g.dt) {
+		return 0, fmt.Errorf("read %s: %w: %s is not representable as int16", r.dataPath, ErrUnsupportedDatatype, r.g.dt)
+	}
+	k, err := r.claim(n, len(dst))
+	if k == 0 {
+		return 0, err
+	}
+	out := dst[:k*r.g.sliceVoxels]
+	if r.g.dt == Int16 {
+		err = r.readHost(bytesOf(out))
+	} else {
+		err = r.readConverted(len(out), func(raw []byte, at, count int) {
+			decodeInt16(out[at:at+count], raw, r.g.dt)
+		})
+	}
+	if err != nil {
+		return 0, err
+	}
+	return r.advance(k)
+}
+
+// claim checks the call and returns how many slices it will read.
+func (r *Reader) claim(n, dstVoxels int) (int, error) {
+	switch {
+	case r.closed:
+		return 0, fmt.Errorf("read %s: reader is closed", r.path)
+	case r.err != nil:
+		return 0, r.err
+	case n < 1:
+		return 0, fmt.Errorf("read %s: asked for %d slices", r.path, n)
+	case r.next == r.g.nz:
+		return 0, io.EOF
+	}
+	k := min(n, r.g.nz-r.next)
+	if dstVoxels < k*r.g.sliceVoxels {
+		return 0, fmt.Errorf("read %s: buffer of %d voxels is too small for %d slices of %d: %w", r.path, dstVoxels, k, r.g.sliceVoxels, io.ErrShortBuffer)
+	}
+	return k, nil
+}
+
+// advance accounts for k slices read and, after the last one of a gzip file, collects the
+// read-ahead's verdict on the trailer checksum.
+func (r *Reader) advance(k int) (int, error) {
+	r.next += k
+	if r.next < r.g.nz || r.ahead == nil {
+		return k, nil
+	}
+	if _, err := r.ahead.Read(nil); err != io.EOF {
+		r.err = fmt.Errorf("read %s: %w", r.dataPath, classifyStreamErr(err, "gzip trailer"))
+		return k, r.err
+	}
+	return k, nil
+}
+
+// readHost fills b with the next stored bytes, in host order.
+func (r *Reader) readHost(b []byte) error {
+	if err := r.readFull(b); err != nil {
+		return err
+	}
+	if r.swap {
+		swapBytes(b, r.g.elemSize)
+	}
+	return nil
+}
+
+// readConverted reads count samples in cache-sized chunks through the scratch buffer and hands
+// each chunk, in host order, to convert.
+func (r *Reader) readConverted(count int, convert func(raw []byte, at, count int)) error {
+	const chunkBytes = 256 << 10
+	if r.scratch == nil {
+		r.scratch = make([]uint64, chunkBytes/8) // []uint64: aligned for every sample type
+	}
+	chunk := chunkBytes / r.g.elemSize
+	raw := bytesOf(r.scratch)
+	for at := 0; at < count; at += chunk {
+		m := min(chunk, count-at)
+		b := raw[:m*r.g.elemSize]
+		if err := r.readHost(b); err != nil {
+			return err
+		}
+		convert(b, at, m)
+	}
+	return nil
+}
+
+func (r *Reader) readFull(b []byte) error {
+	n, err := io.ReadFull(r.in, b)
+	r.pos += int64(n)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		r.err = fmt.Errorf("read %s: %w", r.dataPath, r.truncatedAt(r.pos))
+	} else {
+		z := r.pos / max(r.g.sliceBytes, 1)
+		r.err = fmt.Errorf("read %s: %w", r.dataPath, classifyStreamErr(err, fmt.Sprintf("data (z-slice %d of %d)", z, r.g.nz)))
+	}
+	return r.err
+}
+
+// Close stops the read-ahead and closes the files. It may be called more than once.
+func (r *Reader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if r.ahead != nil {
+		r.ahead.close()
+	}
+	var first error
+	for _, s := range r.sources {
+		if err := s.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

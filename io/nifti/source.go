@@ -1,0 +1,206 @@
+package nifti
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/gzip"
+)
+
+// readBufferSize is the bufio size in front of files: the gzip decoder and small slab reads
+// then cost one syscall per MiB rather than per call.
+const readBufferSize = 1 << 20
+
+// maxDeflateRatio bounds how many bytes deflate can expand one compressed byte into (258-byte
+// matches coded in about 2 bits give 1032:1). A header claiming more data than this allows for
+// the file's size is rejected before anything is read or allocated.
+const maxDeflateRatio = 1032
+
+// dataFile is what Open needs of a file; *os.File in production, in-memory files in fuzz tests.
+type dataFile interface {
+	io.Reader
+	io.ReaderAt
+	io.Seeker
+	io.Closer
+}
+
+type fileOpener func(name string) (dataFile, int64, error)
+
+func osOpen(name string) (dataFile, int64, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, fmt.Errorf("open %s: not a regular file", name)
+	}
+	return f, st.Size(), nil
+}
+
+// source is one file of a volume (the .nii, or the .hdr or .img of a pair), read sequentially
+// through bufio and, when it starts with the gzip magic, a gzip decoder. Compression is sniffed
+// from the content rather than the name: mislabelled .nii.gz files are common.
+type source struct {
+	name     string
+	f        dataFile
+	size     int64 // bytes on disk
+	br       *bufio.Reader
+	gz       *gzip.Reader // nil when uncompressed
+	isize    uint32       // gzip trailer: uncompressed size mod 2^32 of the last member
+	consumed int64        // uncompressed bytes read so far
+}
+
+func openSource(name string, open fileOpener) (*source, error) {
+	f, size, err := open(name)
+	if err != nil {
+		return nil, err
+	}
+	s := &source{name: name, f: f, size: size}
+	var magic [2]byte
+	if n, _ := f.ReadAt(magic[:], 0); n == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		var trailer [4]byte
+		if size >= 18 {
+			if _, err := f.ReadAt(trailer[:], size-4); err == nil {
+				s.isize = binary.LittleEndian.Uint32(trailer[:])
+			}
+		}
+		s.br = bufio.NewReaderSize(f, readBufferSize)
+		if s.gz, err = gzip.NewReader(s.br); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open %s: %w", name, classifyStreamErr(err, "gzip header"))
+		}
+		return s, nil
+	}
+	s.br = bufio.NewReaderSize(f, readBufferSize)
+	return s, nil
+}
+
+func (s *source) compressed() bool { return s.gz != nil }
+
+func (s *source) Read(p []byte) (int, error) {
+	var n int
+	var err error
+	if s.gz != nil {
+		n, err = s.gz.Read(p)
+	} else {
+		n, err = s.br.Read(p)
+	}
+	s.consumed += int64(n)
+	return n, err
+}
+
+// skipTo moves the stream to uncompressed offset off (>= consumed for gzip): a seek for plain
+// files, decompress-and-discard for gzip.
+func (s *source) skipTo(off int64) error {
+	if s.gz == nil {
+		if _, err := s.f.Seek(off, io.SeekStart); err != nil {
+			return err
+		}
+		s.br.Reset(s.f)
+		s.consumed = off
+		return nil
+	}
+	if off < s.consumed {
+		return fmt.Errorf("nifti: internal error: cannot seek back in gzip stream to %d from %d", off, s.consumed)
+	}
+	_, err := io.CopyN(io.Discard, s, off-s.consumed)
+	return err
+}
+
+// maxUncompressed is the most uncompressed bytes this file can hold.
+func (s *source) maxUncompressed() int64 {
+	if s.gz == nil {
+		return s.size
+	}
+	if s.size > (1<<62)/maxDeflateRatio {
+		return 1 << 62
+	}
+	return s.size*maxDeflateRatio + 1<<16
+}
+
+func (s *source) Close() error {
+	if s.gz != nil {
+		s.gz.Close()
+	}
+	return s.f.Close()
+}
+
+// classifyStreamErr maps decoder errors onto the package sentinels, keeping the original.
+func classifyStreamErr(err error, what string) error {
+	var corrupt flate.CorruptInputError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: file ends inside the %s", ErrTruncated, what)
+	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader), errors.As(err, &corrupt):
+		return fmt.Errorf("%w: damaged gzip stream in the %s: %w", ErrCorrupt, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// pathLayout says which files a path names: a single file (.nii, .nii.gz or anything else), or
+// one half of a .hdr/.img pair with the candidate names of its partner, same compression first.
+type pathLayout struct {
+	pair    bool
+	headers []string // candidates, the first existing one is used
+	images  []string
+}
+
+func layoutOf(path string) pathLayout {
+	stem, gzSuffix := path, ""
+	if len(path) > 3 && strings.EqualFold(path[len(path)-3:], ".gz") {
+		stem, gzSuffix = path[:len(path)-3], path[len(path)-3:]
+	}
+	ext := filepath.Ext(stem)
+	base := stem[:len(stem)-len(ext)]
+	partners := func(want string) []string {
+		if ext == strings.ToUpper(ext) {
+			want = strings.ToUpper(want)
+		}
+		other := ".gz"
+		if gzSuffix != "" {
+			other = ""
+		}
+		return []string{base + want + gzSuffix, base + want + other}
+	}
+	switch strings.ToLower(ext) {
+	case ".hdr":
+		return pathLayout{pair: true, headers: []string{path}, images: partners(".img")}
+	case ".img":
+		return pathLayout{pair: true, headers: partners(".hdr"), images: []string{path}}
+	}
+	return pathLayout{headers: []string{path}}
+}
+
+// openFirst opens the first candidate that exists.
+func openFirst(candidates []string, open fileOpener) (*source, error) {
+	var firstErr error
+	for _, name := range candidates {
+		s, err := openSource(name, open)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if len(candidates) > 1 {
+		return nil, fmt.Errorf("open %s: no such file, nor %s: %w", candidates[0], strings.Join(candidates[1:], ", "), os.ErrNotExist)
+	}
+	return nil, firstErr
+}
