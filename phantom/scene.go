@@ -1,0 +1,262 @@
+package phantom
+
+import "math"
+
+// Partial-volume transitions are smoothsteps over [-pvHalf, pvHalf] voxels; the cortical rim's
+// inner edge over [-rimHalf, rimHalf].
+const (
+	pvHalf  = 1.0
+	rimHalf = 0.75
+)
+
+// field is a smooth scalar field sum_k X_k(x)*Y_k(y)*Z_k(z), tabulated per axis so that a
+// voxel costs k multiply-adds (amplitudes are folded into the Z tables).
+type field struct {
+	k       int
+	x, y, z []float64 // axis tables, index*k + term
+}
+
+func newField(nx, ny, nz, k int) field {
+	return field{k: k, x: make([]float64, nx*k), y: make([]float64, ny*k), z: make([]float64, nz*k)}
+}
+
+// setCos sets term t on one axis table to cos(2*pi*i/wavelength + phase)*amp.
+func setCos(table []float64, k, t int, wavelength, phase, amp float64) {
+	for i := 0; i*k+t < len(table); i++ {
+		table[i*k+t] = amp * math.Cos(2*math.Pi*float64(i)/wavelength+phase)
+	}
+}
+
+// setLinear sets term t on one axis table to amp*(i-centre)/n, and to 1 on the others.
+func (f *field) setLinear(t, axis int, amp float64) {
+	tables := [3][]float64{f.x, f.y, f.z}
+	for a, table := range tables {
+		n := len(table) / f.k
+		for i := range n {
+			v := 1.0
+			if a == axis {
+				v = amp * (float64(i) - float64(n-1)/2) / float64(n)
+			}
+			table[i*f.k+t] = v
+		}
+	}
+}
+
+// rowCoef writes Y_k(y)*Z_k(z) into coef.
+func (f *field) rowCoef(y, z int, coef []float64) {
+	for t := range f.k {
+		coef[t] = f.y[y*f.k+t] * f.z[z*f.k+t]
+	}
+}
+
+func (f *field) at(x int, coef []float64) float64 {
+	xs := f.x[x*f.k : x*f.k+f.k]
+	s := 0.0
+	for t, c := range coef[:len(xs)] {
+		s += c * xs[t]
+	}
+	return s
+}
+
+// scene is everything drawn from the seed before rendering. Rendering reads it only.
+type scene struct {
+	nx, ny, nz int
+	noiseKey   uint64
+
+	head    blob
+	fluids  []blob // ventricles and cysts
+	lesions []blob
+
+	base       float64 // tissue intensity before bias and texture
+	fluidLevel float64 // fluid intensity relative to base
+	sigma      float64 // Rician noise level
+	rimDepth   float64 // voxels of darker cortex-like tissue under the head surface
+	rimDrop    float64 // its relative darkening
+	headInner  float64 // how deep under the head surface its distance must be known
+
+	bias    field // log of the multiplicative bias field
+	texture field // relative tissue texture
+}
+
+// sizeScale is the volume's linear size relative to the 96x96x64 fixtures.
+func sizeScale(nx, ny, nz int) float64 {
+	return math.Cbrt(float64(nx) * float64(ny) * float64(nz) / (96 * 96 * 64))
+}
+
+func newScene(p Params) *scene {
+	s := sizeScale(p.NX, p.NY, p.NZ)
+	sc := &scene{nx: p.NX, ny: p.NY, nz: p.NZ, noiseKey: newStream(p.Seed, tagNoise).next()}
+	n := [3]float64{float64(p.NX), float64(p.NY), float64(p.NZ)}
+
+	lv := newStream(p.Seed, tagLevels)
+	sc.base = lv.uniform(900, 1100)
+	sc.fluidLevel = lv.uniform(0.25, 0.4)
+	sc.sigma = sc.base * lv.uniform(0.035, 0.06)
+	sc.rimDrop = lv.uniform(0.10, 0.18)
+
+	hs := newStream(p.Seed, tagHead)
+	ha := [3]float64{n[0] * hs.uniform(0.37, 0.41), n[1] * hs.uniform(0.40, 0.44), n[2] * hs.uniform(0.38, 0.42)}
+	hc := [3]float64{}
+	for i := range hc {
+		hc[i] = (n[i]-1)/2 + n[i]*hs.uniform(-0.015, 0.015)
+	}
+	yaw, pitch, roll := hs.uniform(-0.12, 0.12), hs.uniform(-0.08, 0.08), hs.uniform(-0.06, 0.06)
+	headWaves := randomWaves(hs, 5, 0.04, 1.5, 4)
+	hr := fittingRotation(ha, hc, n, 1.04, yaw, pitch, roll)
+	sc.rimDepth = hs.uniform(0.05, 0.07) * (ha[0] + ha[1] + ha[2]) / 3
+	sc.headInner = max(sc.rimDepth+rimHalf, pvHalf)
+	sc.head = newBlob(hc, ha, hr, 0, headWaves, pvHalf)
+
+	// inHead maps a point given in the head's normalised frame to voxels.
+	inHead := func(u [3]float64) [3]float64 {
+		v := hc
+		for i := range 3 {
+			for j := range 3 {
+				v[i] += hr[i][j] * u[j] * ha[j]
+			}
+		}
+		return v
+	}
+	scaled := func(w [3]float64, f float64) [3]float64 {
+		return [3]float64{w[0] * ha[0] * f, w[1] * ha[1] * f, w[2] * ha[2] * f}
+	}
+	mul := func(a, b [3][3]float64) (c [3][3]float64) {
+		for i := range 3 {
+			for j := range 3 {
+				for k := range 3 {
+					c[i][j] += a[i][k] * b[k][j]
+				}
+			}
+		}
+		return c
+	}
+
+	// Ventricles: two curved lateral ones (a butterfly in axial slices), a thin third, a
+	// small fourth; all in the head's frame, enlarged together by a random factor.
+	fs := newStream(p.Seed, tagFluid)
+	enlarge := fs.uniform(0.9, 1.35)
+	sep := fs.uniform(0.10, 0.14)
+	for _, side := range []float64{-1, 1} {
+		off := [3]float64{side * sep, fs.uniform(-0.02, 0.06), fs.uniform(0.10, 0.18)}
+		w := [3]float64{fs.uniform(0.10, 0.13), fs.uniform(0.30, 0.36), fs.uniform(0.16, 0.22)}
+		r := mul(hr, rotation(side*fs.uniform(0.10, 0.22), 0, 0))
+		bend := fs.uniform(0.2, 0.35)
+		sc.fluids = append(sc.fluids, newBlob(inHead(off), scaled(w, enlarge), r, bend,
+			randomWaves(fs, 3, 0.08, 2, 5), pvHalf))
+	}
+	third := [3]float64{fs.uniform(0.035, 0.045), fs.uniform(0.14, 0.18), fs.uniform(0.12, 0.16)}
+	sc.fluids = append(sc.fluids, newBlob(inHead([3]float64{0, fs.uniform(-0.05, 0), fs.uniform(-0.02, 0.04)}),
+		scaled(third, enlarge), hr, 0, nil, pvHalf))
+	fourth := [3]float64{fs.uniform(0.07, 0.09), fs.uniform(0.04, 0.06), fs.uniform(0.06, 0.08)}
+	sc.fluids = append(sc.fluids, newBlob(inHead([3]float64{0, fs.uniform(-0.38, -0.32), fs.uniform(-0.38, -0.30)}),
+		scaled(fourth, enlarge), hr, 0, nil, pvHalf))
+	for i := range sc.fluids {
+		sc.fluids[i].level = sc.fluidLevel
+	}
+
+	// Lesions (bright) and cysts (dark, fluid): small blobs inside the tissue, apart from the
+	// ventricles and each other. Radii are 2-6 voxels at fixture size; bigger volumes get
+	// more of them and a wider range (2 to 6*sqrt(scale)), small volumes fewer.
+	ls := newStream(p.Seed, tagLesion)
+	rmax := 6 * math.Sqrt(s)
+	if s < 1 {
+		rmax = max(3, 6*s)
+	}
+	nLesions := min(1000, max(1, int(math.Round(float64(ls.intn(6, 10))*s*s))))
+	nCysts := ls.intn(0, 2) + int(s/2)
+	placed := make([]blob, 0, nLesions+nCysts)
+	place := func(rlo, rhi float64) (blob, bool) {
+		r := ls.logUniform(rlo, rhi)
+		a := [3]float64{r * ls.uniform(0.8, 1.25), r * ls.uniform(0.8, 1.25), r * ls.uniform(0.8, 1.25)}
+		rot := rotation(ls.uniform(0, 2*math.Pi), ls.uniform(-math.Pi/2, math.Pi/2), ls.uniform(0, 2*math.Pi))
+		b := newBlob([3]float64{}, a, rot, 0, randomWaves(ls, 3, 0.12, 2, 4), pvHalf)
+		for range 60 {
+			d := ls.unit()
+			rr := 0.8 * math.Cbrt(ls.float())
+			b.c = inHead([3]float64{d[0] * rr, d[1] * rr, d[2] * rr})
+			if !b.clearOf(&sc.head, true) {
+				continue
+			}
+			ok := true
+			for i := range sc.fluids {
+				ok = ok && b.clearOf(&sc.fluids[i], false)
+			}
+			for i := range placed {
+				ok = ok && b.clearOf(&placed[i], false)
+			}
+			if ok {
+				return b, true
+			}
+		}
+		return b, false
+	}
+	for range nLesions {
+		if b, ok := place(2, max(2, rmax)); ok {
+			b.level = ls.uniform(1.4, 1.8)
+			placed = append(placed, b)
+			sc.lesions = append(sc.lesions, b)
+		}
+	}
+	for range nCysts {
+		if b, ok := place(2, 4*math.Sqrt(max(s, 1))); ok {
+			b.level = sc.fluidLevel
+			placed = append(placed, b)
+			sc.fluids = append(sc.fluids, b)
+		}
+	}
+
+	// Bias: a linear gradient plus three slow cosines, about +-30% in all. Texture: six
+	// faster cosines, a few percent, standing in for grey/white matter structure.
+	fl := newStream(p.Seed, tagFields)
+	sc.bias = newField(p.NX, p.NY, p.NZ, 6)
+	for axis := range 3 {
+		sc.bias.setLinear(axis, axis, fl.uniform(-0.3, 0.3))
+	}
+	for t := 3; t < 6; t++ {
+		setCos(sc.bias.x, 6, t, n[0]*fl.uniform(1.2, 2.5), fl.uniform(0, 2*math.Pi), 1)
+		setCos(sc.bias.y, 6, t, n[1]*fl.uniform(1.2, 2.5), fl.uniform(0, 2*math.Pi), 1)
+		setCos(sc.bias.z, 6, t, n[2]*fl.uniform(1.2, 2.5), fl.uniform(0, 2*math.Pi), fl.uniform(0.08, 0.15))
+	}
+	sc.texture = newField(p.NX, p.NY, p.NZ, 6)
+	wl := math.Sqrt(max(s, 1))
+	for t := range 6 {
+		setCos(sc.texture.x, 6, t, wl*fl.uniform(6, 18), fl.uniform(0, 2*math.Pi), 1)
+		setCos(sc.texture.y, 6, t, wl*fl.uniform(6, 18), fl.uniform(0, 2*math.Pi), 1)
+		setCos(sc.texture.z, 6, t, wl*fl.uniform(5, 15), fl.uniform(0, 2*math.Pi), fl.uniform(0.05, 0.08))
+	}
+	return sc
+}
+
+// clearOf reports whether b stays apart from o: inside it (with margin) when inside is set,
+// otherwise outside it. Distances are the conservative estimates of blob.dist.
+func (b *blob) clearOf(o *blob, inside bool) bool {
+	margin := b.reach + 1
+	d := o.dist(b.c[0], b.c[1], b.c[2], math.Inf(1), math.Inf(1))
+	if inside {
+		return d <= -margin
+	}
+	return d >= margin
+}
+
+// fittingRotation returns the rotation by (yaw, pitch, roll), damped until the ellipsoid
+// (semi-axes a scaled by grow, centre c) fits in the n[0] x n[1] x n[2] grid: rotating a
+// long axis into a short one would otherwise cut the head off at the volume's edge.
+func fittingRotation(a, c, n [3]float64, grow, yaw, pitch, roll float64) [3][3]float64 {
+	for range 12 {
+		r := rotation(yaw, pitch, roll)
+		fits := true
+		for i := range 3 {
+			e := 0.0
+			for j := range 3 {
+				e += r[i][j] * r[i][j] * a[j] * a[j]
+			}
+			e = math.Sqrt(e) * grow
+			fits = fits && c[i]-e >= 0 && c[i]+e <= n[i]-1
+		}
+		if fits {
+			return r
+		}
+		yaw, pitch, roll = yaw*0.6, pitch*0.6, roll*0.6
+	}
+	return rotation(0, 0, 0)
+}
