@@ -55,7 +55,9 @@ class AttnGateNet(nn.Module):
 
 
 def argmax_lowest(logits, dim=1):
-    """Index of the largest logit along dim, the lowest index on ties (NaN never wins), uint8."""
+    """Index of the largest logit along dim, the lowest index on ties, uint8. The same loop as
+    the Go engines (label k replaces the best so far only if its logit is strictly greater), so
+    NaN logits never take the label from class 0's value, and a NaN class 0 keeps label 0."""
     best = logits.select(dim, 0)
     idx = torch.zeros_like(best, dtype=torch.uint8)
     for k in range(1, logits.shape[dim]):

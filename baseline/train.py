@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Train the twin (AttnGateNet) on phantoms written by `voxpipe gen`, validate on held-out ones,
+save the best weights as a voxpipe safetensors file.
+
+Data layout (what `voxpipe gen -o DIR` writes): DIR/volumes/<name>.nii.gz (int16 images) and
+DIR/truth/<name>.nii.gz (uint8 labels 0 background, 1 tissue, 2 fluid, 3 lesion).
+
+Training: random crops (--crop XxYxZ, clamped to the volume; "full" = whole volumes) with random
+flips, loss = class-weighted cross-entropy (weights (class frequency)^-1/2) + soft Dice over
+classes 1..K-1, so the small lesions count. Voxels closer than the network's reach (3) to a crop
+face that cuts through the volume are left out of the loss: their inputs would be zero padding
+that whole-volume inference does not see. Adam, linear warm-up then cosine decay. Seeded torch
+and numpy, deterministic algorithms: the same command on the same kind of device gives the same
+weights (unless --time-limit cuts it short).
+
+Validation runs whole-volume inference (voxpipe_twin.segment_volume) on every --val-dir volume
+and reports per-class Dice (classes 1..K-1, averaged over volumes) and their mean; the weights
+with the best mean are saved, with the training description in the metadata.
+
+    python3 baseline/train.py --train-dir /tmp/train --val-dir /tmp/val --out out/model.safetensors
+"""
+
+import argparse
+import copy
+import glob
+import math
+import os
+import shlex
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from voxpipe_twin import model as M  # noqa: E402
+from voxpipe_twin import nifti  # noqa: E402
+from voxpipe_twin.normalize import normalize_nifti  # noqa: E402
+
+REACH = M.HALO  # voxels of context the network reads on each side, along every axis
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def parse_dims(s):
+    """"XxYxZ" or "N" (a cube) or "full" -> (z, y, x) extents; None for full volumes."""
+    if s.lower() in ("full", "0"):
+        return None
+    parts = [int(p) for p in s.lower().split("x")]
+    if len(parts) == 1:
+        parts = parts * 3
+    if len(parts) != 3 or min(parts) < 1:
+        raise argparse.ArgumentTypeError(f"crop {s!r}: want XxYxZ, N or full")
+    return parts[2], parts[1], parts[0]
+
+
+def list_pairs(directory):
+    vols = sorted(glob.glob(os.path.join(directory, "volumes", "*.nii.gz")) +
+                  glob.glob(os.path.join(directory, "volumes", "*.nii")))
+    pairs = []
+    for v in vols:
+        name = os.path.basename(v)
+        t = os.path.join(directory, "truth", name)
+        if not os.path.exists(t):
+            raise SystemExit(f"{v}: no truth file {t}")
+        pairs.append((v, t))
+    if not pairs:
+        raise SystemExit(f"{directory}: no volumes/*.nii.gz")
+    return pairs
+
+
+def load_set(directory, classes, limit=0):
+    """[(name, x float32 (D,H,W), truth uint8 (D,H,W))], plus the first volume's header."""
+    pairs = list_pairs(directory)
+    if limit:
+        pairs = pairs[:limit]
+    out, first = [], None
+    for vpath, tpath in pairs:
+        h, stored = nifti.read_nifti(vpath)
+        th, truth = nifti.read_nifti(tpath)
+        if truth.shape != stored.shape:
+            raise SystemExit(f"{tpath}: shape {truth.shape} != volume {stored.shape}")
+        truth = truth.astype(np.int64)
+        if truth.min() < 0 or truth.max() >= classes:
+            raise SystemExit(f"{tpath}: labels outside 0..{classes - 1}")
+        out.append((os.path.basename(vpath), normalize_nifti(h, stored), truth.astype(np.uint8)))
+        first = first or h
+    return out, first
+
+
+def dice_per_class(pred, truth, classes):
+    """Dice of each class (1 when absent from both)."""
+    d = []
+    for k in range(classes):
+        p, t = pred == k, truth == k
+        s = int(p.sum()) + int(t.sum())
+        d.append(1.0 if s == 0 else 2.0 * int((p & t).sum()) / s)
+    return d
+
+
+def validate(model, val, classes, device):
+    per = np.array([dice_per_class(M.segment_volume(model, x, device=device), t, classes)
+                    for _, x, t in val])
+    dice = per.mean(axis=0)
+    return dice, float(dice[1:].mean())
+
+
+def fmt_dice(dice, names):
+    return " ".join(f"{names[k]} {dice[k]:.4f}" for k in range(1, len(dice)))
+
+
+class CropSampler:
+    """Random crops with random flips, from a numpy Generator: the same seed, the same crops."""
+
+    def __init__(self, data, crop, batch, seed, device, flip_axes=(1, 2)):
+        self.x = [torch.from_numpy(x).to(device) for _, x, _ in data]
+        self.t = [torch.from_numpy(t.astype(np.int64)).to(device) for _, _, t in data]
+        self.shapes = [x.shape for _, x, _ in data]
+        self.crop, self.batch, self.device = crop, batch, device
+        self.flip_axes = flip_axes
+        self.rng = np.random.default_rng(seed)
+        if crop is None and len({s for s in self.shapes}) > 1:
+            raise SystemExit("--crop full needs volumes of one size")
+
+    def size(self):
+        d, h, w = self.shapes[0]
+        if self.crop is None:
+            return d, h, w
+        # Clamp to the smallest volume so every sample of a batch has one shape.
+        return tuple(min(c, min(s[a] for s in self.shapes)) for a, c in enumerate(self.crop))
+
+    def sample(self):
+        size = self.size()
+        xs, ts, ms = [], [], []
+        for _ in range(self.batch):
+            i = int(self.rng.integers(len(self.x)))
+            shape = self.shapes[i]
+            origin = [int(self.rng.integers(shape[a] - size[a] + 1)) for a in range(3)]
+            flips = [a for a in self.flip_axes if self.rng.random() < 0.5]
+            sl = tuple(slice(o, o + s) for o, s in zip(origin, size))
+            x, t = self.x[i][sl], self.t[i][sl]
+            # Loss mask: 0 within REACH of a crop face inside the volume.
+            axes = []
+            for a in range(3):
+                m = torch.ones(size[a], device=self.device)
+                if origin[a] > 0:
+                    m[:REACH] = 0
+                if origin[a] + size[a] < shape[a]:
+                    m[size[a] - REACH:] = 0
+                axes.append(m)
+            mask = axes[0][:, None, None] * axes[1][None, :, None] * axes[2][None, None, :]
+            if flips:
+                x, t, mask = (torch.flip(v, flips) for v in (x, t, mask))
+            xs.append(x)
+            ts.append(t)
+            ms.append(mask)
+        return torch.stack(xs)[:, None], torch.stack(ts), torch.stack(ms)
+
+
+def class_weights(train, classes):
+    counts = np.zeros(classes)
+    for _, _, t in train:
+        counts += np.bincount(t.ravel(), minlength=classes)
+    freq = np.maximum(counts / counts.sum(), 1e-6)
+    w = freq ** -0.5
+    w /= (w * freq).sum()  # the average voxel weighs 1
+    return w, counts
+
+
+def loss_fn(logits, target, mask, weights, dice_weight):
+    ce = F.cross_entropy(logits, target, weight=weights, reduction="none")
+    wsum = (weights[target] * mask).sum().clamp_min(1.0)
+    ce = (ce * mask).sum() / wsum
+    if dice_weight == 0:
+        return ce, ce.detach(), torch.zeros(())
+    prob = torch.softmax(logits, dim=1)
+    onehot = F.one_hot(target, logits.shape[1]).permute(0, 4, 1, 2, 3).to(prob.dtype)
+    m = mask[:, None]
+    dims = (0, 2, 3, 4)  # batch Dice: one value per class over all sampled voxels
+    inter = (prob * onehot * m).sum(dims)
+    denom = ((prob + onehot) * m).sum(dims)
+    soft_dice = (2 * inter + 1.0) / (denom + 1.0)
+    dloss = 1 - soft_dice[1:].mean()
+    return ce + dice_weight * dloss, ce.detach(), dloss.detach()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--train-dir", required=True, help="phantoms to train on (voxpipe gen -o)")
+    ap.add_argument("--val-dir", required=True, help="held-out phantoms to validate on")
+    ap.add_argument("--out", default="out/model.safetensors", help="weights file to write")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--crop", type=parse_dims, default=parse_dims("64x64x64"),
+                    help="crop XxYxZ (or N, or full)")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--dice-weight", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="auto", help="auto (cuda if available), cuda, cuda:1, cpu")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
+    ap.add_argument("--channels", type=int, default=16)
+    ap.add_argument("--classes", type=int, default=4)
+    ap.add_argument("--val-every", type=int, default=250)
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--max-train", type=int, default=0, help="use only the first N train volumes")
+    ap.add_argument("--max-val", type=int, default=0, help="use only the first N val volumes")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="stop training after this many seconds (0: none), then validate and save")
+    ap.add_argument("--nondeterministic", action="store_true",
+                    help="let cuDNN pick the fastest (non-deterministic) algorithms")
+    ap.add_argument("--data-desc", default="",
+                    help="how the data was made (e.g. the voxpipe gen commands), for the metadata")
+    args = ap.parse_args()
+    command = "python3 " + " ".join(shlex.quote(a) for a in sys.argv)
+
+    t_start = time.time()
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    else:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    if not args.nondeterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    else:
+        torch.backends.cudnn.benchmark = True
+
+    log(f"torch {torch.__version__} device {device}"
+        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else
+           f" ({torch.get_num_threads()} threads)"))
+    train, first = load_set(args.train_dir, args.classes, args.max_train)
+    val, _ = load_set(args.val_dir, args.classes, args.max_val)
+    weights_np, counts = class_weights(train, args.classes)
+    names = M.default_metadata(M.AttnGateNet(args.channels, args.classes))["class_names"].split(",")
+    dims = sorted({tuple(reversed(x.shape)) for _, x, _ in train})
+    log(f"loaded {len(train)} train + {len(val)} val volumes, dims (x,y,z) {dims},"
+        f" in {time.time() - t_start:.1f}s")
+    log("class fractions " + " ".join(f"{names[k]} {counts[k] / counts.sum():.4f}"
+                                      for k in range(args.classes))
+        + " | loss weights " + " ".join(f"{w:.2f}" for w in weights_np))
+
+    model = M.AttnGateNet(args.channels, args.classes).to(device)
+    sampler = CropSampler(train, args.crop, args.batch, args.seed, device)
+    weights = torch.tensor(weights_np, dtype=torch.float32, device=device)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    def lr_at(step):  # step counts from 0
+        if step < args.warmup:
+            return (step + 1) / args.warmup
+        p = (step - args.warmup) / max(1, args.steps - args.warmup)
+        return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, p)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    crop = sampler.size()
+    log(f"training {args.steps} steps, batch {args.batch} crops (x,y,z) {crop[2]}x{crop[1]}x{crop[0]},"
+        f" lr {args.lr}, seed {args.seed}")
+
+    best = (-1.0, None, 0, None)  # mean Dice, state_dict, step, per-class Dice
+    history = []
+    t_train = time.time()
+    t_log, step_log = t_train, 0
+    run_loss = run_ce = run_dice = 0.0
+    stopped_early = False
+    step = 0
+    for step in range(1, args.steps + 1):
+        model.train()
+        x, t, mask = sampler.sample()
+        logits = model(x)
+        loss, ce, dl = loss_fn(logits, t, mask, weights, args.dice_weight)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        if step % args.log_every == 0 or step == 1:
+            run_loss, run_ce, run_dice = float(loss), float(ce), float(dl)
+            now = time.time()
+            sps = (step - step_log) / max(now - t_log, 1e-9)
+            log(f"step {step:5d}/{args.steps} loss {run_loss:.4f} (ce {run_ce:.4f} dice {run_dice:.4f})"
+                f" lr {sched.get_last_lr()[0]:.2e} {sps:.2f} steps/s elapsed {now - t_train:.1f}s")
+            t_log, step_log = now, step
+        limit_hit = args.time_limit and time.time() - t_start > args.time_limit
+        if step % args.val_every == 0 or step == args.steps or limit_hit:
+            tv = time.time()
+            dice, mean = validate(model, val, args.classes, device)
+            history.append((step, mean))
+            log(f"val step {step}: {fmt_dice(dice, names)} | mean {mean:.4f}"
+                f" ({time.time() - tv:.1f}s)")
+            if mean > best[0]:
+                best = (mean, copy.deepcopy({k: v.detach().cpu() for k, v in
+                                             model.state_dict().items()}), step, dice)
+        if limit_hit:
+            log(f"time limit {args.time_limit}s reached after step {step}")
+            stopped_early = True
+            break
+    train_s = time.time() - t_train
+
+    mean, state, best_step, dice = best
+    model.load_state_dict(state)
+    model.to("cpu")
+    first_desc = first.descrip if first is not None else ""
+    description = (
+        f"{args.data_desc + '; ' if args.data_desc else ''}"
+        f"trained on {len(train)} phantoms from `voxpipe gen` in {args.train_dir} (dims x,y,z {dims};"
+        f" first volume: '{first_desc}'), validated on {len(val)} held-out phantoms in {args.val_dir};"
+        f" seed {args.seed}, {step} of {args.steps} steps{' (time limit)' if stopped_early else ''},"
+        f" batch {args.batch}, crop {crop[2]}x{crop[1]}x{crop[0]}, Adam lr {args.lr}, weighted CE +"
+        f" {args.dice_weight} soft Dice; best at step {best_step}: val Dice {fmt_dice(dice, names)}"
+        f" mean {mean:.4f}; torch {torch.__version__} on {device.type}; command: {command}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    M.save_safetensors(model, args.out, {"description": description})
+    log(f"best val mean Dice {mean:.4f} at step {best_step} ({fmt_dice(dice, names)})")
+    log(f"trained {step} steps in {train_s:.1f}s ({step / max(train_s, 1e-9):.2f} steps/s incl."
+        f" validation); total {time.time() - t_start:.1f}s; wrote {args.out}")
+    log("TARGET mean Dice >= 0.90: " + ("met" if mean >= 0.90 else "NOT met"))
+
+
+if __name__ == "__main__":
+    main()
