@@ -34,6 +34,8 @@ func FLOPsPerVoxel(channels, classes int) float64 {
 // registers; 16 would spill.
 const block = 8
 
+//go:generate go run gen_kernels.go
+
 // CPUEngine is the pure-Go reference engine. It computes a slab's output from the input slices
 // within Halo of it; every voxel's arithmetic is the same whatever the slab boundaries (float32,
 // accumulated in a fixed order: bias, then taps by dz, dy, dx, input channel), so masks are
@@ -44,9 +46,11 @@ type CPUEngine struct {
 
 	c, cp, k, gate int // channels, channels rounded up to a block, classes, gate width
 
-	// Convolution weights transposed for convRow: [block of 8 outputs][tap segment][i][8],
-	// output and input channels zero-padded to cp.
-	w1, w2, wg3 []float32
+	// Convolution weights transposed for the kernels, output and input channels zero-padded to
+	// cp: w1 [block of 8 outputs][tap][8] for convRow; w2, wg3 [block][chunk][i][8] for
+	// convChunks, a chunk being 8 consecutive values of e (channels of one voxel).
+	w1          []float32
+	w2, wg3     [][block]float32
 	b1, b2, bg3 []float32 // biases, zero-padded to cp
 
 	xbuf, ebuf []float32 // per slab: normalised input and e, both zero-bordered
@@ -57,7 +61,7 @@ type CPUEngine struct {
 type workerScratch struct {
 	s, g []float32 // one row of s and g, [x][cp]
 	f    []float32 // f at one voxel
-	offs [27]int   // tap segment offsets of the row being computed
+	offs []int     // offsets of the input segments or chunks of the row being computed
 }
 
 // NewCPUEngine prepares an engine for m (which must be valid; see Model.Validate). workers <= 0
@@ -83,24 +87,24 @@ func NewCPUEngine(m *Model, workers int) *CPUEngine {
 			e.w1[(b*27+t)*block+k] = m.C1W[co*27+t]
 		}
 	}
-	// conv2: segments are (dz, dy) rows of 3 voxels of cp channels; i = dx*cp + ci.
-	e.w2 = make([]float32, nb*9*3*cp*block)
-	// dilated conv: segments are (dz, dy, dx) voxels of cp channels; i = ci.
-	e.wg3 = make([]float32, nb*27*cp*block)
+	// conv2 reads, for each (dz, dy), 3 voxels of cp channels in a row: input index
+	// (dz*3+dy)*3*cp + dx*cp + ci. The dilated conv reads single voxels: (dz*9+dy*3+dx)*cp + ci.
+	// Chunk c, value i is input index c*8+i, so both sum by dz, dy, dx, ci.
+	e.w2 = make([][block]float32, nb*27*cp)
+	e.wg3 = make([][block]float32, nb*27*cp)
 	for co := 0; co < c; co++ {
 		b, k := co/block, co%block
 		for ci := 0; ci < c; ci++ {
 			for t := 0; t < 27; t++ {
-				dzdy, dx := t/3, t%3
 				src := (co*c+ci)*27 + t
-				e.w2[((b*9+dzdy)*3*cp+dx*cp+ci)*block+k] = m.C2W[src]
-				e.wg3[((b*27+t)*cp+ci)*block+k] = m.CGW[src]
+				e.w2[b*27*cp+t*cp+ci][k] = m.C2W[src]
+				e.wg3[b*27*cp+t*cp+ci][k] = m.CGW[src]
 			}
 		}
 	}
 	e.scratch = make([]*workerScratch, workers)
 	for i := range e.scratch {
-		e.scratch[i] = &workerScratch{f: make([]float32, c)}
+		e.scratch[i] = &workerScratch{f: make([]float32, c), offs: make([]int, 27*cp/block)}
 	}
 	return e
 }
@@ -263,31 +267,36 @@ func (e *CPUEngine) slab(ctx context.Context, vol *Volume, z0, z1 int, out []uin
 		zi, y := item/ny, item%ny
 		z := z0 + zi
 		rowLen := epx * cp
+		chunks := cp / block // per voxel
+		nw := 27 * cp        // weight rows per output block
 		// s: taps (dz, dy) read e planes z-1+dz, padded rows y+1+dy, 3 voxels from padded x+1.
-		offs := ws.offs[:9]
+		offs := ws.offs
 		for dz := range 3 {
 			for dy := range 3 {
-				offs[dz*3+dy] = (z-1+dz-ez0)*epy*rowLen + (y+1+dy)*rowLen + cp
-			}
-		}
-		nw := 9 * 3 * cp * block
-		for b := 0; b < cp; b += block {
-			nb := b / block
-			convRow(ws.s[b:], cp, nx, ebuf, cp, offs, 3*cp, e.w2[nb*nw:(nb+1)*nw], (*[block]float32)(e.b2[b:]))
-		}
-		// g: taps (dz, dy, dx) read e planes z-2+2dz, padded rows y+2dy, padded column x+2dx.
-		offs = ws.offs[:27]
-		for dz := range 3 {
-			for dy := range 3 {
-				for dx := range 3 {
-					offs[(dz*3+dy)*3+dx] = (z-2+2*dz-ez0)*epy*rowLen + (y+2*dy)*rowLen + 2*dx*cp
+				row := (z-1+dz-ez0)*epy*rowLen + (y+1+dy)*rowLen + cp
+				for j := range 3 * chunks {
+					offs[(dz*3+dy)*3*chunks+j] = row + j*block
 				}
 			}
 		}
-		nw = 27 * cp * block
 		for b := 0; b < cp; b += block {
 			nb := b / block
-			convRow(ws.g[b:], cp, nx, ebuf, cp, offs, cp, e.wg3[nb*nw:(nb+1)*nw], (*[block]float32)(e.bg3[b:]))
+			convChunks(ws.s[b:], cp, nx, ebuf, cp, offs, e.w2[nb*nw:(nb+1)*nw], (*[block]float32)(e.b2[b:]))
+		}
+		// g: taps (dz, dy, dx) read e planes z-2+2dz, padded rows y+2dy, padded column x+2dx.
+		for dz := range 3 {
+			for dy := range 3 {
+				for dx := range 3 {
+					voxel := (z-2+2*dz-ez0)*epy*rowLen + (y+2*dy)*rowLen + 2*dx*cp
+					for j := range chunks {
+						offs[((dz*3+dy)*3+dx)*chunks+j] = voxel + j*block
+					}
+				}
+			}
+		}
+		for b := 0; b < cp; b += block {
+			nb := b / block
+			convChunks(ws.g[b:], cp, nx, ebuf, cp, offs, e.wg3[nb*nw:(nb+1)*nw], (*[block]float32)(e.bg3[b:]))
 		}
 		e.gateHeadRow(out[(zi*ny+y)*nx:(zi*ny+y+1)*nx], ws)
 	})
@@ -341,12 +350,13 @@ func normRow(dst []float32, vol *Volume, from int, norm Norm) {
 	}
 }
 
-// convRow computes one block of 8 output channels at nx consecutive voxels:
+// convRow computes one block of 8 output channels at nx consecutive voxels from segments of
+// any length (conv1's rows of 3 input values; see convChunks for the C -> C convolutions):
 //
 //	dst[x*dstStride+k] = relu(bias[k] + sum over segments t, i of w[(t*segLen+i)*8+k] * in[offs[t]+x*inStride+i])
 //
-// the sum taken in that order. This is the hot loop: the 8 accumulators stay in registers, each
-// input value is loaded once for 8 multiply-adds, and the weights stream in order. The explicit
+// the sum taken in that order. The 8 accumulators stay in registers, each input value is loaded
+// once for 8 multiply-adds, and the weights stream in order. The explicit
 // float32 conversions keep the compiler from fusing multiply and add into an FMA (allowed by
 // the Go spec, done on arm64 and GOAMD64=v3), so masks do not depend on the build.
 func convRow(dst []float32, dstStride, nx int, in []float32, inStride int, offs []int, segLen int, w []float32, bias *[block]float32) {
