@@ -44,7 +44,7 @@ func fixtureValue(dt DataType, x, y, z, t int) float64 {
 func testHeader(dt DataType, version int, order binary.ByteOrder, dims ...int64) *Header {
 	h := &Header{
 		Version: version, ByteOrder: order, Datatype: dt,
-		PixDim:    [8]float64{-1, 0.9, 0.875, 1.25, 2.5, 1, 1, 1},
+		PixDim:    [8]float64{-1, 0.9375, 0.875, 1.25, 2.5, 1, 1, 1},
 		XYZTUnits: 10, QformCode: 1, SformCode: 2,
 		QuaternB: -0.03125, QuaternC: 0.001953125, QuaternD: 0.1484375,
 		QoffsetX: -101.5, QoffsetY: -87.25, QoffsetZ: -40,

@@ -55,7 +55,7 @@ func (p *prefetcher) run(src io.Reader, want int64, verifyTail bool) {
 			return
 		}
 		if buf == nil {
-			buf = make([]byte, aheadBlockSize)
+			buf = make([]byte, min(aheadBlockSize, want))
 		}
 		buf = buf[:min(int64(len(buf)), want)]
 		n, err := readFullRaw(src, buf)

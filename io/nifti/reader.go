@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 )
 
 // OpenOption configures Open.
@@ -65,6 +66,9 @@ func Open(path string, opts ...OpenOption) (*Reader, error) {
 	r := &Reader{path: path}
 	if err := r.open(cfg); err != nil {
 		r.Close()
+		if !strings.Contains(err.Error(), path) { // the pair's other file is at fault
+			err = fmt.Errorf("open %s: %w", path, err)
+		}
 		return nil, err
 	}
 	return r, nil
@@ -121,8 +125,11 @@ func (r *Reader) open(cfg openConfig) error {
 		return fmt.Errorf("open %s: %w: the data needs %d bytes, more than a %d-byte gzip file can hold", ds.name, ErrTruncated, end, ds.size)
 	}
 	if err := ds.skipTo(start); err != nil {
-		if ds.consumed < h.VoxOffset {
-			return fmt.Errorf("open %s: %w: the data ends before vox_offset %d: %w", ds.name, ErrCorrupt, h.VoxOffset, classifyStreamErr(err, "data"))
+		if errors.Is(err, io.EOF) && ds.consumed < h.VoxOffset {
+			return fmt.Errorf("open %s: %w: vox_offset %d is past the end of the data (%d bytes)", ds.name, ErrCorrupt, h.VoxOffset, ds.consumed)
+		}
+		if !errors.Is(err, io.EOF) {
+			return fmt.Errorf("open %s: %w", ds.name, classifyStreamErr(err, "data"))
 		}
 		return fmt.Errorf("open %s: %w", ds.name, r.truncatedAt(ds.consumed-start))
 	}

@@ -77,15 +77,21 @@ func openSource(name string, open fileOpener) (*source, error) {
 				s.isize = binary.LittleEndian.Uint32(trailer[:])
 			}
 		}
-		s.br = bufio.NewReaderSize(f, readBufferSize)
+		s.br = bufio.NewReaderSize(f, bufferSizeFor(size))
 		if s.gz, err = gzip.NewReader(s.br); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("open %s: %w", name, classifyStreamErr(err, "gzip header"))
 		}
 		return s, nil
 	}
-	s.br = bufio.NewReaderSize(f, readBufferSize)
+	s.br = bufio.NewReaderSize(f, bufferSizeFor(size))
 	return s, nil
+}
+
+// bufferSizeFor keeps small files (tests, fuzzing, masks of tiny volumes) from paying for a
+// 1 MiB buffer each.
+func bufferSizeFor(fileSize int64) int {
+	return int(max(4096, min(fileSize, readBufferSize)))
 }
 
 func (s *source) compressed() bool { return s.gz != nil }

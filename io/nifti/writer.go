@@ -198,7 +198,7 @@ func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 			return nil, fmt.Errorf("write %s: %w", w.parts[0].final, err)
 		}
 	}
-	w.bw = bufio.NewWriterSize(w.data.f, 1<<20)
+	w.bw = bufio.NewWriterSize(w.data.f, int(min(1<<20, w.total+int64(len(hdrBytes)))))
 	w.guard = &errGuard{w: w.bw}
 	w.sink = w.guard
 	if gzipped {
