@@ -126,25 +126,27 @@ func (sc *scene) voxel(x int, py, pz float64, w *planeScratch) (float64, uint8) 
 	return coverage(dh, pvHalf) * v * math.Exp(sc.bias.at(x, w.biasCoef)), label
 }
 
-// rician returns |signal + sigma*(n1 + i*n2)| rounded to int16, n1 and n2 standard normal
-// drawn by Marsaglia's polar method from the voxel's hash (rehashed on rejection, about one
-// voxel in five), which spares the cosine of Box-Muller.
+// rician returns |signal + sigma*(n1 + i*n2)| rounded to int16, n1 and n2 standard normal,
+// from the voxel's hash. With no signal the magnitude is Rayleigh, sigma*sqrt(-2 ln u) for a
+// uniform u; otherwise n1 and n1^2+n2^2 come from Marsaglia's polar method (rehashing on
+// rejection, about one voxel in five), which spares Box-Muller's cosine.
 func rician(signal, sigma float64, h uint64) int16 {
-	var v1, s float64
-	for {
-		v1 = float64(h>>32)*0x1p-31 - 1
-		v2 := float64(uint32(h))*0x1p-31 - 1
-		s = v1*v1 + v2*v2
-		if s > 0 && s < 1 {
-			break
-		}
-		h = mix64(h)
-	}
-	r2 := -2 * math.Log(s) // n1^2 + n2^2
 	var m float64
 	if signal == 0 {
-		m = sigma * math.Sqrt(r2) // Rayleigh: n1 alone is not needed
+		u := (float64(h>>11) + 0.5) * 0x1p-53
+		m = sigma * math.Sqrt(-2*math.Log(u))
 	} else {
+		var v1, s float64
+		for {
+			v1 = float64(h>>32)*0x1p-31 - 1
+			v2 := float64(uint32(h))*0x1p-31 - 1
+			s = v1*v1 + v2*v2
+			if s > 0 && s < 1 {
+				break
+			}
+			h = mix64(h)
+		}
+		r2 := -2 * math.Log(s) // n1^2 + n2^2
 		n1 := v1 * math.Sqrt(r2/s)
 		m = math.Sqrt(signal*signal + 2*signal*sigma*n1 + sigma*sigma*r2)
 	}
