@@ -108,8 +108,10 @@ func latencyBarsChart(r *Report, w, h vg.Length) (string, error) {
 		p.Legend.Add(side.label, bars)
 	}
 	p.Legend.Top = true
+	p.Legend.XOffs = -vg.Points(6)
 	p.Y.Max = 1.15 * max(slices.Max(valsA), slices.Max(valsB)) // headroom for the legend
 	p.NominalX(stages...)
+	p.X.Min, p.X.Max = -0.5, float64(len(stages))-0.5 // room for the outer bars of each group
 	p.Add(horizontalGrid())
 	return renderSVG(p, w, h)
 }
