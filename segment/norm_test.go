@@ -1,0 +1,178 @@
+package segment
+
+import (
+	"math"
+	"testing"
+)
+
+// naiveMeanStd is the two-pass float64 mean and population std of v*slope + inter.
+func naiveMeanStd(values []float64, slope, inter float64) (float64, float64) {
+	var sum float64
+	for _, v := range values {
+		sum += v*slope + inter
+	}
+	mu := sum / float64(len(values))
+	var ss float64
+	for _, v := range values {
+		d := v*slope + inter - mu
+		ss += d * d
+	}
+	return mu, math.Sqrt(ss / float64(len(values)))
+}
+
+func relClose(a, b, tol float64) bool {
+	return math.Abs(a-b) <= tol*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+}
+
+func TestStatsMatchNaive(t *testing.T) {
+	rng := splitMix64{state: 11}
+	cases := []struct {
+		name         string
+		n            int
+		gen          func() float64
+		slope, inter float64
+		i16          bool
+	}{
+		{"int16 wide", 10007, func() float64 { return math.Round(60000*rng.float64() - 30000) }, 1, 0, true},
+		{"int16 large offset", 5003, func() float64 { return 32000 + math.Round(4*rng.float64()) }, 1, 0, true},
+		{"int16 negative slope", 4001, func() float64 { return math.Round(2000 * rng.float64()) }, -0.5, 40, true},
+		{"float32 unit", 9001, func() float64 { return float64(float32(rng.float64() - 0.5)) }, 1, 0, false},
+		{"float32 offset 1e6", 3001, func() float64 { return float64(float32(1e6 + 100*rng.float64())) }, 2, -5, false},
+		{"one value", 1, func() float64 { return 7 }, 1, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := make([]float64, tc.n)
+			for i := range vals {
+				vals[i] = tc.gen()
+			}
+			wantMu, wantSigma := naiveMeanStd(vals, tc.slope, tc.inter)
+			if wantSigma < 1e-6*math.Max(1, math.Abs(wantMu)) {
+				wantSigma = 1
+			}
+			// Added in uneven chunks, as a pipeline reading slabs would.
+			var st Stats
+			for lo := 0; lo < tc.n; {
+				hi := min(tc.n, lo+1+lo%977)
+				if tc.i16 {
+					chunk := make([]int16, hi-lo)
+					for i := range chunk {
+						chunk[i] = int16(vals[lo+i])
+					}
+					st.AddInt16(chunk)
+				} else {
+					chunk := make([]float32, hi-lo)
+					for i := range chunk {
+						chunk[i] = float32(vals[lo+i])
+					}
+					st.AddFloat32(chunk)
+				}
+				lo = hi
+			}
+			if st.Count() != int64(tc.n) {
+				t.Fatalf("count %d, want %d", st.Count(), tc.n)
+			}
+			mu, sigma := st.MeanStd(tc.slope, tc.inter)
+			if !relClose(mu, wantMu, 1e-12) || !relClose(sigma, wantSigma, 1e-9) {
+				t.Errorf("MeanStd = %v, %v; naive two-pass %v, %v", mu, sigma, wantMu, wantSigma)
+			}
+		})
+	}
+}
+
+func TestStatsSigmaRule(t *testing.T) {
+	cases := []struct {
+		name      string
+		values    []float32
+		wantSigma float64 // 0: the real sigma is kept
+	}{
+		{"empty", nil, 1},
+		{"constant", []float32{42.5, 42.5, 42.5}, 1},
+		{"tiny spread around 0", []float32{0, 1e-7, -1e-7, 0}, 1},
+		{"spread below 1e-6*|mu|", []float32{1000, 1000.0001, 999.9999, 1000}, 1},
+		{"spread above 1e-6*|mu|", []float32{1000, 1000.01, 999.99, 1000}, 0},
+		{"spread of 1e-5 around 0", []float32{1e-5, -1e-5}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var st Stats
+			st.AddFloat32(tc.values)
+			mu, sigma := st.MeanStd(1, 0)
+			if tc.wantSigma != 0 && sigma != tc.wantSigma {
+				t.Errorf("sigma %v, want %v (mu %v)", sigma, tc.wantSigma, mu)
+			}
+			if tc.wantSigma == 0 && (sigma == 1 || sigma <= 0) {
+				t.Errorf("sigma %v: the real spread should be kept (mu %v)", sigma, mu)
+			}
+		})
+	}
+	if mu, sigma := new(Stats).MeanStd(3, 4); mu != 0 || sigma != 1 {
+		t.Errorf("no values: %v, %v, want 0, 1", mu, sigma)
+	}
+}
+
+func TestNormFor(t *testing.T) {
+	cases := []struct {
+		name                    string
+		mu, sigma, slope, inter float64
+		wantScale, wantShift    float64
+	}{
+		{"plain", 100, 20, 1, 0, 1.0 / 20, -100.0 / 20},
+		{"slope and inter", 10, 4, 0.5, -20, 0.5 / 4, (-20 - 10) / 4.0},
+		{"negative slope", 390, 180, -0.5, 40, -0.5 / 180, (40 - 390) / 180.0},
+		{"slope 0 means unscaled", 5, 2, 0, 7, 1.0 / 2, -5.0 / 2},
+		{"NaN slope means unscaled", 5, 2, math.NaN(), 7, 1.0 / 2, -5.0 / 2},
+		{"sigma 0", 42.5, 0, 1, 0, 1, -42.5},
+		{"sigma below the rule", 1000, 5e-4, 1, 0, 1, -1000},
+		{"sigma just above the rule", 1000, 2e-3, 1, 0, 1 / 2e-3, -1000 / 2e-3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := NormFor(tc.mu, tc.sigma, tc.slope, tc.inter)
+			if n.Scale != float32(tc.wantScale) || n.Shift != float32(tc.wantShift) {
+				t.Errorf("NormFor = %+v, want {%v %v}", n, float32(tc.wantScale), float32(tc.wantShift))
+			}
+			// x must be (v*slope + inter - mu)/sigma, to float32 accuracy.
+			slope, inter := effectiveScaling(tc.slope, tc.inter)
+			sigma := sigmaFloor(tc.mu, tc.sigma)
+			for _, v := range []float32{-300, 0, 17, 1000.25} {
+				want := (float64(v)*slope + inter - tc.mu) / sigma
+				got := float64(n.Apply(v))
+				if math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(float64(v)*float64(n.Scale))+math.Abs(float64(n.Shift))) {
+					t.Errorf("v=%v: x %v, want %v", v, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestNormApplyRoundsTwice checks that Apply rounds the product before adding, never fusing
+// the two into an FMA, on values where the two differ.
+func TestNormApplyRoundsTwice(t *testing.T) {
+	rng := splitMix64{state: 3}
+	found := 0
+	for range 100000 {
+		v := float32(rng.float64()*2000 - 1000)
+		n := Norm{Scale: float32(rng.float64()), Shift: float32(rng.float64()*10 - 5)}
+		twice := float32(v*n.Scale) + n.Shift // the conversion forbids fusion here too
+		fused := float32(math.FMA(float64(v), float64(n.Scale), float64(n.Shift)))
+		if got := n.Apply(v); got != twice {
+			t.Fatalf("Apply(%v) with %+v = %v, want %v (product rounded, then sum rounded)", v, n, got, twice)
+		}
+		if fused != twice {
+			found++
+		}
+	}
+	if found == 0 {
+		t.Fatal("no value where FMA and two roundings differ: the test proves nothing")
+	}
+}
+
+func TestStatsNormMatchesNormFor(t *testing.T) {
+	var st Stats
+	st.AddInt16([]int16{-5, 10, 300, 7, 7})
+	mu, sigma := st.MeanStd(-0.5, 40)
+	if got, want := st.Norm(-0.5, 40), NormFor(mu, sigma, -0.5, 40); got != want {
+		t.Errorf("Stats.Norm %+v, NormFor(MeanStd) %+v", got, want)
+	}
+}
