@@ -227,22 +227,27 @@ type ganttBar struct {
 	color           color.RGBA
 }
 
-const ganttBarHeight = 0.6 // in rows
+const (
+	ganttBarHeight   = 0.6 // in rows
+	minGanttBarWidth = vg.Length(1.5)
+)
 
 func (g *ganttBars) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
 	outline := draw.LineStyle{Color: color.White, Width: vg.Points(1)}
 	for _, b := range g.bars {
 		x0, x1 := trX(b.start), trX(b.end)
-		if x1-x0 < 1 { // keep zero-length events visible
-			x1 = x0 + 1
+		if x1-x0 < minGanttBarWidth { // keep sub-pixel events visible
+			x1 = x0 + minGanttBarWidth
 		}
 		y0, y1 := trY(b.row-ganttBarHeight/2), trY(b.row+ganttBarHeight/2)
 		rect := []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}
 		fill := b.color
 		fill.A = 0xdd // overlapping bars of one row stay distinguishable
 		c.FillPolygon(fill, c.ClipPolygonXY(rect))
-		c.StrokeLines(outline, c.ClipLinesXY(append(rect, rect[0]))...)
+		if x1-x0 > 3*outline.Width { // an outline would hide a narrow bar
+			c.StrokeLines(outline, c.ClipLinesXY(append(rect, rect[0]))...)
+		}
 		if b.label != "" && g.labelStyle.Width(b.label)+vg.Points(4) < x1-x0 {
 			c.FillText(g.labelStyle, vg.Point{X: (x0 + x1) / 2, Y: (y0 + y1) / 2}, b.label)
 		}
