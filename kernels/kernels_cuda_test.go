@@ -1,0 +1,391 @@
+//go:build cuda
+
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// Each wrapper against a float64 Go reference of its layer, on small awkward sizes, with the
+// output buffers poisoned and their untouched parts checked. Needs a GPU (cuda tag).
+
+// onGPU runs f on the test's goroutine, locked to its OS thread, with device 0's primary context
+// current there and the module loaded.
+func onGPU(t *testing.T, f func(m *Module)) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	dev := cu.Device(0)
+	if err := CheckDevice(dev); err != nil {
+		t.Fatalf("device 0: %v", err)
+	}
+	ctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		t.Fatalf("retain context: %v", err)
+	}
+	defer dev.ReleasePrimaryCtx()
+	if err := cu.SetCurrentContext(ctx); err != nil {
+		t.Fatalf("set context: %v", err)
+	}
+	m, err := LoadModule()
+	if err != nil {
+		t.Fatalf("load module: %v", err)
+	}
+	defer m.Unload()
+	f(m)
+}
+
+func randWeights(rng *rand.Rand, c, k int) *Weights {
+	g := c / 2
+	r := func(n int, bound float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(bound * (2*rng.Float64() - 1))
+		}
+		return v
+	}
+	return &Weights{
+		Channels: c, Classes: k,
+		C1W: r(c*27, math.Sqrt(6.0/27)), C1B: r(c, 0.1),
+		C2W: r(c*c*27, math.Sqrt(6.0/float64(27*c))), C2B: r(c, 0.1),
+		CGW: r(c*c*27, math.Sqrt(6.0/float64(27*c))), CGB: r(c, 0.1),
+		WXW: r(g*c, math.Sqrt(6.0/float64(c))), WXB: r(g, 0.1),
+		WGW: r(g*c, math.Sqrt(6.0/float64(c))), WGB: r(g, 0.1),
+		PsiW: r(g, math.Sqrt(6.0/float64(g))), PsiB: r(1, 0.1),
+		HeadW: r(k*c, math.Sqrt(6.0/float64(c))), HeadB: r(k, 0.1),
+	}
+}
+
+func alloc(t *testing.T, bytes int64) cu.DevicePtr {
+	t.Helper()
+	p, err := cu.MemAlloc(bytes)
+	if err != nil {
+		t.Fatalf("MemAlloc(%d): %v", bytes, err)
+	}
+	return p
+}
+
+func put[T any](t *testing.T, p cu.DevicePtr, v []T) {
+	t.Helper()
+	if err := cu.MemcpyHtoD(p, unsafe.Pointer(&v[0]), int64(len(v))*int64(unsafe.Sizeof(v[0]))); err != nil {
+		t.Fatalf("MemcpyHtoD: %v", err)
+	}
+}
+
+func get[T any](t *testing.T, v []T, p cu.DevicePtr) {
+	t.Helper()
+	if err := cu.MemcpyDtoH(unsafe.Pointer(&v[0]), p, int64(len(v))*int64(unsafe.Sizeof(v[0]))); err != nil {
+		t.Fatalf("MemcpyDtoH: %v", err)
+	}
+}
+
+func syncDevice(t *testing.T) {
+	t.Helper()
+	if err := cu.Synchronize(); err != nil {
+		t.Fatalf("synchronize: %v", err)
+	}
+}
+
+func nanSlice(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(math.NaN())
+	}
+	return v
+}
+
+func relErr(got float32, want float64) float64 {
+	return math.Abs(float64(got)-want) / (1 + math.Abs(want))
+}
+
+func TestConv1(t *testing.T) {
+	onGPU(t, func(m *Module) {
+		for _, asInt16 := range []bool{true, false} {
+			rng := rand.New(rand.NewPCG(1, 2))
+			const c = 11 // padded to 16: channels 11..15 must come out 0
+			w := randWeights(rng, c, 3)
+			dw, err := m.SetWeights(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Volume of nz=5 planes; the slab's e planes are global -2..4 (nzE=7): two outside.
+			const nx, ny, nz, zE0, nzE = 37, 13, 5, -2, 7
+			ePlanes := int32(nzE + 3)
+			plane := nx * ny
+			scale, shift := float32(0.0037), float32(-1.3)
+			// Input planes: global zE0-1 .. zE0+nzE (nzE+2 planes); outside the volume: garbage.
+			vals := make([]float64, (nzE+2)*plane)
+			for i := range vals {
+				vals[i] = math.Round(rng.Float64()*4000 - 500)
+			}
+			var in cu.DevicePtr
+			if asInt16 {
+				v := make([]int16, len(vals))
+				for i := range v {
+					v[i] = int16(vals[i])
+				}
+				in = alloc(t, int64(2*len(v)))
+				put(t, in, v)
+			} else {
+				v := make([]float32, len(vals))
+				for i := range v {
+					v[i] = float32(vals[i])
+				}
+				in = alloc(t, int64(4*len(v)))
+				put(t, in, v)
+			}
+			e := alloc(t, int64(4*Channels*int(ePlanes)*plane))
+			put(t, e, nanSlice(Channels*int(ePlanes)*plane))
+			if asInt16 {
+				err = m.Conv1I16(cu.Stream{}, in, e, nx, ny, nz, zE0, nzE, ePlanes, scale, shift)
+			} else {
+				err = m.Conv1F32(cu.Stream{}, in, e, nx, ny, nz, zE0, nzE, ePlanes, scale, shift)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			syncDevice(t)
+			got := make([]float32, Channels*int(ePlanes)*plane)
+			get(t, got, e)
+			x := func(z, y, xx int) float64 { // z global
+				if z < 0 || z >= nz || y < 0 || y >= ny || xx < 0 || xx >= nx {
+					return 0
+				}
+				q := z - (zE0 - 1)
+				return float64(float32(float32(vals[q*plane+y*nx+xx])*scale) + shift)
+			}
+			var maxErr float64
+			for co := 0; co < Channels; co++ {
+				for p := 0; p < int(ePlanes); p++ {
+					for y := 0; y < ny; y++ {
+						for xx := 0; xx < nx; xx++ {
+							g := got[(co*int(ePlanes)+p)*plane+y*nx+xx]
+							if p >= nzE {
+								if !math.IsNaN(float64(g)) {
+									t.Fatalf("int16=%v: e plane %d (beyond nzE) written: %g", asInt16, p, g)
+								}
+								continue
+							}
+							z := zE0 + p
+							want := 0.0
+							if co < c && z >= 0 && z < nz {
+								acc := float64(w.C1B[co])
+								for dz := 0; dz < 3; dz++ {
+									for dy := 0; dy < 3; dy++ {
+										for dx := 0; dx < 3; dx++ {
+											acc += float64(w.C1W[co*27+(dz*3+dy)*3+dx]) * x(z+dz-1, y+dy-1, xx+dx-1)
+										}
+									}
+								}
+								want = math.Max(acc, 0)
+							}
+							if err := relErr(g, want); err > 1e-5 || math.IsNaN(float64(g)) {
+								t.Fatalf("int16=%v: e[%d] plane %d y %d x %d = %g, want %g", asInt16, co, p, y, xx, g, want)
+							} else {
+								maxErr = math.Max(maxErr, err)
+							}
+						}
+					}
+				}
+			}
+			t.Logf("conv1 int16=%v: max relative error %.2g", asInt16, maxErr)
+			cu.MemFree(in)
+			cu.MemFree(e)
+			dw.Free()
+		}
+	})
+}
+
+func TestConv2AndConvG(t *testing.T) {
+	onGPU(t, func(m *Module) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		const c = 16
+		w := randWeights(rng, c, 4)
+		dw, err := m.SetWeights(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dw.Free()
+		const nx, ny, nzOut = 45, 19, 6
+		ePlanes := EPlanes(nzOut)
+		oPlanes := int32(nzOut + 2)
+		plane := nx * ny
+		ev := make([]float32, Channels*int(ePlanes)*plane)
+		for i := range ev {
+			ev[i] = float32(math.Max(rng.NormFloat64(), 0))
+		}
+		e := alloc(t, int64(4*len(ev)))
+		defer cu.MemFree(e)
+		put(t, e, ev)
+		for _, tc := range []struct {
+			name   string
+			dil    int
+			launch func(out cu.DevicePtr) error
+			w, b   []float32
+		}{
+			{"conv2", 1, func(out cu.DevicePtr) error {
+				return m.Conv2(cu.Stream{}, e, dw.W2, dw.B2, out, nx, ny, ePlanes, nzOut, oPlanes)
+			}, w.C2W, w.C2B},
+			{"convg", 2, func(out cu.DevicePtr) error {
+				return m.ConvG(cu.Stream{}, e, dw.WG, dw.BG, out, nx, ny, ePlanes, nzOut, oPlanes)
+			}, w.CGW, w.CGB},
+		} {
+			n := Channels * int(oPlanes) * plane
+			out := alloc(t, int64(4*n))
+			put(t, out, nanSlice(n))
+			if err := tc.launch(out); err != nil {
+				t.Fatal(err)
+			}
+			syncDevice(t)
+			got := make([]float32, n)
+			get(t, got, out)
+			cu.MemFree(out)
+			at := func(ci, p, y, x int) float64 {
+				if y < 0 || y >= ny || x < 0 || x >= nx {
+					return 0
+				}
+				return float64(ev[(ci*int(ePlanes)+p)*plane+y*nx+x])
+			}
+			var maxErr float64
+			for co := 0; co < Channels; co++ {
+				for o := 0; o < int(oPlanes); o++ {
+					for y := 0; y < ny; y++ {
+						for x := 0; x < nx; x++ {
+							g := got[(co*int(oPlanes)+o)*plane+y*nx+x]
+							if o >= nzOut {
+								if !math.IsNaN(float64(g)) {
+									t.Fatalf("%s: plane %d beyond nzOut written", tc.name, o)
+								}
+								continue
+							}
+							acc := float64(tc.b[co])
+							for ci := 0; ci < c; ci++ {
+								for dz := 0; dz < 3; dz++ {
+									for dy := 0; dy < 3; dy++ {
+										for dx := 0; dx < 3; dx++ {
+											acc += float64(tc.w[(co*c+ci)*27+(dz*3+dy)*3+dx]) *
+												at(ci, o+2+(dz-1)*tc.dil, y+(dy-1)*tc.dil, x+(dx-1)*tc.dil)
+										}
+									}
+								}
+							}
+							want := math.Max(acc, 0)
+							if err := relErr(g, want); err > 1e-4 || math.IsNaN(float64(g)) {
+								t.Fatalf("%s: out[%d] plane %d y %d x %d = %g, want %g", tc.name, co, o, y, x, g, want)
+							} else {
+								maxErr = math.Max(maxErr, err)
+							}
+						}
+					}
+				}
+			}
+			t.Logf("%s: max relative error %.2g", tc.name, maxErr)
+		}
+	})
+}
+
+func TestGateHead(t *testing.T) {
+	onGPU(t, func(m *Module) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		const c, k = 16, 5
+		w := randWeights(rng, c, k)
+		dw, err := m.SetWeights(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dw.Free()
+		const nx, ny, nzOut, sPlanes = 33, 7, 3, 4
+		plane := nx * ny
+		n := Channels * sPlanes * plane
+		sv, gv := make([]float32, n), make([]float32, n)
+		for i := range sv {
+			sv[i] = float32(math.Max(2*rng.NormFloat64(), 0))
+			gv[i] = float32(math.Max(2*rng.NormFloat64(), 0))
+		}
+		s, g := alloc(t, int64(4*n)), alloc(t, int64(4*n))
+		lab := alloc(t, int64(sPlanes*plane))
+		defer cu.MemFree(s)
+		defer cu.MemFree(g)
+		defer cu.MemFree(lab)
+		put(t, s, sv)
+		put(t, g, gv)
+		poison := make([]uint8, sPlanes*plane)
+		for i := range poison {
+			poison[i] = 0xEE
+		}
+		put(t, lab, poison)
+		if err := m.GateHead(cu.Stream{}, s, g, lab, nx, ny, nzOut, sPlanes, k); err != nil {
+			t.Fatal(err)
+		}
+		syncDevice(t)
+		got := make([]uint8, sPlanes*plane)
+		get(t, got, lab)
+		ties := 0
+		for i := 0; i < sPlanes*plane; i++ {
+			if i >= nzOut*plane {
+				if got[i] != 0xEE {
+					t.Fatalf("label %d beyond the slab written", i)
+				}
+				continue
+			}
+			at := func(v []float32, ch int) float64 { return float64(v[ch*sPlanes*plane+i]) }
+			p := float64(w.PsiB[0])
+			for j := 0; j < c/2; j++ {
+				ax, ag := float64(w.WXB[j]), float64(w.WGB[j])
+				for ch := 0; ch < c; ch++ {
+					ax += float64(w.WXW[j*c+ch]) * at(sv, ch)
+					ag += float64(w.WGW[j*c+ch]) * at(gv, ch)
+				}
+				p += float64(w.PsiW[j]) * math.Max(ax+ag, 0)
+			}
+			a := 1 / (1 + math.Exp(-p))
+			l := make([]float64, k)
+			best := 0
+			for kk := 0; kk < k; kk++ {
+				acc := float64(w.HeadB[kk])
+				for ch := 0; ch < c; ch++ {
+					acc += float64(w.HeadW[kk*c+ch]) * (a*at(sv, ch) + at(gv, ch))
+				}
+				l[kk] = acc
+				if acc > l[best] {
+					best = kk
+				}
+			}
+			if int(got[i]) != best {
+				if got[i] >= k || (l[best]-l[got[i]])/math.Max(1, math.Abs(l[best])) > 1e-5 {
+					t.Fatalf("voxel %d: label %d, want %d (logits %v)", i, got[i], best, l)
+				}
+				ties++
+			}
+		}
+		t.Logf("gate_head: %d voxels, %d near-ties", nzOut*plane, ties)
+	})
+}
+
+func TestWrapperArgumentChecks(t *testing.T) {
+	onGPU(t, func(m *Module) {
+		p := alloc(t, 1<<16)
+		defer cu.MemFree(p)
+		if err := m.Conv1I16(cu.Stream{}, 0, p, 8, 8, 8, 0, 4, 4, 1, 0); err == nil {
+			t.Error("Conv1I16 accepted a null input")
+		}
+		if err := m.Conv2(cu.Stream{}, p, p, p, p, 8, 8, EPlanes(4)-1, 4, 4); err == nil {
+			t.Error("Conv2 accepted an e buffer too thin for its tiles")
+		}
+		if err := m.ConvG(cu.Stream{}, p, p+4, p, p, 8, 8, EPlanes(4), 4, 4); err == nil {
+			t.Error("ConvG accepted misaligned weights")
+		}
+		if err := m.GateHead(cu.Stream{}, p, p, p, 8, 8, 4, 4, MaxClasses+1); err == nil {
+			t.Error("GateHead accepted too many classes")
+		}
+		if _, err := m.SetWeights(&Weights{Channels: 17, Classes: 2}); err == nil {
+			t.Error("SetWeights accepted 17 channels")
+		}
+	})
+}

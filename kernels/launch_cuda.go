@@ -1,0 +1,170 @@
+//go:build cuda
+
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// One thin wrapper per kernel: Go arguments typed exactly as the C parameters (int32, float32,
+// cu.DevicePtr), checked, then launched on the given stream. Launches are asynchronous; a fault
+// inside a kernel shows at the next synchronisation.
+
+// args holds kernel arguments in 8-byte slots: gorgonia.org/cu's Function.Launch copies 8 bytes
+// from every parameter pointer, so an int32 or float32 gets a whole zeroed slot of its own rather
+// than a pointer to 4 bytes.
+type args struct {
+	slot [12]uint64
+	n    int
+}
+
+func (a *args) ptr(p cu.DevicePtr) *args { a.slot[a.n] = uint64(p); a.n++; return a }
+func (a *args) i32(v int32) *args {
+	*(*int32)(unsafe.Pointer(&a.slot[a.n])) = v
+	a.n++
+	return a
+}
+func (a *args) f32(v float32) *args {
+	*(*float32)(unsafe.Pointer(&a.slot[a.n])) = v
+	a.n++
+	return a
+}
+
+func (a *args) params() []unsafe.Pointer {
+	p := make([]unsafe.Pointer, a.n)
+	for i := range p {
+		p[i] = unsafe.Pointer(&a.slot[i])
+	}
+	return p
+}
+
+func launch(name string, fn cu.Function, grid [3]int, block [3]int, st cu.Stream, a *args) error {
+	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, st, a.params()); err != nil {
+		return fmt.Errorf("kernels: launch %s grid %v block %v: %w", name, grid, block, err)
+	}
+	return nil
+}
+
+// maxGateBlocks caps gate_head's grid-stride loop: 8 blocks of 256 threads per multiprocessor on
+// a 132-SM H100/H200 and more on smaller GPUs; each thread then loops over several voxels.
+const maxGateBlocks = 4096
+
+func ceilDiv(a, b int32) int { return int((int64(a) + int64(b) - 1) / int64(b)) }
+
+// checkPlane validates the in-plane size shared by every kernel: grid limits (y and z dims at
+// most 65535 blocks) and a plane that indexes in int32 per row.
+func checkPlane(name string, nx, ny int32) error {
+	if nx < 1 || ny < 1 {
+		return fmt.Errorf("kernels: %s: plane %dx%d", name, nx, ny)
+	}
+	if ceilDiv(ny, TileY) > 65535 {
+		return fmt.Errorf("kernels: %s: ny %d too large for the grid", name, ny)
+	}
+	return nil
+}
+
+func checkPtrs(name string, ptrs ...cu.DevicePtr) error {
+	for i, p := range ptrs {
+		if p == 0 {
+			return fmt.Errorf("kernels: %s: pointer argument %d is null", name, i)
+		}
+	}
+	return nil
+}
+
+func checkPlanes(name string, planes int32) error {
+	if planes < 1 || ceilDiv(planes, TileZ) > 65535 {
+		return fmt.Errorf("kernels: %s: %d planes (want 1..%d)", name, planes, 65535*TileZ)
+	}
+	return nil
+}
+
+// EPlanes is how many planes of e to allocate for output slabs of up to slab planes: conv2 and
+// convg read whole VP_TZ-plane tiles, 2 halo planes on each side.
+func EPlanes(slab int32) int32 { return (slab+TileZ-1)/TileZ*TileZ + 4 }
+
+func (m *Module) conv1(name string, fn cu.Function, st cu.Stream, in, e cu.DevicePtr, nx, ny, nz, zE0, nzE, ePlanes int32, scale, shift float32) error {
+	if err := checkPtrs(name, in, e); err != nil {
+		return err
+	}
+	if err := checkPlane(name, nx, ny); err != nil {
+		return err
+	}
+	if err := checkPlanes(name, nzE); err != nil {
+		return err
+	}
+	if nz < 1 || ePlanes < nzE {
+		return fmt.Errorf("kernels: %s: nz %d, %d e planes in a buffer of %d", name, nz, nzE, ePlanes)
+	}
+	if math.IsNaN(float64(scale)) || math.IsNaN(float64(shift)) || math.IsInf(float64(scale), 0) || math.IsInf(float64(shift), 0) {
+		return fmt.Errorf("kernels: %s: normalisation %g, %g not finite", name, scale, shift)
+	}
+	a := new(args).ptr(in).ptr(e).i32(nx).i32(ny).i32(nz).i32(zE0).i32(nzE).i32(ePlanes).f32(scale).f32(shift)
+	return launch(name, fn, [3]int{ceilDiv(nx, TileX), ceilDiv(ny, TileY), ceilDiv(nzE, TileZ)}, [3]int{TileX, TileY, 1}, st, a)
+}
+
+// Conv1I16 launches conv1_i16: e planes [0, nzE) (global z zE0+p) from int16 stored values; in
+// holds nzE+2 planes starting at global z zE0-1 (those outside [0, nz) are never read); e is
+// [Channels][ePlanes][ny][nx] float32.
+func (m *Module) Conv1I16(st cu.Stream, in, e cu.DevicePtr, nx, ny, nz, zE0, nzE, ePlanes int32, scale, shift float32) error {
+	return m.conv1("conv1_i16", m.conv1I16, st, in, e, nx, ny, nz, zE0, nzE, ePlanes, scale, shift)
+}
+
+// Conv1F32 is Conv1I16 for float32 stored values.
+func (m *Module) Conv1F32(st cu.Stream, in, e cu.DevicePtr, nx, ny, nz, zE0, nzE, ePlanes int32, scale, shift float32) error {
+	return m.conv1("conv1_f32", m.conv1F32, st, in, e, nx, ny, nz, zE0, nzE, ePlanes, scale, shift)
+}
+
+func (m *Module) convCC(name string, fn cu.Function, st cu.Stream, e, w, b, out cu.DevicePtr, nx, ny, ePlanes, nzOut, oPlanes int32) error {
+	if err := checkPtrs(name, e, w, b, out); err != nil {
+		return err
+	}
+	if w%16 != 0 {
+		return fmt.Errorf("kernels: %s: weights at %v are not 16-byte aligned", name, w)
+	}
+	if err := checkPlane(name, nx, ny); err != nil {
+		return err
+	}
+	if err := checkPlanes(name, nzOut); err != nil {
+		return err
+	}
+	if ePlanes < EPlanes(nzOut) || oPlanes < nzOut {
+		return fmt.Errorf("kernels: %s: %d output planes need %d e planes and %d output planes; buffers have %d and %d",
+			name, nzOut, EPlanes(nzOut), nzOut, ePlanes, oPlanes)
+	}
+	a := new(args).ptr(e).ptr(w).ptr(b).ptr(out).i32(nx).i32(ny).i32(ePlanes).i32(nzOut).i32(oPlanes)
+	return launch(name, fn, [3]int{ceilDiv(nx, TileX), ceilDiv(ny, TileY), ceilDiv(nzOut, TileZ)}, [3]int{TileX, TileY, 1}, st, a)
+}
+
+// Conv2 launches conv2: s planes [0, nzOut) from e (e plane o+2 is output plane o); w and b are
+// DeviceWeights.W2 and B2.
+func (m *Module) Conv2(st cu.Stream, e, w, b, s cu.DevicePtr, nx, ny, ePlanes, nzOut, sPlanes int32) error {
+	return m.convCC("conv2", m.conv2, st, e, w, b, s, nx, ny, ePlanes, nzOut, sPlanes)
+}
+
+// ConvG launches convg, the dilated conv; w and b are DeviceWeights.WG and BG.
+func (m *Module) ConvG(st cu.Stream, e, w, b, g cu.DevicePtr, nx, ny, ePlanes, nzOut, gPlanes int32) error {
+	return m.convCC("convg", m.convg, st, e, w, b, g, nx, ny, ePlanes, nzOut, gPlanes)
+}
+
+// GateHead launches gate_head: labels [nzOut][ny][nx] uint8 from s and g ([Channels][sPlanes][ny][nx]).
+func (m *Module) GateHead(st cu.Stream, s, g, labels cu.DevicePtr, nx, ny, nzOut, sPlanes, classes int32) error {
+	const name = "gate_head"
+	if err := checkPtrs(name, s, g, labels); err != nil {
+		return err
+	}
+	if nx < 1 || ny < 1 || nzOut < 1 || sPlanes < nzOut {
+		return fmt.Errorf("kernels: %s: %dx%dx%d voxels in buffers of %d planes", name, nx, ny, nzOut, sPlanes)
+	}
+	if classes < 1 || classes > MaxClasses {
+		return fmt.Errorf("kernels: %s: %d classes (want 1..%d)", name, classes, MaxClasses)
+	}
+	n := int64(nx) * int64(ny) * int64(nzOut)
+	blocks := int(min((n+gateThreads-1)/gateThreads, maxGateBlocks))
+	a := new(args).ptr(s).ptr(g).ptr(labels).i32(nx).i32(ny).i32(nzOut).i32(sPlanes).i32(classes)
+	return launch(name, m.gateHead, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
+}

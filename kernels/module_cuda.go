@@ -1,0 +1,248 @@
+//go:build cuda
+
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// Sizes the kernels are compiled for (common.cuh).
+const (
+	Channels   = 16 // VP_C: models with fewer channels are zero-padded
+	GateWidth  = 8  // VP_GATE
+	MaxClasses = 16 // VP_MAXK
+	TileX      = 32 // VP_TX
+	TileY      = 8  // VP_TY
+	TileZ      = 4  // VP_TZ: output z-planes per thread of the stencil kernels
+	Threads    = TileX * TileY
+
+	gateThreads = 256
+)
+
+// ErrUnsupported is wrapped by errors about a GPU, driver or model these kernels cannot serve.
+var ErrUnsupported = errors.New("kernels: unsupported")
+
+// MinComputeCapability is the oldest GPU architecture the fatbin has code for (sm_80, Ampere).
+const MinComputeCapability = 80
+
+// Module is the loaded fatbin in one CUDA context: the kernels and their constant-memory weights.
+// Its methods must run on an OS thread where that context is current.
+type Module struct {
+	mod cu.Module
+
+	conv1I16, conv1F32, conv2, convg, gateHead cu.Function
+}
+
+// CheckDevice says, in words, why dev cannot run these kernels (compute capability below 8.0, a
+// driver older than CUDA 11.0), or returns nil.
+func CheckDevice(dev cu.Device) error {
+	name, _ := dev.Name()
+	major, minor, err := dev.ComputeCapability()
+	if err != nil {
+		return fmt.Errorf("kernels: compute capability of device %d: %w", int(dev), err)
+	}
+	if major*10+minor < MinComputeCapability {
+		return fmt.Errorf("%w: %s (device %d) has compute capability %d.%d; voxpipe's kernels need 8.0 or newer (Ampere, Ada, Hopper)",
+			ErrUnsupported, name, int(dev), major, minor)
+	}
+	if v := cu.Version(); v < 11000 {
+		return fmt.Errorf("%w: the NVIDIA driver supports CUDA %s; voxpipe needs a driver for CUDA 11.0 or newer (11.8+ recommended)",
+			ErrUnsupported, DriverVersionString(v))
+	}
+	return nil
+}
+
+// DriverVersionString renders cuDriverGetVersion's number (12040) as "12.4".
+func DriverVersionString(v int) string {
+	if v < 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+}
+
+// LoadModule loads Fatbin into the context current on the calling OS thread. A failure names
+// the driver version, the usual cause (a driver too old for the PTX or SASS in the fatbin).
+func LoadModule() (*Module, error) {
+	mod, err := cu.LoadFatBinary(string(Fatbin))
+	if err != nil {
+		return nil, fmt.Errorf("%w: load kernels (fatbin with sm_80/86/89/90 SASS and compute_80 PTX 7.8) with a driver for CUDA %s: %v",
+			ErrUnsupported, DriverVersionString(cu.Version()), err)
+	}
+	m := &Module{mod: mod}
+	for _, f := range []struct {
+		name string
+		fn   *cu.Function
+	}{
+		{"conv1_i16", &m.conv1I16}, {"conv1_f32", &m.conv1F32}, {"conv2", &m.conv2},
+		{"convg", &m.convg}, {"gate_head", &m.gateHead},
+	} {
+		if *f.fn, err = mod.Function(f.name); err != nil {
+			mod.Unload()
+			return nil, fmt.Errorf("kernels: function %s in the fatbin: %w", f.name, err)
+		}
+	}
+	return m, nil
+}
+
+// Unload frees the module (its functions and constant memory).
+func (m *Module) Unload() error {
+	if err := m.mod.Unload(); err != nil {
+		return fmt.Errorf("kernels: unload module: %w", err)
+	}
+	return nil
+}
+
+// Weights is a network in PyTorch layouts (as segment.Model holds it): c1W [C][1][3][3][3], c2W
+// and cgW [C][C][3][3][3], wxW and wgW [C/2][C], psiW [1][C/2], headW [K][C].
+type Weights struct {
+	Channels, Classes int
+
+	C1W, C1B, C2W, C2B, CGW, CGB []float32
+	WXW, WXB, WGW, WGB           []float32
+	PsiW, PsiB, HeadW, HeadB     []float32
+}
+
+// DeviceWeights are the convolution weights conv2 and convg read from global memory, in their
+// [ci][tap][co] layout, padded to Channels.
+type DeviceWeights struct {
+	W2, B2, WG, BG cu.DevicePtr
+	Classes        int32
+}
+
+// Free releases the device buffers.
+func (d *DeviceWeights) Free() error {
+	var first error
+	for _, p := range []*cu.DevicePtr{&d.W2, &d.B2, &d.WG, &d.BG} {
+		if *p != 0 {
+			if err := cu.MemFree(*p); err != nil && first == nil {
+				first = fmt.Errorf("kernels: free weights: %w", err)
+			}
+			*p = 0
+		}
+	}
+	return first
+}
+
+func (w *Weights) check() error {
+	c, k, g := w.Channels, w.Classes, w.Channels/2
+	if c < 1 || c > Channels || g > GateWidth {
+		return fmt.Errorf("%w: %d channels (the kernels handle 1..%d)", ErrUnsupported, c, Channels)
+	}
+	if k < 1 || k > MaxClasses {
+		return fmt.Errorf("%w: %d classes (the kernels handle 1..%d)", ErrUnsupported, k, MaxClasses)
+	}
+	for _, t := range []struct {
+		name string
+		v    []float32
+		n    int
+	}{
+		{"c1.weight", w.C1W, c * 27}, {"c1.bias", w.C1B, c},
+		{"c2.weight", w.C2W, c * c * 27}, {"c2.bias", w.C2B, c},
+		{"cg.weight", w.CGW, c * c * 27}, {"cg.bias", w.CGB, c},
+		{"wx.weight", w.WXW, g * c}, {"wx.bias", w.WXB, g},
+		{"wg.weight", w.WGW, g * c}, {"wg.bias", w.WGB, g},
+		{"psi.weight", w.PsiW, g}, {"psi.bias", w.PsiB, 1},
+		{"head.weight", w.HeadW, k * c}, {"head.bias", w.HeadB, k},
+	} {
+		if len(t.v) != t.n {
+			return fmt.Errorf("kernels: %s has %d values, want %d for C=%d K=%d", t.name, len(t.v), t.n, c, k)
+		}
+	}
+	return nil
+}
+
+// SetWeights copies w into the module's constant memory (conv1, gate, head) and into new device
+// buffers (conv2, convg), transposed and zero-padded to the kernels' sizes. Zero padding leaves
+// every label unchanged: padded channels compute relu(0) = 0 and carry weight 0. Synchronous.
+func (m *Module) SetWeights(w *Weights) (*DeviceWeights, error) {
+	if err := w.check(); err != nil {
+		return nil, err
+	}
+	c, k, g := w.Channels, w.Classes, w.Channels/2
+
+	c1w := make([]float32, 27*Channels) // [tap][co]
+	c1b := make([]float32, Channels)
+	w2 := make([]float32, Channels*27*Channels) // [ci][tap][co]
+	wg := make([]float32, Channels*27*Channels)
+	b2 := make([]float32, Channels)
+	bg := make([]float32, Channels)
+	for co := 0; co < c; co++ {
+		for t := 0; t < 27; t++ {
+			c1w[t*Channels+co] = w.C1W[co*27+t]
+		}
+		c1b[co], b2[co], bg[co] = w.C1B[co], w.C2B[co], w.CGB[co]
+		for ci := 0; ci < c; ci++ {
+			for t := 0; t < 27; t++ {
+				w2[(ci*27+t)*Channels+co] = w.C2W[(co*c+ci)*27+t]
+				wg[(ci*27+t)*Channels+co] = w.CGW[(co*c+ci)*27+t]
+			}
+		}
+	}
+	wx := make([]float32, GateWidth*Channels)
+	wgg := make([]float32, GateWidth*Channels)
+	bx := make([]float32, GateWidth)
+	bgg := make([]float32, GateWidth)
+	psi := make([]float32, GateWidth)
+	for j := 0; j < g; j++ {
+		copy(wx[j*Channels:j*Channels+c], w.WXW[j*c:(j+1)*c])
+		copy(wgg[j*Channels:j*Channels+c], w.WGW[j*c:(j+1)*c])
+		bx[j], bgg[j], psi[j] = w.WXB[j], w.WGB[j], w.PsiW[j]
+	}
+	hw := make([]float32, MaxClasses*Channels)
+	hb := make([]float32, MaxClasses)
+	for kk := 0; kk < k; kk++ {
+		copy(hw[kk*Channels:kk*Channels+c], w.HeadW[kk*c:(kk+1)*c])
+		hb[kk] = w.HeadB[kk]
+	}
+	for _, cst := range []struct {
+		name string
+		v    []float32
+	}{
+		{"c_conv1_w", c1w}, {"c_conv1_b", c1b},
+		{"c_gate_wx", wx}, {"c_gate_bx", bx}, {"c_gate_wg", wgg}, {"c_gate_bg", bgg},
+		{"c_gate_psi", psi}, {"c_gate_psib", w.PsiB[:1]},
+		{"c_head_w", hw}, {"c_head_b", hb},
+	} {
+		ptr, size, err := m.mod.Global(cst.name)
+		if err != nil {
+			return nil, fmt.Errorf("kernels: constant %s: %w", cst.name, err)
+		}
+		if size != int64(4*len(cst.v)) {
+			return nil, fmt.Errorf("kernels: constant %s is %d bytes in the fatbin, want %d", cst.name, size, 4*len(cst.v))
+		}
+		if err := cu.MemcpyHtoD(ptr, unsafe.Pointer(&cst.v[0]), size); err != nil {
+			return nil, fmt.Errorf("kernels: upload %s: %w", cst.name, err)
+		}
+	}
+	d := &DeviceWeights{Classes: int32(k)}
+	for _, buf := range []struct {
+		dst *cu.DevicePtr
+		v   []float32
+	}{{&d.W2, w2}, {&d.B2, b2}, {&d.WG, wg}, {&d.BG, bg}} {
+		p, err := Upload(buf.v)
+		if err != nil {
+			d.Free()
+			return nil, err
+		}
+		*buf.dst = p
+	}
+	return d, nil
+}
+
+// Upload copies v into a new device buffer (synchronous).
+func Upload(v []float32) (cu.DevicePtr, error) {
+	n := int64(4 * len(v))
+	p, err := cu.MemAlloc(n)
+	if err != nil {
+		return 0, fmt.Errorf("kernels: allocate %d bytes: %w", n, err)
+	}
+	if err := cu.MemcpyHtoD(p, unsafe.Pointer(&v[0]), n); err != nil {
+		cu.MemFree(p)
+		return 0, fmt.Errorf("kernels: upload %d bytes: %w", n, err)
+	}
+	return p, nil
+}

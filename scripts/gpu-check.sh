@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The one command to run ON the GPU machine, from the repository root, after scripts/gpu-build.sh
+# built bin/ here (carry bin). Runs the cuda-tagged tests (per-kernel tests, engine vs the CPU
+# engine, events, pinned memory, the 512x512x1000 benchmark), compute-sanitizer's memcheck and
+# racecheck on small cases when it is installed, and prints a table at the end. Logs go to
+# $OUT (the device tool's result folder) or /tmp/gpu-check.
+#   VOXPIPE_GPU_BENCH=0 skips the benchmark; GPU_CHECK_SANITIZER=0 skips compute-sanitizer.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-/tmp/gpu-check}"
+mkdir -p "$out"
+export PATH="$PATH:/usr/local/cuda/bin"
+steps=()
+failed=0
+
+step() { # step NAME TIMEOUT_S CMD...: runs CMD with its output in $out/NAME.log
+	local name=$1 limit=$2
+	shift 2
+	local t0=$SECONDS
+	echo "=== $name: $*"
+	timeout "$limit" "$@" >"$out/$name.log" 2>&1
+	local rc=$?
+	local status=PASS
+	[[ $rc -ne 0 ]] && status="FAIL(rc=$rc)" && failed=1
+	steps+=("$name|$status|$((SECONDS - t0)) s")
+	grep -E -- "^(--- |=== RUN|ok|FAIL|PASS|panic)|TABLE\|" "$out/$name.log" | grep -v "=== RUN" | tail -n 60
+}
+
+{
+	date -u +"%Y-%m-%dT%H:%M:%SZ"
+	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+} | tee "$out/machine.txt"
+
+[[ -x bin/voxpipe-cuda ]] && step version 60 bin/voxpipe-cuda version
+step kernels 300 bin/kernels.test -test.v -test.count=1
+step engine 400 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput)$'
+if [[ "${VOXPIPE_GPU_BENCH:-1}" != 0 ]]; then
+	step bench 400 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDABenchmark512$'
+fi
+if [[ "${GPU_CHECK_SANITIZER:-1}" != 0 ]] && command -v compute-sanitizer >/dev/null; then
+	step memcheck-kernels 300 compute-sanitizer --tool memcheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead'
+	step memcheck-engine 300 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run 'TestCUDAMatchesCPU/C6K3|TestCUDAEvents'
+	step racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG'
+fi
+
+echo
+echo "==================== gpu-check summary ===================="
+cat "$out/machine.txt"
+printf '%s\n' "${steps[@]}" | column -t -s '|'
+echo
+grep -h "TABLE|" "$out"/*.log | sed 's/.*TABLE|//' | column -t -s '|'
+exit $failed
