@@ -19,7 +19,7 @@ type planeScratch struct {
 }
 
 func newPlaneScratch(sc *scene) *planeScratch {
-	return &planeScratch{biasCoef: make([]float64, sc.bias.k), texCoef: make([]float64, sc.texture.k)}
+	return &planeScratch{biasCoef: make([]float64, sc.bias.coefLen()), texCoef: make([]float64, sc.texture.coefLen())}
 }
 
 // nearPlane keeps the blobs whose bounding sphere reaches plane z.
@@ -123,7 +123,7 @@ func (sc *scene) voxel(x int, py, pz float64, w *planeScratch) (float64, uint8) 
 	if lesion > 0 {
 		v += (lesionV - v) * lesion
 	}
-	return coverage(dh, pvHalf) * v * math.Exp(sc.bias.at(x, w.biasCoef)), label
+	return coverage(dh, pvHalf) * v * expSmall(sc.bias.at(x, w.biasCoef)), label
 }
 
 // rician returns |signal + sigma*(n1 + i*n2)| rounded to int16, n1 and n2 standard normal,
@@ -134,7 +134,7 @@ func rician(signal, sigma float64, h uint64) int16 {
 	var m float64
 	if signal == 0 {
 		u := (float64(h>>11) + 0.5) * 0x1p-53
-		m = sigma * math.Sqrt(-2*math.Log(u))
+		m = sigma * math.Sqrt(-2*logUnit(u))
 	} else {
 		var v1, s float64
 		for {
@@ -146,7 +146,7 @@ func rician(signal, sigma float64, h uint64) int16 {
 			}
 			h = mix64(h)
 		}
-		r2 := -2 * math.Log(s) // n1^2 + n2^2
+		r2 := -2 * logUnit(s) // n1^2 + n2^2
 		n1 := v1 * math.Sqrt(r2/s)
 		m = math.Sqrt(signal*signal + 2*signal*sigma*n1 + sigma*sigma*r2)
 	}

@@ -9,53 +9,71 @@ const (
 	rimHalf = 0.75
 )
 
-// field is a smooth scalar field sum_k X_k(x)*Y_k(y)*Z_k(z), tabulated per axis so that a
-// voxel costs k multiply-adds (amplitudes are folded into the Z tables).
+// field is a smooth scalar field: a linear gradient plus plane waves a*cos(k.p + phase) in
+// arbitrary directions. cos(kx*x + theta) = cos(kx*x)cos(theta) - sin(kx*x)sin(theta), with
+// theta = ky*y + kz*z + phase fixed along a row, so a voxel costs two multiply-adds per wave
+// with per-x tables and per-row coefficients.
 type field struct {
-	k       int
-	x, y, z []float64 // axis tables, index*k + term
+	waves    []wave // k in radians per voxel
+	xc, xs   []float64
+	gradient [3]float64 // per voxel, about the volume's centre
+	centre   [3]float64
 }
 
-func newField(nx, ny, nz, k int) field {
-	return field{k: k, x: make([]float64, nx*k), y: make([]float64, ny*k), z: make([]float64, nz*k)}
-}
-
-// setCos sets term t on one axis table to cos(2*pi*i/wavelength + phase)*amp.
-func setCos(table []float64, k, t int, wavelength, phase, amp float64) {
-	for i := 0; i*k+t < len(table); i++ {
-		table[i*k+t] = amp * math.Cos(2*math.Pi*float64(i)/wavelength+phase)
-	}
-}
-
-// setLinear sets term t on one axis table to amp*(i-centre)/n, and to 1 on the others.
-func (f *field) setLinear(t, axis int, amp float64) {
-	tables := [3][]float64{f.x, f.y, f.z}
-	for a, table := range tables {
-		n := len(table) / f.k
-		for i := range n {
-			v := 1.0
-			if a == axis {
-				v = amp * (float64(i) - float64(n-1)/2) / float64(n)
-			}
-			table[i*f.k+t] = v
+func newField(nx, ny, nz int, gradient [3]float64, waves []wave) field {
+	f := field{waves: waves, gradient: gradient}
+	f.centre = [3]float64{float64(nx-1) / 2, float64(ny-1) / 2, float64(nz-1) / 2}
+	k := len(waves)
+	f.xc, f.xs = make([]float64, nx*k), make([]float64, nx*k)
+	for x := range nx {
+		for t, w := range waves {
+			f.xc[x*k+t] = math.Cos(w.k[0] * float64(x))
+			f.xs[x*k+t] = math.Sin(w.k[0] * float64(x))
 		}
 	}
+	return f
 }
 
-// rowCoef writes Y_k(y)*Z_k(z) into coef.
+// coefLen is the length of the row coefficients of f.
+func (f *field) coefLen() int { return 2*len(f.waves) + 1 }
+
+// rowCoef writes the coefficients of row (y, z) into coef: amp*cos(theta), amp*sin(theta)
+// per wave, then the gradient's value at x = centre.
 func (f *field) rowCoef(y, z int, coef []float64) {
-	for t := range f.k {
-		coef[t] = f.y[y*f.k+t] * f.z[z*f.k+t]
+	fy, fz := float64(y), float64(z)
+	for t, w := range f.waves {
+		theta := w.k[1]*fy + w.k[2]*fz + w.phase
+		coef[2*t] = w.amp * math.Cos(theta)
+		coef[2*t+1] = w.amp * math.Sin(theta)
 	}
+	coef[2*len(f.waves)] = f.gradient[1]*(fy-f.centre[1]) + f.gradient[2]*(fz-f.centre[2])
 }
 
 func (f *field) at(x int, coef []float64) float64 {
-	xs := f.x[x*f.k : x*f.k+f.k]
-	s := 0.0
-	for t, c := range coef[:len(xs)] {
-		s += c * xs[t]
+	k := len(f.waves)
+	xc, xs := f.xc[x*k:x*k+k], f.xs[x*k:x*k+k]
+	s := coef[2*k] + f.gradient[0]*(float64(x)-f.centre[0])
+	for t := range xc {
+		s += coef[2*t]*xc[t] - coef[2*t+1]*xs[t]
 	}
 	return s
+}
+
+// planeWaves draws n waves in random directions, wavelengths in [lo, hi] (in units scaled
+// per axis by unit: voxels, or fractions of the volume's extent) and amplitudes in
+// [aLo, aHi].
+func planeWaves(s *stream, n int, lo, hi float64, unit [3]float64, aLo, aHi float64) []wave {
+	ws := make([]wave, n)
+	for i := range ws {
+		d := s.unit()
+		k := 2 * math.Pi / s.uniform(lo, hi)
+		ws[i] = wave{
+			k:     [3]float64{k * d[0] / unit[0], k * d[1] / unit[1], k * d[2] / unit[2]},
+			amp:   s.uniform(aLo, aHi),
+			phase: s.uniform(0, 2*math.Pi),
+		}
+	}
+	return ws
 }
 
 // scene is everything drawn from the seed before rendering. Rendering reads it only.
@@ -205,25 +223,18 @@ func newScene(p Params) *scene {
 		}
 	}
 
-	// Bias: a linear gradient plus three slow cosines, about +-30% in all. Texture: six
-	// faster cosines, a few percent, standing in for grey/white matter structure.
+	// Bias: a gradient of up to +-15% from the centre to each face plus four slow waves
+	// (wavelengths 1.2-2.5 times the volume), about +-30% in all. Texture: ten faster waves of
+	// a few percent (wavelengths 5-16 voxels, longer in big volumes), standing in for the
+	// structure of grey and white matter. The log-bias stays within +-0.85 (expSmall needs 1).
 	fl := newStream(p.Seed, tagFields)
-	sc.bias = newField(p.NX, p.NY, p.NZ, 6)
-	for axis := range 3 {
-		sc.bias.setLinear(axis, axis, fl.uniform(-0.3, 0.3))
+	var gradient [3]float64
+	for i := range gradient {
+		gradient[i] = fl.uniform(-0.3, 0.3) / n[i]
 	}
-	for t := 3; t < 6; t++ {
-		setCos(sc.bias.x, 6, t, n[0]*fl.uniform(1.2, 2.5), fl.uniform(0, 2*math.Pi), 1)
-		setCos(sc.bias.y, 6, t, n[1]*fl.uniform(1.2, 2.5), fl.uniform(0, 2*math.Pi), 1)
-		setCos(sc.bias.z, 6, t, n[2]*fl.uniform(1.2, 2.5), fl.uniform(0, 2*math.Pi), fl.uniform(0.08, 0.15))
-	}
-	sc.texture = newField(p.NX, p.NY, p.NZ, 6)
+	sc.bias = newField(p.NX, p.NY, p.NZ, gradient, planeWaves(fl, 4, 1.2, 2.5, n, 0.05, 0.1))
 	wl := math.Sqrt(max(s, 1))
-	for t := range 6 {
-		setCos(sc.texture.x, 6, t, wl*fl.uniform(6, 18), fl.uniform(0, 2*math.Pi), 1)
-		setCos(sc.texture.y, 6, t, wl*fl.uniform(6, 18), fl.uniform(0, 2*math.Pi), 1)
-		setCos(sc.texture.z, 6, t, wl*fl.uniform(5, 15), fl.uniform(0, 2*math.Pi), fl.uniform(0.05, 0.08))
-	}
+	sc.texture = newField(p.NX, p.NY, p.NZ, [3]float64{}, planeWaves(fl, 10, 5*wl, 16*wl, [3]float64{1, 1, 1}, 0.02, 0.035))
 	return sc
 }
 
