@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -99,7 +98,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer stop(nil)
 	r.stop = stop
 	res, err := r.run(runCtx)
-	if cause := context.Cause(runCtx); err == nil && cause != nil && !errors.Is(cause, ErrStoppedEarly) {
+	switch cause := context.Cause(runCtx); {
+	case errors.Is(cause, ErrStoppedEarly):
+		// The failure that stopped the batch is in the summary; the run itself went as asked.
+		r.log.Warn("fail-fast: batch stopped after a failed volume", "unprocessed", len(cfg.Jobs)-res.OK-res.Skipped-res.Failed)
+		err = nil
+	case cause != nil:
 		err = cause
 	}
 	return res, err
