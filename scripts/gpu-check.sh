@@ -32,15 +32,15 @@ step() { # step NAME TIMEOUT_S CMD...: runs CMD with its output in $out/NAME.log
 } | tee "$out/machine.txt"
 
 [[ -x bin/voxpipe-cuda ]] && step version 60 bin/voxpipe-cuda version
-step kernels 300 bin/kernels.test -test.v -test.count=1
-step engine 400 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput)$'
+step kernels 120 bin/kernels.test -test.v -test.count=1
+step engine 180 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput)$'
 if [[ "${VOXPIPE_GPU_BENCH:-1}" != 0 ]]; then
-	step bench 400 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDABenchmark512$'
+	step bench 180 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDABenchmark512$'
 fi
 if [[ "${GPU_CHECK_SANITIZER:-1}" != 0 ]] && command -v compute-sanitizer >/dev/null; then
-	step memcheck-kernels 300 compute-sanitizer --tool memcheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead'
-	step memcheck-engine 300 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run 'TestCUDAMatchesCPU/C6K3|TestCUDAEvents'
-	step racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG'
+	step memcheck-kernels 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead'
+	step memcheck-engine 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run 'TestCUDAMatchesCPU/C6K3|TestCUDAEvents'
+	step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG'
 fi
 
 echo
