@@ -93,15 +93,17 @@ func (b *blob) dist(px, py, pz, outer, inner float64) float64 {
 	if rho < 1e-9 {
 		return -inner
 	}
-	if b.bend == 0 {
-		// |grad rho| <= 1/amin bounds |d| from below without computing the gradient; this
-		// settles most voxels of the head, the background ones in particular.
-		if (rho-1-b.wobMax)*b.amin >= outer {
-			return outer
-		}
-		if (rho-1+b.wobMax)*b.amin <= -inner {
-			return -inner
-		}
+	// |grad rho| <= (1 + 2|bend*uy|)/amin bounds |d| from below without computing the
+	// gradient or the wobble; this settles most voxels, all of the background ones.
+	inv := b.amin
+	if b.bend != 0 {
+		inv /= 1 + 2*math.Abs(b.bend*uy)
+	}
+	if (rho-1-b.wobMax)*inv >= outer {
+		return outer
+	}
+	if (rho-1+b.wobMax)*inv <= -inner {
+		return -inner
 	}
 	vx, vy, vz := ux/rho, uy/rho, uz/rho
 	// grad rho = M^T J^T v, J the Jacobian of the bend.
