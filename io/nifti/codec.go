@@ -251,14 +251,20 @@ func encodeHeader(h *Header, pair bool) ([]byte, error) {
 	w := fieldWriter{b: b, o: order}
 	w.i32(0, int32(size))
 	if version == 1 {
-		for _, f := range []struct {
+		fields := []struct {
 			name string
 			v    int64
 		}{
-			{"dim", maxAbs(h.Dim[:])}, {"intent_code", int64(h.IntentCode)},
-			{"slice_start", h.SliceStart}, {"slice_end", h.SliceEnd},
+			{"intent_code", int64(h.IntentCode)}, {"slice_start", h.SliceStart}, {"slice_end", h.SliceEnd},
 			{"qform_code", int64(h.QformCode)}, {"sform_code", int64(h.SformCode)},
-		} {
+		}
+		for i, d := range h.Dim {
+			fields = append(fields, struct {
+				name string
+				v    int64
+			}{fmt.Sprintf("dim[%d]", i), d})
+		}
+		for _, f := range fields {
 			if f.v < math.MinInt16 || f.v > math.MaxInt16 {
 				return nil, fmt.Errorf("nifti: %s %d does not fit NIfTI-1 (int16); write NIfTI-2", f.name, f.v)
 			}
@@ -362,14 +368,6 @@ func magicFor(version int, pair bool) string {
 	}
 	m[2] = byte('0' + version)
 	return string(m)
-}
-
-func maxAbs(v []int64) int64 {
-	var m int64
-	for _, x := range v {
-		m = max(m, x, -x)
-	}
-	return m
 }
 
 func cString(b []byte) string {

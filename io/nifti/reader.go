@@ -23,6 +23,11 @@ func WithVolume(t int) OpenOption {
 	return func(c *openConfig) { c.volume, c.volumeSet = int64(t), true }
 }
 
+// withOpener makes Open read files through open instead of the OS (fuzz tests, in memory).
+func withOpener(open fileOpener) OpenOption {
+	return func(c *openConfig) { c.open = open }
+}
+
 // Reader streams one 3D volume as consecutive z-slices. It is not safe for concurrent use, but
 // it may be driven from one goroutine while others consume the buffers it filled: that, plus
 // the read-ahead it runs for compressed files, lets slab k be processed while slab k+1 is

@@ -1,0 +1,213 @@
+package nifti
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// memFiles serves in-memory files to Open (withOpener), so fuzzing needs no disk.
+type memFiles map[string][]byte
+
+type memFile struct{ *bytes.Reader }
+
+func (memFile) Close() error { return nil }
+
+func (m memFiles) open(name string) (dataFile, int64, error) {
+	b, ok := m[name]
+	if !ok {
+		return nil, 0, fmt.Errorf("open %s: %w", name, os.ErrNotExist)
+	}
+	return memFile{bytes.NewReader(b)}, int64(len(b)), nil
+}
+
+var sentinels = []error{ErrUnsupportedDatatype, ErrNotNIfTI, ErrCorrupt, ErrTruncated, ErrTooLarge, ErrMultiVolume}
+
+func checkClassified(t *testing.T, err error, path string) {
+	t.Helper()
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name %s", err, path)
+			}
+			return
+		}
+	}
+	t.Fatalf("error %q wraps no sentinel", err)
+}
+
+// FuzzHeader decodes arbitrary header bytes. Whatever decodes and passes the geometry checks
+// must also open as a file without panicking, encode again, and decode to the same header.
+func FuzzHeader(f *testing.F) {
+	f.Add(make([]byte, sizeofHdr1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		files := memFiles{"f.nii": b}
+		if r, err := Open("f.nii", withOpener(files.open)); err == nil {
+			r.Close()
+		} else {
+			checkClassified(t, err, "f.nii")
+		}
+		if len(b) < 4 {
+			return
+		}
+		version, order, size, err := detectHeader(b)
+		if err != nil || len(b) < size {
+			return
+		}
+		h, err := decodeHeader(b[:size], version, order)
+		if err != nil {
+			return
+		}
+		if _, err := checkGeometry(h); err != nil {
+			return
+		}
+		pair := h.Magic[1] == 'i'
+		enc, err := encodeHeader(h, pair)
+		if err != nil {
+			t.Fatalf("a decoded header does not encode: %v", err)
+		}
+		h2, err := decodeHeader(enc[:size], version, order)
+		if err != nil {
+			t.Fatalf("an encoded header does not decode: %v", err)
+		}
+		h.BitPix, h2.BitPix = 0, 0
+		h.VoxOffset, h2.VoxOffset = 0, 0
+		if !headersIdentical(h, h2) {
+			t.Fatalf("header changed in an encode/decode round trip:\n%+v\n%+v", h, h2)
+		}
+	})
+}
+
+// FuzzReadSlabs opens an arbitrary file (.nii, gzip sniffed) and streams it in slabs. Errors
+// must be classified and name the file; a volume that reads must read the same through the
+// float32 API, and never need more memory than its file can hold.
+func FuzzReadSlabs(f *testing.F) {
+	f.Add(make([]byte, 400), uint8(1))
+	f.Fuzz(func(t *testing.T, b []byte, slab uint8) {
+		files := memFiles{"f.nii": b}
+		r, err := Open("f.nii", withOpener(files.open))
+		if err != nil {
+			checkClassified(t, err, "f.nii")
+			return
+		}
+		defer r.Close()
+		n := int(slab%16) + 1
+		elem := r.Datatype().Size()
+		if int64(n)*int64(r.SliceVoxels()*elem) > int64(len(b))*maxDeflateRatio+1<<16 {
+			t.Fatalf("Open accepted a slice of %d bytes from a %d-byte file", r.SliceVoxels()*elem, len(b))
+		}
+		buf := make([]byte, n*r.SliceVoxels()*elem)
+		var raw []byte
+		for {
+			k, err := r.ReadSlicesRaw(buf, n)
+			raw = append(raw, buf[:k*r.SliceVoxels()*elem]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				checkClassified(t, err, "f.nii")
+				return
+			}
+		}
+		if len(raw) != r.SliceVoxels()*r.Depth()*elem {
+			t.Fatalf("read %d bytes, want %d", len(raw), r.SliceVoxels()*r.Depth()*elem)
+		}
+		r2, err := Open("f.nii", withOpener(files.open))
+		if err != nil {
+			t.Fatalf("second Open: %v", err)
+		}
+		defer r2.Close()
+		fl := make([]float32, r2.SliceVoxels()*r2.Depth())
+		if _, err := r2.ReadSlicesFloat32(fl, r2.Depth()); err != nil {
+			t.Fatalf("float32 read of a file that read raw: %v", err)
+		}
+		for i, v := range fl {
+			want := float32(sampleAt(raw, r.Datatype(), i))
+			if v != want && !(math.IsNaN(float64(v)) && math.IsNaN(float64(want))) {
+				t.Fatalf("sample %d: float32 %v, raw %v", i, v, want)
+			}
+		}
+	})
+}
+
+// TestFuzzSeedCorpus writes testdata/fuzz/{FuzzHeader,FuzzReadSlabs} from the nibabel fixtures
+// and files this package writes (go test -run TestFuzzSeedCorpus -update), and checks the
+// committed corpus is there otherwise.
+func TestFuzzSeedCorpus(t *testing.T) {
+	if !*update {
+		for _, target := range []string{"FuzzHeader", "FuzzReadSlabs"} {
+			m, _ := filepath.Glob(filepath.Join("testdata/fuzz", target, "*"))
+			if len(m) < 10 {
+				t.Errorf("%s: %d seed files, want the committed corpus (-update)", target, len(m))
+			}
+		}
+		return
+	}
+	seeds := map[string][]byte{}
+	fixtures, _ := filepath.Glob("testdata/interop/*_n[12]_*")
+	sort.Strings(fixtures)
+	for _, p := range fixtures {
+		if strings.HasSuffix(p, ".img") || strings.HasSuffix(p, ".img.gz") {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds[filepath.Base(p)] = b
+	}
+	dir := t.TempDir()
+	for _, ext := range []string{".nii", ".nii.gz"} {
+		for _, version := range []int{1, 2} {
+			for _, order := range byteOrders {
+				name := fmt.Sprintf("voxpipe_mask_n%d_%s%s", version, orderName(order), ext)
+				path := filepath.Join(dir, name)
+				h := MaskHeader(testHeader(Float32, version, order, 7, 6, 5), 4, "fuzz seed")
+				labels := make([]byte, 7*6*5)
+				for i := range labels {
+					labels[i] = byte(i % 5)
+				}
+				if err := Write(path, h, labels, DefaultWriteOptions()); err != nil {
+					t.Fatal(err)
+				}
+				seeds[name], _ = os.ReadFile(path)
+			}
+		}
+	}
+	for _, target := range []string{"FuzzHeader", "FuzzReadSlabs"} {
+		out := filepath.Join("testdata/fuzz", target)
+		os.RemoveAll(out)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range seeds {
+			var body string
+			if target == "FuzzHeader" {
+				plain := b
+				if len(b) > 2 && b[0] == 0x1f && b[1] == 0x8b {
+					s, err := openSource(name, memFiles{name: b}.open)
+					if err != nil {
+						t.Fatal(err)
+					}
+					plain, _ = io.ReadAll(io.LimitReader(s, dataStart2))
+				}
+				body = fmt.Sprintf("[]byte(%q)\n", plain[:min(len(plain), dataStart2)])
+			} else {
+				if strings.HasPrefix(name, "ref_") {
+					continue // 14 MB of zeros each: too slow to inflate on every fuzz run
+				}
+				body = fmt.Sprintf("[]byte(%q)\nbyte(%q)\n", b, uint8(len(name)%16))
+			}
+			if err := os.WriteFile(filepath.Join(out, name), []byte("go test fuzz v1\n"+body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
