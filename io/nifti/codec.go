@@ -214,6 +214,16 @@ func checkGeometry(h *Header) (geometry, error) {
 	return g, nil
 }
 
+// Volumes is the number of 3D volumes: the product of dims 4..7 that dim[0] covers (1 for a 3D
+// image). Values below 1 count as 1; Open rejects such headers anyway.
+func (h *Header) Volumes() int64 {
+	v := int64(1)
+	for i := int64(4); i <= min(h.Dim[0], 7); i++ {
+		v *= max(h.Dim[i], 1)
+	}
+	return v
+}
+
 func tooMany(h *Header, limit int64) error {
 	return fmt.Errorf("%w: dims %v exceed %d voxels", ErrTooLarge, h.Dim[1:h.Dim[0]+1], limit)
 }
@@ -228,7 +238,7 @@ func encodeHeader(h *Header, pair bool) ([]byte, error) {
 	}
 	order := h.ByteOrder
 	if order == nil {
-		order = binary.LittleEndian
+		order = hostOrder
 	}
 	version := h.Version
 	if version == 0 {

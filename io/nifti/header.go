@@ -1,5 +1,3 @@
-// Package nifti reads and writes NIfTI-1 and NIfTI-2 volumes (.nii, .nii.gz, .hdr/.img),
-// streaming the voxel data by z-slabs into caller-provided buffers.
 package nifti
 
 import "encoding/binary"

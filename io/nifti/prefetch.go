@@ -1,6 +1,11 @@
 package nifti
 
-import "io"
+import (
+	"errors"
+	"io"
+
+	"github.com/klauspost/compress/gzip"
+)
 
 // Read-ahead for compressed data: a goroutine decompresses into a few blocks ahead of the
 // consumer, so the decoding into the caller's buffers (and whatever the caller does between
@@ -60,11 +65,13 @@ func (p *prefetcher) run(src io.Reader, want int64, verifyTail bool) {
 		buf = buf[:min(int64(len(buf)), want)]
 		n, err := readFullRaw(src, buf)
 		want -= int64(n)
-		if err == nil && want == 0 && verifyTail {
-			err = drainToEOF(src)
-		}
-		if err == nil && want == 0 {
-			err = io.EOF
+		if want == 0 {
+			if err == nil && verifyTail {
+				err = drainToEOF(src)
+			}
+			if err == nil || endOfMembers(err) {
+				err = io.EOF
+			}
 		}
 		select {
 		case p.full <- aheadChunk{buf[:n], err}:
@@ -100,7 +107,7 @@ func drainToEOF(r io.Reader) error {
 	for read := 0; read < tailLimit; {
 		n, err := r.Read(scratch[:])
 		read += n
-		if err == io.EOF {
+		if endOfMembers(err) {
 			return nil
 		}
 		if err != nil {
@@ -108,6 +115,13 @@ func drainToEOF(r io.Reader) error {
 		}
 	}
 	return nil // long trailing data: give up verifying rather than inflate it all
+}
+
+// endOfMembers: the gzip stream ended cleanly after the last member, or what follows it is not
+// another member (zero padding, which Python's gzip skips too). Either way the members' checksums
+// passed: the gzip reader checks them before looking for another member.
+func endOfMembers(err error) bool {
+	return err == io.EOF || errors.Is(err, gzip.ErrHeader)
 }
 
 // Read implements io.Reader. A zero-length read still waits for the terminal error once the

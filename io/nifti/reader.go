@@ -279,22 +279,7 @@ func (r *Reader) ReadSlicesRaw(dst []byte, n int) (int, error) {
 // ReadSlicesFloat32 is ReadSlicesRaw for any datatype, with the stored values converted to
 // float32 (no scaling; see Scaling). int32, uint32 and float64 values round to float32.
 func (r *Reader) ReadSlicesFloat32(dst []float32, n int) (int, error) {
-	k, err := r.claim(n, len(dst))
-	if k == 0 {
-		return 0, err
-	}
-	out := dst[:k*r.g.sliceVoxels]
-	if r.g.dt == Float32 {
-		err = r.readHost(bytesOf(out))
-	} else {
-		err = r.readConverted(len(out), func(raw []byte, at, count int) {
-			decodeFloat32(out[at:at+count], raw, r.g.dt)
-		})
-	}
-	if err != nil {
-		return 0, err
-	}
-	return r.advance(k)
+	return readSlicesAs(r, dst, n, Float32, decodeFloat32)
 }
 
 // ReadSlicesInt16 is ReadSlicesRaw with the stored values as int16. Only files whose datatype
@@ -304,16 +289,22 @@ func (r *Reader) ReadSlicesInt16(dst []int16, n int) (int, error) {
 	if !Int16Exact(r.g.dt) {
 		return 0, fmt.Errorf("read %s: %w: %s is not representable as int16", r.dataPath, ErrUnsupportedDatatype, r.g.dt)
 	}
+	return readSlicesAs(r, dst, n, Int16, decodeInt16)
+}
+
+// readSlicesAs reads slices into typed samples: straight into dst when the file stores that
+// type (native), else through the scratch buffer and decode.
+func readSlicesAs[T int16 | float32](r *Reader, dst []T, n int, native DataType, decode func([]T, []byte, DataType)) (int, error) {
 	k, err := r.claim(n, len(dst))
 	if k == 0 {
 		return 0, err
 	}
 	out := dst[:k*r.g.sliceVoxels]
-	if r.g.dt == Int16 {
+	if r.g.dt == native {
 		err = r.readHost(bytesOf(out))
 	} else {
 		err = r.readConverted(len(out), func(raw []byte, at, count int) {
-			decodeInt16(out[at:at+count], raw, r.g.dt)
+			decode(out[at:at+count], raw, r.g.dt)
 		})
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -163,5 +164,42 @@ func TestCloseMidStream(t *testing.T) {
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestGzipTrailingBytes: zero padding after the gzip member (Python's gzip skips it too) reads
+// fine; a second member carrying part of the data is read across.
+func TestGzipTrailingBytes(t *testing.T) {
+	plain := validFile(t, 1, binary.LittleEndian)
+	padded := append(gzipBytes(t, plain), make([]byte, 64)...)
+	twoMembers := append(gzipBytes(t, plain[:400]), gzipBytes(t, plain[400:])...)
+	for name, b := range map[string][]byte{"padded": padded, "two members": twoMembers} {
+		path := filepath.Join(t.TempDir(), "a.nii.gz")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := ReadFloat32(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i, v := range got {
+			if want := float32(sampleAt(formulaData(Int16, 6, 5, 4, 1), Int16, i)); v != want {
+				t.Fatalf("%s: voxel %d = %v, want %v", name, i, v, want)
+			}
+		}
+	}
+}
+
+func TestReadHeaderAndVolumes(t *testing.T) {
+	h, err := ReadHeader("testdata/interop/int16_n1_le_4d.nii.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Volumes() != 3 || h.NX() != 5 || h.NZ() != 3 {
+		t.Errorf("Volumes %d NX %d NZ %d", h.Volumes(), h.NX(), h.NZ())
+	}
+	h, err = ReadHeader("testdata/interop/int16_n1_le_4d1.nii")
+	if err != nil || h.Volumes() != 1 || h.Dim[0] != 4 {
+		t.Errorf("4D with one volume: %v, %v", h, err)
 	}
 }

@@ -20,6 +20,17 @@ func ReadFloat32(path string, opts ...OpenOption) (*Header, []float32, error) {
 	return r.Header(), data, nil
 }
 
+// ReadHeader returns the header of path after the checks Open makes (on volume 0 of a
+// multi-volume file: use Header.Volumes to pick one for WithVolume).
+func ReadHeader(path string) (*Header, error) {
+	r, err := Open(path, WithVolume(0))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Header(), nil
+}
+
 // ReadUint8 reads the whole volume of a uint8 file (label masks), unscaled. Files of any other
 // datatype get an error wrapping ErrUnsupportedDatatype.
 func ReadUint8(path string) (*Header, []uint8, error) {

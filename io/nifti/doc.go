@@ -1,0 +1,17 @@
+// Package nifti reads and writes NIfTI-1 and NIfTI-2 volumes (.nii, .nii.gz, .hdr/.img and
+// gzipped pairs, either byte order), streaming the voxel data by z-slabs into caller-provided
+// buffers.
+//
+// Reading: Open checks the header (magic, datatype, dims against MaxDim and MaxVoxels,
+// vox_offset, the data's size against the file's) before anything is sized by it, then
+// Reader.ReadSlicesRaw, ReadSlicesInt16 and ReadSlicesFloat32 decode the next slices straight
+// into the caller's memory (pinned host buffers in the GPU pipeline). Compressed files are
+// inflated by a read-ahead goroutine, so decoding and the caller's work on slab k overlap with
+// inflating slab k+1. ReadFloat32 and ReadUint8 read whole volumes. Whatever is wrong with a file
+// comes back as an error wrapping one of the Err* sentinels and naming the file.
+//
+// Writing: Create/Writer and Write write any supported datatype atomically (temporary file in
+// the destination folder, fsync, rename, fsync of the folder), gzipped in parallel with pgzip
+// for .gz paths. MaskHeader derives a uint8 label-mask header that keeps the geometry, version
+// and byte order of the image it segments.
+package nifti
