@@ -24,15 +24,15 @@ import (
 	"voxpipe/io/nifti"
 )
 
-// The classes of the truth masks.
+// The labels of the truth masks.
 const (
-	classBackground = 0
-	classTissue     = 1
-	classFluid      = 2
-	classLesion     = 3
+	Background uint8 = 0
+	Tissue     uint8 = 1 // the head-like ellipsoid
+	Fluid      uint8 = 2 // ventricles and cysts, dark
+	Lesion     uint8 = 3 // small blobs, bright
 
 	// MaxLabel is the largest label in a truth mask.
-	MaxLabel = classLesion
+	MaxLabel = Lesion
 )
 
 // ClassNames names the labels of the truth masks, by label.

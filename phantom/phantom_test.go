@@ -190,32 +190,32 @@ func TestFixtureSizeClasses(t *testing.T) {
 			ph := fixturePhantom(t, seed)
 			s := statsOf(ph)
 			n := float64(len(ph.Truth))
-			head := float64(s.count[classTissue] + s.count[classFluid] + s.count[classLesion])
+			head := float64(s.count[Tissue] + s.count[Fluid] + s.count[Lesion])
 			checks := []struct {
 				what     string
 				got      float64
 				min, max float64
 			}{
-				{"background share of volume", float64(s.count[classBackground]) / n, 0.6, 0.85},
-				{"fluid share of head", float64(s.count[classFluid]) / head, 0.01, 0.08},
-				{"lesion share of head", float64(s.count[classLesion]) / head, 0.003, 0.04},
+				{"background share of volume", float64(s.count[Background]) / n, 0.6, 0.85},
+				{"fluid share of head", float64(s.count[Fluid]) / head, 0.01, 0.08},
+				{"lesion share of head", float64(s.count[Lesion]) / head, 0.003, 0.04},
 			}
 			for _, c := range checks {
 				if c.got < c.min || c.got > c.max {
 					t.Errorf("%s = %.4f, want in [%g, %g]", c.what, c.got, c.min, c.max)
 				}
 			}
-			lesions, _ := components(ph.Truth, fixture.NX, fixture.NY, fixture.NZ, classLesion)
+			lesions, _ := components(ph.Truth, fixture.NX, fixture.NY, fixture.NZ, Lesion)
 			if lesions < 3 {
 				t.Errorf("%d lesions, want several", lesions)
 			}
-			_, ventricle := components(ph.Truth, fixture.NX, fixture.NY, fixture.NZ, classFluid)
+			_, ventricle := components(ph.Truth, fixture.NX, fixture.NY, fixture.NZ, Fluid)
 			if ventricle < 300 {
 				t.Errorf("largest fluid region has %d voxels, want visible ventricles (>= 300)", ventricle)
 			}
 			t.Logf("background %.1f%%, fluid %.2f%% and lesion %.2f%% of head, %d lesions, largest ventricle %d voxels",
-				100*float64(s.count[0])/n, 100*float64(s.count[classFluid])/head,
-				100*float64(s.count[classLesion])/head, lesions, ventricle)
+				100*float64(s.count[0])/n, 100*float64(s.count[Fluid])/head,
+				100*float64(s.count[Lesion])/head, lesions, ventricle)
 		})
 	}
 }
@@ -225,12 +225,12 @@ func TestClassIntensityOrder(t *testing.T) {
 		s := statsOf(fixturePhantom(t, seed))
 		m := s.mean
 		t.Logf("seed %d: mean background %.0f, fluid %.0f, tissue %.0f, lesion %.0f", seed, m[0], m[2], m[1], m[3])
-		if !(m[classBackground] < m[classFluid] && m[classFluid] < m[classTissue] && m[classTissue] < m[classLesion]) {
+		if !(m[Background] < m[Fluid] && m[Fluid] < m[Tissue] && m[Tissue] < m[Lesion]) {
 			t.Errorf("seed %d: class means background %.0f, fluid %.0f, tissue %.0f, lesion %.0f not in increasing order",
 				seed, m[0], m[2], m[1], m[3])
 		}
 		// Distinguishable, not merely ordered.
-		if m[classTissue] < 2*m[classFluid] || m[classLesion] < 1.15*m[classTissue] || m[classFluid] < 2*m[classBackground] {
+		if m[Tissue] < 2*m[Fluid] || m[Lesion] < 1.15*m[Tissue] || m[Fluid] < 2*m[Background] {
 			t.Errorf("seed %d: classes too close: means %v", seed, m)
 		}
 	}
@@ -277,13 +277,13 @@ func TestNeedsContext(t *testing.T) {
 		if acc > 0.95 {
 			t.Errorf("seed %d: global thresholds on single voxels get %.3f right: too easy", seed, acc)
 		}
-		lesions := localContrast(ph, classLesion)
+		lesions := localContrast(ph, Lesion)
 		for i, r := range lesions {
 			if r < 1.08 {
 				t.Errorf("seed %d: lesion %d is %.3f times the tissue around it: not visible", seed, i, r)
 			}
 		}
-		fluids := localContrast(ph, classFluid)
+		fluids := localContrast(ph, Fluid)
 		for i, r := range fluids {
 			if r > 0.8 {
 				t.Errorf("seed %d: fluid region %d is %.3f times the tissue around it: not visible", seed, i, r)
@@ -315,7 +315,7 @@ func localContrast(ph *Phantom, label uint8) []float64 {
 			for yy := max(0, y-2); yy <= min(ny-1, y+2); yy++ {
 				for xx := max(0, x-2); xx <= min(nx-1, x+2); xx++ {
 					j := xx + nx*(yy+ny*zz)
-					if ph.Truth[j] == classTissue && shellOf[j] != r+1 {
+					if ph.Truth[j] == Tissue && shellOf[j] != r+1 {
 						shellOf[j] = r + 1
 						outSum[r] += float64(ph.Image[j])
 						outN[r]++
@@ -342,7 +342,7 @@ func thresholdAccuracy(v []float64, truth []uint8) float64 {
 	var ss []sample
 	var total [MaxLabel + 1]float64
 	for i, c := range truth {
-		if c != classBackground {
+		if c != Background {
 			ss = append(ss, sample{v[i], c})
 			total[c]++
 		}
@@ -364,9 +364,9 @@ func thresholdAccuracy(v []float64, truth []uint8) float64 {
 	step := max(1, n/400)
 	for i := 0; i <= n; i += step {
 		for j := i; j <= n; j += step {
-			fluid := below[classFluid][i] / total[classFluid]
-			tissue := (below[classTissue][j] - below[classTissue][i]) / total[classTissue]
-			lesion := (total[classLesion] - below[classLesion][j]) / total[classLesion]
+			fluid := below[Fluid][i] / total[Fluid]
+			tissue := (below[Tissue][j] - below[Tissue][i]) / total[Tissue]
+			lesion := (total[Lesion] - below[Lesion][j]) / total[Lesion]
 			best = max(best, (fluid+tissue+lesion)/3)
 		}
 	}

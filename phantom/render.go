@@ -78,11 +78,11 @@ func (sc *scene) voxel(x int, py, pz float64, w *planeScratch) (float64, uint8) 
 	px := float64(x)
 	dh := sc.head.dist(px, py, pz, pvHalf, sc.headInner)
 	if dh >= pvHalf {
-		return 0, classBackground
+		return 0, Background
 	}
-	label := uint8(classBackground)
+	label := Background
 	if dh < 0 {
-		label = classTissue
+		label = Tissue
 	}
 	tex := sc.texture.at(x, w.texCoef)
 	// A darker rim under the surface, like cortex over white matter: tissue, but not uniform.
@@ -96,8 +96,8 @@ func (sc *scene) voxel(x int, py, pz float64, w *planeScratch) (float64, uint8) 
 		}
 		d := c.b.dist(px, py, pz, pvHalf, pvHalf)
 		fluid = max(fluid, coverage(d, pvHalf))
-		if d < 0 && label != classBackground {
-			label = classFluid
+		if d < 0 && label != Background {
+			label = Fluid
 		}
 	}
 	if fluid > 0 {
@@ -116,8 +116,8 @@ func (sc *scene) voxel(x int, py, pz float64, w *planeScratch) (float64, uint8) 
 			core := min(1, max(lesionEdge, lesionEdge+(1-lesionEdge)*-d/max(1, 0.5*c.b.amin)))
 			lesion, lesionV = f, tissue*(1+(c.b.level-1)*core)
 		}
-		if d < 0 && label != classBackground {
-			label = classLesion
+		if d < 0 && label != Background {
+			label = Lesion
 		}
 	}
 	if lesion > 0 {

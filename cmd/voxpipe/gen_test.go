@@ -78,7 +78,7 @@ func TestGenLayoutAndContent(t *testing.T) {
 					th.QoffsetX != h.QoffsetX || th.QoffsetY != h.QoffsetY || th.QoffsetZ != h.QoffsetZ {
 					t.Errorf("%s: truth geometry differs from the image's", name)
 				}
-				if th.IntentCode != nifti.IntentLabel || th.CalMax != phantom.MaxLabel {
+				if th.IntentCode != nifti.IntentLabel || th.CalMax != float64(phantom.MaxLabel) {
 					t.Errorf("%s: truth intent %d, cal_max %g", name, th.IntentCode, th.CalMax)
 				}
 				// The written header is the generator's (the writer derives nothing that matters).
