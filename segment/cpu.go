@@ -45,12 +45,12 @@ type CPUEngine struct {
 	workers int
 
 	c, cp, k, gate int // channels, channels rounded up to a block, classes, gate width
+	chunk          int // input values per kernel chunk: 16 when cp allows, else 8
 
 	// Convolution weights transposed for the kernels, output and input channels zero-padded to
-	// cp: w1 [block of 8 outputs][tap][8] for convRow; w2, wg3 [block][chunk][i][8] for
-	// convChunks, a chunk being 8 consecutive values of e (channels of one voxel).
-	w1          []float32
-	w2, wg3     [][block]float32
+	// cp: w1 [block of 8 outputs][tap][8] for voxelConv1; w2, wg3 [block][chunk][i][8] for
+	// voxelChunks8/16, a chunk being consecutive values of e (channels of one voxel).
+	w1, w2, wg3 [][block]float32
 	b1, b2, bg3 []float32 // biases, zero-padded to cp
 
 	xbuf, ebuf []float32 // per slab: normalised input and e, both zero-bordered
@@ -72,7 +72,10 @@ func NewCPUEngine(m *Model, workers int) *CPUEngine {
 	}
 	c := m.Channels
 	cp := (c + block - 1) / block * block
-	e := &CPUEngine{m: m, workers: workers, c: c, cp: cp, k: m.Classes, gate: m.Gate()}
+	e := &CPUEngine{m: m, workers: workers, c: c, cp: cp, k: m.Classes, gate: m.Gate(), chunk: block}
+	if cp%16 == 0 {
+		e.chunk = 16
+	}
 	nb := cp / block
 
 	e.b1 = padBias(m.C1B, cp)
@@ -80,11 +83,11 @@ func NewCPUEngine(m *Model, workers int) *CPUEngine {
 	e.bg3 = padBias(m.CGB, cp)
 
 	// conv1: segments are (dz, dy) rows of 3 input values (dx); i = dx.
-	e.w1 = make([]float32, nb*27*block)
+	e.w1 = make([][block]float32, nb*27)
 	for co := 0; co < c; co++ {
 		b, k := co/block, co%block
 		for t := 0; t < 27; t++ {
-			e.w1[(b*27+t)*block+k] = m.C1W[co*27+t]
+			e.w1[b*27+t][k] = m.C1W[co*27+t]
 		}
 	}
 	// conv2 reads, for each (dz, dy), 3 voxels of cp channels in a row: input index
@@ -256,7 +259,10 @@ func (e *CPUEngine) slab(ctx context.Context, vol *Volume, z0, z1 int, out []uin
 			}
 		}
 		for b := 0; b < cp; b += block {
-			convRow(row[2*cp+b:], cp, nx, xbuf, 1, offs, 3, e.w1[b*27:(b+block)*27], (*[block]float32)(e.b1[b:]))
+			w, bias := e.w1[b/block*27:][:27], (*[block]float32)(e.b1[b:])
+			for x := range nx {
+				voxelConv1((*[block]float32)(row[(2+x)*cp+b:]), xbuf[x:], offs, w, bias)
+			}
 		}
 	})
 	if err != nil {
@@ -267,21 +273,22 @@ func (e *CPUEngine) slab(ctx context.Context, vol *Volume, z0, z1 int, out []uin
 		zi, y := item/ny, item%ny
 		z := z0 + zi
 		rowLen := epx * cp
-		chunks := cp / block // per voxel
+		chunk := e.chunk
+		chunks := cp / chunk // per voxel
 		nw := 27 * cp        // weight rows per output block
 		// s: taps (dz, dy) read e planes z-1+dz, padded rows y+1+dy, 3 voxels from padded x+1.
-		offs := ws.offs
+		offs := ws.offs[:27*chunks]
 		for dz := range 3 {
 			for dy := range 3 {
 				row := (z-1+dz-ez0)*epy*rowLen + (y+1+dy)*rowLen + cp
 				for j := range 3 * chunks {
-					offs[(dz*3+dy)*3*chunks+j] = row + j*block
+					offs[(dz*3+dy)*3*chunks+j] = row + j*chunk
 				}
 			}
 		}
 		for b := 0; b < cp; b += block {
 			nb := b / block
-			convChunks(ws.s[b:], cp, nx, ebuf, cp, offs, e.w2[nb*nw:(nb+1)*nw], (*[block]float32)(e.b2[b:]))
+			e.convChunks(ws.s[b:], nx, ebuf, offs, e.w2[nb*nw:(nb+1)*nw], (*[block]float32)(e.b2[b:]))
 		}
 		// g: taps (dz, dy, dx) read e planes z-2+2dz, padded rows y+2dy, padded column x+2dx.
 		for dz := range 3 {
@@ -289,14 +296,14 @@ func (e *CPUEngine) slab(ctx context.Context, vol *Volume, z0, z1 int, out []uin
 				for dx := range 3 {
 					voxel := (z-2+2*dz-ez0)*epy*rowLen + (y+2*dy)*rowLen + 2*dx*cp
 					for j := range chunks {
-						offs[((dz*3+dy)*3+dx)*chunks+j] = voxel + j*block
+						offs[((dz*3+dy)*3+dx)*chunks+j] = voxel + j*chunk
 					}
 				}
 			}
 		}
 		for b := 0; b < cp; b += block {
 			nb := b / block
-			convChunks(ws.g[b:], cp, nx, ebuf, cp, offs, e.wg3[nb*nw:(nb+1)*nw], (*[block]float32)(e.bg3[b:]))
+			e.convChunks(ws.g[b:], nx, ebuf, offs, e.wg3[nb*nw:(nb+1)*nw], (*[block]float32)(e.bg3[b:]))
 		}
 		e.gateHeadRow(out[(zi*ny+y)*nx:(zi*ny+y+1)*nx], ws)
 	})
@@ -350,39 +357,16 @@ func normRow(dst []float32, vol *Volume, from int, norm Norm) {
 	}
 }
 
-// convRow computes one block of 8 output channels at nx consecutive voxels from segments of
-// any length (conv1's rows of 3 input values; see convChunks for the C -> C convolutions):
-//
-//	dst[x*dstStride+k] = relu(bias[k] + sum over segments t, i of w[(t*segLen+i)*8+k] * in[offs[t]+x*inStride+i])
-//
-// the sum taken in that order. The 8 accumulators stay in registers, each input value is loaded
-// once for 8 multiply-adds, and the weights stream in order. The explicit
-// float32 conversions keep the compiler from fusing multiply and add into an FMA (allowed by
-// the Go spec, done on arm64 and GOAMD64=v3), so masks do not depend on the build.
-func convRow(dst []float32, dstStride, nx int, in []float32, inStride int, offs []int, segLen int, w []float32, bias *[block]float32) {
-	w = w[:len(offs)*segLen*block]
+// convChunks computes one block of 8 output channels of a C -> C convolution at nx
+// consecutive voxels: dst[x*cp+k] from in at offsets offs shifted by x*cp (see voxelChunks16).
+func (e *CPUEngine) convChunks(dst []float32, nx int, in []float32, offs []int, w [][block]float32, bias *[block]float32) {
+	cp := e.cp
+	kernel := voxelChunks8
+	if e.chunk == 16 {
+		kernel = voxelChunks16
+	}
 	for x := range nx {
-		a0, a1, a2, a3, a4, a5, a6, a7 := bias[0], bias[1], bias[2], bias[3], bias[4], bias[5], bias[6], bias[7]
-		shift := x * inStride
-		wt := w
-		for _, off := range offs {
-			seg := in[off+shift : off+shift+segLen]
-			for _, v := range seg {
-				ww := (*[block]float32)(wt)
-				a0 += float32(ww[0] * v)
-				a1 += float32(ww[1] * v)
-				a2 += float32(ww[2] * v)
-				a3 += float32(ww[3] * v)
-				a4 += float32(ww[4] * v)
-				a5 += float32(ww[5] * v)
-				a6 += float32(ww[6] * v)
-				a7 += float32(ww[7] * v)
-				wt = wt[block:]
-			}
-		}
-		d := (*[block]float32)(dst[x*dstStride:])
-		d[0], d[1], d[2], d[3] = relu(a0), relu(a1), relu(a2), relu(a3)
-		d[4], d[5], d[6], d[7] = relu(a4), relu(a5), relu(a6), relu(a7)
+		kernel((*[block]float32)(dst[x*cp:]), in[x*cp:], offs, w, bias)
 	}
 }
 
@@ -391,6 +375,15 @@ func relu(v float32) float32 {
 		return v
 	}
 	return 0
+}
+
+// dotAdd returns acc + sum of w[i]*v[i] over v, in order, each product rounded.
+func dotAdd(acc float32, w, v []float32) float32 {
+	w = w[:len(v)]
+	for i, x := range v {
+		acc += float32(w[i] * x)
+	}
+	return acc
 }
 
 // sigmoid is computed in float64 and rounded once, so it is as exact as float32 allows.
@@ -409,28 +402,18 @@ func (e *CPUEngine) gateHeadRow(out []uint8, ws *workerScratch) {
 		gv := ws.g[x*cp : x*cp+c]
 		p := m.PsiB[0]
 		for j := range e.gate {
-			wx := m.WXW[j*c : j*c+c]
-			wg := m.WGW[j*c : j*c+c]
-			ax, ag := m.WXB[j], m.WGB[j]
-			for i, v := range sv {
-				ax += float32(wx[i] * v)
-			}
-			for i, v := range gv {
-				ag += float32(wg[i] * v)
-			}
+			ax := dotAdd(m.WXB[j], m.WXW[j*c:], sv)
+			ag := dotAdd(m.WGB[j], m.WGW[j*c:], gv)
 			p += float32(m.PsiW[j] * relu(ax+ag))
 		}
 		a := sigmoid(p)
+		gv = gv[:len(sv)]
 		for i, v := range sv {
 			f[i] = float32(a*v) + gv[i]
 		}
 		best, label := float32(0), 0
 		for k := range e.k {
-			h := m.HeadW[k*c : k*c+c]
-			l := m.HeadB[k]
-			for i, v := range f {
-				l += float32(h[i] * v)
-			}
+			l := dotAdd(m.HeadB[k], m.HeadW[k*c:], f)
 			if k == 0 || l > best {
 				best, label = l, k
 			}
