@@ -66,6 +66,7 @@ func TestCPUMatchesFloat64Reference(t *testing.T) {
 		{1, 8, 5, true}, {6, 5, 4, true}, {2, 2, 9, false}, {11, 10, 3, false}, {20, 17, 12, true},
 	}
 	var total, mismatches, ties int
+	minGap := math.Inf(1) // smallest relative top-2 gap of the float64 logits seen
 	classSeen := map[uint8]int{}
 	for mi, m := range models {
 		for ci, tc := range cases {
@@ -75,6 +76,17 @@ func TestCPUMatchesFloat64Reference(t *testing.T) {
 			logits := refLogits(m, vol)
 			for i, l := range logits {
 				want := argmax(l)
+				if len(l) > 1 {
+					second := -1
+					for k := range l {
+						if k != want && (second < 0 || l[k] > l[second]) {
+							second = k
+						}
+					}
+					if gap, _ := nearTie(l, want, second, 0); gap < minGap {
+						minGap = gap
+					}
+				}
 				classSeen[got[i]]++
 				total++
 				if int(got[i]) == want {
@@ -91,12 +103,34 @@ func TestCPUMatchesFloat64Reference(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d voxels, %d mismatches, %d of them near-ties; label counts %v", total, mismatches, ties, classSeen)
+	t.Logf("%d voxels, %d mismatches, %d of them near-ties; smallest relative top-2 gap %.3g; label counts %v", total, mismatches, ties, minGap, classSeen)
 	if mismatches > total/1000+1 {
 		t.Errorf("%d mismatches in %d voxels: too many even if near-ties", mismatches, total)
 	}
 	if len(classSeen) < 3 {
 		t.Errorf("only labels %v appear: test volumes do not exercise the head", classSeen)
+	}
+}
+
+// TestCPUExactTieLowestIndex gives classes 1 and 3 identical head rows: their float32 logits are
+// then bit-identical, and the lower index must win every time.
+func TestCPUExactTieLowestIndex(t *testing.T) {
+	m := RandomModel(16, 4, 21)
+	copy(m.HeadW[3*16:4*16], m.HeadW[1*16:2*16])
+	m.HeadB[3] = m.HeadB[1]
+	vol := randomVolume(10, 9, 7, 4, false)
+	got := segmentWhole(t, NewCPUEngine(m, 2), vol, 3)
+	counts := map[uint8]int{}
+	for _, l := range got {
+		counts[l]++
+	}
+	if counts[3] != 0 || counts[1] == 0 {
+		t.Errorf("label counts %v: want class 1 present and its tied twin 3 never chosen", counts)
+	}
+	for i, l := range refLogits(m, vol) {
+		if want := argmax(l); int(got[i]) != want {
+			t.Errorf("voxel %d: label %d, reference %d", i, got[i], want)
+		}
 	}
 }
 
