@@ -216,7 +216,8 @@ func TestSliceErrorIsSticky(t *testing.T) {
 	}
 }
 
-// TestNoGoroutineLeak: readers closed mid-stream and aborted gzip writers leave nothing running.
+// TestNoGoroutineLeak: readers closed mid-stream or dropped, and aborted gzip writers, leave
+// nothing running.
 func TestNoGoroutineLeak(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.nii.gz")
@@ -240,8 +241,23 @@ func TestNoGoroutineLeak(t *testing.T) {
 		w.WriteSlices(data[:len(data)/2])
 		w.Abort()
 	}
+	// A reader dropped without Close: its read-ahead (blocked: the file is larger than the
+	// read-ahead buffers) ends once the Reader is collected.
+	bigPath := filepath.Join(dir, "big.nii.gz")
+	bigH := testHeader(Int16, 1, binary.LittleEndian, 256, 256, 64)
+	if err := Write(bigPath, bigH, formulaData(Int16, 256, 256, 64, 1), DefaultWriteOptions()); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		r, err := Open(bigPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ReadSlicesRaw(make([]byte, 128*128*2), 1)
+	}()
 	deadline := time.Now().Add(2 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := runtime.NumGoroutine(); n > before {

@@ -24,10 +24,10 @@ type aheadChunk struct {
 }
 
 type prefetcher struct {
-	full chan aheadChunk
-	free chan []byte
-	stop chan struct{}
-	done chan struct{}
+	full     chan aheadChunk
+	free     chan []byte
+	stopping chan struct{}
+	done     chan struct{}
 
 	cur, curBuf []byte
 	err         error
@@ -38,10 +38,10 @@ type prefetcher struct {
 // final error instead of passing unnoticed.
 func startPrefetch(src io.Reader, want int64, verifyTail bool) *prefetcher {
 	p := &prefetcher{
-		full: make(chan aheadChunk, aheadBlocks),
-		free: make(chan []byte, aheadBlocks+1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		full:     make(chan aheadChunk, aheadBlocks),
+		free:     make(chan []byte, aheadBlocks+1),
+		stopping: make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	for range aheadBlocks + 1 {
 		p.free <- nil // allocated on first use: small volumes never need all of them
@@ -56,7 +56,7 @@ func (p *prefetcher) run(src io.Reader, want int64, verifyTail bool) {
 		var buf []byte
 		select {
 		case buf = <-p.free:
-		case <-p.stop:
+		case <-p.stopping:
 			return
 		}
 		if buf == nil {
@@ -75,7 +75,7 @@ func (p *prefetcher) run(src io.Reader, want int64, verifyTail bool) {
 		}
 		select {
 		case p.full <- aheadChunk{buf[:n], err}:
-		case <-p.stop:
+		case <-p.stopping:
 			return
 		}
 		if err != nil {
@@ -84,7 +84,7 @@ func (p *prefetcher) run(src io.Reader, want int64, verifyTail bool) {
 	}
 	select { // want was 0 from the start
 	case p.full <- aheadChunk{nil, io.EOF}:
-	case <-p.stop:
+	case <-p.stopping:
 	}
 }
 
@@ -143,12 +143,18 @@ func (p *prefetcher) Read(b []byte) (int, error) {
 	return n, nil
 }
 
+// stop tells the goroutine to end, without waiting for it. Safe to call more than once, but
+// not concurrently.
+func (p *prefetcher) stop() {
+	select {
+	case <-p.stopping:
+	default:
+		close(p.stopping)
+	}
+}
+
 // close stops the goroutine and waits for it, so the caller may close the files it reads.
 func (p *prefetcher) close() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
+	p.stop()
 	<-p.done
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"strings"
 )
 
@@ -144,6 +145,8 @@ func (r *Reader) open(cfg openConfig) error {
 		r.sizeKnown = ds.isize == uint32(fileEnd)
 		r.ahead = startPrefetch(ds, r.g.volBytes, r.volume == r.g.volumes-1)
 		r.in = r.ahead
+		// A Reader dropped without Close would leave the read-ahead blocked forever.
+		runtime.AddCleanup(r, (*prefetcher).stop, r.ahead)
 	} else {
 		r.sizeKnown = true
 	}
