@@ -64,6 +64,16 @@ type workerScratch struct {
 	offs []int     // offsets of the input segments or chunks of the row being computed
 }
 
+// ScratchBytes is the memory the engine holds for slabs of the given size on NX x NY slices:
+// x and e for the slab and its halo (e is 4*C bytes a voxel, so about 64*(slab+4)*NX*NY bytes
+// for C=16) plus two rows per worker.
+func (e *CPUEngine) ScratchBytes(nx, ny, slab int) int64 {
+	x := int64(slab+6) * int64(ny+2) * int64(nx+2)
+	ev := int64(slab+4) * int64(ny+4) * int64(nx+4) * int64(e.cp)
+	rows := int64(e.workers) * 2 * int64(nx) * int64(e.cp)
+	return 4 * (x + ev + rows)
+}
+
 // NewCPUEngine prepares an engine for m (which must be valid; see Model.Validate). workers <= 0
 // means GOMAXPROCS.
 func NewCPUEngine(m *Model, workers int) *CPUEngine {
@@ -131,7 +141,8 @@ func (e *CPUEngine) Close() error {
 }
 
 // Segment implements Engine: slabs of opt.Slab output slices in order, one "segment" Event per
-// slab. Cancellation is checked between rows of every stage.
+// slab (Bytes: the input slices it read, halo included; Voxels: its output voxels).
+// Cancellation is checked before every row of every stage.
 func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt Options) error {
 	if err := checkVolume(vol, out); err != nil {
 		return err

@@ -272,6 +272,19 @@ func TestCPUBadInput(t *testing.T) {
 	}
 }
 
+func TestCPUScratchBytes(t *testing.T) {
+	e := NewCPUEngine(RandomModel(16, 4, 1), 2)
+	vol := randomVolume(9, 7, 10, 1, false)
+	segmentWhole(t, e, vol, 4)
+	held := 4 * (cap(e.xbuf) + cap(e.ebuf))
+	for _, ws := range e.scratch {
+		held += 4 * (cap(ws.s) + cap(ws.g))
+	}
+	if got := e.ScratchBytes(9, 7, 4); got != int64(held) {
+		t.Errorf("ScratchBytes = %d, buffers hold %d", got, held)
+	}
+}
+
 func TestFLOPsPerVoxel(t *testing.T) {
 	if got := FLOPsPerVoxel(16, 4); got != 29200 {
 		t.Errorf("FLOPsPerVoxel(16, 4) = %v, want 29200", got)
