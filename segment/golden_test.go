@@ -118,31 +118,29 @@ func readGoldenVolume(t *testing.T, path string) *segment.Volume {
 	vol := &segment.Volume{NX: h.NX(), NY: h.NY(), NZ: r.Depth()}
 	plane := r.SliceVoxels()
 	var st segment.Stats
-	const slab = 2
 	if nifti.Int16Exact(r.Datatype()) {
-		vol.I16 = make([]int16, plane*vol.NZ)
-		for z := 0; z < vol.NZ; {
-			n, err := r.ReadSlicesInt16(vol.I16[z*plane:], min(slab, vol.NZ-z))
-			if err != nil {
-				t.Fatalf("read slices from %d: %v", z, err)
-			}
-			st.AddInt16(vol.I16[z*plane : (z+n)*plane])
-			z += n
-		}
+		vol.I16 = readSlabs(t, r.ReadSlicesInt16, st.AddInt16, plane, vol.NZ)
 	} else {
-		vol.F32 = make([]float32, plane*vol.NZ)
-		for z := 0; z < vol.NZ; {
-			n, err := r.ReadSlicesFloat32(vol.F32[z*plane:], min(slab, vol.NZ-z))
-			if err != nil {
-				t.Fatalf("read slices from %d: %v", z, err)
-			}
-			st.AddFloat32(vol.F32[z*plane : (z+n)*plane])
-			z += n
-		}
+		vol.F32 = readSlabs(t, r.ReadSlicesFloat32, st.AddFloat32, plane, vol.NZ)
 	}
 	if st.Count() != int64(plane*vol.NZ) {
 		t.Fatalf("read %d voxels, want %d", st.Count(), plane*vol.NZ)
 	}
 	vol.Norm = st.Norm(r.Scaling())
 	return vol
+}
+
+// readSlabs reads nz slices of plane voxels, two at a time, handing each slab to add.
+func readSlabs[T int16 | float32](t *testing.T, read func([]T, int) (int, error), add func([]T), plane, nz int) []T {
+	t.Helper()
+	data := make([]T, plane*nz)
+	for z := 0; z < nz; {
+		n, err := read(data[z*plane:], min(2, nz-z))
+		if err != nil {
+			t.Fatalf("read slices from %d: %v", z, err)
+		}
+		add(data[z*plane : (z+n)*plane])
+		z += n
+	}
+	return data
 }
