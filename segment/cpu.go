@@ -57,6 +57,8 @@ type CPUEngine struct {
 	scratch    []*workerScratch
 }
 
+var _ Engine = (*CPUEngine)(nil)
+
 // workerScratch is one worker's reusable memory for a row of output.
 type workerScratch struct {
 	s, g []float32 // one row of s and g, [x][cp]
@@ -102,7 +104,7 @@ func NewCPUEngine(m *Model, workers int) *CPUEngine {
 	}
 	// conv2 reads, for each (dz, dy), 3 voxels of cp channels in a row: input index
 	// (dz*3+dy)*3*cp + dx*cp + ci. The dilated conv reads single voxels: (dz*9+dy*3+dx)*cp + ci.
-	// Chunk c, value i is input index c*8+i, so both sum by dz, dy, dx, ci.
+	// Chunk c, value i is input index c*chunk+i, so both sum by dz, dy, dx, ci.
 	e.w2 = make([][block]float32, nb*27*cp)
 	e.wg3 = make([][block]float32, nb*27*cp)
 	for co := 0; co < c; co++ {
