@@ -1,0 +1,237 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gocarina/gocsv"
+	"github.com/urfave/cli/v2"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline"
+	"voxpipe/segment"
+)
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:      "eval",
+		Usage:     "Dice and voxel accuracy per class of predicted masks against truth masks",
+		ArgsUsage: "PRED TRUTH",
+		Description: "PRED and TRUTH are mask files, or folders matched by name: truth <name>.nii.gz pairs with\n" +
+			"a prediction named <name>.nii.gz or <name>_mask.nii.gz (.nii too). Prints a table per class and\n" +
+			"writes the same rows as CSV (default PRED/eval.csv, or beside a PRED file).",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "classes", Value: 4, Usage: "number of classes (labels 0..classes-1)"},
+			&cli.StringFlag{Name: "csv", Usage: "CSV output path"},
+			&cli.Float64Flag{Name: "min-mean-dice", Usage: "exit 1 when the mean Dice of classes 1.. over all volumes is below this"},
+		},
+		Action: evalAction,
+	})
+}
+
+// evalRow is one line of the eval CSV: one class of one volume, or of all volumes together
+// (volume "ALL", counts summed).
+type evalRow struct {
+	Volume       string  `csv:"volume"`
+	Class        int     `csv:"class"`
+	Dice         float64 `csv:"dice"`
+	Recall       float64 `csv:"voxel_accuracy"`
+	Pred         int64   `csv:"pred_voxels"`
+	Truth        int64   `csv:"truth_voxels"`
+	Intersection int64   `csv:"intersection"`
+	Accuracy     float64 `csv:"overall_accuracy"`
+}
+
+type evalPair struct{ name, pred, truth string }
+
+func evalAction(c *cli.Context) error {
+	if c.NArg() != 2 {
+		return usageError{errors.New("eval: give PRED and TRUTH (files or folders)")}
+	}
+	classes := c.Int("classes")
+	if classes < 1 || classes > 256 {
+		return usageError{fmt.Errorf("eval: --classes %d out of range 1..256", classes)}
+	}
+	pairs, csvDefault, err := evalPairs(c.Args().Get(0), c.Args().Get(1))
+	if err != nil {
+		return usageError{err}
+	}
+	var rows []evalRow
+	total := make([]segment.ClassMetrics, classes)
+	var voxels, correct int64
+	for _, p := range pairs {
+		m, err := evalOne(p, classes)
+		if err != nil {
+			return err
+		}
+		voxels += m.Voxels
+		correct += m.Correct
+		for k, cm := range m.Classes {
+			rows = append(rows, evalRow{Volume: p.name, Class: k, Dice: cm.Dice, Recall: cm.Recall,
+				Pred: cm.Pred, Truth: cm.Truth, Intersection: cm.Intersection, Accuracy: m.Accuracy})
+			total[k].Pred += cm.Pred
+			total[k].Truth += cm.Truth
+			total[k].Intersection += cm.Intersection
+		}
+	}
+	for k, cm := range total {
+		dice, recall := 1.0, 1.0
+		if cm.Pred+cm.Truth > 0 {
+			dice = 2 * float64(cm.Intersection) / float64(cm.Pred+cm.Truth)
+		}
+		if cm.Truth > 0 {
+			recall = float64(cm.Intersection) / float64(cm.Truth)
+		}
+		rows = append(rows, evalRow{Volume: "ALL", Class: k, Dice: dice, Recall: recall, Pred: cm.Pred,
+			Truth: cm.Truth, Intersection: cm.Intersection, Accuracy: float64(correct) / float64(voxels)})
+	}
+	meanDice := printEval(c.App.Writer, rows, classes, len(pairs))
+
+	csvPath := c.String("csv")
+	if csvPath == "" {
+		csvPath = csvDefault
+	}
+	if err := writeEvalCSV(csvPath, rows); err != nil {
+		return err
+	}
+	if min := c.Float64("min-mean-dice"); min > 0 && meanDice < min {
+		return cli.Exit(fmt.Sprintf("eval: mean Dice %.4f is below --min-mean-dice %.4f", meanDice, min), exitFailed)
+	}
+	return nil
+}
+
+// evalPairs matches predictions to truths.
+func evalPairs(pred, truth string) ([]evalPair, string, error) {
+	ps, err := os.Stat(pred)
+	if err != nil {
+		return nil, "", fmt.Errorf("eval: %w", err)
+	}
+	ts, err := os.Stat(truth)
+	if err != nil {
+		return nil, "", fmt.Errorf("eval: %w", err)
+	}
+	if !ps.IsDir() && !ts.IsDir() {
+		name, _ := pipeline.VolumeBase(truth)
+		return []evalPair{{name, pred, truth}}, filepath.Join(filepath.Dir(pred), "eval.csv"), nil
+	}
+	if !ps.IsDir() || !ts.IsDir() {
+		return nil, "", errors.New("eval: PRED and TRUTH must both be files or both be folders")
+	}
+	preds := map[string]string{}
+	entries, err := os.ReadDir(pred)
+	if err != nil {
+		return nil, "", fmt.Errorf("eval: %w", err)
+	}
+	for _, e := range entries {
+		if base, ok := pipeline.VolumeBase(e.Name()); ok && !strings.HasPrefix(e.Name(), ".") {
+			preds[base] = filepath.Join(pred, e.Name())
+		}
+	}
+	entries, err = os.ReadDir(truth)
+	if err != nil {
+		return nil, "", fmt.Errorf("eval: %w", err)
+	}
+	var pairs []evalPair
+	var missing []string
+	for _, e := range entries {
+		name, ok := pipeline.VolumeBase(e.Name())
+		if !ok || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		p, found := preds[name+"_mask"]
+		if !found {
+			p, found = preds[name]
+		}
+		if !found {
+			missing = append(missing, name)
+			continue
+		}
+		pairs = append(pairs, evalPair{name, p, filepath.Join(truth, e.Name())})
+	}
+	if len(missing) > 0 {
+		return nil, "", fmt.Errorf("eval: no prediction in %s for %s", pred, strings.Join(missing, ", "))
+	}
+	if len(pairs) == 0 {
+		return nil, "", fmt.Errorf("eval: no truth masks in %s", truth)
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].name < pairs[j].name })
+	return pairs, filepath.Join(pred, "eval.csv"), nil
+}
+
+func evalOne(p evalPair, classes int) (segment.Metrics, error) {
+	ph, pm, err := nifti.ReadUint8(p.pred)
+	if err != nil {
+		return segment.Metrics{}, err
+	}
+	th, tm, err := nifti.ReadUint8(p.truth)
+	if err != nil {
+		return segment.Metrics{}, err
+	}
+	if ph.NX() != th.NX() || ph.NY() != th.NY() || ph.NZ() != th.NZ() {
+		return segment.Metrics{}, fmt.Errorf("eval %s: prediction is %dx%dx%d but truth %s is %dx%dx%d",
+			p.pred, ph.NX(), ph.NY(), ph.NZ(), p.truth, th.NX(), th.NY(), th.NZ())
+	}
+	m := segment.Compare(pm, tm, classes)
+	if m.OutOfRange > 0 {
+		return m, fmt.Errorf("eval %s: %d voxels carry labels >= %d (wrong --classes?)", p.name, m.OutOfRange, classes)
+	}
+	return m, nil
+}
+
+// printEval prints the per-volume Dice table and the pooled per-class table; it returns the
+// mean over classes 1.. of the pooled Dice.
+func printEval(w io.Writer, rows []evalRow, classes, volumes int) float64 {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "volume\t")
+	for k := 0; k < classes; k++ {
+		fmt.Fprintf(tw, "dice %d\t", k)
+	}
+	fmt.Fprint(tw, "accuracy\t\n")
+	for i := 0; i < len(rows); i += classes {
+		fmt.Fprintf(tw, "%s\t", rows[i].Volume)
+		for k := 0; k < classes; k++ {
+			fmt.Fprintf(tw, "%.4f\t", rows[i+k].Dice)
+		}
+		fmt.Fprintf(tw, "%.4f\t\n", rows[i].Accuracy)
+	}
+	tw.Flush()
+	pooled := rows[len(rows)-classes:]
+	var sum float64
+	for _, r := range pooled[1:] {
+		sum += r.Dice
+	}
+	mean := pooled[0].Dice
+	if classes > 1 {
+		mean = sum / float64(classes-1)
+	}
+	fmt.Fprintf(w, "\n%d volume(s); pooled over all voxels:\n", volumes)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "class\tdice\tvoxel accuracy\tpred voxels\ttruth voxels\t\n")
+	for _, r := range pooled {
+		fmt.Fprintf(tw, "%d\t%.4f\t%.4f\t%d\t%d\t\n", r.Class, r.Dice, r.Recall, r.Pred, r.Truth)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "mean Dice (classes 1..%d): %.4f; overall voxel accuracy %.4f\n", classes-1, mean, pooled[0].Accuracy)
+	return mean
+}
+
+func writeEvalCSV(path string, rows []evalRow) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	if err := gocsv.MarshalFile(&rows, f); err != nil {
+		f.Close()
+		return fmt.Errorf("eval: write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("eval: write %s: %w", path, err)
+	}
+	return nil
+}

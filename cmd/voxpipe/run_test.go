@@ -1,0 +1,337 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// testBinary builds voxpipe once for the tests that need a separate process (signals, RSS).
+var testBinary = func() func(t *testing.T) string {
+	var path string
+	var err error
+	var out []byte
+	built := false
+	return func(t *testing.T) string {
+		t.Helper()
+		if !built {
+			built = true
+			dir, _ := os.MkdirTemp("", "voxpipe-bin")
+			path = filepath.Join(dir, "voxpipe")
+			out, err = exec.Command("go", "build", "-o", path, ".").CombinedOutput()
+		}
+		if err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		return path
+	}
+}()
+
+// testModel writes a random model (4 classes, 8 channels: fast) and returns its path.
+func testModel(t *testing.T) (string, *segment.Model) {
+	t.Helper()
+	m := segment.RandomModel(8, 4, 7)
+	data, err := m.MarshalSafetensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, m
+}
+
+// badBatch generates good phantoms and adds a truncated volume, a corrupt gzip and a file
+// with a NIfTI name that is not NIfTI.
+func badBatch(t *testing.T, good int, dims string) string {
+	t.Helper()
+	dir := t.TempDir()
+	genRun(t, "--out", dir, "--dims", dims, "--count", strconv.Itoa(good), "--seed", "5")
+	in := filepath.Join(dir, "volumes")
+	data, err := os.ReadFile(filepath.Join(in, "phantom_000.nii.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := append([]byte(nil), data...)
+	for i := len(corrupt) / 2; i < len(corrupt)/2+64; i++ {
+		corrupt[i] ^= 0xa5
+	}
+	os.WriteFile(filepath.Join(in, "corrupt.nii.gz"), corrupt, 0o644)
+	_, raw := readRaw(t, filepath.Join(in, "phantom_000.nii.gz"))
+	os.WriteFile(filepath.Join(in, "truncated.nii"), raw[:len(raw)*2/3], 0o644)
+	os.WriteFile(filepath.Join(in, "notnifti.nii"), bytes.Repeat([]byte("not a volume "), 100), 0o644)
+	return in
+}
+
+// readRaw returns the uncompressed bytes of a .nii.gz written as a plain .nii.
+func readRaw(t *testing.T, path string) (*nifti.Header, []byte) {
+	t.Helper()
+	r, err := nifti.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h := r.Header()
+	plain := filepath.Join(t.TempDir(), "plain.nii")
+	w, err := nifti.Create(plain, h, nifti.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, r.SliceVoxels()*h.Datatype.Size())
+	for {
+		if _, err := r.ReadSlicesRaw(buf, 1); err != nil {
+			break
+		}
+		if err := w.WriteSlices(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, raw
+}
+
+// directMask runs the engine straight on a volume file, the way the pipeline should.
+func directMask(t *testing.T, m *segment.Model, path string) []uint8 {
+	t.Helper()
+	r, err := nifti.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h := r.Header()
+	vol := &segment.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ(), I16: make([]int16, h.NX()*h.NY()*h.NZ())}
+	if _, err := r.ReadSlicesInt16(vol.I16, h.NZ()); err != nil {
+		t.Fatal(err)
+	}
+	var st segment.Stats
+	st.AddInt16(vol.I16)
+	slope, inter := r.Scaling()
+	mu, sigma := st.MeanStd(slope, inter)
+	vol.Norm = segment.NormFor(mu, sigma, slope, inter)
+	out := make([]uint8, len(vol.I16))
+	if err := segment.NewCPUEngine(m, 0).Segment(context.Background(), vol, out, segment.Options{Slab: vol.NZ}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestRunEndToEnd(t *testing.T) {
+	in := badBatch(t, 3, "40x36x20")
+	out := filepath.Join(t.TempDir(), "out")
+	modelPath, model := testModel(t)
+	args := []string{"voxpipe", "run", "--quiet", "--model", modelPath, "--engine", "cpu", "--slab", "7", in, "-o", out}
+	if code := run(args); code != exitFailed {
+		t.Fatalf("exit code %d, want %d (some volumes failed)", code, exitFailed)
+	}
+	summary, err := timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := timing.ReadCSV[timing.Row](filepath.Join(out, "timings.csv"))
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("timings.csv: %d rows, %v", len(rows), err)
+	}
+	if len(summary) != 6 {
+		t.Fatalf("%d summary rows, want 6", len(summary))
+	}
+	wantErr := map[string]string{"corrupt": "corrupt.nii.gz", "truncated": "truncated.nii", "notnifti": "notnifti.nii"}
+	for _, s := range summary {
+		if frag, bad := wantErr[s.Volume]; bad {
+			if s.Status != timing.StatusFailed || !strings.Contains(s.Error, frag) {
+				t.Errorf("%s: status %s error %q, want failed naming %s", s.Volume, s.Status, s.Error, frag)
+			}
+			continue
+		}
+		if s.Status != timing.StatusOK {
+			t.Fatalf("%s: %s %s", s.Volume, s.Status, s.Error)
+		}
+		_, mask, err := nifti.ReadUint8(s.Output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := directMask(t, model, filepath.Join(in, s.Volume+".nii.gz"))
+		if !bytes.Equal(mask, want) {
+			t.Errorf("%s: mask differs from the engine's direct output", s.Volume)
+		}
+	}
+	assertNoTemps(t, out)
+
+	// Again: the done volumes are skipped, the bad ones fail again.
+	if code := run(args); code != exitFailed {
+		t.Fatalf("rerun exit code %d", code)
+	}
+	summary, _ = timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	if n := countStatus(summary, timing.StatusSkipped); n != 3 {
+		t.Errorf("rerun skipped %d volumes, want 3", n)
+	}
+	// --overwrite redoes them.
+	if code := run(append(args, "--overwrite")); code != exitFailed {
+		t.Fatalf("overwrite exit code %d", code)
+	}
+	summary, _ = timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	if n := countStatus(summary, timing.StatusOK); n != 3 {
+		t.Errorf("overwrite redid %d volumes, want 3", n)
+	}
+	// Only good volumes: exit 0.
+	good := filepath.Join(t.TempDir(), "good")
+	os.MkdirAll(good, 0o755)
+	for _, name := range []string{"phantom_000.nii.gz", "phantom_001.nii.gz"} {
+		data, _ := os.ReadFile(filepath.Join(in, name))
+		os.WriteFile(filepath.Join(good, name), data, 0o644)
+	}
+	if code := run([]string{"voxpipe", "run", "-q", "--model", modelPath, good, "-o", filepath.Join(t.TempDir(), "o2")}); code != 0 {
+		t.Errorf("all-good batch: exit code %d, want 0", code)
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	modelPath, _ := testModel(t)
+	dir := t.TempDir()
+	for name, args := range map[string][]string{
+		"no inputs":       {"run", "-o", dir},
+		"no output":       {"run", dir},
+		"missing input":   {"run", "-o", dir, filepath.Join(dir, "nope")},
+		"bad engine":      {"run", "--engine", "tpu", "-o", dir, "../../fixtures/volumes"},
+		"bad log format":  {"run", "--log-format", "xml", "-o", dir, "../../fixtures/volumes"},
+		"bad compression": {"run", "--compression", "12", "-o", dir, "../../fixtures/volumes"},
+		"bad model":       {"run", "--model", filepath.Join(dir, "nope.safetensors"), "-o", dir, "../../fixtures/volumes"},
+		"unknown flag":    {"run", "--frobnicate", "-o", dir, "../../fixtures/volumes"},
+		"bad mask name":   {"run", "--model", modelPath, "--mask-name", "mask.nii.gz", "-o", dir, "../../fixtures/volumes"},
+	} {
+		if code := run(append([]string{"voxpipe"}, args...)); code != exitUsage {
+			t.Errorf("%s: exit code %d, want %d", name, code, exitUsage)
+		}
+	}
+	if !segment.CUDACompiled {
+		if code := run([]string{"voxpipe", "run", "--engine", "cuda", "-o", dir, "../../fixtures/volumes"}); code != exitUsage {
+			t.Errorf("--engine cuda without CUDA: exit code %d, want %d", code, exitUsage)
+		}
+	}
+}
+
+func countStatus(s []timing.Summary, status string) int {
+	n := 0
+	for _, r := range s {
+		if r.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+func assertNoTemps(t *testing.T, dir string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && strings.Contains(d.Name(), ".tmp-") {
+			t.Errorf("stray temporary %s", path)
+		}
+		return nil
+	})
+}
+
+func TestRunSIGTERMMidBatch(t *testing.T) {
+	bin := testBinary(t)
+	dir := t.TempDir()
+	genRun(t, "--out", dir, "--dims", "64x64x48", "--count", "8", "--seed", "9")
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(bin, "run", "--workers", "1", "--readers", "1", "--slab", "4", "--log-format", "json",
+		filepath.Join(dir, "volumes"), "-o", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the first mask is done, then stop the run while the next is in flight.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if m, _ := filepath.Glob(filepath.Join(out, "*_mask.nii.gz")); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no mask after 2 minutes:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	stopped := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if took := time.Since(stopped); took > 10*time.Second {
+		t.Errorf("took %v to stop after SIGTERM", took)
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitSIGTERM {
+		t.Fatalf("exit %v, want code %d\n%s", err, exitSIGTERM, stderr.String())
+	}
+	assertNoTemps(t, out)
+	summary, err := timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	if err != nil {
+		t.Fatalf("summary.csv after SIGTERM: %v", err)
+	}
+	if _, err := timing.ReadCSV[timing.Row](filepath.Join(out, "timings.csv")); err != nil {
+		t.Fatalf("timings.csv after SIGTERM: %v", err)
+	}
+	masks, _ := filepath.Glob(filepath.Join(out, "*_mask.nii.gz"))
+	if len(masks) == 8 {
+		t.Fatal("the run finished before the signal; nothing was tested")
+	}
+	for _, m := range masks {
+		if _, _, err := nifti.ReadUint8(m); err != nil {
+			t.Errorf("mask left by an interrupted run is broken: %v", err)
+		}
+	}
+	if ok := countStatus(summary, timing.StatusOK); ok != len(masks) {
+		t.Errorf("%d ok rows but %d masks", ok, len(masks))
+	}
+}
+
+// TestRunPeakRSSIndependentOfBatchSize runs 2 and 20 fixture volumes in separate processes and
+// compares their peak resident memory (getrusage maxrss).
+func TestRunPeakRSSIndependentOfBatchSize(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("maxrss is read from Linux rusage")
+	}
+	bin := testBinary(t)
+	modelPath, _ := testModel(t)
+	fixtures, _ := filepath.Glob("../../fixtures/volumes/*.nii.gz")
+	if len(fixtures) == 0 {
+		t.Fatal("no fixtures")
+	}
+	peak := func(n int) int64 {
+		in := t.TempDir()
+		for i := 0; i < n; i++ {
+			src, _ := filepath.Abs(fixtures[i%len(fixtures)])
+			os.Symlink(src, filepath.Join(in, fmt.Sprintf("v%02d.nii.gz", i)))
+		}
+		cmd := exec.Command(bin, "run", "-q", "--model", modelPath, in, "-o", t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("run %d volumes: %v\n%s", n, err, out)
+		}
+		return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB
+	}
+	small, large := peak(2), peak(20)
+	t.Logf("peak RSS: 2 volumes %d KiB, 20 volumes %d KiB (%.1f%%)", small, large, 100*float64(large-small)/float64(small))
+	if float64(large) > 1.10*float64(small) {
+		t.Errorf("peak RSS grows with the batch: %d KiB for 2 volumes, %d KiB for 20", small, large)
+	}
+}
