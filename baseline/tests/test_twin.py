@@ -4,10 +4,12 @@ Needs numpy (everything is skipped without it) and torch (the model tests are sk
 it). On Debian: apt-get install -y python3-torch python3-numpy, then use /usr/bin/python3.
 """
 
+import csv
 import gzip
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -501,6 +503,41 @@ class TrainSmokeTest(unittest.TestCase):
             self.assertEqual(safetensors_io.decode(a)[0].keys(), safetensors_io.decode(b)[0].keys())
             for k, v in safetensors_io.decode(a)[0].items():
                 np.testing.assert_array_equal(v, safetensors_io.decode(b)[0][k], k)
+
+
+@needs_torch
+class SegmentScriptTest(unittest.TestCase):
+    def test_masks_and_timing_csvs(self):
+        sys.path.insert(0, HERE)
+        import phantoms
+        with tempfile.TemporaryDirectory() as d:
+            phantoms.write_set(os.path.join(d, "in"), 2, 9, 8, 7, seed=3)
+            mpath = os.path.join(d, "m.safetensors")
+            M.save_safetensors(tiny_model(5), mpath)
+            out = os.path.join(d, "out")
+            cmd = [sys.executable, os.path.join(BASELINE, "segment.py"),
+                   os.path.join(d, "in", "volumes"), "-o", out, "--model", mpath,
+                   "--device", "cpu", "--slab", "3", "--run-id", "r1"]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+            with open(os.path.join(out, "summary.csv")) as f:
+                summary = list(csv.DictReader(f))
+            with open(os.path.join(out, "timings.csv")) as f:
+                timings = list(csv.DictReader(f))
+            # the column names of pipeline/timing/schema.go, in order
+            with open(os.path.join(REPO, "pipeline", "timing", "schema.go")) as f:
+                schema = re.findall(r'csv:"([a-z_0-9]+)"', f.read())
+            self.assertEqual(list(timings[0]) + list(summary[0]), schema)
+            self.assertEqual([r["volume"] for r in summary], ["phantom-0000", "phantom-0001"])
+            self.assertEqual({r["status"] for r in summary}, {"ok"})
+            self.assertEqual([r["stage"] for r in timings[:4]], ["read", "stats", "segment", "write"])
+            m, _ = M.load_safetensors(mpath)
+            for r in summary:
+                self.assertEqual(r["dims"], "9x8x7")
+                h, stored = nifti.read_nifti(os.path.join(d, "in", "volumes", r["volume"] + ".nii.gz"))
+                _, mask = nifti.read_nifti(r["output"])
+                want = M.segment_volume(m, normalize.normalize_nifti(h, stored))
+                np.testing.assert_array_equal(mask, want)
 
 
 if __name__ == "__main__":
