@@ -16,4 +16,10 @@ fi
 go test -c -tags cuda -o bin/segment.test ./segment
 go test -c -tags cuda -o bin/kernels.test ./kernels
 echo "gpu-build: bin/segment.test bin/kernels.test"
+# Kernel variants under study (kernels/experiments), timed by gpu-check when present.
+if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
+	(cd kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 \
+		-o ../../bin/experiments.fatbin conv_variants.cu)
+	echo "gpu-build: bin/experiments.fatbin"
+fi
 ls -l bin

@@ -37,6 +37,16 @@ step engine 180 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(Match
 if [[ "${VOXPIPE_GPU_BENCH:-1}" != 0 ]]; then
 	step bench 180 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDABenchmark512$'
 fi
+if [[ -f bin/experiments.fatbin ]]; then
+	export VOXPIPE_EXPERIMENT_FATBIN=$PWD/bin/experiments.fatbin
+	step variants 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConvVariants$'
+	if [[ "${GPU_CHECK_NCU:-1}" != 0 ]] && command -v ncu >/dev/null; then
+		VOXPIPE_VARIANT_RUNS=1 step ncu 200 ncu --clock-control none -k "regex:${GPU_CHECK_NCU_KERNELS:-^conv(2|g)_z(4y8|8y4)\$}" \
+			--section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+			--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+			bin/kernels.test -test.count=1 -test.run 'TestConvVariants$'
+	fi
+fi
 if [[ "${GPU_CHECK_SANITIZER:-1}" != 0 ]] && command -v compute-sanitizer >/dev/null; then
 	step memcheck-kernels 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead'
 	step memcheck-engine 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run 'TestCUDAMatchesCPU/C6K3|TestCUDAEvents'
@@ -46,7 +56,7 @@ fi
 echo
 echo "==================== gpu-check summary ===================="
 cat "$out/machine.txt"
-printf '%s\n' "${steps[@]}" | column -t -s '|'
+printf '%s\n' "${steps[@]}" | awk -F'|' '{printf "%-18s %-14s %s\n", $1, $2, $3}'
 echo
-grep -h "TABLE|" "$out"/*.log | sed 's/.*TABLE|//' | column -t -s '|'
+grep -h "TABLE|" "$out"/*.log | sed 's/.*TABLE|//' | awk -F'|' '{printf "%-48s %s\n", $1, $2}'
 exit $failed

@@ -427,7 +427,7 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	if err := e.ensureBuffers(int64(slab), plane, elem); err != nil {
 		return err
 	}
-	stats := GPUStats{Pinned: pinned.IsPinned(host) && pinned.IsPinned(outHost)}
+	stats := GPUStats{Pinned: pinned.IsPinned(host, nx*ny*nz*int(elem)) && pinned.IsPinned(outHost, len(out))}
 
 	refOffset := time.Since(start)
 	if err := e.ref.Record(e.h2d); err != nil {

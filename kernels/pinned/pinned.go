@@ -31,19 +31,21 @@ __attribute__((constructor)) static void voxpipe_cuda_preflight(void) {
 static CUresult voxpipe_host_alloc(void **p, size_t n) {
 	return cuMemHostAlloc(p, n, CU_MEMHOSTALLOC_PORTABLE);
 }
-
-static int voxpipe_is_pinned(void *p) {
-	unsigned int type = 0;
-	if (cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p) != CUDA_SUCCESS) return 0;
-	return type == CU_MEMORYTYPE_HOST;
-}
 */
 import "C"
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 )
+
+// live records the allocations of this process, so IsPinned needs no driver call (asking the
+// driver about pageable memory is an API error that compute-sanitizer reports).
+var live struct {
+	sync.Mutex
+	size map[uintptr]int
+}
 
 // Error is a CUDA driver error from this package's calls.
 type Error struct {
@@ -77,16 +79,32 @@ func Alloc(bytes int) (unsafe.Pointer, error) {
 	if err := check("cuMemHostAlloc", C.voxpipe_host_alloc(&p, C.size_t(bytes))); err != nil {
 		return nil, fmt.Errorf("%w (%d bytes)", err, bytes)
 	}
+	live.Lock()
+	if live.size == nil {
+		live.size = map[uintptr]int{}
+	}
+	live.size[uintptr(p)] = bytes
+	live.Unlock()
 	return p, nil
 }
 
 // Free releases memory from Alloc; a CUDA context must be current on the calling OS thread.
 func Free(p unsafe.Pointer) error {
+	live.Lock()
+	delete(live.size, uintptr(p))
+	live.Unlock()
 	return check("cuMemFreeHost", C.cuMemFreeHost(p))
 }
 
-// IsPinned reports whether p points into page-locked host memory known to the driver (from
-// Alloc or registered). A CUDA context must be current on the calling OS thread.
-func IsPinned(p unsafe.Pointer) bool {
-	return p != nil && C.voxpipe_is_pinned(p) != 0
+// IsPinned reports whether the n bytes at p lie inside one live allocation from Alloc.
+func IsPinned(p unsafe.Pointer, n int) bool {
+	a := uintptr(p)
+	live.Lock()
+	defer live.Unlock()
+	for base, size := range live.size {
+		if a >= base && a+uintptr(n) <= base+uintptr(size) {
+			return true
+		}
+	}
+	return false
 }
