@@ -171,8 +171,8 @@ struct ConvCC {
 };
 
 // The configuration the engine uses (VP_TZ, VP_TY in common.cuh).
-typedef ConvCC<1, 4, VP_TZ, VP_TY, false> Conv2Cfg;
-typedef ConvCC<2, 2, VP_TZ, VP_TY, false> ConvGCfg;
+typedef ConvCC<1, 2, VP_TZ, VP_TY, true> Conv2Cfg;
+typedef ConvCC<2, 1, VP_TZ, VP_TY, true> ConvGCfg;
 
 extern "C" __global__ void __launch_bounds__(VP_TX * VP_TY)
 conv2(const float* __restrict__ e, const float* __restrict__ w, const float* __restrict__ b,
