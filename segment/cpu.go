@@ -55,6 +55,7 @@ type CPUEngine struct {
 
 	xbuf, ebuf []float32 // per slab: normalised input and e, both zero-bordered
 	scratch    []*workerScratch
+	closed     bool
 }
 
 var _ Engine = (*CPUEngine)(nil)
@@ -133,8 +134,10 @@ func padBias(b []float32, n int) []float32 {
 // Name implements Engine.
 func (e *CPUEngine) Name() string { return "cpu" }
 
-// Close releases the engine's buffers. The engine stays usable; it allocates again if used.
+// Close releases the engine's buffers; later calls get ErrEngineClosed. It may be called more
+// than once.
 func (e *CPUEngine) Close() error {
+	e.closed = true
 	e.xbuf, e.ebuf = nil, nil
 	for _, ws := range e.scratch {
 		ws.s, ws.g = nil, nil
@@ -146,6 +149,9 @@ func (e *CPUEngine) Close() error {
 // slab (Bytes: the input slices it read, halo included; Voxels: its output voxels).
 // Cancellation is checked before every row of every stage.
 func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt Options) error {
+	if e.closed {
+		return ErrEngineClosed
+	}
 	if err := checkVolume(vol, out); err != nil {
 		return err
 	}
@@ -178,6 +184,9 @@ func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt O
 // SegmentSlab computes output slices [z0, z1) into out (len (z1-z0)*NX*NY), reading input
 // slices z0-Halo..z1+Halo clipped to the volume.
 func (e *CPUEngine) SegmentSlab(vol *Volume, z0, z1 int, out []uint8) error {
+	if e.closed {
+		return ErrEngineClosed
+	}
 	if err := checkVolume(vol, nil); err != nil {
 		return err
 	}

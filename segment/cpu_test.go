@@ -186,9 +186,17 @@ func TestCPUWorkersAndReuse(t *testing.T) {
 			t.Fatal("5 workers differ from 1 on the small volume")
 		}
 	}
-	many.Close()
-	if got := segmentWhole(t, many, small, 3); !slices.Equal(got, wantSmall) {
-		t.Fatal("engine differs after Close")
+	if err := many.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := many.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := many.Segment(context.Background(), small, make([]uint8, 60), Options{Slab: 1}); !errors.Is(err, ErrEngineClosed) {
+		t.Errorf("Segment after Close: %v, want ErrEngineClosed", err)
+	}
+	if err := many.SegmentSlab(small, 0, 1, make([]uint8, 20)); !errors.Is(err, ErrEngineClosed) {
+		t.Errorf("SegmentSlab after Close: %v, want ErrEngineClosed", err)
 	}
 }
 
