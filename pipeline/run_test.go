@@ -408,3 +408,19 @@ func TestDiscover(t *testing.T) {
 		t.Errorf("empty folder: %v", err)
 	}
 }
+
+func TestRunRejectsNaNVolumes(t *testing.T) {
+	b := newBatch(t, 1)
+	vals := []float32{1, 2, float32(math.NaN()), 4, 5, 6, 7, 8}
+	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Float32, BitPix: 32,
+		Dim: [8]int64{3, 2, 2, 2, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 4*len(vals))
+	if err := nifti.Write(filepath.Join(b.in, "nan.nii"), h, raw, nifti.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := runBatch(t, context.Background(), b, &signEngine{}, nil)
+	s := statusByVolume(out.summary)["nan"]
+	if s.Status != timing.StatusFailed || !strings.Contains(s.Error, "NaN") || !strings.Contains(s.Error, "nan.nii") {
+		t.Errorf("NaN volume: %q %q", s.Status, s.Error)
+	}
+}

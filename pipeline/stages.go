@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -21,6 +22,9 @@ const (
 	StageSegment = "segment"
 	StageWrite   = "write"
 )
+
+// ErrNonFinite fails volumes with NaN or infinite values, which the network cannot normalise.
+var ErrNonFinite = errors.New("pipeline: volume has NaN or infinite values")
 
 // read decodes the volume slab by slab into a pooled buffer (int16 when the stored values fit,
 // float32 otherwise) and accumulates the normalisation statistics on the way.
@@ -100,6 +104,10 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	}
 	slope, inter := rd.Scaling()
 	mu, sigma := stats.MeanStd(slope, inter)
+	if math.IsNaN(mu) || math.IsInf(mu, 0) || math.IsNaN(sigma) || math.IsInf(sigma, 0) {
+		// A NaN or infinite voxel poisons the statistics and with them every voxel's input.
+		return fmt.Errorf("read %s: %w", w.job.Input, ErrNonFinite)
+	}
 	w.vol.Norm = segment.NormFor(mu, sigma, slope, inter)
 	return nil
 }
