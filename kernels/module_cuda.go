@@ -8,6 +8,9 @@ import (
 	"unsafe"
 
 	"gorgonia.org/cu"
+
+	// Its C constructor explains a failing cuInit before gorgonia.org/cu's init exits the process.
+	_ "voxpipe/kernels/pinned"
 )
 
 // Sizes the kernels are compiled for (common.cuh).

@@ -2,28 +2,31 @@
 # The one command to run ON the GPU machine, from the repository root, after scripts/gpu-build.sh
 # built bin/ here (carry bin). Runs the cuda-tagged tests (per-kernel tests, engine vs the CPU
 # engine, events, pinned memory, the 512x512x1000 benchmark), compute-sanitizer's memcheck and
-# racecheck on small cases when it is installed, and prints a table at the end. Logs go to
-# $OUT (the device tool's result folder) or /tmp/gpu-check.
+# racecheck on small cases when it is installed, and prints a table at the end. Results go to
+# $OUT (the device tool's result folder, at most 8 files come back) or /tmp/gpu-check:
+# machine.txt, summary.txt, logs.txt (every step's log) and ncu.txt.
 #   VOXPIPE_GPU_BENCH=0 skips the benchmark; GPU_CHECK_SANITIZER=0 skips compute-sanitizer.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/gpu-check}"
 mkdir -p "$out"
+logs=$(mktemp -d)
 export PATH="$PATH:/usr/local/cuda/bin"
 steps=()
 failed=0
 
-step() { # step NAME TIMEOUT_S CMD...: runs CMD with its output in $out/NAME.log
+step() { # step NAME TIMEOUT_S CMD...: runs CMD, its output in $logs/NAME.log
 	local name=$1 limit=$2
 	shift 2
 	local t0=$SECONDS
 	echo "=== $name: $*"
-	timeout "$limit" "$@" >"$out/$name.log" 2>&1
+	timeout "$limit" "$@" >"$logs/$name.log" 2>&1
 	local rc=$?
 	local status=PASS
 	[[ $rc -ne 0 ]] && status="FAIL(rc=$rc)" && failed=1
 	steps+=("$name|$status|$((SECONDS - t0)) s")
-	grep -E -- "^(--- |=== RUN|ok|FAIL|PASS|panic)|TABLE\|" "$out/$name.log" | grep -v "=== RUN" | tail -n 60
+	grep -E -- "^(--- |=== RUN|ok|FAIL|PASS|panic)|TABLE\|" "$logs/$name.log" | grep -v "=== RUN" | tail -n 60
+	[[ $rc -ne 0 ]] && tail -n 15 "$logs/$name.log"
 }
 
 {
@@ -41,7 +44,7 @@ if [[ -f bin/experiments.fatbin ]]; then
 	export VOXPIPE_EXPERIMENT_FATBIN=$PWD/bin/experiments.fatbin
 	step variants 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConvVariants$'
 	if [[ "${GPU_CHECK_NCU:-1}" != 0 ]] && command -v ncu >/dev/null; then
-		VOXPIPE_VARIANT_RUNS=1 step ncu 200 ncu --clock-control none -k "regex:${GPU_CHECK_NCU_KERNELS:-^conv(2|g)_z(4y8|8y4)\$}" \
+		VOXPIPE_VARIANT_RUNS=1 step ncu 200 ncu --clock-control none -k "regex:${GPU_CHECK_NCU_KERNELS:-^conv(2|g)_z4y8a\$}" \
 			--section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
 			--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
 			bin/kernels.test -test.count=1 -test.run 'TestConvVariants$'
@@ -53,10 +56,17 @@ if [[ "${GPU_CHECK_SANITIZER:-1}" != 0 ]] && command -v compute-sanitizer >/dev/
 	step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG'
 fi
 
-echo
-echo "==================== gpu-check summary ===================="
-cat "$out/machine.txt"
-printf '%s\n' "${steps[@]}" | awk -F'|' '{printf "%-18s %-14s %s\n", $1, $2, $3}'
-echo
-grep -h "TABLE|" "$out"/*.log | sed 's/.*TABLE|//' | awk -F'|' '{printf "%-48s %s\n", $1, $2}'
+for f in "$logs"/*.log; do
+	echo "######## $(basename "$f" .log)"
+	cat "$f"
+done >"$out/logs.txt"
+[[ -f "$logs/ncu.log" ]] && cp "$logs/ncu.log" "$out/ncu.txt"
+{
+	echo "==================== gpu-check summary ===================="
+	cat "$out/machine.txt"
+	printf '%s\n' "${steps[@]}" | awk -F'|' '{printf "%-18s %-14s %s\n", $1, $2, $3}'
+	echo
+	grep -h "TABLE|" "$logs"/*.log | sed 's/.*TABLE|//' | awk -F'|' '{printf "%-48s %s\n", $1, $2}'
+} | tee "$out/summary.txt"
+rm -rf "$logs"
 exit $failed
