@@ -41,6 +41,7 @@ from voxpipe_twin import nifti  # noqa: E402
 from voxpipe_twin.normalize import normalize_nifti  # noqa: E402
 
 REACH = M.HALO  # voxels of context the network reads on each side, along every axis
+CALIBRATE = 30  # steps timed before --time-limit fixes the number of steps
 
 
 def log(msg):
@@ -212,7 +213,13 @@ def main():
     ap.add_argument("--max-train", type=int, default=0, help="use only the first N train volumes")
     ap.add_argument("--max-val", type=int, default=0, help="use only the first N val volumes")
     ap.add_argument("--time-limit", type=float, default=0,
-                    help="stop training after this many seconds (0: none), then validate and save")
+                    help="wall-clock budget in seconds for the whole script (0: none). After "
+                         f"{CALIBRATE} steps and one validation, --steps is lowered to what fits "
+                         "(the learning-rate schedule follows) and printed; a hard stop at the "
+                         "limit remains as a safety net")
+    ap.add_argument("--amp", action="store_true",
+                    help="bfloat16 autocast for the forward pass (faster on GPUs; the saved "
+                         "weights stay float32)")
     ap.add_argument("--nondeterministic", action="store_true",
                     help="let cuDNN pick the fastest (non-deterministic) algorithms")
     ap.add_argument("--data-desc", default="",
@@ -263,21 +270,29 @@ def main():
         return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, p)))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    requested_steps = args.steps
     crop = sampler.size()
     log(f"training {args.steps} steps, batch {args.batch} crops (x,y,z) {crop[2]}x{crop[1]}x{crop[0]},"
         f" lr {args.lr}, seed {args.seed}")
 
     best = (-1.0, None, 0, None)  # mean Dice, state_dict, step, per-class Dice
-    history = []
     t_train = time.time()
     t_log, step_log = t_train, 0
     run_loss = run_ce = run_dice = 0.0
     stopped_early = False
     step = 0
-    for step in range(1, args.steps + 1):
+    t_step10 = t_train
+    val_s = 0.0  # seconds per validation, measured
+    while step < args.steps:
+        step += 1
         model.train()
         x, t, mask = sampler.sample()
-        logits = model(x)
+        if args.amp:
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                logits = model(x)
+            logits = logits.float()
+        else:
+            logits = model(x)
         loss, ce, dl = loss_fn(logits, t, mask, weights, args.dice_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -290,13 +305,31 @@ def main():
             log(f"step {step:5d}/{args.steps} loss {run_loss:.4f} (ce {run_ce:.4f} dice {run_dice:.4f})"
                 f" lr {sched.get_last_lr()[0]:.2e} {sps:.2f} steps/s elapsed {now - t_train:.1f}s")
             t_log, step_log = now, step
-        limit_hit = args.time_limit and time.time() - t_start > args.time_limit
+        if step == 10:
+            t_step10 = time.time()
+        if args.time_limit and step == CALIBRATE and step < args.steps:
+            per_step = (time.time() - t_step10) / (CALIBRATE - 10)
+            tv = time.time()
+            dice, mean = validate(model, val, args.classes, device)
+            val_s = time.time() - tv
+            log(f"val step {step}: {fmt_dice(dice, names)} | mean {mean:.4f} ({val_s:.1f}s)")
+            # Fit S total steps: (S - step)*per_step + (S/val_every + 1)*val_s + 10% slack.
+            left = 0.85 * (args.time_limit - (time.time() - t_start)) - val_s
+            fit = int((step + left / per_step) / (1 + val_s / (per_step * args.val_every)))
+            if fit < args.steps:
+                args.steps = max(step + 1, fit)
+                log(f"time limit {args.time_limit}s: {per_step * 1e3:.0f} ms/step,"
+                    f" {val_s:.1f}s/validation -> training {args.steps} steps"
+                    f" (repeat with --steps {args.steps} and no --time-limit to reproduce)")
+        # Stop in time for a last validation and the save.
+        limit_hit = args.time_limit and time.time() - t_start > args.time_limit - 1.5 * val_s - 2
+        if step >= args.steps:
+            limit_hit = False
         if step % args.val_every == 0 or step == args.steps or limit_hit:
             tv = time.time()
             dice, mean = validate(model, val, args.classes, device)
-            history.append((step, mean))
-            log(f"val step {step}: {fmt_dice(dice, names)} | mean {mean:.4f}"
-                f" ({time.time() - tv:.1f}s)")
+            val_s = time.time() - tv
+            log(f"val step {step}: {fmt_dice(dice, names)} | mean {mean:.4f} ({val_s:.1f}s)")
             if mean > best[0]:
                 best = (mean, copy.deepcopy({k: v.detach().cpu() for k, v in
                                              model.state_dict().items()}), step, dice)
@@ -314,7 +347,8 @@ def main():
         f"{args.data_desc + '; ' if args.data_desc else ''}"
         f"trained on {len(train)} phantoms from `voxpipe gen` in {args.train_dir} (dims x,y,z {dims};"
         f" first volume: '{first_desc}'), validated on {len(val)} held-out phantoms in {args.val_dir};"
-        f" seed {args.seed}, {step} of {args.steps} steps{' (time limit)' if stopped_early else ''},"
+        f" seed {args.seed}, {step} steps"
+        f"{f' (of {requested_steps} requested; --time-limit {args.time_limit:g}s)' if step != requested_steps else ''},"
         f" batch {args.batch}, crop {crop[2]}x{crop[1]}x{crop[0]}, Adam lr {args.lr}, weighted CE +"
         f" {args.dice_weight} soft Dice; best at step {best_step}: val Dice {fmt_dice(dice, names)}"
         f" mean {mean:.4f}; torch {torch.__version__} on {device.type}; command: {command}")
