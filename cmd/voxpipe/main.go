@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -22,6 +23,11 @@ const (
 var commands []*cli.Command
 
 func newApp() *cli.App {
+	for _, c := range commands {
+		if c.OnUsageError == nil {
+			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+		}
+	}
 	return &cli.App{
 		Name:                 "voxpipe",
 		Usage:                "batch segmentation of 3D MRI volumes on CPU or GPU",
@@ -44,7 +50,8 @@ func main() {
 }
 
 func run(args []string) int {
-	err := newApp().Run(args)
+	app := newApp()
+	err := app.Run(flagsFirst(app, args))
 	if err == nil {
 		return 0
 	}
@@ -56,11 +63,61 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "voxpipe:", msg)
 		}
 		return ec.ExitCode()
-	case errors.As(err, &ue):
+	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "Required flag"):
 		fmt.Fprintln(os.Stderr, "voxpipe:", err)
 		return exitUsage
 	default:
 		fmt.Fprintln(os.Stderr, "voxpipe:", err)
 		return exitFailed
 	}
+}
+
+// flagsFirst moves a subcommand's flags in front of its positional arguments, so that
+// "voxpipe run fixtures/volumes -o out" works: urfave/cli stops parsing flags at the first
+// positional argument. Flags that take a value keep it; everything after "--" stays positional.
+func flagsFirst(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	var cmd *cli.Command
+	for _, c := range app.Commands {
+		if c.HasName(args[1]) {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		return args
+	}
+	takesValue := map[string]bool{}
+	for _, f := range cmd.Flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, name := range f.Names() {
+			takesValue[name] = !isBool
+		}
+	}
+	var flags, positional []string
+	rest := args[2:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case a == "--":
+			positional = append(positional, rest[i+1:]...)
+			i = len(rest)
+		case len(a) > 1 && a[0] == '-':
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(rest) {
+				i++
+				flags = append(flags, rest[i])
+			}
+		default:
+			positional = append(positional, a)
+		}
+	}
+	out := append([]string{args[0], args[1]}, flags...)
+	if len(positional) > 0 {
+		out = append(out, "--")
+		out = append(out, positional...)
+	}
+	return out
 }
