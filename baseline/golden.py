@@ -171,12 +171,7 @@ def random_model(channels, classes, seed, tie=(), x=None):
 def features(model, x):
     """f = a*s + g for normalised input x (D,H,W): the head's input, [C,D,H,W]."""
     with torch.no_grad():
-        t = torch.from_numpy(x)[None, None]
-        e = torch.relu(model.c1(t))
-        s = torch.relu(model.c2(e))
-        g = torch.relu(model.cg(e))
-        a = torch.sigmoid(model.psi(torch.relu(model.wx(s) + model.wg(g))))
-        return (a * s + g)[0]
+        return model.stages(torch.from_numpy(x))["f"][0]
 
 
 def margin(logits, skip=()):
@@ -190,14 +185,11 @@ def margin(logits, skip=()):
 def activity(model, x):
     """Fractions of live ReLUs in e, s, g and the spread of the gate a, for the manifest."""
     with torch.no_grad():
-        t = torch.from_numpy(x)[None, None]
-        e = torch.relu(model.c1(t))
-        s = torch.relu(model.c2(e))
-        gg = torch.relu(model.cg(e))
-        a = torch.sigmoid(model.psi(torch.relu(model.wx(s) + model.wg(gg))))
-    return {"live_e": float((e > 0).float().mean()), "live_s": float((s > 0).float().mean()),
-            "live_g": float((gg > 0).float().mean()), "gate_mean": float(a.mean()),
-            "gate_std": float(a.std()) if a.numel() > 1 else 0.0}
+        st = model.stages(torch.from_numpy(x))
+    a = st["a"]
+    out = {f"live_{k}": float((st[k] > 0).float().mean()) for k in ("e", "s", "g")}
+    out.update(gate_mean=float(a.mean()), gate_std=float(a.std()) if a.numel() > 1 else 0.0)
+    return out
 
 
 def evaluate(case, model, stored, min_margin):

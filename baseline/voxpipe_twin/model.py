@@ -44,6 +44,10 @@ class AttnGateNet(nn.Module):
 
     def forward(self, x):
         """x: [N,1,D,H,W] (or [D,H,W]) normalised input -> logits [N,K,D,H,W]."""
+        return self.stages(x)["logits"]
+
+    def stages(self, x):
+        """Every intermediate of the spec by name: e, s, g, q, a, f, logits."""
         if x.dim() == 3:
             x = x[None, None]
         e = F.relu(self.c1(x))
@@ -51,7 +55,8 @@ class AttnGateNet(nn.Module):
         g = F.relu(self.cg(e))
         q = F.relu(self.wx(s) + self.wg(g))
         a = torch.sigmoid(self.psi(q))
-        return self.head(a * s + g)
+        f = a * s + g
+        return {"e": e, "s": s, "g": g, "q": q, "a": a, "f": f, "logits": self.head(f)}
 
 
 def argmax_lowest(logits, dim=1):

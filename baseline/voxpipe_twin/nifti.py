@@ -124,66 +124,58 @@ def _detect(raw, path):
     raise NiftiError(f"{path}: sizeof_hdr is neither 348 nor 540 in either byte order")
 
 
-def _parse1(raw, bo, path):
-    if len(raw) < NIFTI1_SIZE:
-        raise NiftiError(f"{path}: truncated NIfTI-1 header")
-    u = lambda fmt, off: struct.unpack_from(bo + fmt, raw, off)
-    h = Header(version=1, byteorder=bo)
-    h.dim_info = raw[39]
-    h.dim = tuple(int(v) for v in u("8h", 40))
-    h.intent_p1, h.intent_p2, h.intent_p3 = (float(v) for v in u("3f", 56))
-    h.intent_code, h.datatype, h.bitpix, h.slice_start = (int(v) for v in u("4h", 68))
-    h.pixdim = tuple(float(v) for v in u("8f", 76))
-    vox, h.scl_slope, h.scl_inter = (float(v) for v in u("3f", 108))
-    h.vox_offset = int(vox)
-    if h.vox_offset != vox:
-        raise NiftiError(f"{path}: vox_offset {vox} is not an integer")
-    h.slice_end = int(u("h", 120)[0])
-    h.slice_code, h.xyzt_units = raw[122], raw[123]
-    h.cal_max, h.cal_min, h.slice_duration, h.toffset = (float(v) for v in u("4f", 124))
-    h.descrip = _cstr(raw[148:228])
-    h.aux_file = _cstr(raw[228:252])
-    h.qform_code, h.sform_code = (int(v) for v in u("2h", 252))
-    (h.quatern_b, h.quatern_c, h.quatern_d,
-     h.qoffset_x, h.qoffset_y, h.qoffset_z) = (float(v) for v in u("6f", 256))
-    h.srow_x = tuple(float(v) for v in u("4f", 280))
-    h.srow_y = tuple(float(v) for v in u("4f", 296))
-    h.srow_z = tuple(float(v) for v in u("4f", 312))
-    h.intent_name = _cstr(raw[328:344])
-    h.magic = _cstr(raw[344:348])
-    if h.magic not in ("n+1", "ni1"):
+# Where each Header field lives: (field, struct format, byte offset), per version.
+_QUATERN = ("quatern_b", "quatern_c", "quatern_d", "qoffset_x", "qoffset_y", "qoffset_z")
+LAYOUT1 = [
+    ("dim_info", "B", 39), ("dim", "8h", 40), ("intent_p1", "f", 56), ("intent_p2", "f", 60),
+    ("intent_p3", "f", 64), ("intent_code", "h", 68), ("datatype", "h", 70),
+    ("bitpix", "h", 72), ("slice_start", "h", 74), ("pixdim", "8f", 76),
+    ("vox_offset", "f", 108), ("scl_slope", "f", 112), ("scl_inter", "f", 116),
+    ("slice_end", "h", 120), ("slice_code", "B", 122), ("xyzt_units", "B", 123),
+    ("cal_max", "f", 124), ("cal_min", "f", 128), ("slice_duration", "f", 132),
+    ("toffset", "f", 136), ("descrip", "80s", 148), ("aux_file", "24s", 228),
+    ("qform_code", "h", 252), ("sform_code", "h", 254),
+] + [(name, "f", 256 + 4 * i) for i, name in enumerate(_QUATERN)] + [
+    ("srow_x", "4f", 280), ("srow_y", "4f", 296), ("srow_z", "4f", 312),
+    ("intent_name", "16s", 328), ("magic", "4s", 344),
+]
+LAYOUT2 = [
+    ("magic", "4s", 4), ("datatype", "h", 12), ("bitpix", "h", 14), ("dim", "8q", 16),
+    ("intent_p1", "d", 80), ("intent_p2", "d", 88), ("intent_p3", "d", 96),
+    ("pixdim", "8d", 104), ("vox_offset", "q", 168), ("scl_slope", "d", 176),
+    ("scl_inter", "d", 184), ("cal_max", "d", 192), ("cal_min", "d", 200),
+    ("slice_duration", "d", 208), ("toffset", "d", 216), ("slice_start", "q", 224),
+    ("slice_end", "q", 232), ("descrip", "80s", 240), ("aux_file", "24s", 320),
+    ("qform_code", "i", 344), ("sform_code", "i", 348),
+] + [(name, "d", 352 + 8 * i) for i, name in enumerate(_QUATERN)] + [
+    ("srow_x", "4d", 400), ("srow_y", "4d", 432), ("srow_z", "4d", 464),
+    ("slice_code", "i", 496), ("xyzt_units", "i", 500), ("intent_code", "i", 504),
+    ("intent_name", "16s", 508), ("dim_info", "B", 524),
+]
+
+
+def _parse(raw, bo, version, path):
+    size, layout = (NIFTI1_SIZE, LAYOUT1) if version == 1 else (NIFTI2_SIZE, LAYOUT2)
+    if len(raw) < size:
+        raise NiftiError(f"{path}: truncated NIfTI-{version} header")
+    h = Header(version=version, byteorder=bo)
+    for name, fmt, off in layout:
+        vals = struct.unpack_from(bo + fmt, raw, off)
+        kind = float if fmt[-1] in "fd" else int
+        if fmt[-1] == "s":
+            value = _cstr(vals[0])
+        elif len(vals) > 1:
+            value = tuple(kind(v) for v in vals)
+        else:
+            value = kind(vals[0])
+        setattr(h, name, value)
+    if h.vox_offset != int(h.vox_offset):
+        raise NiftiError(f"{path}: vox_offset {h.vox_offset} is not an integer")
+    h.vox_offset = int(h.vox_offset)
+    if version == 1 and h.magic not in ("n+1", "ni1"):
         raise NiftiError(f"{path}: bad NIfTI-1 magic {raw[344:348]!r}")
-    return h
-
-
-def _parse2(raw, bo, path):
-    if len(raw) < NIFTI2_SIZE:
-        raise NiftiError(f"{path}: truncated NIfTI-2 header")
-    u = lambda fmt, off: struct.unpack_from(bo + fmt, raw, off)
-    h = Header(version=2, byteorder=bo)
-    magic = raw[4:12]
-    h.magic = _cstr(magic)
-    if h.magic not in ("n+2", "ni2") or magic[4:8] != NIFTI2_MAGIC_TAIL:
-        raise NiftiError(f"{path}: bad NIfTI-2 magic {magic!r}")
-    h.datatype, h.bitpix = (int(v) for v in u("2h", 12))
-    h.dim = tuple(int(v) for v in u("8q", 16))
-    h.intent_p1, h.intent_p2, h.intent_p3 = (float(v) for v in u("3d", 80))
-    h.pixdim = tuple(float(v) for v in u("8d", 104))
-    h.vox_offset = int(u("q", 168)[0])
-    (h.scl_slope, h.scl_inter, h.cal_max, h.cal_min,
-     h.slice_duration, h.toffset) = (float(v) for v in u("6d", 176))
-    h.slice_start, h.slice_end = (int(v) for v in u("2q", 224))
-    h.descrip = _cstr(raw[240:320])
-    h.aux_file = _cstr(raw[320:344])
-    h.qform_code, h.sform_code = (int(v) for v in u("2i", 344))
-    (h.quatern_b, h.quatern_c, h.quatern_d,
-     h.qoffset_x, h.qoffset_y, h.qoffset_z) = (float(v) for v in u("6d", 352))
-    h.srow_x = tuple(float(v) for v in u("4d", 400))
-    h.srow_y = tuple(float(v) for v in u("4d", 432))
-    h.srow_z = tuple(float(v) for v in u("4d", 464))
-    h.slice_code, h.xyzt_units, h.intent_code = (int(v) for v in u("3i", 496))
-    h.intent_name = _cstr(raw[508:524])
-    h.dim_info = raw[524]
+    if version == 2 and (h.magic not in ("n+2", "ni2") or raw[8:12] != NIFTI2_MAGIC_TAIL):
+        raise NiftiError(f"{path}: bad NIfTI-2 magic {raw[4:12]!r}")
     return h
 
 
@@ -191,7 +183,7 @@ def read_header(path):
     """Decodes the header of a .nii/.nii.gz/.hdr file; returns (Header, raw bytes of the file)."""
     raw = _open_bytes(path)
     version, bo = _detect(raw, path)
-    h = _parse1(raw, bo, path) if version == 1 else _parse2(raw, bo, path)
+    h = _parse(raw, bo, version, path)
     return h, raw
 
 
@@ -256,51 +248,22 @@ def _pad(s, n):
 def encode_header(h, vox_offset=None):
     """Encodes h (NIfTI-1 or NIfTI-2 by h.version, byte order h.byteorder) followed by the 4-byte
     extension flag (zero). The result is padded with zeros up to vox_offset."""
-    bo = h.byteorder
-    p = lambda fmt, *v: struct.pack(bo + fmt, *v)
     off = h.vox_offset if vox_offset is None else vox_offset
+    size, layout = (NIFTI1_SIZE, LAYOUT1) if h.version == 1 else (NIFTI2_SIZE, LAYOUT2)
+    buf = bytearray(size)
+    struct.pack_into(h.byteorder + "i", buf, 0, size)
+    for name, fmt, pos in layout:
+        value = off if name == "vox_offset" else getattr(h, name)
+        if fmt[-1] == "s":
+            buf[pos:pos + int(fmt[:-1])] = _pad(value, int(fmt[:-1]))
+        elif fmt[0].isdigit():
+            struct.pack_into(h.byteorder + fmt, buf, pos, *value)
+        else:
+            struct.pack_into(h.byteorder + fmt, buf, pos, float(value) if fmt in "fd" else value)
     if h.version == 1:
-        buf = bytearray(NIFTI1_SIZE)
-        buf[0:4] = p("i", NIFTI1_SIZE)
-        buf[38] = ord("r")
-        buf[39] = h.dim_info
-        buf[40:56] = p("8h", *h.dim)
-        buf[56:68] = p("3f", h.intent_p1, h.intent_p2, h.intent_p3)
-        buf[68:76] = p("4h", h.intent_code, h.datatype, h.bitpix, h.slice_start)
-        buf[76:108] = p("8f", *h.pixdim)
-        buf[108:120] = p("3f", float(off), h.scl_slope, h.scl_inter)
-        buf[120:122] = p("h", h.slice_end)
-        buf[122], buf[123] = h.slice_code, h.xyzt_units
-        buf[124:140] = p("4f", h.cal_max, h.cal_min, h.slice_duration, h.toffset)
-        buf[148:228] = _pad(h.descrip, 80)
-        buf[228:252] = _pad(h.aux_file, 24)
-        buf[252:256] = p("2h", h.qform_code, h.sform_code)
-        buf[256:280] = p("6f", h.quatern_b, h.quatern_c, h.quatern_d,
-                         h.qoffset_x, h.qoffset_y, h.qoffset_z)
-        buf[280:328] = p("12f", *h.srow_x, *h.srow_y, *h.srow_z)
-        buf[328:344] = _pad(h.intent_name, 16)
-        buf[344:348] = _pad(h.magic, 4)
+        buf[38] = ord("r")  # "regular", as ANALYZE readers expect
     else:
-        buf = bytearray(NIFTI2_SIZE)
-        buf[0:4] = p("i", NIFTI2_SIZE)
-        buf[4:12] = _pad(h.magic, 4) + NIFTI2_MAGIC_TAIL
-        buf[12:16] = p("2h", h.datatype, h.bitpix)
-        buf[16:80] = p("8q", *h.dim)
-        buf[80:104] = p("3d", h.intent_p1, h.intent_p2, h.intent_p3)
-        buf[104:168] = p("8d", *h.pixdim)
-        buf[168:176] = p("q", off)
-        buf[176:224] = p("6d", h.scl_slope, h.scl_inter, h.cal_max, h.cal_min,
-                         h.slice_duration, h.toffset)
-        buf[224:240] = p("2q", h.slice_start, h.slice_end)
-        buf[240:320] = _pad(h.descrip, 80)
-        buf[320:344] = _pad(h.aux_file, 24)
-        buf[344:352] = p("2i", h.qform_code, h.sform_code)
-        buf[352:400] = p("6d", h.quatern_b, h.quatern_c, h.quatern_d,
-                         h.qoffset_x, h.qoffset_y, h.qoffset_z)
-        buf[400:496] = p("12d", *h.srow_x, *h.srow_y, *h.srow_z)
-        buf[496:508] = p("3i", h.slice_code, h.xyzt_units, h.intent_code)
-        buf[508:524] = _pad(h.intent_name, 16)
-        buf[524] = h.dim_info
+        buf[8:12] = NIFTI2_MAGIC_TAIL
     buf += b"\x00" * 4  # extension flag: no extensions
     if off < len(buf):
         raise NiftiError(f"vox_offset {off} is inside the header")
