@@ -77,7 +77,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if r.cfg.Progress == nil {
 		r.cfg.Progress = nopProgress{}
 	}
-	var alloc segment.HostAllocator
+	alloc := defaultAllocator
 	if a, ok := cfg.Engines[0].(segment.HostAllocator); ok {
 		alloc = a
 	}

@@ -60,7 +60,7 @@ func (p *prefetcher) run(src io.Reader, want int64, verifyTail bool) {
 			return
 		}
 		if buf == nil {
-			buf = make([]byte, min(aheadBlockSize, want))
+			buf = getChunk()
 		}
 		buf = buf[:min(int64(len(buf)), want)]
 		n, err := readFullRaw(src, buf)
@@ -157,4 +157,17 @@ func (p *prefetcher) stop() {
 func (p *prefetcher) close() {
 	p.stop()
 	<-p.done
+	// The goroutine is gone: every chunk it did not drop is in free, full or curBuf.
+	putChunk(p.curBuf)
+	p.curBuf, p.cur = nil, nil
+	for {
+		select {
+		case c := <-p.free:
+			putChunk(c)
+		case c := <-p.full:
+			putChunk(c.b)
+		default:
+			return
+		}
+	}
 }

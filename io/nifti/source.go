@@ -58,6 +58,7 @@ type source struct {
 	f        dataFile
 	size     int64 // bytes on disk
 	br       *bufio.Reader
+	pooled   bool         // br goes back to the free list on Close
 	gz       *gzip.Reader // nil when uncompressed
 	isize    uint32       // gzip trailer: uncompressed size mod 2^32 of the last member
 	consumed int64        // uncompressed bytes read so far
@@ -77,14 +78,14 @@ func openSource(name string, open fileOpener) (*source, error) {
 				s.isize = binary.LittleEndian.Uint32(trailer[:])
 			}
 		}
-		s.br = bufio.NewReaderSize(f, bufferSizeFor(size))
+		s.br, s.pooled = getReader(f, size)
 		if s.gz, err = gzip.NewReader(s.br); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("open %s: %w", name, classifyStreamErr(err, "gzip header"))
 		}
 		return s, nil
 	}
-	s.br = bufio.NewReaderSize(f, bufferSizeFor(size))
+	s.br, s.pooled = getReader(f, size)
 	return s, nil
 }
 
@@ -140,6 +141,10 @@ func (s *source) maxUncompressed() int64 {
 func (s *source) Close() error {
 	if s.gz != nil {
 		s.gz.Close()
+	}
+	if s.pooled {
+		putReader(s.br)
+		s.pooled = false
 	}
 	return s.f.Close()
 }

@@ -125,21 +125,24 @@ func Write(path string, h *Header, data []byte, opt WriteOptions) error {
 // the final names and fsyncs the folder, so a crash never leaves a partial file under a final
 // name. It is not safe for concurrent use.
 type Writer struct {
-	path   string
-	parts  []*tempPart // [data] or [header, image]
-	data   *tempPart
-	bw     *bufio.Writer
-	guard  *errGuard
-	gz     *pgzip.Writer // nil when not compressing
-	sink   io.Writer     // where samples go: gz or bw
-	swap   bool
-	elem   int
-	slice  int64
-	total  int64 // bytes of samples the header declares (all volumes)
-	done   int64
-	buf    []byte // byte-order scratch
-	err    error
-	closed bool // committed or aborted
+	path      string
+	parts     []*tempPart // [data] or [header, image]
+	data      *tempPart
+	bw        *bufio.Writer
+	guard     *errGuard
+	gz        *pgzip.Writer // nil when not compressing
+	level     int           // of gz, for handing it back to the free list
+	workers   int
+	pooledBuf bool      // bw came from the free list
+	sink      io.Writer // where samples go: gz or bw
+	swap      bool
+	elem      int
+	slice     int64
+	total     int64 // bytes of samples the header declares (all volumes)
+	done      int64
+	buf       []byte // byte-order scratch
+	err       error
+	closed    bool // committed or aborted
 }
 
 type tempPart struct {
@@ -198,7 +201,12 @@ func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 			return nil, fmt.Errorf("write %s: %w", w.parts[0].final, err)
 		}
 	}
-	w.bw = bufio.NewWriterSize(w.data.f, int(min(1<<20, w.total+int64(len(hdrBytes)))))
+	if small := w.total + int64(len(hdrBytes)); small < pooledReaderMin {
+		w.bw = bufio.NewWriterSize(w.data.f, int(small))
+	} else {
+		w.bw = getBuffered(w.data.f)
+		w.pooledBuf = true
+	}
 	w.guard = &errGuard{w: w.bw}
 	w.sink = w.guard
 	if gzipped {
@@ -206,11 +214,11 @@ func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 		if workers == 0 {
 			workers = runtime.GOMAXPROCS(0)
 		}
-		w.gz, _ = pgzip.NewWriterLevel(w.guard, level) // level checked above
-		if err := w.gz.SetConcurrency(1<<20, workers); err != nil {
+		if w.gz, err = getGzip(w.guard, level, workers); err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
+		w.level, w.workers = level, workers
 		w.sink = w.gz
 	}
 	if !pair {
@@ -311,6 +319,15 @@ func (w *Writer) finish() error {
 	}
 	if err := w.bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", w.data.final, err)
+	}
+	// Both finished cleanly: the next file can have them.
+	if w.gz != nil {
+		putGzip(w.gz, w.level, w.workers)
+		w.gz = nil
+	}
+	if w.pooledBuf {
+		putBuffered(w.bw)
+		w.bw, w.pooledBuf = nil, false
 	}
 	for _, p := range w.parts {
 		if err := p.f.Sync(); err != nil {
