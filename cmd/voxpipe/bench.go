@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/urfave/cli/v2"
+
+	"voxpipe/io/nifti"
+	"voxpipe/phantom"
+	"voxpipe/pipeline"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:  "bench",
+		Usage: "time the engine on one volume (kernels, copies, pinned-in to mask-out) and the whole file-to-file run",
+		Description: "Generates a phantom of --dims (or takes --input, an int16 NIfTI), runs the engine --runs times\n" +
+			"after --warmup untimed runs on the volume in (pinned) host memory, then times reading the\n" +
+			"volume from a .nii file alone, writing its mask alone, and `run` on that file end to end.\n" +
+			"Writes OUT/timings.csv and OUT/summary.csv (one summary row per timed engine run) and\n" +
+			"prints medians with [min-max].",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for the CSVs and the files it times"},
+			&cli.StringFlag{Name: "input", Usage: "int16 NIfTI volume to time (default: a generated phantom)"},
+			&cli.StringFlag{Name: "dims", Value: "512x512x1000", Usage: "phantom size NXxNYxNZ"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "phantom seed"},
+			&cli.StringFlag{Name: "model", Usage: "weights file (default: the embedded model)"},
+			&cli.StringFlag{Name: "engine", Value: segment.KindAuto, Usage: "auto, cpu or cuda"},
+			&cli.StringFlag{Name: "devices", Value: "0", Usage: "GPU for the cuda engine"},
+			&cli.StringFlag{Name: "precision", Value: segment.PrecisionFP16, Usage: "cuda engine arithmetic: fp16 or fp32"},
+			&cli.IntFlag{Name: "workers", Usage: "threads of the CPU engine (0: all cores)"},
+			&cli.IntFlag{Name: "slab", Value: 64, Usage: "z-slices per slab"},
+			&cli.IntFlag{Name: "runs", Value: 10, Usage: "timed engine runs"},
+			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "untimed engine runs first"},
+			&cli.IntFlag{Name: "file-runs", Value: 3, Usage: "timed read-alone, write-alone and end-to-end runs (0: skip)"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only the summary line"},
+		},
+		Action: benchAction,
+	})
+}
+
+func benchAction(c *cli.Context) error {
+	out := c.String("output")
+	runs, warmup, fileRuns, slab := c.Int("runs"), c.Int("warmup"), c.Int("file-runs"), c.Int("slab")
+	if runs < 1 || warmup < 0 || fileRuns < 0 || slab < 1 {
+		return usageError{errors.New("bench: --runs and --slab must be >= 1, --warmup and --file-runs >= 0")}
+	}
+	model, modelName, err := loadModel(c.String("model"))
+	if err != nil {
+		return usageError{err}
+	}
+	engines, err := segment.OpenEngines(model, c.String("engine"), c.String("devices"), c.Int("workers"),
+		segment.CUDAOptions{Precision: c.String("precision")})
+	if err != nil {
+		return usageError{err}
+	}
+	defer func() {
+		for _, e := range engines {
+			e.Close()
+		}
+	}()
+	eng := engines[0]
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	say := func(format string, args ...any) {
+		if !c.Bool("quiet") {
+			fmt.Fprintf(c.App.Writer, format, args...)
+		}
+	}
+
+	// The volume, and the .nii file the file-to-file runs read.
+	hdr, vol, input, err := benchVolume(c, out)
+	if err != nil {
+		return err
+	}
+	dims := fmt.Sprintf("%dx%dx%d", vol.NX, vol.NY, vol.NZ)
+	voxels := int64(vol.NX * vol.NY * vol.NZ)
+	say("bench: %s int16 (%.0f MB), engine %s, model %s, slab %d\n", dims, float64(2*voxels)/1e6, eng.Name(), modelName, slab)
+
+	ctx := context.Background()
+	benchRuns, mask, err := pipeline.BenchEngine(ctx, eng, vol, slab, warmup, runs)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := writeBenchCSVs(out, dims, voxels, eng.Name(), benchRuns); err != nil {
+		return err
+	}
+	var walls, kernels, h2d, d2h, gpuTotal []time.Duration
+	for _, r := range benchRuns {
+		walls = append(walls, r.Wall)
+		kernels = append(kernels, r.GPU.Kernels)
+		h2d = append(h2d, r.GPU.H2D)
+		d2h = append(d2h, r.GPU.D2H)
+		gpuTotal = append(gpuTotal, r.GPU.Total)
+	}
+	line := fmt.Sprintf("bench %s %s slab %d n=%d: pinned-in to mask-out %s", dims, eng.Name(), slab, runs, pipeline.SpreadOf(walls))
+	if benchRuns[0].GPU.Slabs > 0 {
+		g := benchRuns[0].GPU
+		line += fmt.Sprintf(", GPU total %s, kernels %s, h2d %s (%.1f GB/s), d2h %s (%.1f GB/s), copy hidden %.1f%%",
+			pipeline.SpreadOf(gpuTotal), pipeline.SpreadOf(kernels),
+			pipeline.SpreadOf(h2d), float64(g.H2DBytes)/g.H2D.Seconds()/1e9,
+			pipeline.SpreadOf(d2h), float64(g.D2HBytes)/g.D2H.Seconds()/1e9,
+			100*hiddenCopyFraction(benchRuns[len(benchRuns)-1].Events))
+	}
+
+	if fileRuns > 0 {
+		fileLine, err := benchFiles(ctx, eng, model, hdr, vol, mask, input, out, slab, fileRuns, say)
+		if err != nil {
+			return err
+		}
+		line += "; " + fileLine
+	}
+	fmt.Fprintln(c.App.Writer, line)
+	return nil
+}
+
+// benchVolume generates or reads the volume and makes sure a plain .nii of it exists to time
+// file reads on.
+func benchVolume(c *cli.Context, out string) (*nifti.Header, *segment.Volume, string, error) {
+	input := c.String("input")
+	if input == "" {
+		nx, ny, nz, err := phantom.ParseDims(c.String("dims"))
+		if err != nil {
+			return nil, nil, "", usageError{fmt.Errorf("bench: --dims: %w", err)}
+		}
+		ph, err := phantom.Generate(phantom.Params{NX: nx, NY: ny, NZ: nz, Seed: c.Uint64("seed")})
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("bench: %w", err)
+		}
+		input = filepath.Join(out, "input", "bench.nii")
+		os.MkdirAll(filepath.Dir(input), 0o755)
+		if err := nifti.Write(input, ph.Header, ph.ImageBytes(), nifti.WriteOptions{Level: 0}); err != nil {
+			return nil, nil, "", err
+		}
+		vol := &segment.Volume{NX: nx, NY: ny, NZ: nz, I16: ph.Image}
+		return ph.Header, vol, input, normalise(vol, 1, 0)
+	}
+	r, err := nifti.Open(input)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer r.Close()
+	h := r.Header()
+	if !nifti.Int16Exact(h.Datatype) {
+		return nil, nil, "", usageError{fmt.Errorf("bench: %s is %s; bench takes int16 volumes", input, h.Datatype)}
+	}
+	vol := &segment.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ(), I16: make([]int16, h.NX()*h.NY()*h.NZ())}
+	if _, err := r.ReadSlicesInt16(vol.I16, h.NZ()); err != nil {
+		return nil, nil, "", err
+	}
+	slope, inter := r.Scaling()
+	if strings.HasSuffix(strings.ToLower(input), ".gz") {
+		plain := filepath.Join(out, "input", "bench.nii")
+		os.MkdirAll(filepath.Dir(plain), 0o755)
+		hh := *h
+		hh.Datatype, hh.BitPix = nifti.Int16, 16
+		if err := nifti.Write(plain, &hh, int16Bytes(vol.I16), nifti.WriteOptions{Level: 0}); err != nil {
+			return nil, nil, "", err
+		}
+		input = plain
+	}
+	return h, vol, input, normalise(vol, slope, inter)
+}
+
+func normalise(vol *segment.Volume, slope, inter float64) error {
+	var st segment.Stats
+	st.AddInt16(vol.I16)
+	mu, sigma := st.MeanStd(slope, inter)
+	vol.Norm = segment.NormFor(mu, sigma, slope, inter)
+	return nil
+}
+
+// benchFiles times reading the .nii alone, writing the mask alone, and `run` end to end.
+func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, hdr *nifti.Header,
+	vol *segment.Volume, mask []uint8, input, out string, slab, n int, say func(string, ...any)) (string, error) {
+	var reads, writes, e2e []time.Duration
+	buf := make([]int16, len(vol.I16))
+	maskHdr := nifti.MaskHeader(hdr, uint8(model.Classes-1), "voxpipe bench")
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		r, err := nifti.Open(input)
+		if err != nil {
+			return "", err
+		}
+		for z := 0; z < vol.NZ; {
+			k, err := r.ReadSlicesInt16(buf[z*vol.NX*vol.NY:], slab)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				r.Close()
+				return "", err
+			}
+			z += k
+		}
+		r.Close()
+		reads = append(reads, time.Since(t))
+
+		t = time.Now()
+		if err := nifti.Write(filepath.Join(out, "write-alone_mask.nii.gz"), maskHdr, mask, nifti.DefaultWriteOptions()); err != nil {
+			return "", err
+		}
+		writes = append(writes, time.Since(t))
+
+		jobs, err := pipeline.Discover([]string{input}, false, filepath.Join(out, "e2e"), "{name}_mask.nii.gz")
+		if err != nil {
+			return "", err
+		}
+		os.MkdirAll(filepath.Join(out, "e2e"), 0o755)
+		timings, err := timing.CreateCSV[timing.Row](filepath.Join(out, "e2e", "timings.csv"))
+		if err != nil {
+			return "", err
+		}
+		summary, err := timing.CreateCSV[timing.Summary](filepath.Join(out, "e2e", "summary.csv"))
+		if err != nil {
+			return "", err
+		}
+		t = time.Now()
+		res, err := pipeline.Run(ctx, pipeline.Config{Jobs: jobs, Engines: []segment.Engine{eng}, Classes: model.Classes,
+			Descrip: "voxpipe bench", Slab: slab, Readers: 1, Writers: 1, Write: nifti.DefaultWriteOptions(),
+			Overwrite: true, RunID: fmt.Sprintf("bench-e2e-%d", i), Timings: timings, Summary: summary})
+		e2e = append(e2e, time.Since(t))
+		timings.Close()
+		summary.Close()
+		if err != nil || res.OK != 1 {
+			return "", fmt.Errorf("bench: end-to-end run: %v (%+v, see %s)", err, res, filepath.Join(out, "e2e", "summary.csv"))
+		}
+		say("file run %d: read alone %v, write alone %v, end to end %v\n", i, reads[i].Round(time.Millisecond),
+			writes[i].Round(time.Millisecond), e2e[i].Round(time.Millisecond))
+	}
+	rd, wr, ee := pipeline.SpreadOf(reads), pipeline.SpreadOf(writes), pipeline.SpreadOf(e2e)
+	return fmt.Sprintf("read .nii alone %s, write .nii.gz mask alone %s, run file-to-file %s (%.2fx the slower of read and write)",
+		rd, wr, ee, ee.Median/max(rd.Median, wr.Median)), nil
+}
+
+// hiddenCopyFraction is the share of copy time (h2d and d2h events) that overlaps kernel events.
+func hiddenCopyFraction(events []segment.Event) float64 {
+	type span struct{ a, b time.Duration }
+	var kernels []span
+	for _, e := range events {
+		if e.Stage != "h2d" && e.Stage != "d2h" {
+			kernels = append(kernels, span{e.Start, e.Start + e.Duration})
+		}
+	}
+	var copyTotal, hidden time.Duration
+	for _, e := range events {
+		if e.Stage != "h2d" && e.Stage != "d2h" {
+			continue
+		}
+		copyTotal += e.Duration
+		// kernels run one at a time on the compute stream, so their spans do not overlap
+		for _, k := range kernels {
+			lo, hi := max(e.Start, k.a), min(e.Start+e.Duration, k.b)
+			if hi > lo {
+				hidden += hi - lo
+			}
+		}
+	}
+	if copyTotal == 0 {
+		return 0
+	}
+	return float64(hidden) / float64(copyTotal)
+}
+
+func writeBenchCSVs(out, dims string, voxels int64, engine string, runs []pipeline.BenchRun) error {
+	timings, err := timing.CreateCSV[timing.Row](filepath.Join(out, "timings.csv"))
+	if err != nil {
+		return err
+	}
+	summary, err := timing.CreateCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	if err != nil {
+		timings.Close()
+		return err
+	}
+	msOf := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	var offset time.Duration
+	for i, r := range runs {
+		name := fmt.Sprintf("bench-run-%02d", i)
+		for _, e := range r.Events {
+			timings.Append(timing.Row{RunID: "bench", Volume: name, Stage: e.Stage, Slab: e.Slab, Device: engine,
+				StartMS: msOf(offset + e.Start), DurationMS: msOf(e.Duration), Bytes: e.Bytes, Voxels: e.Voxels})
+		}
+		timings.Append(timing.Row{RunID: "bench", Volume: name, Stage: pipeline.StageSegment, Slab: -1, Device: engine,
+			StartMS: msOf(offset), DurationMS: msOf(r.Wall), Voxels: voxels})
+		summary.Append(timing.Summary{RunID: "bench", Volume: name, Status: timing.StatusOK, Dims: dims, Voxels: voxels,
+			Engine: engine, SegmentMS: msOf(r.Wall), H2DMS: msOf(r.GPU.H2D), KernelsMS: msOf(r.GPU.Kernels),
+			D2HMS: msOf(r.GPU.D2H), WallMS: msOf(r.Wall), MVoxPerS: float64(voxels) / 1e3 / msOf(r.Wall)})
+		offset += r.Wall
+	}
+	if err := timings.Close(); err != nil {
+		return err
+	}
+	return summary.Close()
+}
+
+func int16Bytes(v []int16) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 2*len(v))
+}

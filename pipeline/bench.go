@@ -1,0 +1,86 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"voxpipe/segment"
+)
+
+// BenchRun is one timed engine call on a volume already in (pinned, when the engine has a
+// HostAllocator) host memory: pinned input in, mask in pinned host memory out.
+type BenchRun struct {
+	Wall   time.Duration    // host clock around Segment
+	GPU    segment.GPUStats // zero for engines without GPU stats
+	Events []segment.Event
+}
+
+// BenchEngine copies vol into the engine's host memory, runs warmup untimed calls, then runs
+// timed calls. The volume's data must be int16. It returns the runs and the mask.
+func BenchEngine(ctx context.Context, eng segment.Engine, vol *segment.Volume, slab, warmup, runs int) ([]BenchRun, []uint8, error) {
+	if vol.I16 == nil {
+		return nil, nil, fmt.Errorf("pipeline: bench needs an int16 volume")
+	}
+	alloc := defaultAllocator
+	if a, ok := eng.(segment.HostAllocator); ok {
+		alloc = a
+	}
+	n := vol.NX * vol.NY * vol.NZ
+	in, mask := &hostBuffer{alloc: alloc}, &hostBuffer{alloc: alloc}
+	defer in.free()
+	defer mask.free()
+	if err := in.ensure(2 * n); err != nil {
+		return nil, nil, err
+	}
+	if err := mask.ensure(n); err != nil {
+		return nil, nil, err
+	}
+	copy(in.int16s(n), vol.I16)
+	pinnedVol := *vol
+	pinnedVol.I16 = in.int16s(n)
+	out := mask.bytes[:n]
+
+	var result []BenchRun
+	for i := 0; i < warmup+runs; i++ {
+		var events []segment.Event
+		opt := segment.Options{Slab: slab, OnEvent: func(ev segment.Event) { events = append(events, ev) }}
+		start := time.Now()
+		if err := eng.Segment(ctx, &pinnedVol, out, opt); err != nil {
+			return nil, nil, err
+		}
+		run := BenchRun{Wall: time.Since(start), Events: events}
+		if r, ok := eng.(segment.GPUStatsReporter); ok {
+			run.GPU = r.LastStats()
+		}
+		if i >= warmup {
+			result = append(result, run)
+		}
+	}
+	return result, append([]uint8(nil), out...), nil
+}
+
+// Spread is the median and range of a set of durations, in milliseconds.
+type Spread struct{ Median, Min, Max float64 }
+
+// SpreadOf summarises durations.
+func SpreadOf(ds []time.Duration) Spread {
+	if len(ds) == 0 {
+		return Spread{}
+	}
+	ms := make([]float64, len(ds))
+	for i, d := range ds {
+		ms[i] = float64(d) / float64(time.Millisecond)
+	}
+	slices.Sort(ms)
+	med := ms[len(ms)/2]
+	if len(ms)%2 == 0 {
+		med = (ms[len(ms)/2-1] + ms[len(ms)/2]) / 2
+	}
+	return Spread{Median: med, Min: ms[0], Max: ms[len(ms)-1]}
+}
+
+func (s Spread) String() string {
+	return fmt.Sprintf("%.2f ms [%.2f-%.2f]", s.Median, s.Min, s.Max)
+}
