@@ -173,10 +173,10 @@ func newScene(p Params) *scene {
 	}
 
 	// Lesions (bright) and cysts (dark, fluid): small blobs inside the tissue, apart from the
-	// ventricles and each other. Radii are 2-6 voxels at fixture size; bigger volumes get
-	// more of them and a wider range (2 to 6*sqrt(scale)), small volumes fewer.
+	// ventricles and each other. Radii are 2-6 voxels, as the issue specifies lesions, at any
+	// volume size; bigger volumes get more of them, small volumes fewer and smaller.
 	ls := newStream(p.Seed, tagLesion)
-	rmax := 6 * math.Sqrt(s)
+	rmax := 6.0
 	if s < 1 {
 		rmax = max(3, 6*s)
 	}
