@@ -387,5 +387,23 @@ func TestWrapperArgumentChecks(t *testing.T) {
 		if _, err := m.SetWeights(&Weights{Channels: 17, Classes: 2}); err == nil {
 			t.Error("SetWeights accepted 17 channels")
 		}
+		if err := m.Fused(cu.Stream{}, true, p, p, p, 8, 8, 8, 4, 5, 5, 1, 0, 4); err == nil {
+			t.Error("Fused accepted output planes beyond the volume")
+		}
+		if err := m.Fused(cu.Stream{}, false, p, p, p+8, 8, 8, 8, 0, 4, 4, 1, 0, 4); err == nil {
+			t.Error("Fused accepted misaligned weights")
+		}
+		if err := m.Fused(cu.Stream{}, true, p, 0, p, 8, 8, 8, 0, 4, 4, 1, 0, 4); err == nil {
+			t.Error("Fused accepted a null label buffer")
+		}
+		if err := m.Fused(cu.Stream{}, true, p, p, p, 8, 8, 8, 0, 4, 0, 1, 0, 4); err == nil {
+			t.Error("Fused accepted zChunk 0")
+		}
+		if err := m.Fused(cu.Stream{}, true, p, p, p, 8, 8, 8, 0, 4, 4, float32(math.Inf(1)), 0, 4); err == nil {
+			t.Error("Fused accepted an infinite scale")
+		}
+		if err := m.Fused(cu.Stream{}, true, p, p, p, 8, 8, 8, 0, 4, 4, 1, 0, 0); err == nil {
+			t.Error("Fused accepted 0 classes")
+		}
 	})
 }

@@ -53,8 +53,6 @@ func launch(name string, fn cu.Function, grid [3]int, block [3]int, st cu.Stream
 // a 132-SM H100/H200 and more on smaller GPUs; each thread then loops over several voxels.
 const maxGateBlocks = 4096
 
-func ceilDiv(a, b int32) int { return int((int64(a) + int64(b) - 1) / int64(b)) }
-
 // checkPlane validates the in-plane size shared by every kernel: grid limits (y and z dims at
 // most 65535 blocks) and a plane that indexes in int32 per row.
 func checkPlane(name string, nx, ny int32) error {
@@ -167,4 +165,35 @@ func (m *Module) GateHead(st cu.Stream, s, g, labels cu.DevicePtr, nx, ny, nzOut
 	blocks := int(min((n+gateThreads-1)/gateThreads, maxGateBlocks))
 	a := new(args).ptr(s).ptr(g).ptr(labels).i32(nx).i32(ny).i32(nzOut).i32(sPlanes).i32(classes)
 	return launch(name, m.gateHead, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
+}
+
+// Fused launches fused_i16 (int16 input) or fused_f32: the whole network on the tensor cores
+// for output planes [0, nzOut) of a slab whose first output plane is global z0, labels
+// [nzOut][ny][nx]. in holds planes global z0-3 .. z0+nzOut+2 (planes outside [0, nz) are never
+// read); weights is DeviceWeights.Fused. Each block streams zChunk output planes (FusedZChunk).
+func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.DevicePtr, nx, ny, nz, z0, nzOut, zChunk int32, scale, shift float32, classes int32) error {
+	name, fn := "fused_f32", m.fusedF32
+	if int16Input {
+		name, fn = "fused_i16", m.fusedI16
+	}
+	if err := checkPtrs(name, in, labels, weights); err != nil {
+		return err
+	}
+	if weights%16 != 0 {
+		return fmt.Errorf("kernels: %s: weights at %v are not 16-byte aligned", name, weights)
+	}
+	if nx < 1 || ny < 1 || nz < 1 || nzOut < 1 || zChunk < 1 || z0 < 0 || z0+nzOut > nz {
+		return fmt.Errorf("kernels: %s: output planes %d..%d of a %dx%dx%d volume, chunks of %d", name, z0, int64(z0)+int64(nzOut), nx, ny, nz, zChunk)
+	}
+	if ceilDiv(ny, FusedRows) > 65535 || ceilDiv(nzOut, zChunk) > 65535 {
+		return fmt.Errorf("kernels: %s: grid too large for ny %d, %d planes in chunks of %d", name, ny, nzOut, zChunk)
+	}
+	if classes < 1 || classes > MaxClasses {
+		return fmt.Errorf("kernels: %s: %d classes (want 1..%d)", name, classes, MaxClasses)
+	}
+	if math.IsNaN(float64(scale)) || math.IsNaN(float64(shift)) || math.IsInf(float64(scale), 0) || math.IsInf(float64(shift), 0) {
+		return fmt.Errorf("kernels: %s: normalisation %g, %g not finite", name, scale, shift)
+	}
+	a := new(args).ptr(in).ptr(labels).ptr(weights).i32(nx).i32(ny).i32(nz).i32(z0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(classes)
+	return launch(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, FusedRows), ceilDiv(nzOut, zChunk)}, [3]int{FusedThreads, 1, 1}, st, a)
 }

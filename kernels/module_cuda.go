@@ -3,7 +3,6 @@
 package kernels
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -13,21 +12,15 @@ import (
 	_ "voxpipe/kernels/pinned"
 )
 
-// Sizes the kernels are compiled for (common.cuh).
+// Tiles of the float32 stencil kernels (common.cuh).
 const (
-	Channels   = 16 // VP_C: models with fewer channels are zero-padded
-	GateWidth  = 8  // VP_GATE
-	MaxClasses = 16 // VP_MAXK
-	TileX      = 32 // VP_TX
-	TileY      = 8  // VP_TY
-	TileZ      = 4  // VP_TZ: output z-planes per thread of the stencil kernels
-	Threads    = TileX * TileY
+	TileX   = 32 // VP_TX
+	TileY   = 8  // VP_TY
+	TileZ   = 4  // VP_TZ: output z-planes per thread of the stencil kernels
+	Threads = TileX * TileY
 
 	gateThreads = 256
 )
-
-// ErrUnsupported is wrapped by errors about a GPU, driver or model these kernels cannot serve.
-var ErrUnsupported = errors.New("kernels: unsupported")
 
 // MinComputeCapability is the oldest GPU architecture the fatbin has code for (sm_80, Ampere).
 const MinComputeCapability = 80
@@ -38,6 +31,7 @@ type Module struct {
 	mod cu.Module
 
 	conv1I16, conv1F32, conv2, convg, gateHead cu.Function
+	fusedI16, fusedF32                         cu.Function
 }
 
 // CheckDevice says, in words, why dev cannot run these kernels (compute capability below 8.0, a
@@ -82,6 +76,7 @@ func LoadModule() (*Module, error) {
 	}{
 		{"conv1_i16", &m.conv1I16}, {"conv1_f32", &m.conv1F32}, {"conv2", &m.conv2},
 		{"convg", &m.convg}, {"gate_head", &m.gateHead},
+		{"fused_i16", &m.fusedI16}, {"fused_f32", &m.fusedF32},
 	} {
 		if *f.fn, err = mod.Function(f.name); err != nil {
 			mod.Unload()
@@ -99,27 +94,19 @@ func (m *Module) Unload() error {
 	return nil
 }
 
-// Weights is a network in PyTorch layouts (as segment.Model holds it): c1W [C][1][3][3][3], c2W
-// and cgW [C][C][3][3][3], wxW and wgW [C/2][C], psiW [1][C/2], headW [K][C].
-type Weights struct {
-	Channels, Classes int
-
-	C1W, C1B, C2W, C2B, CGW, CGB []float32
-	WXW, WXB, WGW, WGB           []float32
-	PsiW, PsiB, HeadW, HeadB     []float32
-}
-
-// DeviceWeights are the convolution weights conv2 and convg read from global memory, in their
-// [ci][tap][co] layout, padded to Channels.
+// DeviceWeights are the weights the kernels read from global memory: conv2's and convg's in
+// their [ci][tap][co] layout, padded to Channels, and the fused kernel's whole network
+// (PackFused).
 type DeviceWeights struct {
 	W2, B2, WG, BG cu.DevicePtr
+	Fused          cu.DevicePtr
 	Classes        int32
 }
 
 // Free releases the device buffers.
 func (d *DeviceWeights) Free() error {
 	var first error
-	for _, p := range []*cu.DevicePtr{&d.W2, &d.B2, &d.WG, &d.BG} {
+	for _, p := range []*cu.DevicePtr{&d.W2, &d.B2, &d.WG, &d.BG, &d.Fused} {
 		if *p != 0 {
 			if err := cu.MemFree(*p); err != nil && first == nil {
 				first = fmt.Errorf("kernels: free weights: %w", err)
@@ -130,36 +117,8 @@ func (d *DeviceWeights) Free() error {
 	return first
 }
 
-func (w *Weights) check() error {
-	c, k, g := w.Channels, w.Classes, w.Channels/2
-	if c < 1 || c > Channels || g > GateWidth {
-		return fmt.Errorf("%w: %d channels (the kernels handle 1..%d)", ErrUnsupported, c, Channels)
-	}
-	if k < 1 || k > MaxClasses {
-		return fmt.Errorf("%w: %d classes (the kernels handle 1..%d)", ErrUnsupported, k, MaxClasses)
-	}
-	for _, t := range []struct {
-		name string
-		v    []float32
-		n    int
-	}{
-		{"c1.weight", w.C1W, c * 27}, {"c1.bias", w.C1B, c},
-		{"c2.weight", w.C2W, c * c * 27}, {"c2.bias", w.C2B, c},
-		{"cg.weight", w.CGW, c * c * 27}, {"cg.bias", w.CGB, c},
-		{"wx.weight", w.WXW, g * c}, {"wx.bias", w.WXB, g},
-		{"wg.weight", w.WGW, g * c}, {"wg.bias", w.WGB, g},
-		{"psi.weight", w.PsiW, g}, {"psi.bias", w.PsiB, 1},
-		{"head.weight", w.HeadW, k * c}, {"head.bias", w.HeadB, k},
-	} {
-		if len(t.v) != t.n {
-			return fmt.Errorf("kernels: %s has %d values, want %d for C=%d K=%d", t.name, len(t.v), t.n, c, k)
-		}
-	}
-	return nil
-}
-
 // SetWeights copies w into the module's constant memory (conv1, gate, head) and into new device
-// buffers (conv2, convg), transposed and zero-padded to the kernels' sizes. Zero padding leaves
+// buffers (conv2, convg, and the fused kernel's), transposed and zero-padded to the kernels' sizes. Zero padding leaves
 // every label unchanged: padded channels compute relu(0) = 0 and carry weight 0. Synchronous.
 func (m *Module) SetWeights(w *Weights) (*DeviceWeights, error) {
 	if err := w.check(); err != nil {
@@ -225,7 +184,7 @@ func (m *Module) SetWeights(w *Weights) (*DeviceWeights, error) {
 	for _, buf := range []struct {
 		dst *cu.DevicePtr
 		v   []float32
-	}{{&d.W2, w2}, {&d.B2, b2}, {&d.WG, wg}, {&d.BG, bg}} {
+	}{{&d.W2, w2}, {&d.B2, b2}, {&d.WG, wg}, {&d.BG, bg}, {&d.Fused, PackFused(w)}} {
 		p, err := Upload(buf.v)
 		if err != nil {
 			d.Free()

@@ -3,3 +3,4 @@
 #include "conv1.cu"
 #include "conv_cc.cu"
 #include "gate_head.cu"
+#include "fused.cu"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The one command to run ON the GPU machine, from the repository root, after scripts/gpu-build.sh
 # built bin/ here (carry bin). Runs the cuda-tagged tests (per-kernel tests, engine vs the CPU
-# engine, events, pinned memory, the 512x512x1000 benchmark), compute-sanitizer's memcheck and
-# racecheck on small cases when it is installed, and prints a table at the end. Results go to
+# engine and the fp16 engine against fp32, events, pinned memory, the 512x512x1000 benchmark of
+# both precisions, the fused kernel's variants and ncu), compute-sanitizer's memcheck, racecheck
+# and synccheck on small fused cases when it is installed (GPU_CHECK_SANITIZER_FP32=1 adds the
+# float32 kernels), and prints a table at the end. Results go to
 # $OUT (the device tool's result folder, at most 8 files come back) or /tmp/gpu-check:
 # machine.txt, summary.txt, logs.txt (every step's log) and ncu.txt.
 #   VOXPIPE_GPU_BENCH=0 skips the benchmark; GPU_CHECK_SANITIZER=0 skips compute-sanitizer.
@@ -36,24 +38,35 @@ step() { # step NAME TIMEOUT_S CMD...: runs CMD, its output in $logs/NAME.log
 
 [[ -x bin/voxpipe-cuda ]] && step version 60 bin/voxpipe-cuda version
 step kernels 120 bin/kernels.test -test.v -test.count=1
-step engine 180 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput)$'
+step engine 240 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms)$'
 if [[ "${VOXPIPE_GPU_BENCH:-1}" != 0 ]]; then
 	step bench 180 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDABenchmark512$'
 fi
 if [[ -f bin/experiments.fatbin ]]; then
 	export VOXPIPE_EXPERIMENT_FATBIN=$PWD/bin/experiments.fatbin
 	step variants 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConvVariants$'
+fi
+if [[ -f bin/fused-variants.txt ]]; then
+	export VOXPIPE_FUSED_VARIANTS=$(cat bin/fused-variants.txt)
+	step fused-variants 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestFusedVariants$'
+	# ncu on the committed fused kernel (its first launch in TestFusedVariants).
 	if [[ "${GPU_CHECK_NCU:-1}" != 0 ]] && command -v ncu >/dev/null; then
-		VOXPIPE_VARIANT_RUNS=1 step ncu 200 ncu --clock-control none -k "regex:${GPU_CHECK_NCU_KERNELS:-^conv(2|g)_z4y8a\$}" \
+		VOXPIPE_VARIANT_RUNS=1 step ncu 200 ncu --clock-control none -k "regex:${GPU_CHECK_NCU_KERNELS:-^fused_i16\$}" --launch-count 1 \
 			--section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
-			--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-			bin/kernels.test -test.count=1 -test.run 'TestConvVariants$'
+			--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section InstructionStats \
+			bin/kernels.test -test.count=1 -test.run 'TestFusedVariants$'
 	fi
 fi
 if [[ "${GPU_CHECK_SANITIZER:-1}" != 0 ]] && command -v compute-sanitizer >/dev/null; then
-	step memcheck-kernels 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead'
-	step memcheck-engine 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run 'TestCUDAMatchesCPU/C6K3|TestCUDAEvents'
-	step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG'
+	fused='TestCUDAFP16MatchesFP32/C6K3_33x9x6|TestCUDAFP16MatchesFP32/C16K4_97x41x1|TestCUDAEvents/fp16'
+	if [[ "${GPU_CHECK_SANITIZER_FP32:-0}" != 0 ]]; then
+		step memcheck-kernels 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead'
+		step memcheck-engine 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run 'TestCUDAMatchesCPU/C6K3|TestCUDAEvents/fp32'
+		step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG'
+	fi
+	step memcheck-fused 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
+	step racecheck-fused 120 compute-sanitizer --tool racecheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
+	step synccheck-fused 90 compute-sanitizer --tool synccheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
 fi
 
 for f in "$logs"/*.log; do

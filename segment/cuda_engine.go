@@ -19,11 +19,13 @@ import (
 )
 
 // The CUDA engine streams a volume through the GPU in z-slabs: for slab k, the upload of its
-// input (with Halo planes each side), the four kernels (conv1 with the normalisation, conv2, the
-// dilated conv, gate+head+argmax) and the download of its labels run on three streams ordered by
-// events, so the upload of slab k+1 and the download of slab k-1 overlap the kernels of slab k.
-// The device input and label buffers are doubled; e, s and g are single (only the compute stream
-// touches them). Every buffer is allocated once and grown only for a larger volume or slab.
+// input (with Halo planes each side), the kernels and the download of its labels run on three
+// streams ordered by events, so the upload of slab k+1 and the download of slab k-1 overlap the
+// kernels of slab k. The kernels are, at PrecisionFP32, conv1 with the normalisation, conv2, the
+// dilated conv and gate+head+argmax, with e, s and g in device memory; at PrecisionFP16 one
+// fused tensor-core kernel that keeps them on chip. The device input and label buffers are
+// doubled; e, s and g are single (only the compute stream touches them). Every buffer is
+// allocated once and grown only for a larger volume or slab.
 //
 // One goroutine locked to its OS thread owns the CUDA context (the device's primary context):
 // every driver call goes through it (engine.call).
@@ -36,9 +38,12 @@ const (
 
 // cudaEngine implements Engine, HostAllocator and GPUStatsReporter on one GPU.
 type cudaEngine struct {
-	device int
-	name   string
-	model  *Model
+	device    int
+	name      string
+	model     *Model
+	precision string // PrecisionFP16 or PrecisionFP32
+	fused     bool   // precision == PrecisionFP16
+	sms       int32  // multiprocessors, for the fused kernel's z-chunks
 
 	reqs chan func() // to the context's thread; nil func stops it
 
@@ -68,7 +73,7 @@ type cudaEngine struct {
 // slabEvents are the CUDA events of one slab, in stream order.
 type slabEvents struct {
 	h2d0, h2d1             cu.Event // upload
-	k0, c1, c2, cg, k1     cu.Event // kernels: start, after conv1, conv2, convg, gate_head
+	k0, c1, c2, cg, k1     cu.Event // kernels: start, after conv1, conv2, convg, gate_head (fp16: c1, c2, cg = k1)
 	d2h0, d2h1             cu.Event // download
 	inputBytes, labelBytes int64
 	voxels                 int64
@@ -135,10 +140,20 @@ func CUDAInfo() (string, error) {
 	return fmt.Sprintf("%s; driver CUDA %s", strings.Join(parts, "; "), kernels.DriverVersionString(cu.Version())), nil
 }
 
-// NewCUDAEngine opens an engine for m on GPU device (0-based): it checks the GPU (compute
-// capability >= 8.0, driver), loads the kernels and uploads the weights. Models of up to
-// kernels.Channels channels and kernels.MaxClasses classes are supported.
+// NewCUDAEngine opens an engine for m on GPU device (0-based) with the default options
+// (PrecisionFP16): NewCUDAEngineWith(m, device, CUDAOptions{}).
 func NewCUDAEngine(m *Model, device int) (Engine, error) {
+	return NewCUDAEngineWith(m, device, CUDAOptions{})
+}
+
+// NewCUDAEngineWith opens an engine for m on GPU device (0-based): it checks the options and
+// the GPU (compute capability >= 8.0, driver), loads the kernels and uploads the weights. Models
+// of up to kernels.Channels channels and kernels.MaxClasses classes are supported.
+func NewCUDAEngineWith(m *Model, device int, opt CUDAOptions) (Engine, error) {
+	precision, err := opt.precision()
+	if err != nil {
+		return nil, err
+	}
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
@@ -156,7 +171,8 @@ func NewCUDAEngine(m *Model, device int) (Engine, error) {
 	if err := kernels.CheckDevice(cu.Device(device)); err != nil {
 		return nil, err
 	}
-	e := &cudaEngine{device: device, name: fmt.Sprintf("cuda:%d", device), model: m, reqs: make(chan func())}
+	e := &cudaEngine{device: device, name: fmt.Sprintf("cuda:%d", device), model: m, reqs: make(chan func()),
+		precision: precision, fused: precision == PrecisionFP16}
 	started := make(chan error)
 	go e.loop(started)
 	if err := <-started; err != nil {
@@ -222,7 +238,11 @@ func (e *cudaEngine) stopIfIdle() {
 
 // setup runs on the thread: kernels, weights, streams, events.
 func (e *cudaEngine) setup() error {
-	var err error
+	sms, err := cu.Device(e.device).Attribute(cu.MultiprocessorCount)
+	if err != nil {
+		return fmt.Errorf("multiprocessor count: %w", err)
+	}
+	e.sms = int32(sms)
 	if e.mod, err = kernels.LoadModule(); err != nil {
 		return err
 	}
@@ -294,6 +314,9 @@ func (e *cudaEngine) release() error {
 
 // Name implements Engine.
 func (e *cudaEngine) Name() string { return e.name }
+
+// Precision is the engine's CUDAOptions.Precision, the default applied.
+func (e *cudaEngine) Precision() string { return e.precision }
 
 // Close frees the engine's device memory and stops its thread once every pinned host buffer it
 // allocated is freed (freeing them after Close is fine).
@@ -561,6 +584,9 @@ func (e *cudaEngine) enqueue(vol *Volume, p slabPlan, slab, plane, elem int64, h
 	}
 	if e.poison {
 		for _, b := range []devBuf{e.bufs.e, e.bufs.s, e.bufs.g} {
+			if b.base == 0 {
+				continue // the fp16 engine has none
+			}
 			if err := step("poison", cu.MemsetD8Async(b.ptr(), 0xFF, b.size, e.compute)); err != nil { // NaN
 				return err
 			}
@@ -571,6 +597,19 @@ func (e *cudaEngine) enqueue(vol *Volume, p slabPlan, slab, plane, elem int64, h
 	}
 	if err := step("record", ev.k0.Record(e.compute)); err != nil {
 		return err
+	}
+	if e.fused {
+		if err := step("fused", e.mod.Fused(e.compute, vol.I16 != nil, in.ptr(), lab.ptr(), w.Fused, nx, ny, nz, int32(p.z0), nzOut,
+			kernels.FusedZChunk(nx, ny, nzOut, e.sms), vol.Norm.Scale, vol.Norm.Shift, w.Classes)); err != nil {
+			return err
+		}
+		// c1 (which the next upload into this input slot waits for), c2 and cg mark the end too.
+		for _, x := range []cu.Event{ev.c1, ev.c2, ev.cg, ev.k1} {
+			if err := step("record", x.Record(e.compute)); err != nil {
+				return err
+			}
+		}
+		return e.enqueueDownload(ev, p, plane, outHost, lab, step)
 	}
 	var err error
 	if vol.I16 != nil {
@@ -602,8 +641,11 @@ func (e *cudaEngine) enqueue(vol *Volume, p slabPlan, slab, plane, elem int64, h
 	if err := step("record", ev.k1.Record(e.compute)); err != nil {
 		return err
 	}
+	return e.enqueueDownload(ev, p, plane, outHost, lab, step)
+}
 
-	// Download, once the labels are computed.
+// enqueueDownload puts the download of slab p's labels on the d2h stream, after its kernels.
+func (e *cudaEngine) enqueueDownload(ev *slabEvents, p slabPlan, plane int64, outHost unsafe.Pointer, lab devBuf, step func(string, error) error) error {
 	if err := step("wait", e.d2h.Wait(ev.k1, 0)); err != nil {
 		return err
 	}
@@ -635,10 +677,14 @@ func (e *cudaEngine) report(k int, ev *slabEvents, refOffset time.Duration, st *
 	st.H2D += h2d1 - h2d0
 	st.Kernels += k1 - k0
 	st.D2H += d2h1 - d2h0
-	st.Conv1 += c1 - k0
-	st.Conv2 += c2 - c1
-	st.ConvG += cg - c2
-	st.GateHead += k1 - cg
+	if e.fused {
+		st.Fused += k1 - k0
+	} else {
+		st.Conv1 += c1 - k0
+		st.Conv2 += c2 - c1
+		st.ConvG += cg - c2
+		st.GateHead += k1 - cg
+	}
 	st.H2DBytes += ev.inputBytes
 	st.D2HBytes += ev.labelBytes
 	st.Voxels += ev.voxels
@@ -656,6 +702,9 @@ func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(ti
 // and input element size; buffers already large enough are kept.
 func (e *cudaEngine) ensureBuffers(slab, plane, elem int64) error {
 	c := int64(kernels.Channels)
+	if e.fused {
+		c = 0 // e, s and g stay on chip
+	}
 	need := map[*devBuf]int64{
 		&e.bufs.in[0]:  (slab + 2*Halo) * plane * elem,
 		&e.bufs.in[1]:  (slab + 2*Halo) * plane * elem,

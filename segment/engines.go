@@ -16,9 +16,14 @@ const (
 
 // OpenEngines opens the engines a run asked for: kind is auto, cpu or cuda; devices is "all"
 // or a comma-separated list of GPU ordinals (cuda only); cpuWorkers is the CPU engine's
-// thread count (0: all cores). auto picks CUDA when the binary has it and a GPU is present.
-// Asking for cuda in a build without it is an error wrapping ErrNoCUDA.
-func OpenEngines(m *Model, kind, devices string, cpuWorkers int) ([]Engine, error) {
+// thread count (0: all cores); cuda configures the CUDA engines (its precision is checked
+// whatever the kind, so a typo fails also where the CPU engine runs). auto picks CUDA when the
+// binary has it and a GPU is present. Asking for cuda in a build without it is an error
+// wrapping ErrNoCUDA.
+func OpenEngines(m *Model, kind, devices string, cpuWorkers int, cuda CUDAOptions) ([]Engine, error) {
+	if err := cuda.Validate(); err != nil {
+		return nil, err
+	}
 	switch kind {
 	case KindCPU:
 		return []Engine{NewCPUEngine(m, cpuWorkers)}, nil
@@ -26,14 +31,14 @@ func OpenEngines(m *Model, kind, devices string, cpuWorkers int) ([]Engine, erro
 		if n, err := CUDADeviceCount(); err != nil || n == 0 {
 			return []Engine{NewCPUEngine(m, cpuWorkers)}, nil
 		}
-		return openCUDA(m, devices)
+		return openCUDA(m, devices, cuda)
 	case KindCUDA:
-		return openCUDA(m, devices)
+		return openCUDA(m, devices, cuda)
 	}
 	return nil, fmt.Errorf("segment: unknown engine %q (want auto, cpu or cuda)", kind)
 }
 
-func openCUDA(m *Model, devices string) ([]Engine, error) {
+func openCUDA(m *Model, devices string, opt CUDAOptions) ([]Engine, error) {
 	n, err := CUDADeviceCount()
 	if err != nil {
 		return nil, err
@@ -47,7 +52,7 @@ func openCUDA(m *Model, devices string) ([]Engine, error) {
 	}
 	var engines []Engine
 	for _, id := range ids {
-		e, err := NewCUDAEngine(m, id)
+		e, err := NewCUDAEngineWith(m, id, opt)
 		if err != nil {
 			for _, opened := range engines {
 				opened.Close()

@@ -15,16 +15,24 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"voxpipe/fixtures"
+	"voxpipe/phantom"
 )
 
 // GPU engine tests: they need an NVIDIA GPU (cc >= 8.0) and run on the GPU machine through
 // scripts/gpu-check.sh. Lines starting with "TABLE|" are collected into its summary table.
 
-func newTestCUDAEngine(t testing.TB, m *Model) *cudaEngine {
+var precisions = []string{PrecisionFP16, PrecisionFP32}
+
+func newTestCUDAEngine(t testing.TB, m *Model, precision string) *cudaEngine {
 	t.Helper()
-	eng, err := NewCUDAEngine(m, 0)
+	eng, err := NewCUDAEngineWith(m, 0, CUDAOptions{Precision: precision})
 	if err != nil {
-		t.Fatalf("NewCUDAEngine: %v", err)
+		t.Fatalf("NewCUDAEngineWith(%s): %v", precision, err)
+	}
+	if got := eng.(*cudaEngine).Precision(); got != precision {
+		t.Fatalf("engine precision %q, want %q", got, precision)
 	}
 	t.Cleanup(func() {
 		if err := eng.Close(); err != nil {
@@ -109,7 +117,7 @@ func TestCUDAMatchesCPU(t *testing.T) {
 		{RandomModel(16, 16, 13), []volCase{{5, 70, 3, true, []int{2}}}},
 	}
 	for ci, c := range cases {
-		eng := newTestCUDAEngine(t, c.model)
+		eng := newTestCUDAEngine(t, c.model, PrecisionFP32)
 		eng.poison = true
 		cpu := NewCPUEngine(c.model, 0)
 		for vi, v := range c.vols {
@@ -131,8 +139,14 @@ func TestCUDAMatchesCPU(t *testing.T) {
 // TestCUDAPinnedAndGrowth runs volumes in pinned memory from AllocHost, in an order that grows
 // the device buffers (larger plane, thicker slab, float32 after int16) and reuses them.
 func TestCUDAPinnedAndGrowth(t *testing.T) {
+	for _, precision := range precisions {
+		t.Run(precision, func(t *testing.T) { testPinnedAndGrowth(t, precision) })
+	}
+}
+
+func testPinnedAndGrowth(t *testing.T, precision string) {
 	m := RandomModel(16, 4, 21)
-	eng := newTestCUDAEngine(t, m)
+	eng := newTestCUDAEngine(t, m, precision)
 	eng.poison = true
 	cpu := NewCPUEngine(m, 0)
 	for i, v := range []struct {
@@ -147,7 +161,11 @@ func TestCUDAPinnedAndGrowth(t *testing.T) {
 		if !st.Pinned {
 			t.Errorf("volume %d: LastStats().Pinned false for AllocHost memory", i)
 		}
-		compareWithCPU(t, m, vol, pout, want, nil)
+		if precision == PrecisionFP32 {
+			compareWithCPU(t, m, vol, pout, want, nil)
+		} else {
+			compareFP16(t, m, vol, pout, want, 0.99)
+		}
 		free()
 	}
 	// Buffers freed after Close: the context must still be there.
@@ -199,8 +217,14 @@ func pinnedCopy(t testing.TB, eng *cudaEngine, vol *Volume) (*Volume, []uint8, f
 }
 
 func TestCUDAEvents(t *testing.T) {
+	for _, precision := range precisions {
+		t.Run(precision, func(t *testing.T) { testEvents(t, precision) })
+	}
+}
+
+func testEvents(t *testing.T, precision string) {
 	m := RandomModel(16, 4, 31)
-	eng := newTestCUDAEngine(t, m)
+	eng := newTestCUDAEngine(t, m, precision)
 	vol := randomVolume(40, 24, 23, 7, true)
 	var mu sync.Mutex
 	var evs []Event
@@ -258,14 +282,24 @@ func TestCUDAEvents(t *testing.T) {
 		}
 	}
 	st := eng.LastStats()
-	if st.Slabs != slabs || st.Kernels <= 0 || st.Conv1+st.Conv2+st.ConvG+st.GateHead > st.Kernels+time.Microsecond*time.Duration(slabs) {
+	groups := st.Conv1 + st.Conv2 + st.ConvG + st.GateHead + st.Fused
+	if st.Slabs != slabs || st.Kernels <= 0 || groups > st.Kernels+time.Microsecond*time.Duration(slabs) || groups < st.Kernels/2 {
 		t.Errorf("stats %+v", st)
+	}
+	if fused := precision == PrecisionFP16; fused != (st.Fused > 0) || fused == (st.Conv2 > 0) {
+		t.Errorf("%s: kernel groups %+v", precision, st)
 	}
 }
 
 func TestCUDACancelAndBadInput(t *testing.T) {
+	for _, precision := range precisions {
+		t.Run(precision, func(t *testing.T) { testCancelAndBadInput(t, precision) })
+	}
+}
+
+func testCancelAndBadInput(t *testing.T, precision string) {
 	m := RandomModel(16, 4, 41)
-	eng := newTestCUDAEngine(t, m)
+	eng := newTestCUDAEngine(t, m, precision)
 	vol := randomVolume(30, 20, 40, 9, true)
 	out := make([]uint8, 30*20*40)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -283,6 +317,9 @@ func TestCUDACancelAndBadInput(t *testing.T) {
 	gpuSegment(t, eng, vol, out, 8)
 	if _, err := NewCUDAEngine(m, 1<<20); err == nil {
 		t.Error("NewCUDAEngine accepted device 1<<20")
+	}
+	if _, err := NewCUDAEngineWith(m, 0, CUDAOptions{Precision: "fp8"}); !errors.Is(err, ErrBadPrecision) {
+		t.Errorf("precision fp8: %v, want ErrBadPrecision", err)
 	}
 	info, err := CUDAInfo()
 	if err != nil {
@@ -354,70 +391,101 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// TestCUDABenchmark512 times one 512x512x1000 int16 volume in pinned memory, per slab size:
-// median of several runs after a warm-up. Set VOXPIPE_GPU_BENCH=0 to skip. Also checks that
-// the masks do not depend on the slab size and match the CPU engine on a few slabs.
+// TestCUDABenchmark512 times one 512x512x1000 int16 volume in pinned memory for both
+// precisions, per slab size: median of several runs after a warm-up. Set VOXPIPE_GPU_BENCH=0 to
+// skip. Also checks that the masks do not depend on the slab size, that the fp16 mask agrees with
+// the fp32 one on at least 99.9% of the voxels, and that fp32 matches the CPU engine on a few slabs.
 func TestCUDABenchmark512(t *testing.T) {
 	if os.Getenv("VOXPIPE_GPU_BENCH") == "0" || testing.Short() {
 		t.Skip("benchmark skipped")
 	}
 	const nx, ny, nz, runs = 512, 512, 1000, 5
 	m := RandomModel(16, 4, 51)
-	eng := newTestCUDAEngine(t, m)
 	t0 := time.Now()
 	vol := smoothVolume(nx, ny, nz, 52)
 	t.Logf("volume generated in %v", time.Since(t0))
-	pvol, pout, free := pinnedCopy(t, eng, vol)
-	defer free()
-
-	var first []uint8
-	for _, slab := range []int{32, 64, 128} {
-		var kern, h2d, d2h, total, wall, c1, c2, cg, gh []time.Duration
-		var st GPUStats
-		for r := 0; r < runs+1; r++ {
+	masks := map[string][]uint8{}
+	for _, b := range []struct {
+		precision string
+		slabs     []int
+	}{
+		{PrecisionFP16, []int{32, 64, 128, 256}},
+		{PrecisionFP32, []int{64}},
+	} {
+		eng := newTestCUDAEngine(t, m, b.precision)
+		pvol, pout, free := pinnedCopy(t, eng, vol)
+		var first []uint8
+		for _, slab := range b.slabs {
+			var kern, h2d, d2h, total, wall, groups []time.Duration
+			var st GPUStats
+			for r := 0; r < runs+1; r++ {
+				start := time.Now()
+				if err := eng.Segment(context.Background(), pvol, pout, Options{Slab: slab}); err != nil {
+					t.Fatal(err)
+				}
+				w := time.Since(start)
+				st = eng.LastStats()
+				if r == 0 {
+					continue // warm-up: buffer allocation, first launches
+				}
+				wall = append(wall, w)
+				kern, h2d, d2h, total = append(kern, st.Kernels), append(h2d, st.H2D), append(d2h, st.D2H), append(total, st.Total)
+				groups = append(groups, st.Conv1, st.Conv2, st.ConvG, st.GateHead)
+			}
+			if !st.Pinned {
+				t.Error("benchmark buffers not pinned")
+			}
+			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+			gbps := func(b int64, d time.Duration) float64 { return float64(b) / d.Seconds() / 1e9 }
+			name := fmt.Sprintf("bench %s slab %d", b.precision, slab)
+			if b.precision == PrecisionFP32 {
+				g := func(i int) float64 { // median of kernel group i over the runs
+					var v []time.Duration
+					for r := i; r < len(groups); r += 4 {
+						v = append(v, groups[r])
+					}
+					return ms(median(v))
+				}
+				table(t, name+" kernels ms", "%.1f (conv1 %.1f, conv2 %.1f, convg %.1f, gate_head %.1f)", ms(median(kern)), g(0), g(1), g(2), g(3))
+			} else {
+				table(t, name+" kernels ms", "%.2f (fused kernel; %.1f TFLOP/s)", ms(median(kern)),
+					FLOPsPerVoxel(m.Channels, m.Classes)*float64(nx*ny*nz)/median(kern).Seconds()/1e12)
+			}
+			table(t, name+" h2d / d2h GB/s", "%.1f / %.1f (%.0f MB in, %.0f MB out)",
+				gbps(st.H2DBytes, median(h2d)), gbps(st.D2HBytes, median(d2h)), float64(st.H2DBytes)/1e6, float64(st.D2HBytes)/1e6)
+			table(t, name+" pinned-to-pinned ms", "%.1f wall, %.1f GPU (%.0f Mvox/s)",
+				ms(median(wall)), ms(median(total)), float64(nx*ny*nz)/median(wall).Seconds()/1e6)
+			if first == nil {
+				first = slices.Clone(pout)
+			} else if i := firstDiff(first, pout); i >= 0 {
+				t.Errorf("%s: mask differs from slab %d's at voxel %d", name, b.slabs[0], i)
+			}
+		}
+		if b.precision == PrecisionFP16 {
+			// Pageable (Go) memory for comparison: one run.
+			out := make([]uint8, nx*ny*nz)
 			start := time.Now()
-			if err := eng.Segment(context.Background(), pvol, pout, Options{Slab: slab}); err != nil {
+			if err := eng.Segment(context.Background(), vol, out, Options{Slab: 64}); err != nil {
 				t.Fatal(err)
 			}
 			w := time.Since(start)
-			st = eng.LastStats()
-			if r == 0 {
-				continue // warm-up: buffer allocation, first launches
+			st := eng.LastStats()
+			table(t, "bench fp16 slab 64 pageable memory", "%.1f ms wall, h2d %.1f GB/s, d2h %.1f GB/s (pinned %v)",
+				float64(w)/1e6, float64(st.H2DBytes)/st.H2D.Seconds()/1e9, float64(st.D2HBytes)/st.D2H.Seconds()/1e9, st.Pinned)
+			if i := firstDiff(first, out); i >= 0 {
+				t.Errorf("pageable run: mask differs at voxel %d", i)
 			}
-			wall = append(wall, w)
-			kern, h2d, d2h, total = append(kern, st.Kernels), append(h2d, st.H2D), append(d2h, st.D2H), append(total, st.Total)
-			c1, c2, cg, gh = append(c1, st.Conv1), append(c2, st.Conv2), append(cg, st.ConvG), append(gh, st.GateHead)
 		}
-		if !st.Pinned {
-			t.Error("benchmark buffers not pinned")
-		}
-		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-		gbps := func(b int64, d time.Duration) float64 { return float64(b) / d.Seconds() / 1e9 }
-		table(t, fmt.Sprintf("bench slab %d kernels ms", slab), "%.1f (conv1 %.1f, conv2 %.1f, convg %.1f, gate_head %.1f)",
-			ms(median(kern)), ms(median(c1)), ms(median(c2)), ms(median(cg)), ms(median(gh)))
-		table(t, fmt.Sprintf("bench slab %d h2d / d2h GB/s", slab), "%.1f / %.1f (%.0f MB in, %.0f MB out)",
-			gbps(st.H2DBytes, median(h2d)), gbps(st.D2HBytes, median(d2h)), float64(st.H2DBytes)/1e6, float64(st.D2HBytes)/1e6)
-		table(t, fmt.Sprintf("bench slab %d pinned-to-pinned ms", slab), "%.1f wall, %.1f GPU (%.0f Mvox/s)",
-			ms(median(wall)), ms(median(total)), float64(nx*ny*nz)/median(wall).Seconds()/1e6)
-		if first == nil {
-			first = slices.Clone(pout)
-		} else if i := firstDiff(first, pout); i >= 0 {
-			t.Errorf("slab %d: mask differs from slab 32's at voxel %d", slab, i)
+		masks[b.precision] = first
+		free()
+		if err := eng.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
-
-	// Pageable (Go) memory for comparison: one run.
-	out := make([]uint8, nx*ny*nz)
-	start := time.Now()
-	if err := eng.Segment(context.Background(), vol, out, Options{Slab: 64}); err != nil {
-		t.Fatal(err)
-	}
-	w := time.Since(start)
-	st := eng.LastStats()
-	table(t, "bench slab 64 pageable memory", "%.1f ms wall, h2d %.1f GB/s, d2h %.1f GB/s (pinned %v)",
-		float64(w)/1e6, float64(st.H2DBytes)/st.H2D.Seconds()/1e9, float64(st.D2HBytes)/st.D2H.Seconds()/1e9, st.Pinned)
-	if i := firstDiff(first, out); i >= 0 {
-		t.Errorf("pageable run: mask differs at voxel %d", i)
+	diff, agree, dice, perClass := maskAgreement(masks[PrecisionFP16], masks[PrecisionFP32], m.Classes)
+	table(t, "bench fp16 vs fp32 (512x512x1000)", "%d of %d differ: %.4f%% agree, mean Dice %.5f, per class %.5f", diff, nx*ny*nz, 100*agree, dice, perClass)
+	if agree < 0.999 {
+		t.Errorf("fp16 vs fp32 agreement %.5f < 0.999", agree)
 	}
 
 	// The CPU engine on a few slabs of the same volume: borders and the middle.
@@ -428,17 +496,179 @@ func TestCUDABenchmark512(t *testing.T) {
 		if err := cpu.SegmentSlab(vol, z[0], z[1], want); err != nil {
 			t.Fatal(err)
 		}
-		got := first[z[0]*plane : z[1]*plane]
-		diff := 0
-		for i := range want {
-			if want[i] != got[i] {
-				diff++
+		for _, precision := range precisions {
+			got := masks[precision][z[0]*plane : z[1]*plane]
+			diff := 0
+			for i := range want {
+				if want[i] != got[i] {
+					diff++
+				}
+			}
+			agree := 1 - float64(diff)/float64(len(want))
+			table(t, fmt.Sprintf("bench %s vs cpu z %d..%d", precision, z[0], z[1]), "%d of %d differ (%.5f%% agree)", diff, len(want), 100*agree)
+			if min := map[string]float64{PrecisionFP16: 0.999, PrecisionFP32: 0.9999}[precision]; agree < min {
+				t.Errorf("%s z %d..%d: agreement %.6f < %g", precision, z[0], z[1], agree, min)
 			}
 		}
-		agree := 1 - float64(diff)/float64(len(want))
-		table(t, fmt.Sprintf("bench vs cpu z %d..%d", z[0], z[1]), "%d of %d differ (%.5f%% agree)", diff, len(want), 100*agree)
-		if agree < 0.9999 {
-			t.Errorf("z %d..%d: agreement %.6f < 0.9999", z[0], z[1], agree)
+	}
+}
+
+// maskAgreement compares mask a with the reference b: differing voxels, the fraction equal, and
+// the Dice coefficient per class (2|A∩B|/(|A|+|B|); classes in neither mask count as 1) and its mean.
+func maskAgreement(a, b []uint8, classes int) (diff int, agree, meanDice float64, perClass []float64) {
+	inter := make([]int, classes)
+	na := make([]int, classes)
+	nb := make([]int, classes)
+	for i := range a {
+		if int(a[i]) < classes {
+			na[a[i]]++
+		}
+		if int(b[i]) < classes {
+			nb[b[i]]++
+		}
+		if a[i] != b[i] {
+			diff++
+		} else if int(a[i]) < classes {
+			inter[a[i]]++
+		}
+	}
+	perClass = make([]float64, classes)
+	for k := range perClass {
+		perClass[k] = 1
+		if na[k]+nb[k] > 0 {
+			perClass[k] = 2 * float64(inter[k]) / float64(na[k]+nb[k])
+		}
+		meanDice += perClass[k] / float64(classes)
+	}
+	return diff, 1 - float64(diff)/float64(len(a)), meanDice, perClass
+}
+
+// compareFP16 checks the fp16 engine's mask against the fp32 one: agreement at least minAgree,
+// every label in range, and (for volumes small enough for the float64 reference, vol != nil)
+// every difference a near-tie at fp16 precision: both labels within 2e-2 (relative to the
+// logits' scale) of the best float64 logit.
+func compareFP16(t *testing.T, m *Model, vol *Volume, fp16, fp32 []uint8, minAgree float64) (diff int, agree, dice float64) {
+	t.Helper()
+	const eps = 2e-2
+	diff, agree, dice, _ = maskAgreement(fp16, fp32, m.Classes)
+	for i := range fp16 {
+		if int(fp16[i]) >= m.Classes {
+			t.Fatalf("voxel %d: label %d out of range", i, fp16[i])
+		}
+		if fp16[i] == fp32[i] || vol == nil {
+			continue
+		}
+		plane := vol.NX * vol.NY
+		z, y, x := i/plane, i%plane/vol.NX, i%vol.NX
+		ref := refLogitsAt(m, vol, z, y, x)
+		if gap, ok := nearTie(ref, int(fp16[i]), int(fp32[i]), eps); !ok {
+			t.Errorf("voxel z %d y %d x %d: fp16 %d, fp32 %d, float64 logits %v (gap %.3g > %g): not a near-tie",
+				z, y, x, fp16[i], fp32[i], ref, gap, eps)
+		}
+	}
+	if agree < minAgree {
+		t.Errorf("fp16 vs fp32 agreement %.5f < %g (%d of %d voxels differ)", agree, minAgree, diff, len(fp16))
+	}
+	return diff, agree, dice
+}
+
+// TestCUDAFP16MatchesFP32 runs both precisions on random-weight random volumes of awkward sizes
+// and slab cuts: the fp16 masks must not depend on the slab, and must agree with fp32's on at
+// least 99.9% of the voxels (volumes of 10000 voxels or more; smaller ones: every difference a
+// near-tie).
+func TestCUDAFP16MatchesFP32(t *testing.T) {
+	type volCase struct {
+		nx, ny, nz int
+		int16      bool
+		slabs      []int
+	}
+	cases := []struct {
+		model *Model
+		vols  []volCase
+	}{
+		{RandomModel(16, 4, 11), []volCase{
+			{37, 53, 29, true, []int{1, 7, 29, 64}},
+			{37, 53, 29, false, []int{3, 8, 29}},
+			{64, 64, 17, true, []int{5, 16}},
+			{97, 41, 1, true, []int{1, 4}}, // one plane
+			{1, 300, 70, false, []int{9}},  // one voxel wide
+			{250, 1, 40, true, []int{13}},  // one row
+			{200, 150, 40, true, []int{40, 11}},
+		}},
+		{RandomModel(6, 3, 12), []volCase{{33, 9, 6, false, []int{1, 4}}, {80, 90, 30, true, []int{30}}}},
+		{RandomModel(16, 16, 13), []volCase{{5, 70, 3, true, []int{2}}, {60, 50, 20, false, []int{7}}}},
+		{RandomModel(16, 9, 14), []volCase{{70, 33, 25, true, []int{6}}}},
+	}
+	var diffs, voxels int
+	for ci, c := range cases {
+		e16 := newTestCUDAEngine(t, c.model, PrecisionFP16)
+		e32 := newTestCUDAEngine(t, c.model, PrecisionFP32)
+		e16.poison, e32.poison = true, true
+		for vi, v := range c.vols {
+			volName := fmt.Sprintf("C%dK%d_%dx%dx%d_int16=%v", c.model.Channels, c.model.Classes, v.nx, v.ny, v.nz, v.int16)
+			t.Run(volName, func(t *testing.T) {
+				vol := randomVolume(v.nx, v.ny, v.nz, uint64(300+100*ci+vi), v.int16)
+				want := make([]uint8, v.nx*v.ny*v.nz)
+				gpuSegment(t, e32, vol, want, v.nz)
+				var first []uint8
+				for _, slab := range v.slabs {
+					got := make([]uint8, len(want))
+					gpuSegment(t, e16, vol, got, slab)
+					if first != nil {
+						if i := firstDiff(first, got); i >= 0 {
+							t.Errorf("slab %d: mask differs from slab %d's at voxel %d", slab, v.slabs[0], i)
+						}
+						continue
+					}
+					minAgree := 0.999
+					if len(got) < 10000 {
+						minAgree = 0
+					}
+					diff, agree, dice := compareFP16(t, c.model, vol, got, want, minAgree)
+					diffs, voxels = diffs+diff, voxels+len(got)
+					table(t, "fp16 vs fp32 "+volName, "%d of %d differ (%.4f%% agree, mean Dice %.5f)", diff, len(got), 100*agree, dice)
+					first = got
+				}
+			})
+		}
+	}
+	if voxels > 0 {
+		table(t, "fp16 vs fp32 random volumes, all", "%d of %d differ (%.4f%% agree)", diffs, voxels, 100*(1-float64(diffs)/float64(voxels)))
+	}
+}
+
+// TestCUDAFP16Phantoms compares the precisions on generated phantoms with the default (trained)
+// model and with a random one: agreement at least 99.9%, and the Dice of each against the truth.
+func TestCUDAFP16Phantoms(t *testing.T) {
+	trained, err := ParseModel(fixtures.DefaultModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mc := range []struct {
+		name  string
+		model *Model
+	}{{"default", trained}, {"random", RandomModel(16, 4, 61)}} {
+		e16 := newTestCUDAEngine(t, mc.model, PrecisionFP16)
+		e32 := newTestCUDAEngine(t, mc.model, PrecisionFP32)
+		for _, p := range []phantom.Params{{NX: 96, NY: 96, NZ: 64, Seed: 1}, {NX: 181, NY: 217, NZ: 90, Seed: 2}, {NX: 256, NY: 256, NZ: 160, Seed: 3}} {
+			ph, err := phantom.Generate(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st Stats
+			st.AddInt16(ph.Image)
+			vol := &Volume{NX: p.NX, NY: p.NY, NZ: p.NZ, I16: ph.Image, Norm: st.Norm(ph.Header.SclSlope, ph.Header.SclInter)}
+			got, want := make([]uint8, len(ph.Image)), make([]uint8, len(ph.Image))
+			gpuSegment(t, e16, vol, got, 32)
+			gpuSegment(t, e32, vol, want, 32)
+			name := fmt.Sprintf("phantom %dx%dx%d seed %d, %s model", p.NX, p.NY, p.NZ, p.Seed, mc.name)
+			diff, agree, dice := compareFP16(t, mc.model, nil, got, want, 0.999)
+			table(t, "fp16 vs fp32 "+name, "%d of %d differ (%.4f%% agree, mean Dice %.5f)", diff, len(got), 100*agree, dice)
+			if mc.name == "default" {
+				_, _, d16, _ := maskAgreement(got, ph.Truth, mc.model.Classes)
+				_, _, d32, _ := maskAgreement(want, ph.Truth, mc.model.Classes)
+				table(t, "vs truth "+name, "mean Dice fp16 %.4f, fp32 %.4f", d16, d32)
+			}
 		}
 	}
 }

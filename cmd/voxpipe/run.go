@@ -34,6 +34,7 @@ func init() {
 			&cli.StringFlag{Name: "model", Usage: "weights file (.safetensors); default: the embedded model"},
 			&cli.StringFlag{Name: "engine", Value: segment.KindAuto, Usage: "auto, cpu or cuda (auto: CUDA when built with it and a GPU is present)"},
 			&cli.StringFlag{Name: "devices", Value: "all", Usage: "GPUs for the cuda engine: all, or ordinals such as 0,1"},
+			&cli.StringFlag{Name: "precision", Value: segment.PrecisionFP16, Usage: "cuda engine arithmetic: fp16 (fused tensor-core kernel) or fp32 (float32 reference kernels)"},
 			&cli.IntFlag{Name: "workers", Usage: "threads of the CPU engine (0: all cores)"},
 			&cli.IntFlag{Name: "slab", Value: 32, Usage: "z-slices per slab"},
 			&cli.IntFlag{Name: "readers", Value: 2, Usage: "volumes read in parallel"},
@@ -80,7 +81,8 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	engines, err := segment.OpenEngines(model, c.String("engine"), c.String("devices"), c.Int("workers"))
+	engines, err := segment.OpenEngines(model, c.String("engine"), c.String("devices"), c.Int("workers"),
+		segment.CUDAOptions{Precision: c.String("precision")})
 	if err != nil {
 		return usageError{err}
 	}

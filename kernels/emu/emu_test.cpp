@@ -2,7 +2,13 @@
 // exercising the zero padding), random volumes of awkward sizes, int16 and float32 inputs, cut
 // into slabs exactly as segment's CUDA engine does; e, s, g and the labels are compared with a
 // float64 reference of the network computed straight from segment/model.go's specification.
-// Exit status 0 when everything agrees. Run through scripts/kernels-emu.sh.
+// The fused fp16 kernel runs on the same volumes with several slab and z-chunk cuts: its labels
+// must not depend on the cut, must agree with the float32 kernels' on at least 99.9% of the
+// voxels and differ from the float64 reference only at near-ties (relative logit gap <= 2e-2).
+// Exit status 0 when everything agrees. Run through scripts/kernels-emu.sh; arguments:
+//   fused           the fused kernel's cases only (quicker)
+//   case FILE...    the fused kernel on case files (a phantom, a model, a reference mask; see
+//                   runCase) against the reference mask
 #include "emu.h"
 
 #include <algorithm>
@@ -77,6 +83,68 @@ std::vector<float> upload(const Model& m, std::vector<float>& w2, std::vector<fl
 	return {};
 }
 
+int failures = 0;
+#define CHECK(cond, ...)                          \
+	do {                                          \
+		if (!(cond)) {                            \
+			if (failures++ < 20) {                \
+				std::printf("FAIL: " __VA_ARGS__); \
+				std::printf("\n");                \
+			}                                     \
+		}                                         \
+	} while (0)
+
+// packFused mirrors kernels/module_cuda.go's packFused: the fused kernel's weight buffer
+// (VF_OFF_* layout in fused.cu), zero-padded to 16 channels, 8 gate units and 16 classes.
+std::vector<float> packFused(const Model& m) {
+	const int C = m.C, G = C / 2, K = m.K;
+	std::vector<float> w(VF_WEIGHTS, 0.f);
+	for (int co = 0; co < C; ++co) {
+		for (int t = 0; t < 27; ++t) w[VF_OFF_W1 + t * 16 + co] = m.c1w[co * 27 + t];
+		w[VF_OFF_B1 + co] = m.c1b[co], w[VF_OFF_B2 + co] = m.c2b[co], w[VF_OFF_BG + co] = m.cgb[co];
+		for (int ci = 0; ci < C; ++ci)
+			for (int t = 0; t < 27; ++t) {
+				w[VF_OFF_W2 + (t * 16 + co) * 16 + ci] = m.c2w[(co * C + ci) * 27 + t];
+				w[VF_OFF_WG + (t * 16 + co) * 16 + ci] = m.cgw[(co * C + ci) * 27 + t];
+			}
+	}
+	for (int j = 0; j < G; ++j) {
+		for (int c = 0; c < C; ++c) w[VF_OFF_GX + j * 16 + c] = m.wxw[j * C + c], w[VF_OFF_GG + j * 16 + c] = m.wgw[j * C + c];
+		w[VF_OFF_GXB + j] = m.wxb[j], w[VF_OFF_GGB + j] = m.wgb[j], w[VF_OFF_PSI + j] = m.psiw[j];
+	}
+	w[VF_OFF_PSIB] = m.psib[0];
+	for (int k = 0; k < K; ++k) {
+		for (int c = 0; c < C; ++c) w[VF_OFF_HW + k * 16 + c] = m.hw[k * C + c];
+		w[VF_OFF_HB + k] = m.hb[k];
+	}
+	return w;
+}
+
+// runFused segments the volume slab by slab with the fused kernel (zChunk output planes per
+// block), exactly as segment's CUDA engine does with --precision fp16.
+template <class T>
+std::vector<unsigned char> runFused(const std::vector<float>& wts, const std::vector<T>& stored, int nx, int ny, int nz, int slab,
+                                    int zChunk, float scale, float shift, int K) {
+	const size_t plane = size_t(nx) * ny;
+	std::vector<T> in(size_t(slab + 6) * plane);
+	std::vector<unsigned char> lab(size_t(slab) * plane), out(plane * nz, 0xEE);
+	for (int z0 = 0; z0 < nz; z0 += slab) {
+		const int z1 = std::min(nz, z0 + slab), nzOut = z1 - z0;
+		const int lo = std::max(0, z0 - 3), hi = std::min(nz, z1 + 3);
+		std::fill(in.begin(), in.end(), T(-7));
+		std::memcpy(in.data() + size_t(lo - (z0 - 3)) * plane, stored.data() + size_t(lo) * plane, size_t(hi - lo) * plane * sizeof(T));
+		std::fill(lab.begin(), lab.end(), 0xEE);
+		const int chunk = std::min(zChunk, nzOut);
+		const dim3 grid((nx + VF_TX - 1) / VF_TX, (ny + VF_ROWS - 1) / VF_ROWS, (nzOut + chunk - 1) / chunk);
+		auto k = std::is_same<T, short>::value ? (void*)&fused_i16 : (void*)&fused_f32;
+		emu_launch((void (*)(const T*, unsigned char*, const float*, int, int, int, int, int, int, float, float, int))k, grid, dim3(VF_THREADS),
+		           (const T*)in.data(), lab.data(), wts.data(), nx, ny, nz, z0, nzOut, chunk, scale, shift, K);
+		for (size_t i = size_t(nzOut) * plane; i < lab.size(); ++i) CHECK(lab[i] == 0xEE, "fused: label written past the slab at %zu", i);
+		std::memcpy(out.data() + size_t(z0) * plane, lab.data(), size_t(nzOut) * plane);
+	}
+	return out;
+}
+
 struct Vol {
 	int nx, ny, nz, c;
 	std::vector<double> d;
@@ -106,19 +174,9 @@ Vol conv3(const Vol& in, const std::vector<float>& w, const std::vector<float>& 
 	return out;
 }
 
-int failures = 0;
-#define CHECK(cond, ...)                          \
-	do {                                          \
-		if (!(cond)) {                            \
-			if (failures++ < 20) {                \
-				std::printf("FAIL: " __VA_ARGS__); \
-				std::printf("\n");                \
-			}                                     \
-		}                                         \
-	} while (0)
 
 template <class T>
-void run(const Model& m, int nx, int ny, int nz, int slab) {
+void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fusedChunks = {}) {
 	const size_t plane = size_t(nx) * ny, n = plane * nz;
 	// Smooth structure plus noise, as stored values.
 	std::vector<T> stored(n);
@@ -195,6 +253,8 @@ void run(const Model& m, int nx, int ny, int nz, int slab) {
 	}
 	// Labels against the float64 reference, near-ties (top-2 logits within 1e-4 relative) allowed.
 	const int G = m.C / 2;
+	std::vector<int> refLabel(n);
+	std::vector<std::vector<double>> refGap(n, std::vector<double>(m.K));
 	for (size_t i = 0; i < n; ++i) {
 		const int z = int(i / plane), y = int(i % plane / nx), x = int(i % nx);
 		double p = m.psib[0];
@@ -214,6 +274,8 @@ void run(const Model& m, int nx, int ny, int nz, int slab) {
 			if (acc > l[best]) best = k;
 			scale = std::max(scale, std::fabs(acc));
 		}
+		refLabel[i] = best;
+		for (int k = 0; k < m.K; ++k) refGap[i][k] = (l[best] - l[k]) / scale;
 		CHECK(out[i] < m.K, "label %d out of range at z%d y%d x%d", out[i], z, y, x);
 		if (out[i] != best && out[i] < m.K) {
 			const double gap = (l[best] - l[out[i]]) / scale;
@@ -225,20 +287,122 @@ void run(const Model& m, int nx, int ny, int nz, int slab) {
 			}
 		}
 	}
+	// The fused fp16 kernel: the same labels for every slab and chunk cut, at least 99.9% equal to
+	// the float32 kernels', every difference from the float64 reference a near-tie at fp16 precision.
+	if (fusedChunks.size()) {
+		const std::vector<float> wts = packFused(m);
+		std::vector<unsigned char> first;
+		for (int chunk : fusedChunks) {
+			const std::vector<unsigned char> f = runFused<T>(wts, stored, nx, ny, nz, slab, chunk, scale, shift, m.K);
+			if (first.empty()) {
+				first = f;
+			} else {
+				size_t d = 0;
+				for (size_t i = 0; i < n; ++i) d += f[i] != first[i];
+				CHECK(d == 0, "fused: zChunk %d gives %zu labels different from zChunk %d", chunk, d, fusedChunks[0]);
+			}
+		}
+		size_t vsF32 = 0, vsRef = 0, far = 0;
+		double maxGap = 0;
+		std::vector<size_t> inter(m.K), sumA(m.K), sumB(m.K);
+		for (size_t i = 0; i < n; ++i) {
+			CHECK(first[i] < m.K, "fused: label %d out of range at %zu", first[i], i);
+			if (first[i] >= m.K) continue;
+			vsF32 += first[i] != out[i];
+			++sumA[first[i]], ++sumB[out[i]];
+			if (first[i] == out[i]) ++inter[out[i]];
+			if (first[i] != refLabel[i]) {
+				++vsRef;
+				maxGap = std::max(maxGap, refGap[i][first[i]]);
+				if (refGap[i][first[i]] > 2e-2) ++far;
+			}
+		}
+		double dice = 0;
+		int classes = 0;
+		for (int k = 0; k < m.K; ++k)
+			if (sumA[k] + sumB[k] > 0) dice += 2.0 * inter[k] / double(sumA[k] + sumB[k]), ++classes;
+		const double agree = 1 - double(vsF32) / double(n);
+		std::printf("      fused fp16 (chunks");
+		for (int c : fusedChunks) std::printf(" %d", c);
+		std::printf("): %zu of %zu differ from float32 (%.4f%% agree, mean Dice %.5f), %zu from float64 (largest relative logit gap %.2g)\n",
+		            vsF32, n, 100 * agree, dice / classes, vsRef, maxGap);
+		// The 99.9% contract is for volumes of 10000 voxels or more (one flip in a 2000-voxel volume
+		// is 0.05%); on smaller ones every difference must still be a near-tie.
+		CHECK(n < 10000 || agree >= 0.999, "fused: agreement with float32 %.5f < 0.999", agree);
+		CHECK(far == 0, "fused: %zu labels differ from float64 by more than a near-tie (relative gap > 2e-2)", far);
+	}
 	std::printf("%-5s C=%-2d K=%-2d %3dx%3dx%3d slab %3d: max rel err e %.2g s %.2g g %.2g; labels: %d wrong, %d near-ties of %zu\n",
 	            std::is_same<T, short>::value ? "int16" : "f32", m.C, m.K, nx, ny, nz, slab, maxErrE, maxErrS, maxErrG, labelMismatch, nearTies, n);
 }
 
+// runCase segments a case file (a phantom, a model and a reference mask, written by a helper
+// such as .dev/dumpcase: int32 nx ny nz C K, float32 scale shift, the model's tensors in
+// PyTorch layouts, int16 volume, uint8 reference mask, uint8 truth) with the fused kernel and
+// reports its agreement with the reference mask and the Dice of both against the truth.
+void runCase(const char* path, int slab) {
+	FILE* f = std::fopen(path, "rb");
+	if (!f) {
+		std::printf("FAIL: open %s\n", path);
+		++failures;
+		return;
+	}
+	int hdr[5];
+	float ns[2];
+	bool ok = std::fread(hdr, 4, 5, f) == 5 && std::fread(ns, 4, 2, f) == 2;
+	const int nx = hdr[0], ny = hdr[1], nz = hdr[2];
+	Model m{hdr[3], hdr[4]};
+	const int C = m.C, G = C / 2, K = m.K;
+	auto rd = [&](std::vector<float>& v, size_t n) { v.resize(n); ok = ok && std::fread(v.data(), 4, n, f) == n; };
+	rd(m.c1w, C * 27), rd(m.c1b, C), rd(m.c2w, C * C * 27), rd(m.c2b, C), rd(m.cgw, C * C * 27), rd(m.cgb, C);
+	rd(m.wxw, G * C), rd(m.wxb, G), rd(m.wgw, G * C), rd(m.wgb, G), rd(m.psiw, G), rd(m.psib, 1), rd(m.hw, K * C), rd(m.hb, K);
+	const size_t n = size_t(nx) * ny * nz;
+	std::vector<short> vol(n);
+	std::vector<unsigned char> ref(n), truth(n);
+	ok = ok && std::fread(vol.data(), 2, n, f) == n && std::fread(ref.data(), 1, n, f) == n && std::fread(truth.data(), 1, n, f) == n;
+	std::fclose(f);
+	if (!ok) {
+		std::printf("FAIL: short case file %s\n", path);
+		++failures;
+		return;
+	}
+	const std::vector<unsigned char> got = runFused<short>(packFused(m), vol, nx, ny, nz, slab, slab, ns[0], ns[1], K);
+	auto dice = [&](const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
+		double sum = 0;
+		for (int k = 0; k < K; ++k) {
+			size_t na = 0, nb = 0, both = 0;
+			for (size_t i = 0; i < n; ++i) na += a[i] == k, nb += b[i] == k, both += a[i] == k && b[i] == k;
+			sum += na + nb ? 2.0 * both / double(na + nb) : 1.0;
+		}
+		return sum / K;
+	};
+	size_t diff = 0;
+	for (size_t i = 0; i < n; ++i) diff += got[i] != ref[i];
+	std::printf("case %s (%dx%dx%d, C=%d K=%d): fused vs reference mask: %zu of %zu differ (%.4f%% agree, mean Dice %.5f); Dice vs truth: fused %.4f, reference %.4f\n",
+	            path, nx, ny, nz, C, K, diff, n, 100 * (1 - double(diff) / n), dice(got, ref), dice(got, truth), dice(ref, truth));
+}
+
 } // namespace
 
-int main() {
-	const Model m16 = randomModel(16, 4), m6 = randomModel(6, 3);
-	run<short>(m16, 37, 53, 29, 7);
-	run<float>(m16, 37, 53, 29, 29);
-	run<short>(m16, 37, 53, 29, 1);
-	run<float>(m16, 37, 53, 29, 64);
-	run<float>(m6, 33, 9, 6, 4);
-	run<short>(m6, 5, 70, 3, 2);
+int main(int argc, char** argv) {
+	const Model m16 = randomModel(16, 4), m6 = randomModel(6, 3), m16k16 = randomModel(16, 16);
+	if (argc > 1 && std::strcmp(argv[1], "k16") == 0) {
+		run<float>(m16k16, 60, 50, 20, 7, {7});
+		run<short>(randomModel(16, 9), 70, 33, 25, 6, {6});
+	} else if (argc > 2 && std::strcmp(argv[1], "case") == 0) {
+		for (int i = 2; i < argc; ++i) runCase(argv[i], 32);
+	} else if (argc > 1 && std::strcmp(argv[1], "fused") == 0) { // the fused kernel alone, quicker
+		run<short>(m16, 37, 53, 29, 7, {64, 3});
+		run<float>(m6, 33, 9, 6, 4, {4, 1});
+		run<short>(m16k16, 20, 11, 9, 9, {9, 2});
+	} else {
+		run<short>(m16, 37, 53, 29, 7, {64, 3});
+		run<float>(m16, 37, 53, 29, 29, {29});
+		run<short>(m16, 37, 53, 29, 1, {1});
+		run<float>(m16, 37, 53, 29, 64, {5});
+		run<float>(m6, 33, 9, 6, 4, {4, 1});
+		run<short>(m6, 5, 70, 3, 2, {2});
+		run<short>(m16k16, 20, 11, 9, 9, {9, 2});
+	}
 	if (failures) {
 		std::printf("FAILED: %d checks\n", failures);
 		return 1;

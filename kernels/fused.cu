@@ -1,0 +1,557 @@
+// fused_i16, fused_f32: the whole network for a slab in one kernel, fp16 operands on the tensor
+// cores (mma.sync m16n8k16, fp32 accumulation), intermediates in registers and shared memory.
+//
+//   x     = float(v)*scale + shift (two roundings, as segment.Norm.Apply), 0 outside the volume,
+//           then fp16
+//   e     = relu(conv1(x)), fp32 accumulation, stored as fp16; 0 outside the volume
+//   s     = relu(conv3x3x3(e; w2) + b2)               fp16 e and w2, fp32 accumulation
+//   g     = relu(conv3x3x3 dilation 2(e; wg) + bg)    likewise
+//   q     = relu(wx.s + wg'.g + bx + bg')             s, g and the gate weights as fp16, fp32 sums
+//   a     = sigmoid(psi.q + bpsi)                     fp32
+//   f     = a*s + g                                   fp32
+//   logit = head.f + bh                               f and head as fp16, fp32 sums
+//   label = argmax (lowest class on ties), uint8
+//
+// Work split. A block owns a VF_TX x VF_ROWS tile of output voxels in x-y and a chunk of zChunk
+// output planes of the slab, and streams along z one e plane per step. Warp r < VF_ROWS computes
+// conv2 for tile row r, warp VF_ROWS+r the dilated conv for row r; each holds its conv's 27x16x16
+// weights as B fragments in registers (108 per lane). One mma covers 16 voxels of a row (M),
+// 8 output channels (N, two per tap) and all 16 input channels (K). The A fragment of tap
+// (dy,dx) of the current e plane is loaded once (ldmatrix) and used for all three dz: the output
+// planes in flight (3 for conv2, 5 for the dilated conv) stay in registers as accumulators, so an
+// e plane is read once per warp. When a plane is complete, the conv2 warp leaves s in shared
+// memory (fp32) and the dilated-conv warp, one step later, runs the gate, head and argmax on s and
+// g: the accumulator layout of two n8 tiles is the A layout of a k16 mma, so s, g and f go
+// straight into the gate and head mma.
+//
+// e is made in the block: conv1 as an implicit GEMM on the tensor cores (M = 16 e voxels, K = 27
+// taps padded to 32, N = 16 channels), A fragments with ldmatrix.trans from three x-shifted fp16
+// copies of the normalised input planes (so every ldmatrix row is 16-byte aligned). e planes are
+// kept channel-last in shared memory for the tile plus a 2-voxel halo (double-buffered: the next
+// plane is made while the current one is read); the 16-byte halves of each voxel are swapped on
+// every other group of four voxels, so the eight rows of every ldmatrix hit distinct banks.
+//
+// Slab layout (as the float32 kernels): in holds planes global z0-3 .. z0+nzOut+2 (plane q is
+// global z0-3+q; planes outside [0, nz) are never read), labels [nzOut][ny][nx].
+// Weights: one float32 buffer in the VF_OFF_* layout below (module_cuda.go's packFused).
+#include "common.cuh"
+
+#define VF_TX 16 // output voxels per tile row: the mma's M
+#ifndef VF_ROWS
+#define VF_ROWS 4 // tile rows (y); two warps per row (8 warps: 254 registers, no spills)
+#endif
+#define VF_WARPS (2 * VF_ROWS)
+#define VF_THREADS (32 * VF_WARPS)
+#define VF_EW 24            // e plane width in voxels: tile x -2 .. +21 (three ldmatrix segments of 8)
+#define VF_EH (VF_ROWS + 4) // e plane rows: tile y -2 .. VF_ROWS+1
+#define VF_XW 24            // x copy width (fp16)
+#define VF_XH (VF_ROWS + 6) // x rows: tile y -3 .. VF_ROWS+2
+#define VF_XRAW 26          // x columns loaded: tile x -3 .. +22
+#define VF_NSEG (3 * VF_EH) // conv1 segments of 8 e voxels per plane
+#define VF_NGROUP ((VF_NSEG + 1) / 2)
+
+// Weight buffer layout (float32 offsets). Convs [tap][co][ci], tap = (dz*3+dy)*3+dx.
+#define VF_OFF_W1 0       // [27][16]: tap, co
+#define VF_OFF_B1 432     // [16]
+#define VF_OFF_W2 448     // [27][16][16]
+#define VF_OFF_B2 7360    // [16]
+#define VF_OFF_WG 7376    // [27][16][16]
+#define VF_OFF_BG 14288   // [16]
+#define VF_OFF_GX 14304   // [8][16]: gate wx
+#define VF_OFF_GXB 14432  // [8]
+#define VF_OFF_GG 14440   // [8][16]: gate wg
+#define VF_OFF_GGB 14568  // [8]
+#define VF_OFF_PSI 14576  // [8]
+#define VF_OFF_PSIB 14584 // [1] (+7 padding)
+#define VF_OFF_HW 14592   // [16][16]: class, channel
+#define VF_OFF_HB 14848   // [16]
+#define VF_WEIGHTS 14864
+
+#define VF_HALF_MAX 65504.f
+
+// Timing experiments only (scripts/gpu-build.sh builds variants with these; the committed fatbin
+// has none): leave a stage out to see what it costs. The labels are then wrong.
+#ifndef VF_SKIP
+#define VF_SKIP 0
+#endif
+#define VF_SKIP_CONV1 1    // no conv1 mma (e planes are whatever shared memory holds)
+#define VF_SKIP_EPILOGUE 2 // no gate, head, argmax, label store
+#define VF_SKIP_CONVS 4    // no conv2 / dilated-conv mma
+
+struct VfSmem {
+	// e planes: [buf][pos*8 + (chunk ^ bit 2 of pos)*4 + word], pos = row*VF_EW + col, 8 fp16
+	// channels per chunk, two per word.
+	__align__(16) unsigned e[2][VF_EH * VF_EW * 8];
+	// Normalised input planes, fp16: [ring slot][copy dx][row][i] = x(tile x -3+dx+i).
+	__align__(16) unsigned short x[4][3][VF_XH][VF_XW];
+	__align__(16) unsigned zero[4]; // the rows of conv1's padding taps 27..31
+	// s of the plane just finished, fp32 in accumulator order: [buf][row][n-half][lane][4].
+	__align__(16) float s[2][VF_ROWS][2][32][4];
+	// Per-lane fragments and biases.
+	unsigned w1[2][2][32][2]; // conv1 B: [k step][n half][lane][reg]
+	float b1[32][4], b2[32][4], bg[32][4];
+	unsigned gx[32][2], gg[32][2], hw[2][32][2];
+	float gb[32][2], psi[32][2], hb[2][32][2];
+	float psib;
+};
+
+// ---- warp-level primitives (PTX on the GPU; kernels/emu emulates them on the host) ----
+
+__device__ __forceinline__ unsigned vf_pack(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+	unsigned r;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+#elif defined(VOXPIPE_EMU)
+	return emu_pack_half2(lo, hi);
+#else
+	return 0;
+#endif
+}
+
+__device__ __forceinline__ unsigned short vf_half(float v) {
+#if defined(__CUDA_ARCH__)
+	unsigned short r;
+	asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(v));
+	return r;
+#elif defined(VOXPIPE_EMU)
+	return emu_half_bits(v);
+#else
+	return 0;
+#endif
+}
+
+// ldmatrix .x4: lanes 8j..8j+7 give the row addresses of matrix j; lane t gets register j =
+// row t/4, elements 2(t%4), 2(t%4)+1 (TRANS: column t/4, rows 2(t%4), 2(t%4)+1).
+template <bool TRANS> __device__ __forceinline__ void vf_ldsm4(unsigned (&r)[4], const void* p) {
+#if defined(__CUDA_ARCH__)
+	const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	if (TRANS) {
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+	} else {
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+	}
+#elif defined(VOXPIPE_EMU)
+	emu_ldmatrix_x4(r, p, TRANS);
+#endif
+}
+
+// d += A*B, m16n8k16, fp16 A (4 regs) and B (2 regs), fp32 d.
+__device__ __forceinline__ void vf_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__)
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(VOXPIPE_EMU)
+	emu_mma_m16n8k16(d, a, b0, b1);
+#endif
+}
+
+__device__ __forceinline__ float vf_shfl_xor(float v, int m) {
+#if defined(__CUDA_ARCH__)
+	return __shfl_xor_sync(0xffffffffu, v, m);
+#elif defined(VOXPIPE_EMU)
+	return emu_shfl_xor(v, m);
+#else
+	return v;
+#endif
+}
+__device__ __forceinline__ int vf_shfl_xor(int v, int m) {
+#if defined(__CUDA_ARCH__)
+	return __shfl_xor_sync(0xffffffffu, v, m);
+#elif defined(VOXPIPE_EMU)
+	return emu_shfl_xor(v, m);
+#else
+	return v;
+#endif
+}
+
+// fp16 of a value the network may make large: saturate instead of overflowing to inf.
+__device__ __forceinline__ float vf_sat(float v) { return fminf(fmaxf(v, -VF_HALF_MAX), VF_HALF_MAX); }
+
+// ---- per-thread input load: one raw x value of a plane, normalised ----
+
+__device__ __forceinline__ float vf_value(const short* p) { return (float)__ldg(p); }
+__device__ __forceinline__ float vf_value(const float* p) { return __ldg(p); }
+
+struct VfGeom {
+	int nx, ny, nz, z0, x0, y0;
+	float scale, shift;
+};
+
+// vf_load_x returns thread tid's element (row tid/VF_XRAW, column tid%VF_XRAW) of x plane rel
+// (slab-relative z), 0 outside the volume or for threads beyond the plane.
+template <typename T>
+__device__ __forceinline__ float vf_load_x(const T* __restrict__ in, const VfGeom& G, int tid, int rel) {
+	if (tid >= VF_XH * VF_XRAW) return 0.f;
+	const int gz = G.z0 + rel;
+	const int gy = G.y0 - 3 + tid / VF_XRAW, gx = G.x0 - 3 + tid % VF_XRAW;
+	if (gz < 0 || gz >= G.nz || gy < 0 || gy >= G.ny || gx < 0 || gx >= G.nx) return 0.f;
+	const size_t plane = (size_t)G.nx * G.ny;
+	const float v = vf_value(in + (size_t)(rel + 3) * plane + (size_t)gy * G.nx + gx);
+	return __fadd_rn(__fmul_rn(v, G.scale), G.shift);
+}
+
+__device__ __forceinline__ void vf_store_x(VfSmem& sm, int slot, int tid, float v) {
+	if (tid >= VF_XH * VF_XRAW) return;
+	const int r = tid / VF_XRAW, c = tid % VF_XRAW;
+	const unsigned short h = vf_half(vf_sat(v));
+#pragma unroll
+	for (int d = 0; d < 3; ++d) {
+		const int i = c - d;
+		if (i >= 0 && i < VF_XW) sm.x[slot][d][r][i] = h;
+	}
+}
+
+// ---- conv1: e plane (slab-relative q) into e buffer buf, from x slots xs, xs+1, xs+2 ----
+
+// Per-lane constants of conv1's A loads: lane l addresses row l%8 of matrix l/8; matrices 0/2
+// hold the group's first segment (voxels 0-7), 1/3 its second; k = 16h + 8(j>>1) + row.
+struct VfConv1Lane {
+	int dz[2], off[2]; // per k step h: tap's plane offset and x offset (fp16 elements), off < 0: padding
+};
+
+__device__ __forceinline__ VfConv1Lane vf_conv1_lane(int lane) {
+	VfConv1Lane L;
+	const int j = lane >> 3, r = lane & 7;
+#pragma unroll
+	for (int h = 0; h < 2; ++h) {
+		const int k = 16 * h + 8 * (j >> 1) + r;
+		if (k < 27) {
+			const int dz = k / 9, dy = k / 3 % 3, dx = k % 3;
+			L.dz[h] = dz;
+			L.off[h] = (dx * VF_XH + dy) * VF_XW;
+		} else {
+			L.dz[h] = 0;
+			L.off[h] = -1;
+		}
+	}
+	return L;
+}
+
+__device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool planeInside, const VfGeom& G,
+                                         const VfConv1Lane& L, int first, int stride, int lane) {
+	unsigned* eb = sm.e[buf];
+	if (!planeInside) { // zero padding in z
+		for (int i = first * 32 + lane; i < VF_EH * VF_EW * 8; i += stride * 32) eb[i] = 0u;
+		return;
+	}
+	const int g = lane >> 2, q = lane & 3, j = lane >> 3;
+	if (VF_SKIP & VF_SKIP_CONV1) return;
+	for (int gi = first; gi < VF_NGROUP; gi += stride) {
+		const int segA = 2 * gi, segB = min(2 * gi + 1, VF_NSEG - 1);
+		const bool hasB = 2 * gi + 1 < VF_NSEG;
+		const int seg = (j & 1) ? segB : segA;
+		const int er = seg / 3, ec = seg % 3 * 8;
+		unsigned a[2][4];
+#pragma unroll
+		for (int h = 0; h < 2; ++h) {
+			const void* p = sm.zero;
+			if (L.off[h] >= 0) p = &sm.x[(xs + L.dz[h]) & 3][0][0][0] + L.off[h] + er * VF_XW + ec;
+			vf_ldsm4<true>(a[h], p);
+		}
+		float acc[2][4];
+#pragma unroll
+		for (int nh = 0; nh < 2; ++nh) {
+#pragma unroll
+			for (int i = 0; i < 4; ++i) acc[nh][i] = sm.b1[lane][2 * nh + (i & 1)];
+			vf_mma(acc[nh], a[0], sm.w1[0][nh][lane][0], sm.w1[0][nh][lane][1]);
+			vf_mma(acc[nh], a[1], sm.w1[1][nh][lane][0], sm.w1[1][nh][lane][1]);
+		}
+		// Rows g (first segment) and g+8 (second), channels 8nh+2q, +1.
+#pragma unroll
+		for (int m = 0; m < 2; ++m) {
+			if (m == 1 && !hasB) break;
+			const int sg = m ? segB : segA;
+			const int row = sg / 3, col = sg % 3 * 8 + g;
+			const int gy = G.y0 - 2 + row, gx = G.x0 - 2 + col;
+			const bool inside = gy >= 0 && gy < G.ny && gx >= 0 && gx < G.nx;
+			const int pos = row * VF_EW + col;
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh) {
+				const float v0 = inside ? vf_sat(fmaxf(acc[nh][2 * m], 0.f)) : 0.f;
+				const float v1 = inside ? vf_sat(fmaxf(acc[nh][2 * m + 1], 0.f)) : 0.f;
+				eb[pos * 8 + ((nh ^ (pos >> 2)) & 1) * 4 + q] = vf_pack(v0, v1);
+			}
+		}
+	}
+}
+
+// ---- the conv warps: one e plane into the planes in flight ----
+
+// W[tap][n half][reg]: the B fragments of one conv (b0: k = 2q, 2q+1; b1: k = 2q+8, 2q+9; n = g).
+__device__ __forceinline__ void vf_load_b(unsigned (&W)[27][2][2], const float* __restrict__ w, int lane) {
+	const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+	for (int t = 0; t < 27; ++t)
+#pragma unroll
+		for (int nh = 0; nh < 2; ++nh) {
+			const float* p = w + (t * 16 + nh * 8 + g) * 16 + 2 * q;
+			const float2 lo = __ldg(reinterpret_cast<const float2*>(p));
+			const float2 hi = __ldg(reinterpret_cast<const float2*>(p + 8));
+			W[t][nh][0] = vf_pack(lo.x, lo.y);
+			W[t][nh][1] = vf_pack(hi.x, hi.y);
+		}
+}
+
+// D = 1: acc[0..2] are output planes p-1, p, p+1 of e plane p; D = 2: acc[0..4] are p-2 .. p+2.
+template <int D, int NP>
+__device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, const unsigned (&W)[27][2][2],
+                                              float (&acc)[NP][2][4], int row, int lane) {
+	const int j = lane >> 3, r = lane & 7;
+	const int v = (j & 1) * 8 + r, c = j >> 1;
+	const int pos0 = (row + 2) * VF_EW + v + 2;
+#pragma unroll
+	for (int dy = 0; dy < 3; ++dy)
+#pragma unroll
+		for (int dx = 0; dx < 3; ++dx) {
+			const int pos = pos0 + D * ((dy - 1) * VF_EW + (dx - 1));
+			unsigned a[4];
+			vf_ldsm4<false>(a, eb + pos * 8 + ((c ^ (pos >> 2)) & 1) * 4);
+#pragma unroll
+			for (int dz = 0; dz < 3; ++dz)
+#pragma unroll
+				for (int nh = 0; nh < 2; ++nh) {
+					const int t = (dz * 3 + dy) * 3 + dx;
+					vf_mma(acc[(NP - 1) - D * dz][nh], a, W[t][nh][0], W[t][nh][1]);
+				}
+		}
+}
+
+// ---- the epilogue: gate, head, argmax for one tile row of one plane ----
+
+__device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&gacc)[2][4], const float* sp, int lane,
+                                            int classes, unsigned char* __restrict__ out, int gy, const VfGeom& G) {
+	const int g = lane >> 2, q = lane & 3;
+	float gv[2][4], sv[2][4];
+#pragma unroll
+	for (int nh = 0; nh < 2; ++nh) {
+		const float4 s4 = *reinterpret_cast<const float4*>(sp + nh * 128 + lane * 4);
+		sv[nh][0] = s4.x, sv[nh][1] = s4.y, sv[nh][2] = s4.z, sv[nh][3] = s4.w;
+#pragma unroll
+		for (int i = 0; i < 4; ++i) gv[nh][i] = fmaxf(gacc[nh][i], 0.f);
+	}
+	unsigned as[4], ag[4];
+#pragma unroll
+	for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+		for (int m = 0; m < 2; ++m) {
+			as[2 * nh + m] = vf_pack(vf_sat(sv[nh][2 * m]), vf_sat(sv[nh][2 * m + 1]));
+			ag[2 * nh + m] = vf_pack(vf_sat(gv[nh][2 * m]), vf_sat(gv[nh][2 * m + 1]));
+		}
+	float qa[4];
+#pragma unroll
+	for (int i = 0; i < 4; ++i) qa[i] = sm.gb[lane][i & 1];
+	vf_mma(qa, as, sm.gx[lane][0], sm.gx[lane][1]);
+	vf_mma(qa, ag, sm.gg[lane][0], sm.gg[lane][1]);
+	// psi: this lane's two gate columns for rows g and g+8, summed over the quad.
+	float pr[2];
+#pragma unroll
+	for (int m = 0; m < 2; ++m) {
+		pr[m] = sm.psi[lane][0] * fmaxf(qa[2 * m], 0.f) + sm.psi[lane][1] * fmaxf(qa[2 * m + 1], 0.f);
+		pr[m] += vf_shfl_xor(pr[m], 1);
+		pr[m] += vf_shfl_xor(pr[m], 2);
+	}
+	unsigned af[4];
+#pragma unroll
+	for (int m = 0; m < 2; ++m) {
+		const float a = 1.f / (1.f + expf(-(pr[m] + sm.psib)));
+#pragma unroll
+		for (int nh = 0; nh < 2; ++nh)
+			af[2 * nh + m] = vf_pack(vf_sat(fmaf(a, sv[nh][2 * m], gv[nh][2 * m])), vf_sat(fmaf(a, sv[nh][2 * m + 1], gv[nh][2 * m + 1])));
+	}
+	float lg[2][4];
+#pragma unroll
+	for (int i = 0; i < 4; ++i) lg[0][i] = sm.hb[0][lane][i & 1];
+	vf_mma(lg[0], af, sm.hw[0][lane][0], sm.hw[0][lane][1]);
+	const bool wide = classes > 8;
+	if (wide) {
+#pragma unroll
+		for (int i = 0; i < 4; ++i) lg[1][i] = sm.hb[1][lane][i & 1];
+		vf_mma(lg[1], af, sm.hw[1][lane][0], sm.hw[1][lane][1]);
+	}
+	// argmax per row over this lane's classes (in increasing order), then over the quad.
+#pragma unroll
+	for (int m = 0; m < 2; ++m) {
+		float best = 0.f;
+		int idx = 255;
+#pragma unroll
+		for (int nt = 0; nt < 2; ++nt) {
+			if (nt == 1 && !wide) break;
+#pragma unroll
+			for (int b = 0; b < 2; ++b) {
+				const int k = 8 * nt + 2 * q + b;
+				const float l = lg[nt][2 * m + b];
+				if (k < classes && (idx == 255 || l > best)) best = l, idx = k;
+			}
+		}
+#pragma unroll
+		for (int off = 1; off < 4; off <<= 1) {
+			const float ob = vf_shfl_xor(best, off);
+			const int oi = vf_shfl_xor(idx, off);
+			if (oi != 255 && (idx == 255 || ob > best || (ob == best && oi < idx))) best = ob, idx = oi;
+		}
+		const int gx = G.x0 + g + 8 * m;
+		if (q == 0 && gy < G.ny && gx < G.nx) out[(size_t)gy * G.nx + gx] = (unsigned char)idx;
+	}
+}
+
+// ---- the kernel ----
+
+// vf_params fills the per-lane fragments and biases (one warp).
+__device__ __forceinline__ void vf_params(VfSmem& sm, const float* __restrict__ w, int lane) {
+	const int g = lane >> 2, q = lane & 3;
+	// conv1 B: k = tap (27..31 zero), n = channel.
+#pragma unroll
+	for (int h = 0; h < 2; ++h)
+#pragma unroll
+		for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+			for (int reg = 0; reg < 2; ++reg) {
+				const int k = 16 * h + 8 * reg + 2 * q, n = 8 * nh + g;
+				const float lo = k < 27 ? __ldg(w + VF_OFF_W1 + k * 16 + n) : 0.f;
+				const float hi = k + 1 < 27 ? __ldg(w + VF_OFF_W1 + (k + 1) * 16 + n) : 0.f;
+				sm.w1[h][nh][lane][reg] = vf_pack(lo, hi);
+			}
+#pragma unroll
+	for (int i = 0; i < 4; ++i) {
+		const int co = 8 * (i >> 1) + 2 * q + (i & 1); // accumulator column of value pair i
+		sm.b1[lane][i] = __ldg(w + VF_OFF_B1 + co);
+		sm.b2[lane][i] = __ldg(w + VF_OFF_B2 + co);
+		sm.bg[lane][i] = __ldg(w + VF_OFF_BG + co);
+	}
+	// Gate (n = gate unit g, k = channel) and head (n = class, k = channel) B fragments.
+	sm.gx[lane][0] = vf_pack(__ldg(w + VF_OFF_GX + g * 16 + 2 * q), __ldg(w + VF_OFF_GX + g * 16 + 2 * q + 1));
+	sm.gx[lane][1] = vf_pack(__ldg(w + VF_OFF_GX + g * 16 + 2 * q + 8), __ldg(w + VF_OFF_GX + g * 16 + 2 * q + 9));
+	sm.gg[lane][0] = vf_pack(__ldg(w + VF_OFF_GG + g * 16 + 2 * q), __ldg(w + VF_OFF_GG + g * 16 + 2 * q + 1));
+	sm.gg[lane][1] = vf_pack(__ldg(w + VF_OFF_GG + g * 16 + 2 * q + 8), __ldg(w + VF_OFF_GG + g * 16 + 2 * q + 9));
+#pragma unroll
+	for (int nt = 0; nt < 2; ++nt) {
+		const float* hr = w + VF_OFF_HW + (8 * nt + g) * 16;
+		sm.hw[nt][lane][0] = vf_pack(__ldg(hr + 2 * q), __ldg(hr + 2 * q + 1));
+		sm.hw[nt][lane][1] = vf_pack(__ldg(hr + 2 * q + 8), __ldg(hr + 2 * q + 9));
+		sm.hb[nt][lane][0] = __ldg(w + VF_OFF_HB + 8 * nt + 2 * q);
+		sm.hb[nt][lane][1] = __ldg(w + VF_OFF_HB + 8 * nt + 2 * q + 1);
+	}
+#pragma unroll
+	for (int b = 0; b < 2; ++b) {
+		const int j = 2 * q + b; // gate column
+		sm.gb[lane][b] = __ldg(w + VF_OFF_GXB + j) + __ldg(w + VF_OFF_GGB + j);
+		sm.psi[lane][b] = __ldg(w + VF_OFF_PSI + j);
+	}
+	if (lane == 0) sm.psib = __ldg(w + VF_OFF_PSIB);
+	if (lane < 4) sm.zero[lane] = 0u;
+}
+
+template <typename T>
+__device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned char* __restrict__ labels,
+                                           const float* __restrict__ w, int nx, int ny, int nz, int z0,
+                                           int nzOut, int zChunk, float scale, float shift, int classes) {
+	__shared__ VfSmem sm;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
+	const int o0 = blockIdx.z * zChunk, o1 = min(o0 + zChunk, nzOut);
+	const int L = o1 - o0, steps = L + 4; // step t consumes e plane p = o0-2+t
+	const bool isConv2 = warp < VF_ROWS;
+	const int row = isConv2 ? warp : warp - VF_ROWS;
+	const size_t plane = (size_t)nx * ny;
+
+	if (warp == 0) vf_params(sm, w, lane);
+	// x planes o0-3 .. o0 into ring slots 0..3 (x plane rel goes to slot (rel-o0+3)&3).
+#pragma unroll
+	for (int i = 0; i < 4; ++i) vf_store_x(sm, i, tid, vf_load_x(in, G, tid, o0 - 3 + i));
+
+	unsigned W[27][2][2];
+	vf_load_b(W, w + (isConv2 ? VF_OFF_W2 : VF_OFF_WG), lane);
+	__syncthreads();
+	const VfConv1Lane cl = vf_conv1_lane(lane);
+	if (isConv2) {
+		const int q = o0 - 2; // first e plane, from x slots 0, 1, 2
+		vf_conv1(sm, 0, 0, G.z0 + q >= 0 && G.z0 + q < nz, G, cl, row, VF_ROWS, lane);
+	}
+	__syncthreads();
+
+	if (isConv2) {
+		float acc[3][2][4];
+#pragma unroll
+		for (int k = 0; k < 3; ++k)
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+				for (int i = 0; i < 4; ++i) acc[k][nh][i] = sm.b2[lane][2 * nh + (i & 1)];
+		for (int t = 0; t < steps; ++t) {
+			const int p = o0 - 2 + t;
+			const bool loadX = o0 + 1 + t <= o1 + 2;
+			const float xv = loadX ? vf_load_x(in, G, tid, o0 + 1 + t) : 0.f;
+			if (t + 1 < steps) {
+				const int q = p + 1;
+				vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < nz, G, cl, row, VF_ROWS, lane);
+			}
+			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz) vf_conv_plane<1, 3>(sm.e[t & 1], W, acc, row, lane);
+			// s of plane p-1 is complete.
+			float* sp = &sm.s[t & 1][row][0][0][0];
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh) {
+				float4 v;
+				v.x = fmaxf(acc[0][nh][0], 0.f), v.y = fmaxf(acc[0][nh][1], 0.f);
+				v.z = fmaxf(acc[0][nh][2], 0.f), v.w = fmaxf(acc[0][nh][3], 0.f);
+				*reinterpret_cast<float4*>(sp + nh * 128 + lane * 4) = v;
+			}
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+				for (int i = 0; i < 4; ++i) {
+					acc[0][nh][i] = acc[1][nh][i];
+					acc[1][nh][i] = acc[2][nh][i];
+					acc[2][nh][i] = sm.b2[lane][2 * nh + (i & 1)];
+				}
+			if (loadX) vf_store_x(sm, t & 3, tid, xv);
+			__syncthreads();
+		}
+	} else {
+		float acc[5][2][4];
+#pragma unroll
+		for (int k = 0; k < 5; ++k)
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+				for (int i = 0; i < 4; ++i) acc[k][nh][i] = sm.bg[lane][2 * nh + (i & 1)];
+		const int gy = G.y0 + row;
+		for (int t = 0; t < steps; ++t) {
+			const int p = o0 - 2 + t;
+			const bool loadX = o0 + 1 + t <= o1 + 2;
+			const float xv = loadX ? vf_load_x(in, G, tid, o0 + 1 + t) : 0.f;
+			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz) vf_conv_plane<2, 5>(sm.e[t & 1], W, acc, row, lane);
+			if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4) { // plane p-2 is complete; its s was left at step t-1
+				const int o = p - 2;
+				vf_epilogue(sm, acc[0], &sm.s[(t - 1) & 1][row][0][0][0], lane, classes, labels + (size_t)o * plane, gy, G);
+			}
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+				for (int i = 0; i < 4; ++i) {
+					acc[0][nh][i] = acc[1][nh][i];
+					acc[1][nh][i] = acc[2][nh][i];
+					acc[2][nh][i] = acc[3][nh][i];
+					acc[3][nh][i] = acc[4][nh][i];
+					acc[4][nh][i] = sm.bg[lane][2 * nh + (i & 1)];
+				}
+			if (loadX) vf_store_x(sm, t & 3, tid, xv);
+			__syncthreads();
+		}
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
+fused_i16(const short* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
+          int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
+	fused_body<short>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
+}
+
+extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
+fused_f32(const float* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
+          int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
+	fused_body<float>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
+}

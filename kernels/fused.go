@@ -1,0 +1,72 @@
+package kernels
+
+// The fused tensor-core kernel's compile-time sizes and weight layout (kernels/fused.cu; a test
+// reads the .cu file and checks that these match its #defines).
+const (
+	FusedTileX   = 16             // VF_TX: output voxels along x per tile row (the mma's M)
+	FusedRows    = 4              // VF_ROWS: tile rows along y; two warps per row
+	FusedThreads = 64 * FusedRows // VF_THREADS
+
+	// Float32 offsets in the weight buffer (VF_OFF_*); convs are [tap][co][ci].
+	fusedOffW1      = 0
+	fusedOffB1      = 432
+	fusedOffW2      = 448
+	fusedOffB2      = 7360
+	fusedOffWG      = 7376
+	fusedOffBG      = 14288
+	fusedOffGateX   = 14304
+	fusedOffGateXB  = 14432
+	fusedOffGateG   = 14440
+	fusedOffGateGB  = 14568
+	fusedOffPsi     = 14576
+	fusedOffPsiB    = 14584
+	fusedOffHead    = 14592
+	fusedOffHeadB   = 14848
+	FusedWeightsLen = 14864 // VF_WEIGHTS
+)
+
+// PackFused lays w out as the fused kernel reads it, zero-padded to Channels channels,
+// GateWidth gate units and MaxClasses classes (padding changes no label: padded channels are
+// exactly 0 and carry weight 0; padded classes are never compared). w must be valid (check).
+func PackFused(w *Weights) []float32 {
+	c, k, g := w.Channels, w.Classes, w.Channels/2
+	p := make([]float32, FusedWeightsLen)
+	for co := 0; co < c; co++ {
+		for t := 0; t < 27; t++ {
+			p[fusedOffW1+t*Channels+co] = w.C1W[co*27+t]
+		}
+		p[fusedOffB1+co], p[fusedOffB2+co], p[fusedOffBG+co] = w.C1B[co], w.C2B[co], w.CGB[co]
+		for ci := 0; ci < c; ci++ {
+			for t := 0; t < 27; t++ {
+				p[fusedOffW2+(t*Channels+co)*Channels+ci] = w.C2W[(co*c+ci)*27+t]
+				p[fusedOffWG+(t*Channels+co)*Channels+ci] = w.CGW[(co*c+ci)*27+t]
+			}
+		}
+	}
+	for j := 0; j < g; j++ {
+		copy(p[fusedOffGateX+j*Channels:], w.WXW[j*c:(j+1)*c])
+		copy(p[fusedOffGateG+j*Channels:], w.WGW[j*c:(j+1)*c])
+		p[fusedOffGateXB+j], p[fusedOffGateGB+j], p[fusedOffPsi+j] = w.WXB[j], w.WGB[j], w.PsiW[j]
+	}
+	p[fusedOffPsiB] = w.PsiB[0]
+	for kk := 0; kk < k; kk++ {
+		copy(p[fusedOffHead+kk*Channels:], w.HeadW[kk*c:(kk+1)*c])
+		p[fusedOffHeadB+kk] = w.HeadB[kk]
+	}
+	return p
+}
+
+// FusedZChunk is how many output planes of an nzOut-plane slab one block of the fused kernel
+// streams through: the whole slab when its x-y tiles alone give every multiprocessor at least
+// two blocks, else thinner chunks (each costs 4 extra e planes) down to 8 planes.
+func FusedZChunk(nx, ny, nzOut, multiprocessors int32) int32 {
+	tiles := int64(ceilDiv(nx, FusedTileX)) * int64(ceilDiv(ny, FusedRows))
+	want := 2 * int64(max(multiprocessors, 1))
+	if tiles >= want || nzOut <= 8 {
+		return max(nzOut, 1)
+	}
+	chunks := (want + tiles - 1) / tiles
+	return max(8, int32((int64(nzOut)+chunks-1)/chunks))
+}
+
+func ceilDiv(a, b int32) int { return int((int64(a) + int64(b) - 1) / int64(b)) }

@@ -1,0 +1,139 @@
+//go:build cuda
+
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gorgonia.org/cu"
+)
+
+// TestFusedVariants times builds of kernels/fused.cu with other compile-time settings
+// (VOXPIPE_FUSED_VARIANTS="name=path.fatbin,...", built by scripts/gpu-build.sh) against the
+// committed fused kernel on one 512x512 slab of 64 planes with a random smooth int16 input:
+// median of several launches, scaled to a 1000-plane volume. Variants named full-* must give the
+// committed kernel's labels bit for bit; skip-* variants leave a stage out (their labels are
+// wrong by design) to show what the stage costs. Skipped without the variable.
+func TestFusedVariants(t *testing.T) {
+	spec := os.Getenv("VOXPIPE_FUSED_VARIANTS")
+	if spec == "" {
+		t.Skip("VOXPIPE_FUSED_VARIANTS not set")
+	}
+	runs := 7
+	if os.Getenv("VOXPIPE_VARIANT_RUNS") == "1" {
+		runs = 1 // under ncu
+	}
+	onGPU(t, func(m *Module) {
+		rng := rand.New(rand.NewPCG(9, 10))
+		dw, err := m.SetWeights(randWeights(rng, 16, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dw.Free()
+		const nx, ny, nz, nzOut = 512, 512, 64, 64
+		plane := nx * ny
+		in := make([]int16, (nzOut+6)*plane)
+		for i := range in {
+			z, y, x := i/plane, i%plane/nx, i%nx
+			v := 1200 + 400*math.Sin(0.07*float64(x)+0.3)*math.Cos(0.05*float64(y)) + 300*math.Sin(0.09*float64(z)) + 60*rng.NormFloat64()
+			in[i] = int16(v)
+		}
+		din := alloc(t, int64(2*len(in)))
+		defer cu.MemFree(din)
+		put(t, din, in)
+		lab := alloc(t, int64(nzOut*plane))
+		defer cu.MemFree(lab)
+		st, err := cu.MakeStream(cu.NonBlocking)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Destroy()
+		ev0, _ := cu.MakeEvent(cu.DefaultEvent)
+		ev1, _ := cu.MakeEvent(cu.DefaultEvent)
+		defer cu.DestroyEvent(&ev0)
+		defer cu.DestroyEvent(&ev1)
+		const scale, shift = float32(1.0 / 400), float32(-3)
+
+		time1 := func(name string, fn cu.Function, rows int) (time.Duration, []uint8) {
+			mod := &Module{fusedI16: fn}
+			var times []time.Duration
+			for r := 0; r < runs+1; r++ {
+				if err := cu.MemsetD8(lab, 0xEE, int64(nzOut*plane)); err != nil {
+					t.Fatal(err)
+				}
+				ev0.Record(st)
+				var err error
+				if rows == FusedRows {
+					err = mod.Fused(st, true, din, lab, dw.Fused, nx, ny, nz, 0, nzOut, nzOut, scale, shift, 4)
+				} else { // the wrapper's grid assumes FusedRows
+					a := new(args).ptr(din).ptr(lab).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(nzOut).f32(scale).f32(shift).i32(4)
+					err = launch(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), 1}, [3]int{64 * rows, 1, 1}, st, a)
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				ev1.Record(st)
+				if err := st.Synchronize(); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				ms, _ := ev0.Elapsed(ev1)
+				if r > 0 || runs == 1 {
+					times = append(times, time.Duration(ms*float64(time.Millisecond)))
+				}
+			}
+			out := make([]uint8, nzOut*plane)
+			get(t, out, lab)
+			slices.Sort(times)
+			return times[len(times)/2], out
+		}
+		base, want := time1("fused_i16", m.fusedI16, FusedRows)
+		perVolume := func(d time.Duration) float64 { return float64(d) / 1e6 * 1000 / nzOut }
+		t.Logf("TABLE|variant committed (rows %d)|%.3f ms per 64-plane slab, %.1f ms per 1000 planes", FusedRows, float64(base)/1e6, perVolume(base))
+		for _, v := range strings.Split(spec, ",") {
+			name, path, ok := strings.Cut(v, "=")
+			if !ok {
+				t.Fatalf("bad variant %q (want name=path)", v)
+			}
+			rows := FusedRows
+			if i := strings.Index(name, "-r"); i >= 0 {
+				rows = int(name[i+2] - '0')
+			}
+			image, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mod, err := cu.LoadFatBinary(string(image))
+			if err != nil {
+				t.Fatalf("load %s: %v", path, err)
+			}
+			fn, err := mod.Function("fused_i16")
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, got := time1(name, fn, rows)
+			same := "labels identical"
+			if i := slices.Compare(got, want); i != 0 {
+				n := 0
+				for j := range got {
+					if got[j] != want[j] {
+						n++
+					}
+				}
+				same = fmt.Sprintf("labels differ at %d voxels", n)
+				if strings.HasPrefix(name, "full") {
+					t.Errorf("variant %s: %s", name, same)
+				}
+			}
+			t.Logf("TABLE|variant %s (rows %d)|%.3f ms per slab, %.1f ms per 1000 planes (%+.0f%%); %s", name, rows,
+				float64(d)/1e6, perVolume(d), 100*(float64(d)/float64(base)-1), same)
+			mod.Unload()
+		}
+	})
+}
