@@ -423,6 +423,9 @@ class ModelTest(unittest.TestCase):
                 labels, logits = M.segment_volume(m, x, slab=slab, return_logits=True)
                 np.testing.assert_allclose(logits, whole_logits, rtol=1e-5, atol=1e-5)
                 np.testing.assert_array_equal(labels, whole)
+                # one input shape for every slab (what --compile uses): same logits
+                _, fixed = M.segment_volume(m, x, slab=slab, return_logits=True, fixed_window=True)
+                np.testing.assert_allclose(fixed, whole_logits, rtol=1e-5, atol=1e-5)
         # without the halo, slabs would differ: the test can tell
         cut = np.concatenate([M.segment_volume(m, x[z:z + 2], return_logits=True)[1]
                               for z in range(0, 11, 2)], axis=1)

@@ -138,13 +138,16 @@ def load_safetensors(path):
 
 
 def segment_volume(model, vol, slab=None, dtype=torch.float32, channels_last=False,
-                   device=None, return_logits=False):
+                   device=None, return_logits=False, fixed_window=False):
     """Labels (uint8 numpy, shape (D,H,W)) for a normalised volume vol ((D,H,W) float32 numpy or
     tensor), computed slab by slab: each slab of `slab` output z-slices (the last may be thinner)
     reads HALO extra slices on each side, clipped to the volume, so the result equals
     whole-volume inference. slab None or <= 0 means the whole volume at once. dtype is the
     compute dtype; channels_last uses torch.channels_last_3d. device defaults to the model's.
-    With return_logits, returns (labels, float32 logits (K,D,H,W))."""
+    With return_logits, returns (labels, float32 logits (K,D,H,W)). fixed_window gives every
+    slab the same input shape (slab + 2*HALO slices, shifted inward at the volume ends, where
+    the window's edge is the volume's own edge), so a torch.compile'd model compiles once; the
+    labels are the same."""
     if device is None:
         device = next(model.parameters()).device
     device = torch.device(device)
@@ -168,6 +171,9 @@ def segment_volume(model, vol, slab=None, dtype=torch.float32, channels_last=Fal
             for z0 in range(0, d, slab):
                 z1 = min(d, z0 + slab)
                 a, b = max(0, z0 - HALO), min(d, z1 + HALO)
+                if fixed_window and d >= slab + 2 * HALO:
+                    a = min(max(0, z0 - HALO), d - (slab + 2 * HALO))
+                    b = a + slab + 2 * HALO
                 xin = x[a:b].to(device=device, dtype=dtype, non_blocking=True)[None, None]
                 xin = xin.contiguous(memory_format=fmt)
                 logits = model(xin)[0, :, z0 - a:z1 - a].float()
