@@ -3,8 +3,12 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"voxpipe/segment"
 )
@@ -61,6 +65,8 @@ func BenchEngine(ctx context.Context, eng segment.Engine, vol *segment.Volume, s
 	return result, append([]uint8(nil), out...), nil
 }
 
+var discardLogger = slog.New(slog.DiscardHandler)
+
 // Spread is the median and range of a set of durations, in milliseconds.
 type Spread struct{ Median, Min, Max float64 }
 
@@ -83,4 +89,51 @@ func SpreadOf(ds []time.Duration) Spread {
 
 func (s Spread) String() string {
 	return fmt.Sprintf("%.2f ms [%.2f-%.2f]", s.Median, s.Min, s.Max)
+}
+
+// ReadAll reads (decodes and normalises) every job's volume with readers in parallel and does
+// nothing else: the readers-alone throughput that a batch run is measured against. It returns
+// the wall time and the voxels read.
+func ReadAll(ctx context.Context, jobs []Job, readers, slab int) (time.Duration, int64, error) {
+	r := &runner{cfg: Config{Jobs: jobs, Readers: readers, Slab: slab, Progress: nopProgress{}},
+		t0: time.Now(), log: discardLogger}
+	bufs := make([]*hostBuffer, readers)
+	for i := range bufs {
+		bufs[i] = &hostBuffer{alloc: defaultAllocator}
+	}
+	r.inputs = NewPool(bufs...)
+	defer r.freeBuffers()
+	r.masks = NewPool[*hostBuffer]()
+	queue := make(chan Job)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(queue)
+		for _, j := range jobs {
+			select {
+			case queue <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	var mu sync.Mutex
+	var voxels int64
+	for i := 0; i < readers; i++ {
+		g.Go(func() error {
+			for j := range queue {
+				w := &work{job: j}
+				if !r.read(ctx, i, w) {
+					return fmt.Errorf("pipeline: read %s: %s", j.Input, w.sum.Error)
+				}
+				r.inputs.Put(w.in)
+				mu.Lock()
+				voxels += w.sum.Voxels
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	return time.Since(r.t0), voxels, err
 }

@@ -43,6 +43,8 @@ func init() {
 			&cli.IntFlag{Name: "runs", Value: 10, Usage: "timed engine runs"},
 			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "untimed engine runs first"},
 			&cli.IntFlag{Name: "file-runs", Value: 3, Usage: "timed read-alone, write-alone and end-to-end runs (0: skip)"},
+			&cli.StringFlag{Name: "read-only", Usage: "instead: only read (decode, normalise) every volume in `DIR`, --readers in parallel"},
+			&cli.IntFlag{Name: "readers", Value: 2, Usage: "parallel readers for --read-only"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only the summary line"},
 		},
 		Action: benchAction,
@@ -51,6 +53,9 @@ func init() {
 
 func benchAction(c *cli.Context) error {
 	out := c.String("output")
+	if dir := c.String("read-only"); dir != "" {
+		return benchReadOnly(c, dir)
+	}
 	runs, warmup, fileRuns, slab := c.Int("runs"), c.Int("warmup"), c.Int("file-runs"), c.Int("slab")
 	if runs < 1 || warmup < 0 || fileRuns < 0 || slab < 1 {
 		return usageError{errors.New("bench: --runs and --slab must be >= 1, --warmup and --file-runs >= 0")}
@@ -306,4 +311,23 @@ func writeBenchCSVs(out, dims string, voxels int64, engine string, runs []pipeli
 
 func int16Bytes(v []int16) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 2*len(v))
+}
+
+// benchReadOnly times the readers alone on a folder: the ceiling of a batch run's throughput.
+func benchReadOnly(c *cli.Context, dir string) error {
+	readers := c.Int("readers")
+	if readers < 1 {
+		return usageError{errors.New("bench: --readers must be >= 1")}
+	}
+	jobs, err := pipeline.Discover([]string{dir}, false, c.String("output"), "{name}")
+	if err != nil {
+		return usageError{err}
+	}
+	wall, voxels, err := pipeline.ReadAll(context.Background(), jobs, readers, c.Int("slab"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "bench read-only %s: %d volumes, %d readers, %.2f s: %.2f volumes/s, %.0f Mvox/s\n",
+		dir, len(jobs), readers, wall.Seconds(), float64(len(jobs))/wall.Seconds(), float64(voxels)/1e6/wall.Seconds())
+	return nil
 }

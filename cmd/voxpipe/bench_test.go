@@ -61,3 +61,20 @@ func TestHiddenCopyFraction(t *testing.T) {
 		t.Error("no copies: want 0")
 	}
 }
+
+func TestBenchReadOnly(t *testing.T) {
+	app := newApp()
+	var stdout bytes.Buffer
+	app.Writer = &stdout
+	args := []string{"voxpipe", "bench", "--read-only", "../../fixtures/volumes", "--readers", "3", "-o", t.TempDir()}
+	if err := app.Run(flagsFirst(app, args)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "4 volumes, 3 readers") {
+		t.Errorf("read-only summary: %s", stdout.String())
+	}
+	args = []string{"voxpipe", "bench", "--read-only", "../../fixtures", "-o", t.TempDir()}
+	if err := app.Run(flagsFirst(app, args)); err == nil {
+		t.Error("a folder without volumes gave no error")
+	}
+}
