@@ -77,6 +77,11 @@
 #define VF_SKIP_CONV1 1    // no conv1 mma (e planes are whatever shared memory holds)
 #define VF_SKIP_EPILOGUE 2 // no gate, head, argmax, label store
 #define VF_SKIP_CONVS 4    // no conv2 / dilated-conv mma
+// VF_TRIM: skip the mma of output planes outside the block's chunk (the first and last two steps
+// feed planes that other blocks or slabs own). Labels are unchanged.
+#ifndef VF_TRIM
+#define VF_TRIM 0
+#endif
 
 struct VfSmem {
 	// e planes: [buf][pos*8 + (chunk ^ bit 2 of pos)*4 + word], pos = row*VF_EW + col, 8 fp16
@@ -297,9 +302,10 @@ __device__ __forceinline__ void vf_load_b(unsigned (&W)[27][2][2], const float* 
 }
 
 // D = 1: acc[0..2] are output planes p-1, p, p+1 of e plane p; D = 2: acc[0..4] are p-2 .. p+2.
+// Bit dz of dzMask: output plane acc[(NP-1)-D*dz] is wanted (VF_TRIM).
 template <int D, int NP>
 __device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, const unsigned (&W)[27][2][2],
-                                              float (&acc)[NP][2][4], int row, int lane) {
+                                              float (&acc)[NP][2][4], int row, int lane, unsigned dzMask) {
 	const int j = lane >> 3, r = lane & 7;
 	const int v = (j & 1) * 8 + r, c = j >> 1;
 	const int pos0 = (row + 2) * VF_EW + v + 2;
@@ -311,13 +317,26 @@ __device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, c
 			unsigned a[4];
 			vf_ldsm4<false>(a, eb + pos * 8 + ((c ^ (pos >> 2)) & 1) * 4);
 #pragma unroll
-			for (int dz = 0; dz < 3; ++dz)
+			for (int dz = 0; dz < 3; ++dz) {
+				if (VF_TRIM && !(dzMask >> dz & 1)) continue;
 #pragma unroll
 				for (int nh = 0; nh < 2; ++nh) {
 					const int t = (dz * 3 + dy) * 3 + dx;
 					vf_mma(acc[(NP - 1) - D * dz][nh], a, W[t][nh][0], W[t][nh][1]);
 				}
+			}
 		}
+}
+
+// vf_dz_mask: which dz of e plane p feed output planes in [o0, o1) (output o = p + D*(1-dz)).
+template <int D> __device__ __forceinline__ unsigned vf_dz_mask(int p, int o0, int o1) {
+	unsigned m = 0;
+#pragma unroll
+	for (int dz = 0; dz < 3; ++dz) {
+		const int o = p + D * (1 - dz);
+		if (o >= o0 && o < o1) m |= 1u << dz;
+	}
+	return m;
 }
 
 // ---- the epilogue: gate, head, argmax for one tile row of one plane ----
@@ -489,7 +508,9 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 				const int q = p + 1;
 				vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < nz, G, cl, row, VF_ROWS, lane);
 			}
-			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz) vf_conv_plane<1, 3>(sm.e[t & 1], W, acc, row, lane);
+			const unsigned dzMask = VF_TRIM ? vf_dz_mask<1>(p, o0, o1) : 7u;
+			if (!(VF_SKIP & VF_SKIP_CONVS) && dzMask && G.z0 + p >= 0 && G.z0 + p < nz)
+				vf_conv_plane<1, 3>(sm.e[t & 1], W, acc, row, lane, dzMask);
 			// s of plane p-1 is complete.
 			float* sp = &sm.s[t & 1][row][0][0][0];
 #pragma unroll
@@ -523,7 +544,9 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 			const int p = o0 - 2 + t;
 			const bool loadX = o0 + 1 + t <= o1 + 2;
 			const float xv = loadX ? vf_load_x(in, G, tid, o0 + 1 + t) : 0.f;
-			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz) vf_conv_plane<2, 5>(sm.e[t & 1], W, acc, row, lane);
+			const unsigned dzMask = VF_TRIM ? vf_dz_mask<2>(p, o0, o1) : 7u;
+			if (!(VF_SKIP & VF_SKIP_CONVS) && dzMask && G.z0 + p >= 0 && G.z0 + p < nz)
+				vf_conv_plane<2, 5>(sm.e[t & 1], W, acc, row, lane, dzMask);
 			if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4) { // plane p-2 is complete; its s was left at step t-1
 				const int o = p - 2;
 				vf_epilogue(sm, acc[0], &sm.s[(t - 1) & 1][row][0][0][0], lane, classes, labels + (size_t)o * plane, gy, G);
