@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -108,12 +109,14 @@ func runAction(c *cli.Context) error {
 	defer summary.Close()
 
 	// Bars on a terminal, log lines otherwise; logs print above the bars.
-	var logOut io.Writer = os.Stderr
+	logOut := &switchWriter{w: os.Stderr}
 	var progress pipeline.Progress
 	quiet := c.Bool("quiet")
 	if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 		bars := pipeline.NewBars(os.Stderr)
-		progress, logOut = bars, bars.Writer()
+		progress = bars
+		logOut.set(bars.Writer())
+		defer logOut.set(os.Stderr) // the bars are gone once the run returns
 	}
 	log := newLogger(logOut, logFormat, quiet)
 
@@ -138,6 +141,7 @@ func runAction(c *cli.Context) error {
 	ctx, sig := signalContext(context.Background(), log)
 	defer sig.stop()
 	res, runErr := pipeline.Run(ctx, cfg)
+	logOut.set(os.Stderr)
 	if cfg.Trace != nil {
 		if err := cfg.Trace.WriteFile(c.String("trace")); err != nil {
 			log.Error("trace", "err", err)
@@ -228,4 +232,22 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// switchWriter lets the logger move from above the progress bars back to stderr.
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *switchWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
