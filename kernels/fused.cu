@@ -80,7 +80,7 @@
 // VF_TRIM: skip the mma of output planes outside the block's chunk (the first and last two steps
 // feed planes that other blocks or slabs own). Labels are unchanged.
 #ifndef VF_TRIM
-#define VF_TRIM 0
+#define VF_TRIM 1
 #endif
 
 struct VfSmem {
