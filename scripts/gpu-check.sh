@@ -6,8 +6,11 @@
 # and synccheck on small fused cases when it is installed (GPU_CHECK_SANITIZER_FP32=1 adds the
 # float32 kernels), and prints a table at the end. Results go to
 # $OUT (the device tool's result folder, at most 8 files come back) or /tmp/gpu-check:
-# machine.txt, summary.txt, logs.txt (every step's log) and ncu.txt.
-#   VOXPIPE_GPU_BENCH=0 skips the benchmark; GPU_CHECK_SANITIZER=0 skips compute-sanitizer.
+# machine.txt, summary.txt, logs.txt (every step's log, appended as the steps finish), tables.txt
+# (likewise, the TABLE lines) and ncu.txt.
+#   VOXPIPE_GPU_BENCH=0 skips the benchmark; GPU_CHECK_SANITIZER=0 skips compute-sanitizer,
+#   GPU_CHECK_RACECHECK=0 its racecheck and synccheck; GPU_CHECK_NCU=0 skips ncu,
+#   GPU_CHECK_NCU_SECTIONS chooses its sections.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/gpu-check}"
@@ -29,16 +32,20 @@ step() { # step NAME TIMEOUT_S CMD...: runs CMD, its output in $logs/NAME.log
 	steps+=("$name|$status|$((SECONDS - t0)) s")
 	grep -E -- "^(--- |=== RUN|ok|FAIL|PASS|panic)|TABLE\|" "$logs/$name.log" | grep -v "=== RUN" | tail -n 60
 	[[ $rc -ne 0 ]] && tail -n 15 "$logs/$name.log"
+	# Saved as it goes, so a run cut short still brings its finished steps back.
+	{ echo "######## $name ($status, $((SECONDS - t0)) s)"; cat "$logs/$name.log"; } >>"$out/logs.txt"
+	grep -h "TABLE|" "$logs/$name.log" | sed 's/.*TABLE|//' >>"$out/tables.txt"
+	return 0
 }
 
+rm -f "$out/logs.txt" "$out/tables.txt"
 {
 	date -u +"%Y-%m-%dT%H:%M:%SZ"
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
 } | tee "$out/machine.txt"
 
 [[ -x bin/voxpipe-cuda ]] && step version 60 bin/voxpipe-cuda version
-step kernels 120 bin/kernels.test -test.v -test.count=1
-step engine 240 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms)$'
+# Most wanted first: a run cut short keeps them.
 if [[ "${VOXPIPE_GPU_BENCH:-1}" != 0 ]]; then
 	step bench 180 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDABenchmark512$'
 fi
@@ -49,12 +56,15 @@ fi
 if [[ -f bin/fused-variants.txt ]]; then
 	export VOXPIPE_FUSED_VARIANTS=$(cat bin/fused-variants.txt)
 	step fused-variants 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestFusedVariants$'
+fi
+step engine 240 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms)$'
+step kernels 120 bin/kernels.test -test.v -test.count=1
+if [[ -f bin/fused-variants.txt ]]; then
 	# ncu on the committed fused kernel (its first launch in TestFusedVariants).
 	if [[ "${GPU_CHECK_NCU:-1}" != 0 ]] && command -v ncu >/dev/null; then
+		sections="${GPU_CHECK_NCU_SECTIONS:-SpeedOfLight WarpStateStats ComputeWorkloadAnalysis Occupancy LaunchStats MemoryWorkloadAnalysis InstructionStats}"
 		VOXPIPE_VARIANT_RUNS=1 step ncu 200 ncu --clock-control none -k "regex:${GPU_CHECK_NCU_KERNELS:-^fused_i16\$}" --launch-count 1 \
-			--section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
-			--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section InstructionStats \
-			bin/kernels.test -test.count=1 -test.run 'TestFusedVariants$'
+			$(printf -- '--section %s ' $sections) bin/kernels.test -test.count=1 -test.run 'TestFusedVariants$'
 	fi
 fi
 if [[ "${GPU_CHECK_SANITIZER:-1}" != 0 ]] && command -v compute-sanitizer >/dev/null; then
@@ -65,14 +75,12 @@ if [[ "${GPU_CHECK_SANITIZER:-1}" != 0 ]] && command -v compute-sanitizer >/dev/
 		step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG'
 	fi
 	step memcheck-fused 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
-	step racecheck-fused 120 compute-sanitizer --tool racecheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
-	step synccheck-fused 90 compute-sanitizer --tool synccheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
+	if [[ "${GPU_CHECK_RACECHECK:-1}" != 0 ]]; then
+		step racecheck-fused 120 compute-sanitizer --tool racecheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
+		step synccheck-fused 90 compute-sanitizer --tool synccheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
+	fi
 fi
 
-for f in "$logs"/*.log; do
-	echo "######## $(basename "$f" .log)"
-	cat "$f"
-done >"$out/logs.txt"
 [[ -f "$logs/ncu.log" ]] && cp "$logs/ncu.log" "$out/ncu.txt"
 {
 	echo "==================== gpu-check summary ===================="
