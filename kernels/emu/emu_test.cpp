@@ -7,6 +7,7 @@
 // voxels and differ from the float64 reference only at near-ties (relative logit gap <= 2e-2).
 // Exit status 0 when everything agrees. Run through scripts/kernels-emu.sh; arguments:
 //   fused           the fused kernel's cases only (quicker)
+//   k16             the fused kernel with 9 and 16 classes on larger volumes
 //   case FILE...    the fused kernel on case files (a phantom, a model, a reference mask; see
 //                   runCase) against the reference mask
 #include "emu.h"
@@ -385,13 +386,15 @@ void runCase(const char* path, int slab) {
 
 int main(int argc, char** argv) {
 	const Model m16 = randomModel(16, 4), m6 = randomModel(6, 3), m16k16 = randomModel(16, 16);
-	if (argc > 1 && std::strcmp(argv[1], "k16") == 0) {
+	if (argc > 1 && std::strcmp(argv[1], "k16") == 0) { // 9 and 16 classes on larger volumes
 		run<float>(m16k16, 60, 50, 20, 7, {7});
 		run<short>(randomModel(16, 9), 70, 33, 25, 6, {6});
 	} else if (argc > 2 && std::strcmp(argv[1], "case") == 0) {
 		for (int i = 2; i < argc; ++i) runCase(argv[i], 32);
 	} else if (argc > 1 && std::strcmp(argv[1], "fused") == 0) { // the fused kernel alone, quicker
 		run<short>(m16, 37, 53, 29, 7, {64, 3});
+		run<short>(m16, 97, 41, 1, 1, {1});    // one plane
+		run<float>(m16, 1, 40, 12, 5, {5, 2}); // one voxel wide
 		run<float>(m6, 33, 9, 6, 4, {4, 1});
 		run<short>(m16k16, 20, 11, 9, 9, {9, 2});
 	} else {
@@ -402,6 +405,8 @@ int main(int argc, char** argv) {
 		run<float>(m6, 33, 9, 6, 4, {4, 1});
 		run<short>(m6, 5, 70, 3, 2, {2});
 		run<short>(m16k16, 20, 11, 9, 9, {9, 2});
+		run<short>(m16, 97, 41, 1, 1, {1});
+		run<float>(m16, 1, 40, 12, 5, {5, 2});
 	}
 	if (failures) {
 		std::printf("FAILED: %d checks\n", failures);
