@@ -60,20 +60,11 @@ func benchAction(c *cli.Context) error {
 	if runs < 1 || warmup < 0 || fileRuns < 0 || slab < 1 {
 		return usageError{errors.New("bench: --runs and --slab must be >= 1, --warmup and --file-runs >= 0")}
 	}
-	model, modelName, err := loadModel(c.String("model"))
+	model, modelName, engines, err := openModelAndEngines(c)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
-	engines, err := segment.OpenEngines(model, c.String("engine"), c.String("devices"), c.Int("workers"),
-		segment.CUDAOptions{Precision: c.String("precision")})
-	if err != nil {
-		return usageError{err}
-	}
-	defer func() {
-		for _, e := range engines {
-			e.Close()
-		}
-	}()
+	defer closeEngines(engines)
 	eng := engines[0]
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("bench: %w", err)

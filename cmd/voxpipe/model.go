@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/urfave/cli/v2"
+
 	"voxpipe/fixtures"
 	"voxpipe/segment"
 )
@@ -23,4 +25,25 @@ func loadModel(path string) (*segment.Model, string, error) {
 		return nil, "", err
 	}
 	return m, filepath.Base(path), nil
+}
+
+// openModelAndEngines loads --model and opens the engines of --engine, --devices, --workers and
+// --precision; errors are usage errors (exit 2). Close the engines with closeEngines.
+func openModelAndEngines(c *cli.Context) (*segment.Model, string, []segment.Engine, error) {
+	model, name, err := loadModel(c.String("model"))
+	if err != nil {
+		return nil, "", nil, usageError{err}
+	}
+	engines, err := segment.OpenEngines(model, c.String("engine"), c.String("devices"), c.Int("workers"),
+		segment.CUDAOptions{Precision: c.String("precision")})
+	if err != nil {
+		return nil, "", nil, usageError{err}
+	}
+	return model, name, engines, nil
+}
+
+func closeEngines(engines []segment.Engine) {
+	for _, e := range engines {
+		e.Close()
+	}
 }

@@ -78,20 +78,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	model, modelName, err := loadModel(c.String("model"))
+	model, modelName, engines, err := openModelAndEngines(c)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
-	engines, err := segment.OpenEngines(model, c.String("engine"), c.String("devices"), c.Int("workers"),
-		segment.CUDAOptions{Precision: c.String("precision")})
-	if err != nil {
-		return usageError{err}
-	}
-	defer func() {
-		for _, e := range engines {
-			e.Close()
-		}
-	}()
+	defer closeEngines(engines)
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
