@@ -56,7 +56,13 @@ type Stats struct {
 }
 
 // AddInt16 adds stored int16 values.
-func (s *Stats) AddInt16(values []int16) {
+func (s *Stats) AddInt16(values []int16) { addValues(s, values) }
+
+// AddFloat32 adds stored float32 values. A NaN or Inf among them makes the result NaN.
+func (s *Stats) AddFloat32(values []float32) { addValues(s, values) }
+
+// addValues is Add for either stored type (methods cannot be generic).
+func addValues[T int16 | float32](s *Stats, values []T) {
 	if len(values) == 0 {
 		return
 	}
@@ -65,25 +71,6 @@ func (s *Stats) AddInt16(values []int16) {
 	}
 	// Sum each call's values apart first, so a late slab is not added to a huge running sum
 	// value by value.
-	var sum, sumSq float64
-	for _, v := range values {
-		d := float64(v) - s.ref
-		sum += d
-		sumSq += d * d
-	}
-	s.n += int64(len(values))
-	s.sum += sum
-	s.sumSq += sumSq
-}
-
-// AddFloat32 adds stored float32 values. A NaN or Inf among them makes the result NaN.
-func (s *Stats) AddFloat32(values []float32) {
-	if len(values) == 0 {
-		return
-	}
-	if s.n == 0 {
-		s.ref = float64(values[0])
-	}
 	var sum, sumSq float64
 	for _, v := range values {
 		d := float64(v) - s.ref
