@@ -6,13 +6,18 @@
 # same file (fp32 eager, fp16 channels_last eager, fp16 compiled), a report of voxpipe against
 # PyTorch, and a batch of .nii.gz volumes against the readers alone. Prints a table at the end;
 # results in $OUT (perf.txt, report.md, trace.json, timings).
+#   Local smoke test: PERF_BIN=/tmp/vp PERF_DIMS=48x40x24 PYTHON=/usr/bin/python3 PERF_TORCH_DEVICE=cpu
+#   PERF_COMPILE=0 OUT=/tmp/perf scripts/gpu-perf.sh
 #   PERF_BATCH=N volumes in the batch part (default 16, 0 skips); PERF_COMPILE=0 skips torch.compile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/gpu-perf}"
 work=/tmp/voxpipe-perf
 mkdir -p "$out" "$work"
-V=bin/voxpipe-cuda
+V=${PERF_BIN:-bin/voxpipe-cuda}
+DIMS=${PERF_DIMS:-512x512x1000}
+PY=${PYTHON:-python3}
+TD=${PERF_TORCH_DEVICE:-cuda}
 model=fixtures/model/voxpipe-default.safetensors
 log="$out/perf.txt"
 : >"$log"
@@ -27,7 +32,7 @@ timed() { # timed LABEL CMD...: wall seconds of CMD into the log
 	tail -n 3 "$work/$label.log" | sed 's/^/    /' | tee -a "$log"
 }
 hidden() { # fraction of h2d+d2h time overlapping kernels, from a timings.csv
-	python3 - "$1" <<'PY'
+	"$PY" - "$1" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 k = [(float(r["start_ms"]), float(r["start_ms"]) + float(r["duration_ms"])) for r in rows if r["stage"] == "kernels"]
@@ -42,8 +47,8 @@ note "== machine"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.m
 nproc | sed 's/^/cores: /' | tee -a "$log"
 $V version | tee -a "$log"
 
-note "== phantom 512x512x1000"
-timed gen-nii $V gen -o "$work/big" --dims 512x512x1000 --count 1 --format nii -q
+note "== phantom $DIMS"
+timed gen-nii $V gen -o "$work/big" --dims "$DIMS" --count 1 --format nii -q
 vol="$work/big/volumes/phantom_000.nii"
 
 note "== engine: voxpipe bench (pinned in -> mask out), fp16 then fp32"
@@ -59,15 +64,15 @@ timed run-fp32 $V run -q "$work/big/volumes" -o "$work/run32" --slab 64 --precis
 timed agree-fp16-fp32 $V eval "$work/run16" "$work/run32"
 
 note "== PyTorch baseline on the same file (same weights)"
-timed torch-fp32 python3 baseline/segment.py "$vol" -o "$work/torch32" --model "$model" --device cuda --slab 64
+timed torch-fp32 "$PY" baseline/segment.py "$vol" -o "$work/torch32" --model "$model" --device "$TD" --slab 64
 # the variants write plain .nii masks: Python's single-threaded gzip of a 262 MB mask would
 # cost device time and is already measured by the fp32 run above
-timed torch-fp16-cl python3 baseline/segment.py "$vol" -o "$work/torch16" --model "$model" --device cuda --slab 64 --dtype float16 --channels-last --mask-name "{name}_mask.nii"
+timed torch-fp16-cl "$PY" baseline/segment.py "$vol" -o "$work/torch16" --model "$model" --device "$TD" --slab 64 --dtype float16 --channels-last --mask-name "{name}_mask.nii"
 if [[ "${PERF_COMPILE:-1}" != 0 ]]; then
-	timed torch-fp16-compiled python3 baseline/segment.py "$vol" -o "$work/torchc" --model "$model" --device cuda --slab 256 --dtype float16 --channels-last --compile max-autotune-no-cudagraphs
+	timed torch-fp16-compiled "$PY" baseline/segment.py "$vol" -o "$work/torchc" --model "$model" --device "$TD" --slab 256 --dtype float16 --channels-last --compile max-autotune-no-cudagraphs
 fi
 for d in torch32 torch16 torchc; do
-	[[ -f "$work/$d/summary.csv" ]] && note "    $d: $(python3 -c "import csv,sys; r=next(csv.DictReader(open(sys.argv[1]))); print('segment', r['segment_ms'], 'ms, wall', r['wall_ms'], 'ms')" "$work/$d/summary.csv")"
+	[[ -f "$work/$d/summary.csv" ]] && note "    $d: $("$PY" -c "import csv,sys; r=next(csv.DictReader(open(sys.argv[1]))); print('segment', r['segment_ms'], 'ms, wall', r['wall_ms'], 'ms')" "$work/$d/summary.csv")"
 done
 timed agree-torch32-fp32 $V eval "$work/torch32" "$work/run32"
 timed report $V report --run "$work/run16" --baseline "$work/torch32" -o "$work/report"
@@ -76,7 +81,7 @@ cp "$work/report/report.md" "$out/report.md" 2>/dev/null
 n=${PERF_BATCH:-16}
 if [[ "$n" != 0 ]]; then
 	note "== batch of $n .nii.gz volumes"
-	timed gen-batch $V gen -o "$work/batch" --dims 512x512x1000 --count "$n" --format nii.gz -q
+	timed gen-batch $V gen -o "$work/batch" --dims "$DIMS" --count "$n" --format nii.gz -q
 	timed readers-alone $V bench -q --read-only "$work/batch/volumes" --readers 8 -o "$work/readonly"
 	timed batch-run $V run -q "$work/batch/volumes" -o "$work/batchrun" --slab 64 --readers 8 --writers 4
 	cp "$work/batchrun/summary.csv" "$out/batch-summary.csv"
