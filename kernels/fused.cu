@@ -82,6 +82,11 @@
 #ifndef VF_TRIM
 #define VF_TRIM 1
 #endif
+// VF_HEAD_SPLIT: the head with f and its weights split into fp16 high and low parts
+// (hi*hi + lo*hi + hi*lo: 3 mma per n8 tile instead of 1), close to a float32 head.
+#ifndef VF_HEAD_SPLIT
+#define VF_HEAD_SPLIT 1
+#endif
 
 struct VfSmem {
 	// e planes: [buf][pos*8 + (chunk ^ bit 2 of pos)*4 + word], pos = row*VF_EW + col, 8 fp16
@@ -95,7 +100,7 @@ struct VfSmem {
 	// Per-lane fragments and biases.
 	unsigned w1[2][2][32][2]; // conv1 B: [k step][n half][lane][reg]
 	float b1[32][4], b2[32][4], bg[32][4];
-	unsigned gx[32][2], gg[32][2], hw[2][32][2];
+	unsigned gx[32][2], gg[32][2], hw[2][32][2], hwl[2][32][2]; // hwl: head weights' fp16 rounding rest
 	float gb[32][2], psi[32][2], hb[2][32][2];
 	float psib;
 };
@@ -175,6 +180,19 @@ __device__ __forceinline__ int vf_shfl_xor(int v, int m) {
 
 // fp16 of a value the network may make large: saturate instead of overflowing to inf.
 __device__ __forceinline__ float vf_sat(float v) { return fminf(fmaxf(v, -VF_HALF_MAX), VF_HALF_MAX); }
+
+// v - fp16(v): the part of v that fp16 rounding drops (v already saturated).
+__device__ __forceinline__ float vf_half_rest(float v) {
+#if defined(__CUDA_ARCH__)
+	float r;
+	asm("{\n.reg .f16 h;\ncvt.rn.f16.f32 h, %1;\ncvt.f32.f16 %0, h;\n}\n" : "=f"(r) : "f"(v));
+	return v - r;
+#elif defined(VOXPIPE_EMU)
+	return v - emu_half_float(emu_half_bits(v));
+#else
+	return 0.f;
+#endif
+}
 
 // ---- per-thread input load: one raw x value of a plane, normalised ----
 
@@ -373,23 +391,30 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&gacc
 		pr[m] += vf_shfl_xor(pr[m], 1);
 		pr[m] += vf_shfl_xor(pr[m], 2);
 	}
-	unsigned af[4];
+	unsigned af[4], afl[4];
 #pragma unroll
 	for (int m = 0; m < 2; ++m) {
 		const float a = 1.f / (1.f + expf(-(pr[m] + sm.psib)));
 #pragma unroll
-		for (int nh = 0; nh < 2; ++nh)
-			af[2 * nh + m] = vf_pack(vf_sat(fmaf(a, sv[nh][2 * m], gv[nh][2 * m])), vf_sat(fmaf(a, sv[nh][2 * m + 1], gv[nh][2 * m + 1])));
+		for (int nh = 0; nh < 2; ++nh) {
+			const float f0 = vf_sat(fmaf(a, sv[nh][2 * m], gv[nh][2 * m]));
+			const float f1 = vf_sat(fmaf(a, sv[nh][2 * m + 1], gv[nh][2 * m + 1]));
+			af[2 * nh + m] = vf_pack(f0, f1);
+			if (VF_HEAD_SPLIT) afl[2 * nh + m] = vf_pack(vf_half_rest(f0), vf_half_rest(f1));
+		}
 	}
 	float lg[2][4];
-#pragma unroll
-	for (int i = 0; i < 4; ++i) lg[0][i] = sm.hb[0][lane][i & 1];
-	vf_mma(lg[0], af, sm.hw[0][lane][0], sm.hw[0][lane][1]);
 	const bool wide = classes > 8;
-	if (wide) {
 #pragma unroll
-		for (int i = 0; i < 4; ++i) lg[1][i] = sm.hb[1][lane][i & 1];
-		vf_mma(lg[1], af, sm.hw[1][lane][0], sm.hw[1][lane][1]);
+	for (int nt = 0; nt < 2; ++nt) {
+		if (nt == 1 && !wide) break;
+#pragma unroll
+		for (int i = 0; i < 4; ++i) lg[nt][i] = sm.hb[nt][lane][i & 1];
+		vf_mma(lg[nt], af, sm.hw[nt][lane][0], sm.hw[nt][lane][1]);
+		if (VF_HEAD_SPLIT) {
+			vf_mma(lg[nt], afl, sm.hw[nt][lane][0], sm.hw[nt][lane][1]);
+			vf_mma(lg[nt], af, sm.hwl[nt][lane][0], sm.hwl[nt][lane][1]);
+		}
 	}
 	// argmax per row over this lane's classes (in increasing order), then over the quad.
 #pragma unroll
@@ -451,6 +476,8 @@ __device__ __forceinline__ void vf_params(VfSmem& sm, const float* __restrict__ 
 		const float* hr = w + VF_OFF_HW + (8 * nt + g) * 16;
 		sm.hw[nt][lane][0] = vf_pack(__ldg(hr + 2 * q), __ldg(hr + 2 * q + 1));
 		sm.hw[nt][lane][1] = vf_pack(__ldg(hr + 2 * q + 8), __ldg(hr + 2 * q + 9));
+		sm.hwl[nt][lane][0] = vf_pack(vf_half_rest(__ldg(hr + 2 * q)), vf_half_rest(__ldg(hr + 2 * q + 1)));
+		sm.hwl[nt][lane][1] = vf_pack(vf_half_rest(__ldg(hr + 2 * q + 8)), vf_half_rest(__ldg(hr + 2 * q + 9)));
 		sm.hb[nt][lane][0] = __ldg(w + VF_OFF_HB + 8 * nt + 2 * q);
 		sm.hb[nt][lane][1] = __ldg(w + VF_OFF_HB + 8 * nt + 2 * q + 1);
 	}

@@ -19,8 +19,9 @@ import (
 // (VOXPIPE_FUSED_VARIANTS="name=path.fatbin,...", built by scripts/gpu-build.sh) against the
 // committed fused kernel on one 512x512 slab of 64 planes with a random smooth int16 input:
 // median of several launches, scaled to a 1000-plane volume. Variants named full-* must give the
-// committed kernel's labels bit for bit; skip-* variants leave a stage out (their labels are
-// wrong by design) to show what the stage costs. Skipped without the variable.
+// committed kernel's labels bit for bit; prec-* change the arithmetic (their labels may differ at
+// near-ties); skip-* leave a stage out (their labels are wrong by design) to show what the stage
+// costs. Skipped without the variable.
 func TestFusedVariants(t *testing.T) {
 	spec := os.Getenv("VOXPIPE_FUSED_VARIANTS")
 	if spec == "" {

@@ -18,8 +18,9 @@ go test -c -tags cuda -o bin/kernels.test ./kernels
 echo "gpu-build: bin/segment.test bin/kernels.test"
 # Kernel variants under study, timed by gpu-check when present: the float32 convs
 # (kernels/experiments, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with other
-# compile-time settings (kernels/fused_variants_cuda_test.go; full-rN: N tile rows, skip-*: a
-# stage left out), listed in bin/fused-variants.txt.
+# compile-time settings (kernels/fused_variants_cuda_test.go; full-*: same labels, e.g. full-rN
+# with N tile rows; prec-*: other arithmetic; skip-*: a stage left out), listed in
+# bin/fused-variants.txt.
 if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 	rm -f bin/experiments.fatbin bin/fused-*.fatbin
 	if [[ "${GPU_BUILD_CONV_VARIANTS:-0}" != 0 ]]; then
@@ -28,7 +29,7 @@ if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 		echo "gpu-build: bin/experiments.fatbin"
 	fi
 	variants=()
-	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-notrim:-DVF_TRIM=0 full-r2:-DVF_ROWS=2 full-r6:-DVF_ROWS=6 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
+	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-notrim:-DVF_TRIM=0 prec-nosplit:-DVF_HEAD_SPLIT=0 full-r2:-DVF_ROWS=2 full-r6:-DVF_ROWS=6 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
 		name=${v%%:*}
 		flags=${v#*:}
 		(cd kernels && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 ${flags//,/ } -o "../bin/fused-$name.fatbin" fused.cu)
