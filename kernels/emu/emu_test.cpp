@@ -337,7 +337,7 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 }
 
 // runCase segments a case file (a phantom, a model and a reference mask, written by a helper
-// such as .dev/dumpcase: int32 nx ny nz C K, float32 scale shift, the model's tensors in
+// such as kernels/emu/dumpcase: int32 nx ny nz C K, float32 scale shift, the model's tensors in
 // PyTorch layouts, int16 volume, uint8 reference mask, uint8 truth) with the fused kernel and
 // reports its agreement with the reference mask and the Dice of both against the truth.
 void runCase(const char* path, int slab) {
