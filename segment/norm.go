@@ -1,6 +1,12 @@
 package segment
 
-import "math"
+import (
+	"math"
+	"math/big"
+	"math/bits"
+	"runtime"
+	"sync"
+)
 
 // Apply maps one stored value to the network input, float32 multiply then float32 add, each
 // rounded. The explicit conversion forbids the compiler from fusing them into an FMA (Go's
@@ -50,19 +56,69 @@ func NormFor(mu, sigma, slope, inter float64) Norm {
 // the variance of data with a large offset (CT in Hounsfield units plus 1024, say) does not
 // cancel catastrophically. The zero value is ready to use.
 type Stats struct {
+	// float32 values: float64 sums relative to the first value seen
 	n          int64
 	ref        float64 // first value seen: the origin of the sums
 	sum, sumSq float64 // of v - ref
+
+	// int16 values: exact integer sums (the sum of squares in 128 bits), so the result does not
+	// depend on the order or the split of the work, which lets AddInt16 use every core.
+	nInt       int64
+	sumInt     int64
+	sqHi, sqLo uint64
 }
 
-// AddInt16 adds stored int16 values.
-func (s *Stats) AddInt16(values []int16) { addValues(s, values) }
+// AddInt16 adds stored int16 values, exactly, in parallel for large slices.
+func (s *Stats) AddInt16(values []int16) {
+	// Parallel above 1 Mi values; at most 2^32 values a part, so that a part's sum of squares
+	// (each square at most 2^30) fits uint64.
+	const piece, maxPart = 1 << 20, 1 << 32
+	parts := max(min(runtime.GOMAXPROCS(0), (len(values)+piece-1)/piece), (len(values)+maxPart-1)/maxPart)
+	if parts <= 1 {
+		sum, sq := sumInt16(values)
+		s.addExact(int64(len(values)), sum, sq)
+		return
+	}
+	sums := make([]int64, parts)
+	sqs := make([]uint64, parts)
+	var wg sync.WaitGroup
+	per := (len(values) + parts - 1) / parts
+	for p := 0; p < parts; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sums[p], sqs[p] = sumInt16(values[p*per : min(len(values), (p+1)*per)])
+		}()
+	}
+	wg.Wait()
+	for p := range sums {
+		s.addExact(0, sums[p], sqs[p])
+	}
+	s.nInt += int64(len(values))
+}
+
+// sumInt16 sums values and their squares; with at most 2^32 values neither can overflow.
+func sumInt16(values []int16) (int64, uint64) {
+	var sum int64
+	var sq uint64
+	for _, v := range values {
+		w := int64(v)
+		sum += w
+		sq += uint64(w * w)
+	}
+	return sum, sq
+}
+
+func (s *Stats) addExact(n, sum int64, sq uint64) {
+	s.nInt += n
+	s.sumInt += sum
+	var carry uint64
+	s.sqLo, carry = bits.Add64(s.sqLo, sq, 0)
+	s.sqHi += carry
+}
 
 // AddFloat32 adds stored float32 values. A NaN or Inf among them makes the result NaN.
-func (s *Stats) AddFloat32(values []float32) { addValues(s, values) }
-
-// addValues is Add for either stored type (methods cannot be generic).
-func addValues[T int16 | float32](s *Stats, values []T) {
+func (s *Stats) AddFloat32(values []float32) {
 	if len(values) == 0 {
 		return
 	}
@@ -83,23 +139,54 @@ func addValues[T int16 | float32](s *Stats, values []T) {
 }
 
 // Count is the number of values added.
-func (s *Stats) Count() int64 { return s.n }
+func (s *Stats) Count() int64 { return s.n + s.nInt }
+
+// moments returns the mean and population variance of the stored values.
+func (s *Stats) moments() (mean, variance float64) {
+	if s.n == 0 { // int16 only: exact, then one rounding
+		n := new(big.Int).SetInt64(s.nInt)
+		sum := new(big.Int).SetInt64(s.sumInt)
+		sq := new(big.Int).Lsh(new(big.Int).SetUint64(s.sqHi), 64)
+		sq.Add(sq, new(big.Int).SetUint64(s.sqLo))
+		// variance = (n*sq - sum^2) / n^2
+		num := new(big.Int).Mul(n, sq)
+		num.Sub(num, new(big.Int).Mul(sum, sum))
+		den := new(big.Int).Mul(n, n)
+		variance, _ = new(big.Rat).SetFrac(num, den).Float64()
+		mean, _ = new(big.Rat).SetFrac(sum, n).Float64()
+		return mean, variance
+	}
+	n := float64(s.n)
+	meanD := s.sum / n
+	variance = s.sumSq/n - meanD*meanD
+	mean = s.ref + meanD
+	if s.nInt == 0 {
+		return mean, variance
+	}
+	// Both kinds (no caller does this): pool the two sets' moments.
+	ni := float64(s.nInt)
+	meanI := float64(s.sumInt) / ni
+	sqI := (float64(s.sqHi)*math.Exp2(64) + float64(s.sqLo)) / ni
+	varI := sqI - meanI*meanI
+	total := n + ni
+	pooled := (n*mean + ni*meanI) / total
+	variance = (n*(variance+(mean-pooled)*(mean-pooled)) + ni*(varI+(meanI-pooled)*(meanI-pooled))) / total
+	return pooled, variance
+}
 
 // MeanStd returns the mean and population standard deviation of the SCALED values
 // v*slope + inter (slope == 0 meaning unscaled, as in NIfTI), with the sigma rule applied:
 // a sigma below 1e-6*max(1,|mu|) is returned as 1. No values: mu 0, sigma 1.
 func (s *Stats) MeanStd(slope, inter float64) (mu, sigma float64) {
-	if s.n == 0 {
+	if s.Count() == 0 {
 		return 0, 1
 	}
 	slope, inter = effectiveScaling(slope, inter)
-	n := float64(s.n)
-	meanD := s.sum / n
-	variance := s.sumSq/n - meanD*meanD
+	mean, variance := s.moments()
 	if variance < 0 { // rounding, for (nearly) constant data
 		variance = 0
 	}
-	mu = (s.ref+meanD)*slope + inter
+	mu = mean*slope + inter
 	sigma = math.Sqrt(variance) * math.Abs(slope)
 	return mu, sigmaFloor(mu, sigma)
 }

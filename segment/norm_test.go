@@ -2,6 +2,8 @@ package segment
 
 import (
 	"math"
+	"math/big"
+	"runtime"
 	"testing"
 )
 
@@ -174,5 +176,61 @@ func TestStatsNormMatchesNormFor(t *testing.T) {
 	mu, sigma := st.MeanStd(-0.5, 40)
 	if got, want := st.Norm(-0.5, 40), NormFor(mu, sigma, -0.5, 40); got != want {
 		t.Errorf("Stats.Norm %+v, NormFor(MeanStd) %+v", got, want)
+	}
+}
+
+// Int16 statistics are exact: any split of the values, any parallelism, gives the same bits,
+// and extreme values neither overflow nor lose precision.
+func TestStatsInt16ExactAndSplitIndependent(t *testing.T) {
+	vals := make([]int16, 3<<20+17)
+	x := uint64(12345)
+	for i := range vals {
+		x = x*6364136223846793005 + 1442695040888963407
+		vals[i] = int16(x >> 48)
+	}
+	vals[0], vals[1] = -32768, 32767
+	var whole Stats
+	whole.AddInt16(vals)
+	mu, sigma := whole.MeanStd(1, 0)
+	for _, cut := range []int{1, 1000, 1 << 20, len(vals) - 5} {
+		var parts Stats
+		parts.AddInt16(vals[:cut])
+		parts.AddInt16(vals[cut:])
+		if m, s := parts.MeanStd(1, 0); m != mu || s != sigma {
+			t.Errorf("split at %d: %v %v, whole %v %v", cut, m, s, mu, sigma)
+		}
+	}
+	prev := runtime.GOMAXPROCS(1)
+	var serial Stats
+	serial.AddInt16(vals)
+	runtime.GOMAXPROCS(prev)
+	if m, s := serial.MeanStd(1, 0); m != mu || s != sigma {
+		t.Errorf("one thread: %v %v, parallel %v %v", m, s, mu, sigma)
+	}
+	// against exact rationals
+	var sum, sq big.Int
+	for _, v := range vals {
+		w := big.NewInt(int64(v))
+		sum.Add(&sum, w)
+		sq.Add(&sq, new(big.Int).Mul(w, w))
+	}
+	n := big.NewInt(int64(len(vals)))
+	wantMu, _ := new(big.Rat).SetFrac(&sum, n).Float64()
+	num := new(big.Int).Sub(new(big.Int).Mul(n, &sq), new(big.Int).Mul(&sum, &sum))
+	wantVar, _ := new(big.Rat).SetFrac(num, new(big.Int).Mul(n, n)).Float64()
+	if mu != wantMu || sigma != math.Sqrt(wantVar) {
+		t.Errorf("got %v %v, exact %v %v", mu, sigma, wantMu, math.Sqrt(wantVar))
+	}
+}
+
+func BenchmarkStatsInt16(b *testing.B) {
+	vals := make([]int16, 64*512*512) // one slab of 64 planes of 512x512
+	for i := range vals {
+		vals[i] = int16(i * 7)
+	}
+	b.SetBytes(int64(2 * len(vals)))
+	for b.Loop() {
+		var s Stats
+		s.AddInt16(vals)
 	}
 }
