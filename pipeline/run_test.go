@@ -424,3 +424,51 @@ func TestRunRejectsNaNVolumes(t *testing.T) {
 		t.Errorf("NaN volume: %q %q", s.Status, s.Error)
 	}
 }
+
+// namedEngine is a signEngine with its own name, for runs with several engines.
+type namedEngine struct {
+	*signEngine
+	name string
+}
+
+func (e namedEngine) Name() string { return e.name }
+
+// Several engines (one per GPU in a real run) pull volumes from one queue: every volume is
+// done exactly once, both engines work, and the CSVs say which engine did which volume.
+func TestRunSeveralEnginesShareTheQueue(t *testing.T) {
+	b := newBatch(t, 8)
+	engines := []segment.Engine{
+		namedEngine{&signEngine{delay: 3 * time.Millisecond}, "dev:0"},
+		namedEngine{&signEngine{delay: 3 * time.Millisecond}, "dev:1"},
+	}
+	out := runBatch(t, context.Background(), b, engines[0], func(c *Config) {
+		c.Engines = engines
+		c.Readers = 3
+		c.Slab = 2
+	})
+	if out.err != nil || out.res.OK != 8 {
+		t.Fatalf("%+v %v", out.res, out.err)
+	}
+	perEngine := map[string]int{}
+	for _, s := range out.summary {
+		if s.Status != timing.StatusOK {
+			continue
+		}
+		perEngine[s.Engine]++
+		_, mask, err := nifti.ReadUint8(s.Output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(mask) != string(expectedMask(t, b.good[s.Volume])) {
+			t.Errorf("%s (engine %s): wrong mask", s.Volume, s.Engine)
+		}
+	}
+	if perEngine["dev:0"] == 0 || perEngine["dev:1"] == 0 || perEngine["dev:0"]+perEngine["dev:1"] != 8 {
+		t.Errorf("volumes per engine %v: want both engines used, 8 in all", perEngine)
+	}
+	for _, r := range out.rows {
+		if r.Stage == StageSegment && r.Device != "dev:0" && r.Device != "dev:1" {
+			t.Errorf("segment row without its engine: %+v", r)
+		}
+	}
+}
