@@ -38,7 +38,8 @@
 
 #define VF_TX 16 // output voxels per tile row: the mma's M
 #ifndef VF_ROWS
-#define VF_ROWS 4 // tile rows (y); two warps per row (8 warps: 254 registers, no spills)
+#define VF_ROWS 6 // tile rows (y); two warps per row. 12 warps (168 registers, a few spills) ran
+                  // 12 % faster than 8 warps (254 registers) on the H200 (docs/perf.md)
 #endif
 #define VF_WARPS (2 * VF_ROWS)
 #define VF_THREADS (32 * VF_WARPS)
