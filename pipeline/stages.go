@@ -157,7 +157,7 @@ func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w 
 	w.sum.SegmentMS = ms(end.Sub(start))
 	w.mu.Unlock()
 	if !sawSegment {
-		r.spanNoSum(w, StageSegment, -1, device, fmt.Sprintf("engine %d", worker), start, end, 0, int64(voxels))
+		r.span(w, StageSegment, -1, device, fmt.Sprintf("engine %d", worker), start, end, 0, int64(voxels))
 	}
 	r.inputs.Put(w.in)
 	w.in = nil
@@ -289,14 +289,6 @@ func (r *runner) summarise(sum timing.Summary) {
 // span records a host stage event and adds it to the volume's stage totals.
 func (r *runner) span(w *work, stage string, slab int, process, track string, start, end time.Time, bytes, voxels int64) {
 	r.record(w, timing.Span{Process: process, Track: track, Row: timing.Row{
-		Stage: stage, Slab: slab, Device: process,
-		StartMS: ms(start.Sub(r.t0)), DurationMS: ms(end.Sub(start)), Bytes: bytes, Voxels: voxels,
-	}})
-}
-
-// spanNoSum is span for a row whose time the summary already has from elsewhere.
-func (r *runner) spanNoSum(w *work, stage string, slab int, process, track string, start, end time.Time, bytes, voxels int64) {
-	r.emit(w, timing.Span{Process: process, Track: track, Row: timing.Row{
 		Stage: stage, Slab: slab, Device: process,
 		StartMS: ms(start.Sub(r.t0)), DurationMS: ms(end.Sub(start)), Bytes: bytes, Voxels: voxels,
 	}})
