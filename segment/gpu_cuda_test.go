@@ -97,16 +97,21 @@ func compareWithCPU(t *testing.T, m *Model, vol *Volume, gpu, cpu []uint8, ref [
 	return diff, ties
 }
 
+// volCase is a volume shape, its sample type and the slab sizes to cut it by.
+type volCase struct {
+	nx, ny, nz int
+	int16      bool
+	slabs      []int
+}
+
+// modelCases pairs a model with the volumes to run it on.
+type modelCases struct {
+	model *Model
+	vols  []volCase
+}
+
 func TestCUDAMatchesCPU(t *testing.T) {
-	type volCase struct {
-		nx, ny, nz int
-		int16      bool
-		slabs      []int
-	}
-	cases := []struct {
-		model *Model
-		vols  []volCase
-	}{
+	cases := []modelCases{
 		{RandomModel(16, 4, 11), []volCase{
 			{37, 53, 29, true, []int{1, 7, 29, 64}},
 			{37, 53, 29, false, []int{3, 8, 29}},
@@ -577,15 +582,7 @@ func compareFP16(t *testing.T, m *Model, vol *Volume, fp16, fp32 []uint8, minAgr
 // least 99.9% of the voxels (volumes of 10000 voxels or more; smaller ones: every difference a
 // near-tie).
 func TestCUDAFP16MatchesFP32(t *testing.T) {
-	type volCase struct {
-		nx, ny, nz int
-		int16      bool
-		slabs      []int
-	}
-	cases := []struct {
-		model *Model
-		vols  []volCase
-	}{
+	cases := []modelCases{
 		{RandomModel(16, 4, 11), []volCase{
 			{37, 53, 29, true, []int{1, 7, 29, 64}},
 			{37, 53, 29, false, []int{3, 8, 29}},
