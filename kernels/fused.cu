@@ -41,6 +41,10 @@
 #define VF_ROWS 6 // tile rows (y); two warps per row. 12 warps (168 registers, a few spills) ran
                   // 12 % faster than 8 warps (254 registers) on the H200 (docs/perf.md)
 #endif
+// Fewer than 4 rows computes wrong labels (found by the GPU variant run and reproduced in the
+// host emulator with -DVF_ROWS=2 and 3; 4, 5 and 6 pass): some work split assumes 8 warps or
+// more. Until that is found, such builds are refused.
+static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (docs/perf.md)");
 #define VF_WARPS (2 * VF_ROWS)
 #define VF_THREADS (32 * VF_WARPS)
 #define VF_EW 24            // e plane width in voxels: tile x -2 .. +21 (three ldmatrix segments of 8)

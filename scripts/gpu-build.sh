@@ -29,7 +29,7 @@ if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 		echo "gpu-build: bin/experiments.fatbin"
 	fi
 	variants=()
-	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-notrim:-DVF_TRIM=0 prec-nosplit:-DVF_HEAD_SPLIT=0 full-r2:-DVF_ROWS=2 full-r4:-DVF_ROWS=4 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
+	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-notrim:-DVF_TRIM=0 prec-nosplit:-DVF_HEAD_SPLIT=0 full-r4:-DVF_ROWS=4 full-r5:-DVF_ROWS=5 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
 		name=${v%%:*}
 		flags=${v#*:}
 		(cd kernels && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 ${flags//,/ } -o "../bin/fused-$name.fatbin" fused.cu)
