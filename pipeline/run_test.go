@@ -121,8 +121,7 @@ func expectedMask(t *testing.T, vals []int16) []uint8 {
 	t.Helper()
 	var st segment.Stats
 	st.AddInt16(vals)
-	mu, sigma := st.MeanStd(1, 0)
-	vol := &segment.Volume{I16: vals, Norm: segment.NormFor(mu, sigma, 1, 0)}
+	vol := &segment.Volume{I16: vals, Norm: st.Norm(1, 0)}
 	want := make([]uint8, len(vals))
 	for i := range vals {
 		want[i] = signLabel(vol, i)

@@ -29,16 +29,11 @@ func init() {
 			"volume from a .nii file alone, writing its mask alone, and `run` on that file end to end.\n" +
 			"Writes OUT/timings.csv and OUT/summary.csv (one summary row per timed engine run) and\n" +
 			"prints medians with [min-max].",
-		Flags: []cli.Flag{
+		Flags: append(engineFlags("0"),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for the CSVs and the files it times"},
 			&cli.StringFlag{Name: "input", Usage: "int16 NIfTI volume to time (default: a generated phantom)"},
 			&cli.StringFlag{Name: "dims", Value: "512x512x1000", Usage: "phantom size NXxNYxNZ"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "phantom seed"},
-			&cli.StringFlag{Name: "model", Usage: "weights file (default: the embedded model)"},
-			&cli.StringFlag{Name: "engine", Value: segment.KindAuto, Usage: "auto, cpu or cuda"},
-			&cli.StringFlag{Name: "devices", Value: "0", Usage: "GPU for the cuda engine"},
-			&cli.StringFlag{Name: "precision", Value: segment.PrecisionFP16, Usage: "cuda engine arithmetic: fp16 or fp32"},
-			&cli.IntFlag{Name: "workers", Usage: "threads of the CPU engine (0: all cores)"},
 			&cli.IntFlag{Name: "slab", Value: 64, Usage: "z-slices per slab"},
 			&cli.IntFlag{Name: "runs", Value: 10, Usage: "timed engine runs"},
 			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "untimed engine runs first"},
@@ -46,7 +41,7 @@ func init() {
 			&cli.StringFlag{Name: "read-only", Usage: "instead: only read (decode, normalise) every volume in `DIR`, --readers in parallel"},
 			&cli.IntFlag{Name: "readers", Value: 2, Usage: "parallel readers for --read-only"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only the summary line"},
-		},
+		),
 		Action: benchAction,
 	})
 }
@@ -140,7 +135,8 @@ func benchVolume(c *cli.Context, out string) (*nifti.Header, *segment.Volume, st
 			return nil, nil, "", err
 		}
 		vol := &segment.Volume{NX: nx, NY: ny, NZ: nz, I16: ph.Image}
-		return ph.Header, vol, input, normalise(vol, 1, 0)
+		normalise(vol, 1, 0)
+		return ph.Header, vol, input, nil
 	}
 	r, err := nifti.Open(input)
 	if err != nil {
@@ -166,15 +162,15 @@ func benchVolume(c *cli.Context, out string) (*nifti.Header, *segment.Volume, st
 		}
 		input = plain
 	}
-	return h, vol, input, normalise(vol, slope, inter)
+	normalise(vol, slope, inter)
+	return h, vol, input, nil
 }
 
-func normalise(vol *segment.Volume, slope, inter float64) error {
+// normalise sets vol.Norm from the volume's own statistics, as the pipeline's read stage does.
+func normalise(vol *segment.Volume, slope, inter float64) {
 	var st segment.Stats
 	st.AddInt16(vol.I16)
-	mu, sigma := st.MeanStd(slope, inter)
-	vol.Norm = segment.NormFor(mu, sigma, slope, inter)
-	return nil
+	vol.Norm = st.Norm(slope, inter)
 }
 
 // benchFiles times reading the .nii alone, writing the mask alone, and `run` end to end.

@@ -21,7 +21,6 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/timing"
-	"voxpipe/segment"
 )
 
 func init() {
@@ -29,14 +28,9 @@ func init() {
 		Name:      "run",
 		Usage:     "segment every NIfTI volume in the inputs (files or folders) and write masks and timing CSVs",
 		ArgsUsage: "INPUT...",
-		Flags: []cli.Flag{
+		Flags: append(engineFlags("all"),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "output folder for masks and CSVs"},
 			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "search input folders recursively (masks mirror the sub-folders)"},
-			&cli.StringFlag{Name: "model", Usage: "weights file (.safetensors); default: the embedded model"},
-			&cli.StringFlag{Name: "engine", Value: segment.KindAuto, Usage: "auto, cpu or cuda (auto: CUDA when built with it and a GPU is present)"},
-			&cli.StringFlag{Name: "devices", Value: "all", Usage: "GPUs for the cuda engine: all, or ordinals such as 0,1"},
-			&cli.StringFlag{Name: "precision", Value: segment.PrecisionFP16, Usage: "cuda engine arithmetic: fp16 (fused tensor-core kernel) or fp32 (float32 reference kernels)"},
-			&cli.IntFlag{Name: "workers", Usage: "threads of the CPU engine (0: all cores)"},
 			&cli.IntFlag{Name: "slab", Value: 32, Usage: "z-slices per slab"},
 			&cli.IntFlag{Name: "readers", Value: 2, Usage: "volumes read in parallel"},
 			&cli.IntFlag{Name: "writers", Value: 1, Usage: "masks written in parallel"},
@@ -50,7 +44,7 @@ func init() {
 			&cli.StringFlag{Name: "run-id", Usage: "run id in the CSVs (default: time and random suffix)"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only errors on stderr, no progress bar"},
-		},
+		),
 		Action: runAction,
 	})
 }

@@ -123,11 +123,8 @@ func directMask(t *testing.T, m *segment.Model, path string) []uint8 {
 	if _, err := r.ReadSlicesInt16(vol.I16, h.NZ()); err != nil {
 		t.Fatal(err)
 	}
-	var st segment.Stats
-	st.AddInt16(vol.I16)
 	slope, inter := r.Scaling()
-	mu, sigma := st.MeanStd(slope, inter)
-	vol.Norm = segment.NormFor(mu, sigma, slope, inter)
+	normalise(vol, slope, inter)
 	out := make([]uint8, len(vol.I16))
 	if err := segment.NewCPUEngine(m, 0).Segment(context.Background(), vol, out, segment.Options{Slab: vol.NZ}); err != nil {
 		t.Fatal(err)
