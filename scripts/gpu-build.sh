@@ -15,7 +15,8 @@ else
 fi
 go test -c -tags cuda -o bin/segment.test ./segment
 go test -c -tags cuda -o bin/kernels.test ./kernels
-echo "gpu-build: bin/segment.test bin/kernels.test"
+go test -c -tags cuda -o bin/pinned.test ./kernels/pinned
+echo "gpu-build: bin/segment.test bin/kernels.test bin/pinned.test"
 # Kernel variants under study, timed by gpu-check when present: the float32 convs
 # (kernels/experiments, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with other
 # compile-time settings (kernels/fused_variants_cuda_test.go; full-*: same labels, e.g. full-rN
@@ -28,6 +29,8 @@ if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 			-o ../../bin/experiments.fatbin conv_variants.cu)
 		echo "gpu-build: bin/experiments.fatbin"
 	fi
+	# The mma.sync ceiling (TestMMAPeak).
+	(cd kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -o ../../bin/mma-peak.fatbin mma_peak.cu)
 	variants=()
 	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-notrim:-DVF_TRIM=0 prec-nosplit:-DVF_HEAD_SPLIT=0 full-r4:-DVF_ROWS=4 full-r5:-DVF_ROWS=5 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
 		name=${v%%:*}

@@ -31,6 +31,10 @@ __attribute__((constructor)) static void voxpipe_cuda_preflight(void) {
 static CUresult voxpipe_host_alloc(void **p, size_t n) {
 	return cuMemHostAlloc(p, n, CU_MEMHOSTALLOC_PORTABLE);
 }
+
+static CUresult voxpipe_host_register(void *p, size_t n) {
+	return cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE);
+}
 */
 import "C"
 
@@ -96,7 +100,35 @@ func Free(p unsafe.Pointer) error {
 	return check("cuMemFreeHost", C.cuMemFreeHost(p))
 }
 
-// IsPinned reports whether the n bytes at p lie inside one live allocation from Alloc.
+// Register page-locks n bytes of existing host memory at p (cuMemHostRegister, portable), so
+// copies from it run at full speed without a new allocation. A CUDA context must be current on the
+// calling OS thread. Undo with Unregister before the memory is unmapped.
+func Register(p unsafe.Pointer, bytes int) error {
+	if p == nil || bytes <= 0 {
+		return fmt.Errorf("pinned: register %d bytes at %p", bytes, p)
+	}
+	if err := check("cuMemHostRegister", C.voxpipe_host_register(p, C.size_t(bytes))); err != nil {
+		return fmt.Errorf("%w (%d bytes)", err, bytes)
+	}
+	live.Lock()
+	if live.size == nil {
+		live.size = map[uintptr]int{}
+	}
+	live.size[uintptr(p)] = bytes
+	live.Unlock()
+	return nil
+}
+
+// Unregister undoes Register; a CUDA context must be current on the calling OS thread.
+func Unregister(p unsafe.Pointer) error {
+	live.Lock()
+	delete(live.size, uintptr(p))
+	live.Unlock()
+	return check("cuMemHostUnregister", C.cuMemHostUnregister(p))
+}
+
+// IsPinned reports whether the n bytes at p lie inside one live allocation from Alloc or range
+// from Register.
 func IsPinned(p unsafe.Pointer, n int) bool {
 	a := uintptr(p)
 	live.Lock()

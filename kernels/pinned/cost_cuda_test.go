@@ -1,0 +1,173 @@
+//go:build cuda
+
+package pinned
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// withContext runs f on a locked OS thread with device 0's primary context current.
+func withContext(t *testing.T, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		dev := cu.Device(0)
+		ctx, err := dev.RetainPrimaryCtx()
+		if err != nil {
+			t.Errorf("retain primary context: %v", err)
+			return
+		}
+		defer dev.ReleasePrimaryCtx()
+		if err := cu.SetCurrentContext(ctx); err != nil {
+			t.Errorf("set context: %v", err)
+			return
+		}
+		f()
+	}()
+	<-done
+}
+
+func mmapTouched(t *testing.T, n, workers int) []byte {
+	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	chunk := (n/workers + 4095) &^ 4095
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(lo int) {
+			defer wg.Done()
+			for i := lo; i < min(lo+chunk, n); i += 4096 {
+				b[i] = 1
+			}
+		}(w * chunk)
+	}
+	wg.Wait()
+	return b
+}
+
+// TestPinnedCost times the ways of getting 512 MiB of page-locked host memory (the input of one
+// 512x512x1000 int16 volume): what a single-volume run pays before its first copy. Timing only;
+// runs when VOXPIPE_PINNED_COST=1 (scripts/gpu-check.sh).
+func TestPinnedCost(t *testing.T) {
+	if os.Getenv("VOXPIPE_PINNED_COST") != "1" {
+		t.Skip("set VOXPIPE_PINNED_COST=1")
+	}
+	const n = 512 << 20
+	const chunk = 32 << 20
+	report := func(what string, d time.Duration) {
+		t.Logf("TABLE|pinned 512 MiB: %s|%.1f ms (%.2f GB/s)", what, float64(d)/1e6, float64(n)/d.Seconds()/1e9)
+	}
+	var t0 time.Time
+	withContext(t, func() {
+		t0 = time.Now()
+		p, err := Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		report("cuMemHostAlloc one call", time.Since(t0))
+		t0 = time.Now()
+		if err := Free(p); err != nil {
+			t.Fatal(err)
+		}
+		report("cuMemFreeHost", time.Since(t0))
+
+		t0 = time.Now()
+		p, err = AllocRegistered(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		report("AllocRegistered (what the engine uses)", time.Since(t0))
+		t0 = time.Now()
+		if err := FreeRegistered(p, n); err != nil {
+			t.Fatal(err)
+		}
+		report("FreeRegistered", time.Since(t0))
+
+		t0 = time.Now()
+		var ps []unsafe.Pointer
+		for i := 0; i < n/chunk; i++ {
+			p, err := Alloc(chunk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		report("cuMemHostAlloc 16 x 32 MiB, one thread", time.Since(t0))
+		for _, p := range ps {
+			_ = Free(p)
+		}
+
+		for _, workers := range []int{1, 16} {
+			t0 = time.Now()
+			b := mmapTouched(t, n, workers)
+			report("mmap + touch, "+strconv.Itoa(workers)+" goroutines", time.Since(t0))
+			t0 = time.Now()
+			if err := Register(unsafe.Pointer(&b[0]), n); err != nil {
+				t.Fatal(err)
+			}
+			report("cuMemHostRegister of touched memory", time.Since(t0))
+			t0 = time.Now()
+			if err := Unregister(unsafe.Pointer(&b[0])); err != nil {
+				t.Fatal(err)
+			}
+			report("cuMemHostUnregister", time.Since(t0))
+			_ = syscall.Munmap(b)
+		}
+		b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 = time.Now()
+		if err := Register(unsafe.Pointer(&b[0]), n); err != nil {
+			t.Fatal(err)
+		}
+		report("cuMemHostRegister of untouched mmap", time.Since(t0))
+		_ = Unregister(unsafe.Pointer(&b[0]))
+		_ = syscall.Munmap(b)
+	})
+	// Several threads at once, each with the primary context: does the driver serialise?
+	for _, threads := range []int{4, 16} {
+		var wg sync.WaitGroup
+		ps := make([][]unsafe.Pointer, threads)
+		t0 = time.Now()
+		for i := 0; i < threads; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				withContext(t, func() {
+					for j := 0; j < n/chunk/threads; j++ {
+						p, err := Alloc(chunk)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						ps[i] = append(ps[i], p)
+					}
+				})
+			}()
+		}
+		wg.Wait()
+		report("cuMemHostAlloc 16 x 32 MiB over "+strconv.Itoa(threads)+" threads", time.Since(t0))
+		withContext(t, func() {
+			for _, l := range ps {
+				for _, p := range l {
+					_ = Free(p)
+				}
+			}
+		})
+	}
+}
