@@ -32,6 +32,9 @@ func (p *Pool[T]) Get(ctx context.Context) (T, error) {
 	}
 }
 
+// Cap is the number of items the pool was made with.
+func (p *Pool[T]) Cap() int { return cap(p.free) }
+
 // Put returns an item taken with Get.
 func (p *Pool[T]) Put(it T) { p.free <- it }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -60,7 +61,16 @@ type work struct {
 
 	mu    sync.Mutex // engines report events from their own goroutines
 	sum   timing.Summary
+	err   error // first failure of the volume, under mu (see setErr)
 	start time.Time
+
+	// From the start of its segmentation the volume is held by two goroutines at once, its
+	// engine worker and its writer (see the comment on runner.segment): holders counts them,
+	// and the last to let go concludes the volume.
+	holders   atomic.Int32
+	seg       *segProgress
+	cancelSeg context.CancelCauseFunc // stops the engine's work on this volume (the writer failed)
+	committed time.Time               // when the writer's Commit returned (its last action)
 }
 
 // Run processes every job. Per-volume failures are recorded in the summary and do not stop
@@ -152,7 +162,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 
 	toRead := make(chan *work)
 	toSegment := make(chan *work)
-	toWrite := make(chan *work)
+	// Engine workers queue a volume here as its segmentation starts and never wait on it:
+	// every queued volume holds a mask buffer, so the queue never holds more than the mask
+	// pool, its capacity (see runner.segment).
+	toWrite := make(chan *work, r.masks.Cap())
 	g, ctx := errgroup.WithContext(ctx)
 
 	g.Go(func() error {
@@ -179,10 +192,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	})
 	startStage(g, len(r.cfg.Engines), toWrite, func(i int) error {
 		eng := r.cfg.Engines[i]
-		return r.pump(ctx, toSegment, toWrite, func(w *work) bool { return r.segment(ctx, i, eng, w) })
+		return r.pump(ctx, toSegment, nil, func(w *work) bool { r.segment(ctx, i, eng, w, toWrite); return false })
 	})
 	startStage(g, r.cfg.Writers, nil, func(i int) error {
-		return r.pump(ctx, toWrite, nil, func(w *work) bool { return r.write(ctx, i, w) })
+		return r.pump(ctx, toWrite, nil, func(w *work) bool { r.write(ctx, i, w); return false })
 	})
 
 	err := g.Wait()

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -19,14 +20,24 @@ import (
 )
 
 // signEngine is a fast stand-in for the network: label 1 where the normalised value is
-// positive, 2 where it is above one sigma, else 0. It reports one event per slab, can be
-// slowed down, and counts host allocations when used as a HostAllocator.
+// positive, 2 where it is above one sigma, else 0. It reports one event per slab and, unless
+// silent, each finished slab (OnSlabDone); it can be slowed down, made to fail, and counts host
+// allocations when used as a HostAllocator.
 type signEngine struct {
 	delay  time.Duration
+	silent bool // no OnSlabDone calls: the writer then gets the whole mask when Segment returns
+	// failNZ, failAt: on volumes of failNZ slices, fail with errEngine when slab failAt starts
+	// (after the last slab is reported, when failAt is the number of slabs).
+	failNZ, failAt int
+	// afterSlab, when set, is called after each slab is reported.
+	afterSlab func(vol *segment.Volume, slab int)
+
 	allocs atomic.Int64
 	live   atomic.Int64
 	peak   atomic.Int64
 }
+
+var errEngine = errors.New("test engine: device lost")
 
 func (e *signEngine) Name() string { return "sign" }
 func (e *signEngine) Close() error { return nil }
@@ -38,8 +49,17 @@ func (e *signEngine) Segment(ctx context.Context, vol *segment.Volume, out []uin
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if e.failNZ == vol.NZ && e.failAt == slab {
+			return errEngine
+		}
 		t := time.Now()
-		time.Sleep(e.delay)
+		if e.delay > 0 {
+			select {
+			case <-time.After(e.delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		z1 := min(z0+opt.Slab, vol.NZ)
 		for i := z0 * plane; i < z1*plane; i++ {
 			out[i] = signLabel(vol, i)
@@ -47,6 +67,16 @@ func (e *signEngine) Segment(ctx context.Context, vol *segment.Volume, out []uin
 		if opt.OnEvent != nil {
 			opt.OnEvent(segment.Event{Stage: "segment", Slab: slab, Start: t.Sub(start), Duration: time.Since(t), Voxels: int64((z1 - z0) * plane)})
 		}
+		if opt.OnSlabDone != nil && !e.silent {
+			opt.OnSlabDone(z0, z1)
+		}
+		if e.afterSlab != nil {
+			e.afterSlab(vol, slab)
+		}
+	}
+	if e.failNZ == vol.NZ && e.failAt == (vol.NZ+opt.Slab-1)/opt.Slab {
+		time.Sleep(e.delay) // the writer has had time to write everything
+		return errEngine
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"voxpipe/io/nifti"
@@ -114,27 +115,77 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 
 func slabCount(nz, slab int) int { return (nz + slab - 1) / slab }
 
-// segment runs the engine on the volume into a pooled mask buffer, then frees the input.
-func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w *work) bool {
+// Segmentation and writing overlap. As soon as an engine worker has a mask buffer for a
+// volume it queues the volume for the write stage and starts the engine; the engine reports
+// each slab whose labels are final (segment.Options.OnSlabDone) and the writer streams those
+// planes into the temporary file while later slabs are computed, then commits once the engine
+// has returned without error. The rules that keep this safe:
+//
+//   - Ownership and buffers. From the hand-over on, the volume has two holders, its engine
+//     worker and its writer (work.holders = 2). Each lets go exactly once (release); the last
+//     one concludes the volume: its summary row, ok or failed, written exactly once, and its
+//     mask buffer back in the pool, exactly once and only after both the engine and the writer
+//     are done with it. The engine worker gives the input buffer back itself, before it lets
+//     go. Before the hand-over (no mask buffer yet, or the queue refused under cancellation)
+//     the engine worker alone owns the volume and fails it itself.
+//   - No deadlock. An engine worker never waits for a writer: the queue toWrite holds at most
+//     as many volumes as there are mask buffers (each queued volume holds one), which is its
+//     capacity, so the hand-over never blocks; OnSlabDone only records the progress and wakes
+//     the writer without blocking. Writers wait only for slabs of volumes already handed over,
+//     whose engines therefore run freely (or have returned). An engine worker blocks only on
+//     the mask pool, when it holds no volume in segmentation, and buffers come back as writers
+//     finish. With all writers busy, volumes wait in the queue while engines keep segmenting
+//     (at most engines+writers masks in flight, as before).
+//   - Failures. The volume's first failure wins (setErr). An engine error ends the writer's
+//     wait; the writer aborts its temporary file (nothing carries the final name) and never
+//     commits. A writer error (disk full) cancels the engine's work on the volume
+//     (cancelSeg). Either way the volume is failed once, by whoever lets go last, and with
+//     --fail-fast that stops the batch.
+//   - Cancellation. Every wait selects on ctx.Done(): the hand-over, the writer's wait for
+//     slabs, the pool. On SIGINT the engine returns the context's error, the writer aborts, and
+//     the last holder fails the volume as interrupted. Volumes still queued are drained by the
+//     writers, which abort them at once.
+//   - Timings. The engine's own events as before; one `write` row per chunk written (at most a
+//     slab of planes, timed around the write call only, the first one including creating the
+//     temporary file) and one `write` row with slab -1 for the commit (flush, fsync, rename):
+//     time spent waiting for slabs is in no row. WriteMS is their sum; WallMS runs from the
+//     start of the read to the end of the commit.
+
+// segment runs the engine on the volume into a pooled mask buffer, handing the volume to the
+// write stage (toWrite) as it starts; then frees the input and lets go of the volume.
+func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w *work, toWrite chan<- *work) {
 	buf, err := r.masks.Get(ctx)
 	if err != nil {
 		r.fail(w, context.Cause(ctx))
-		return false
+		return
 	}
 	w.mask = buf
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
 	if err := w.mask.ensure(voxels); err != nil {
 		r.fail(w, err)
-		return false
+		return
 	}
+	segCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w.seg = newSegProgress(w.vol.NZ)
+	w.cancelSeg = cancel
+	w.holders.Store(2)
+	select {
+	case toWrite <- w:
+	case <-ctx.Done():
+		r.fail(w, context.Cause(ctx)) // no writer has it: the volume is still ours alone
+		return
+	}
+
 	device := eng.Name()
 	w.mu.Lock()
 	w.sum.Engine = device
 	w.mu.Unlock()
 	start := time.Now()
 	sawSegment := false
-	err = eng.Segment(ctx, &w.vol, w.mask.bytes[:voxels], segment.Options{
-		Slab: r.cfg.Slab,
+	err = eng.Segment(segCtx, &w.vol, w.mask.bytes[:voxels], segment.Options{
+		Slab:       r.cfg.Slab,
+		OnSlabDone: w.seg.slabDone,
 		OnEvent: func(ev segment.Event) {
 			s := start.Add(ev.Start)
 			switch ev.Stage {
@@ -161,64 +212,188 @@ func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w 
 	}
 	r.inputs.Put(w.in)
 	w.in = nil
-	if err != nil {
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-		r.fail(w, fmt.Errorf("segment %s: %w", w.job.Input, err))
-		return false
+	if err != nil && segCtx.Err() != nil {
+		err = context.Cause(segCtx) // the run's cause, or the writer's failure
 	}
-	return true
+	if err = w.seg.finish(err); err != nil {
+		w.setErr(fmt.Errorf("segment %s: %w", w.job.Input, err))
+	}
+	r.release(w)
 }
 
-// write streams the mask into a temporary file next to its final name and renames it.
-func (r *runner) write(ctx context.Context, writer int, w *work) bool {
+// segProgress is how far the engine has got with a volume, shared by its engine worker and
+// its writer.
+type segProgress struct {
+	nz   int
+	wake chan struct{} // capacity 1: something changed since the writer last looked
+
+	mu       sync.Mutex
+	ready    int   // planes [0, ready) hold final labels
+	finished bool  // the engine call has returned
+	err      error // its error, or a broken OnSlabDone contract
+}
+
+func newSegProgress(nz int) *segProgress {
+	return &segProgress{nz: nz, wake: make(chan struct{}, 1)}
+}
+
+// slabDone is the engine's OnSlabDone: it never blocks.
+func (p *segProgress) slabDone(z0, z1 int) {
+	p.mu.Lock()
+	switch {
+	case p.err != nil:
+	case z0 != p.ready || z1 <= z0 || z1 > p.nz:
+		// Writing planes the engine may still change would be wrong: fail the volume instead.
+		p.err = fmt.Errorf("pipeline: engine reported slab z %d..%d done after z %d of %d", z0, z1, p.ready, p.nz)
+	default:
+		p.ready = z1
+	}
+	p.mu.Unlock()
+	p.poke()
+}
+
+// finish records the engine's verdict and returns the volume's: err, or a broken OnSlabDone
+// contract. A successful engine has filled the whole mask, also when it reported no slabs.
+func (p *segProgress) finish(err error) error {
+	p.mu.Lock()
+	p.finished = true
+	if p.err == nil {
+		p.err = err
+	}
+	if p.err == nil {
+		p.ready = p.nz
+	}
+	err = p.err
+	p.mu.Unlock()
+	p.poke()
+	return err
+}
+
+func (p *segProgress) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+func (p *segProgress) state() (ready int, finished bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ready, p.finished, p.err
+}
+
+// errSegmentFailed ends a writer whose volume's engine failed; the volume's error is the
+// engine's, recorded by its worker.
+var errSegmentFailed = errors.New("pipeline: segmentation failed")
+
+// write streams the mask into a temporary file as its planes become final, commits it, and
+// lets go of the volume.
+func (r *runner) write(ctx context.Context, writer int, w *work) {
+	err := r.writeMask(ctx, writer, w)
+	if err != nil && !errors.Is(err, errSegmentFailed) {
+		w.setErr(err)
+		w.cancelSeg(err) // no use segmenting what will not be written
+	}
+	r.release(w)
+}
+
+func (r *runner) writeMask(ctx context.Context, writer int, w *work) error {
+	track := fmt.Sprintf("writer %d", writer)
+	plane, nz := w.vol.NX*w.vol.NY, w.vol.NZ
+	mask := w.mask.bytes[:plane*nz]
+	var out *nifti.Writer
+	committed := false
+	defer func() {
+		if out != nil && !committed {
+			out.Abort() // removes the temporary file
+		}
+	}()
+	for written := 0; ; {
+		ready, finished, err := w.seg.state()
+		if err != nil {
+			return errSegmentFailed
+		}
+		if ready == written {
+			if finished {
+				break
+			}
+			select {
+			case <-w.seg.wake:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		z1 := min(ready, written+r.cfg.Slab)
+		start := time.Now()
+		if out == nil {
+			if out, err = r.createMask(w); err != nil {
+				return err
+			}
+		}
+		err = out.WriteSlices(mask[written*plane : z1*plane])
+		n := int64((z1 - written) * plane)
+		r.span(w, StageWrite, written/r.cfg.Slab, "host", track, start, time.Now(), n, n)
+		if err != nil {
+			return err
+		}
+		written = z1
+	}
 	start := time.Now()
-	err := r.writeMask(ctx, w)
+	err := out.Commit()
 	end := time.Now()
-	voxels := w.sum.Voxels
-	r.span(w, StageWrite, -1, "host", fmt.Sprintf("writer %d", writer), start, end, voxels, voxels)
+	r.span(w, StageWrite, -1, "host", track, start, end, 0, 0)
+	if err != nil {
+		return err
+	}
+	committed = true
+	w.committed = end
+	return nil
+}
+
+func (r *runner) createMask(w *work) (*nifti.Writer, error) {
+	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
+		return nil, fmt.Errorf("write %s: %w", w.job.Output, err)
+	}
+	hdr := nifti.MaskHeader(w.hdr, uint8(r.cfg.Classes-1), r.cfg.Descrip)
+	return nifti.Create(w.job.Output, hdr, r.cfg.Write)
+}
+
+// setErr records the volume's first failure; later ones are consequences of it.
+func (w *work) setErr(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+}
+
+// release lets go of a volume held by its engine worker and its writer; the last one to let go
+// concludes it: failed with its first error, or ok once committed.
+func (r *runner) release(w *work) {
+	if w.holders.Add(-1) > 0 {
+		return
+	}
+	w.mu.Lock()
+	err := w.err
+	w.mu.Unlock()
 	if err != nil {
 		r.fail(w, err)
-		return false
+		return
 	}
 	r.masks.Put(w.mask)
 	w.mask = nil
+	w.mu.Lock()
 	w.sum.Status = timing.StatusOK
-	w.sum.WallMS = ms(end.Sub(w.start))
+	w.sum.WallMS = ms(w.committed.Sub(w.start))
 	if w.sum.WallMS > 0 {
-		w.sum.MVoxPerS = float64(voxels) / 1e3 / w.sum.WallMS
+		w.sum.MVoxPerS = float64(w.sum.Voxels) / 1e3 / w.sum.WallMS
 	}
+	w.mu.Unlock()
 	r.finish(w)
-	return true
-}
-
-func (r *runner) writeMask(ctx context.Context, w *work) error {
-	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", w.job.Output, err)
-	}
-	hdr := nifti.MaskHeader(w.hdr, uint8(r.cfg.Classes-1), r.cfg.Descrip)
-	out, err := nifti.Create(w.job.Output, hdr, r.cfg.Write)
-	if err != nil {
-		return err
-	}
-	plane := w.vol.NX * w.vol.NY
-	mask := w.mask.bytes[:plane*w.vol.NZ]
-	for z := 0; z < w.vol.NZ; z += r.cfg.Slab {
-		if err := ctx.Err(); err != nil {
-			out.Abort()
-			return context.Cause(ctx)
-		}
-		if err := out.WriteSlices(mask[z*plane : min(z+r.cfg.Slab, w.vol.NZ)*plane]); err != nil {
-			out.Abort()
-			return err
-		}
-	}
-	if err := out.Commit(); err != nil {
-		out.Abort()
-		return err
-	}
-	return nil
 }
 
 // skip records a volume whose mask already exists.
@@ -245,12 +420,14 @@ func (r *runner) fail(w *work, err error) {
 	if errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("interrupted: %w", err)
 	}
+	w.mu.Lock()
 	w.sum.Status = timing.StatusFailed
 	w.sum.Error = err.Error()
 	w.sum.Output = ""
 	if !w.start.IsZero() {
 		w.sum.WallMS = ms(time.Since(w.start))
 	}
+	w.mu.Unlock()
 	r.log.Error("volume failed", "volume", w.job.Name, "input", w.job.Input, "err", err)
 	if r.cfg.FailFast && !errors.Is(err, ErrStoppedEarly) {
 		r.stop(ErrStoppedEarly)

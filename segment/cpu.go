@@ -146,7 +146,8 @@ func (e *CPUEngine) Close() error {
 }
 
 // Segment implements Engine: slabs of opt.Slab output slices in order, one "segment" Event per
-// slab (Bytes: the input slices it read, halo included; Voxels: its output voxels).
+// slab (Bytes: the input slices it read, halo included; Voxels: its output voxels), then
+// OnSlabDone for that slab (its labels are final once the slab's passes have returned).
 // Cancellation is checked before every row of every stage.
 func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt Options) error {
 	if e.closed {
@@ -176,6 +177,9 @@ func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt O
 				Bytes:    int64(in1-in0) * int64(plane) * int64(vol.elemSize()),
 				Voxels:   int64(z1-z0) * int64(plane),
 			})
+		}
+		if opt.OnSlabDone != nil {
+			opt.OnSlabDone(z0, z1)
 		}
 	}
 	return nil

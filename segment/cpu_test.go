@@ -229,6 +229,72 @@ func TestCPUEvents(t *testing.T) {
 	}
 }
 
+// OnSlabDone: in z order, contiguous, covering [0, NZ) once, and each range already holds its
+// final labels when reported (a snapshot taken in the callback equals the finished mask); the
+// engine does not write a reported range again. After a cancellation the calls cover a prefix.
+func TestCPUSlabDone(t *testing.T) {
+	e := NewCPUEngine(RandomModel(16, 4, 5), 3)
+	for _, tc := range []struct {
+		nz, slab int
+		i16      bool
+	}{{10, 4, true}, {10, 1, false}, {7, 7, true}, {5, 9, false}, {12, 5, false}} {
+		vol := randomVolume(6, 5, tc.nz, 11, tc.i16)
+		plane := vol.NX * vol.NY
+		out := make([]uint8, plane*vol.NZ)
+		for i := range out {
+			out[i] = 0xAB // not a label: a plane reported before it is written would show it
+		}
+		var calls [][2]int
+		var snapshots [][]uint8
+		var events int
+		err := e.Segment(context.Background(), vol, out, Options{
+			Slab:    tc.slab,
+			OnEvent: func(Event) { events++ },
+			OnSlabDone: func(z0, z1 int) {
+				calls = append(calls, [2]int{z0, z1})
+				snapshots = append(snapshots, slices.Clone(out[z0*plane:z1*plane]))
+				if events != len(calls) {
+					t.Errorf("OnSlabDone(%d, %d) after %d events, want it after its slab's event", z0, z1, events)
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := 0
+		for i, c := range calls {
+			if c[0] != next || c[1] <= c[0] || c[1] > vol.NZ {
+				t.Fatalf("nz %d slab %d: call %d is %v after z %d: calls %v", tc.nz, tc.slab, i, c, next, calls)
+			}
+			if want := min(c[0]+tc.slab, vol.NZ); c[1] != want {
+				t.Errorf("nz %d slab %d: call %v, want it to end at %d", tc.nz, tc.slab, c, want)
+			}
+			if !slices.Equal(snapshots[i], out[c[0]*plane:c[1]*plane]) {
+				t.Errorf("nz %d slab %d: planes %v changed after they were reported done", tc.nz, tc.slab, c)
+			}
+			next = c[1]
+		}
+		if next != vol.NZ {
+			t.Fatalf("nz %d slab %d: calls %v stop at %d", tc.nz, tc.slab, calls, next)
+		}
+		if want := segmentWhole(t, e, vol, vol.NZ); !slices.Equal(out, want) {
+			t.Errorf("nz %d slab %d: mask differs from the whole-volume mask", tc.nz, tc.slab)
+		}
+	}
+	// Cancelled during the second slab: one call, for the first slab only.
+	vol := randomVolume(6, 5, 8, 3, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls [][2]int
+	err := e.Segment(ctx, vol, make([]uint8, 6*5*8), Options{Slab: 3, OnSlabDone: func(z0, z1 int) {
+		calls = append(calls, [2]int{z0, z1})
+		cancel()
+	}})
+	if !errors.Is(err, context.Canceled) || !slices.Equal(calls, [][2]int{{0, 3}}) {
+		t.Fatalf("cancel after slab 0: err %v, calls %v, want context.Canceled after [[0 3]]", err, calls)
+	}
+}
+
 func TestCPUCancel(t *testing.T) {
 	vol := randomVolume(8, 8, 8, 1, false)
 	e := NewCPUEngine(RandomModel(16, 4, 1), 2)

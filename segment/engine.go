@@ -36,6 +36,14 @@ type Event struct {
 type Options struct {
 	Slab    int         // output z-slices per slab (>= 1); the last slab may be thinner
 	OnEvent func(Event) // may be nil; called from the engine's goroutines, must be safe for that
+
+	// OnSlabDone, which may be nil, is called once out[z0*NX*NY : z1*NX*NY] holds final labels
+	// that the engine will not touch again. On a successful Segment the calls cover [0, NZ)
+	// exactly once, in increasing z order, each range starting where the previous ended; after
+	// an error they cover a prefix. It may be called from the engine's goroutines (the CUDA
+	// engine's OS-locked thread) and must return promptly: it must never wait for anything
+	// that waits for the engine (the pipeline only records the progress and wakes the writer).
+	OnSlabDone func(z0, z1 int)
 }
 
 // Engine computes label masks. Out has NX*NY*NZ entries; Segment fills all of it or returns an
