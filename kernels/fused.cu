@@ -38,8 +38,9 @@
 
 #define VF_TX 16 // output voxels per tile row: the mma's M
 #ifndef VF_ROWS
-#define VF_ROWS 6 // tile rows (y); two warps per row. 12 warps (168 registers, a few spills) ran
-                  // 12 % faster than 8 warps (254 registers) on the H200 (docs/perf.md)
+#define VF_ROWS 8 // tile rows (y); two warps per row. 16 warps (128 registers, spills) ran 8 %
+                  // faster than 12 (168 registers) and 20 % faster than 8 on the H200: the kernel
+                  // is bound by latency, more warps hide it (docs/perf.md)
 #endif
 // Fewer than 4 rows computes wrong labels (found by the GPU variant run and reproduced in the
 // host emulator with -DVF_ROWS=2 and 3; 4, 5 and 6 pass): some work split assumes 8 warps or
@@ -85,10 +86,14 @@ static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (d
 // VF_TRIM: skip the mma of output planes outside the block's chunk (the first and last two steps
 // feed planes that other blocks or slabs own). Labels are unchanged.
 #ifndef VF_TRIM
-#define VF_TRIM 1
+#define VF_TRIM 0 // off: at 8 tile rows its bookkeeping costs more than the mma it saves (docs/perf.md)
 #endif
 // VF_HEAD_SPLIT: the head with f and its weights split into fp16 high and low parts
 // (hi*hi + lo*hi + hi*lo: 3 mma per n8 tile instead of 1), close to a float32 head.
+// VF_FAST_SIGMOID (timing experiments): the gate's sigmoid with the approximate exp and divide.
+#ifndef VF_FAST_SIGMOID
+#define VF_FAST_SIGMOID 0
+#endif
 #ifndef VF_HEAD_SPLIT
 #define VF_HEAD_SPLIT 1
 #endif
@@ -199,28 +204,60 @@ __device__ __forceinline__ float vf_half_rest(float v) {
 #endif
 }
 
-// ---- per-thread input load: one raw x value of a plane, normalised ----
+// fp16x2 of (lo, hi) after relu and saturation: the same bits as vf_pack(vf_sat(fmaxf(lo, 0)),
+// vf_sat(fmaxf(hi, 0))) (up to the sign of zero) in two instructions instead of seven: round,
+// clamp negatives to 0 (cvt .relu), then clamp +inf (an fp32 value >= 65520) to 65504.
+__device__ __forceinline__ unsigned vf_pack_relu_sat(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+	unsigned r;
+	asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+	asm("min.f16x2 %0, %0, %1;\n" : "+r"(r) : "r"(0x7BFF7BFFu));
+	return r;
+#elif defined(VOXPIPE_EMU)
+	return emu_pack_half2(vf_sat(fmaxf(lo, 0.f)), vf_sat(fmaxf(hi, 0.f)));
+#else
+	return 0;
+#endif
+}
 
-__device__ __forceinline__ float vf_value(const short* p) { return (float)__ldg(p); }
-__device__ __forceinline__ float vf_value(const float* p) { return __ldg(p); }
+// ---- per-thread input load: one raw x value of a plane, normalised ----
 
 struct VfGeom {
 	int nx, ny, nz, z0, x0, y0;
 	float scale, shift;
 };
 
-// vf_load_x returns thread tid's element (row tid/VF_XRAW, column tid%VF_XRAW) of x plane rel
-// (slab-relative z), 0 outside the volume or for threads beyond the plane.
-template <typename T>
-__device__ __forceinline__ float vf_load_x(const T* __restrict__ in, const VfGeom& G, int tid, int rel) {
-	if (tid >= VF_XH * VF_XRAW) return 0.f;
-	const int gz = G.z0 + rel;
-	const int gy = G.y0 - 3 + tid / VF_XRAW, gx = G.x0 - 3 + tid % VF_XRAW;
-	if (gz < 0 || gz >= G.nz || gy < 0 || gy >= G.ny || gx < 0 || gx >= G.nx) return 0.f;
-	const size_t plane = (size_t)G.nx * G.ny;
-	const float v = vf_value(in + (size_t)(rel + 3) * plane + (size_t)gy * G.nx + gx);
-	return __fadd_rn(__fmul_rn(v, G.scale), G.shift);
-}
+// VfXLoader loads thread tid's element (row tid/VF_XRAW, column tid%VF_XRAW) of x planes: the
+// thread's x-y position is fixed for the whole block, so its bounds and address are worked out
+// once (nullptr: outside the volume or beyond the plane).
+template <typename T> struct VfXLoader {
+	const T* p; // the thread's voxel in slab plane 0 (slab-relative z -3)
+	size_t plane;
+
+	__device__ __forceinline__ VfXLoader(const T* __restrict__ in, const VfGeom& G, int tid) {
+		plane = (size_t)G.nx * G.ny;
+		const int gy = G.y0 - 3 + tid / VF_XRAW, gx = G.x0 - 3 + tid % VF_XRAW;
+		p = nullptr;
+		if (tid < VF_XH * VF_XRAW && gy >= 0 && gy < G.ny && gx >= 0 && gx < G.nx) p = in + (size_t)gy * G.nx + gx;
+	}
+	// fetch starts the load of x plane rel (slab-relative z); normalise, called as late as
+	// possible, finishes it: a step's work hides the load's latency (the warp stalls at the
+	// first use of the loaded register, not at the load). 0 outside the volume.
+	struct Raw {
+		T v;
+		bool in;
+	};
+	__device__ __forceinline__ Raw fetch(const VfGeom& G, int rel) const {
+		const int gz = G.z0 + rel;
+		Raw r{T(0), p != nullptr && gz >= 0 && gz < G.nz};
+		if (r.in) r.v = __ldg(p + (size_t)(rel + 3) * plane);
+		return r;
+	}
+	__device__ __forceinline__ float normalise(const VfGeom& G, Raw r) const {
+		return r.in ? __fadd_rn(__fmul_rn((float)r.v, G.scale), G.shift) : 0.f;
+	}
+	__device__ __forceinline__ float load(const VfGeom& G, int rel) const { return normalise(G, fetch(G, rel)); }
+};
 
 __device__ __forceinline__ void vf_store_x(VfSmem& sm, int slot, int tid, float v) {
 	if (tid >= VF_XH * VF_XRAW) return;
@@ -235,73 +272,93 @@ __device__ __forceinline__ void vf_store_x(VfSmem& sm, int slot, int tid, float 
 
 // ---- conv1: e plane (slab-relative q) into e buffer buf, from x slots xs, xs+1, xs+2 ----
 
-// Per-lane constants of conv1's A loads: lane l addresses row l%8 of matrix l/8; matrices 0/2
-// hold the group's first segment (voxels 0-7), 1/3 its second; k = 16h + 8(j>>1) + row.
-struct VfConv1Lane {
-	int dz[2], off[2]; // per k step h: tap's plane offset and x offset (fp16 elements), off < 0: padding
+// Conv2 warp `row` makes conv1 groups row, row+VF_ROWS, ... of every e plane (a group: two
+// segments of 8 e voxels, M = 16). VfConv1Plan holds what does not change from plane to plane,
+// worked out once: lane l addresses row l%8 of A matrix l/8 (matrices 0/2: the group's first
+// segment, 1/3: its second; k = 16h + 8(j>>1) + row). Padding taps k = 27..31 read tap 0's row:
+// any finite value does, since their B rows are zero.
+#define VF_G1 ((VF_NGROUP + VF_ROWS - 1) / VF_ROWS) // conv1 groups per conv2 warp (at most)
+struct VfConv1Plan {
+	int dz[2];          // per k step h: the lane's tap's plane offset
+	int aoff[VF_G1][2]; // per group and k step: the lane's A row in an x slot (fp16 elements)
+	int eoff[VF_G1][2]; // per group and row half m: the lane's e word for channels 0-7 (8-15: ^4)
+	unsigned store;     // bit 2k+m: group k's row half m exists
+	unsigned inside;    // bit 2k+m: ... and lies inside the volume in x-y (else zeros are stored)
+	float b1[4];
 };
 
-__device__ __forceinline__ VfConv1Lane vf_conv1_lane(int lane) {
-	VfConv1Lane L;
-	const int j = lane >> 3, r = lane & 7;
+__device__ __forceinline__ VfConv1Plan vf_conv1_plan(const VfSmem& sm, const VfGeom& G, int row, int lane) {
+	VfConv1Plan P;
+	const int j = lane >> 3, r = lane & 7, g = lane >> 2, q = lane & 3;
+	int off[2];
 #pragma unroll
 	for (int h = 0; h < 2; ++h) {
 		const int k = 16 * h + 8 * (j >> 1) + r;
-		if (k < 27) {
-			const int dz = k / 9, dy = k / 3 % 3, dx = k % 3;
-			L.dz[h] = dz;
-			L.off[h] = (dx * VF_XH + dy) * VF_XW;
-		} else {
-			L.dz[h] = 0;
-			L.off[h] = -1;
+		const int dz = k / 9, dy = k / 3 % 3, dx = k % 3;
+		P.dz[h] = k < 27 ? dz : 0;
+		off[h] = k < 27 ? (dx * VF_XH + dy) * VF_XW : 0;
+	}
+	P.store = P.inside = 0;
+#pragma unroll
+	for (int kk = 0; kk < VF_G1; ++kk) {
+		const int gi = min(row + kk * VF_ROWS, VF_NGROUP - 1);
+		const bool real = row + kk * VF_ROWS < VF_NGROUP;
+		const int segA = 2 * gi, segB = min(2 * gi + 1, VF_NSEG - 1);
+		const bool hasB = 2 * gi + 1 < VF_NSEG;
+		const int seg = (j & 1) ? segB : segA;
+#pragma unroll
+		for (int h = 0; h < 2; ++h) P.aoff[kk][h] = off[h] + seg / 3 * VF_XW + seg % 3 * 8;
+#pragma unroll
+		for (int m = 0; m < 2; ++m) {
+			const int sg = m ? segB : segA;
+			const int er = sg / 3, col = sg % 3 * 8 + g;
+			const int gy = G.y0 - 2 + er, gx = G.x0 - 2 + col;
+			const int pos = er * VF_EW + col;
+			P.eoff[kk][m] = pos * 8 + ((pos >> 2) & 1) * 4 + q;
+			const bool store = real && (m == 0 || hasB);
+			if (store) P.store |= 1u << (2 * kk + m);
+			if (store && gy >= 0 && gy < G.ny && gx >= 0 && gx < G.nx) P.inside |= 1u << (2 * kk + m);
 		}
 	}
-	return L;
+#pragma unroll
+	for (int i = 0; i < 4; ++i) P.b1[i] = sm.b1[lane][i];
+	return P;
 }
 
-__device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool planeInside, const VfGeom& G,
-                                         const VfConv1Lane& L, int first, int stride, int lane) {
+__device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool planeInside, const VfConv1Plan& P, int first,
+                                         int stride, int lane) {
 	unsigned* eb = sm.e[buf];
 	if (!planeInside) { // zero padding in z
 		for (int i = first * 32 + lane; i < VF_EH * VF_EW * 8; i += stride * 32) eb[i] = 0u;
 		return;
 	}
-	const int g = lane >> 2, q = lane & 3, j = lane >> 3;
 	if (VF_SKIP & VF_SKIP_CONV1) return;
-	for (int gi = first; gi < VF_NGROUP; gi += stride) {
-		const int segA = 2 * gi, segB = min(2 * gi + 1, VF_NSEG - 1);
-		const bool hasB = 2 * gi + 1 < VF_NSEG;
-		const int seg = (j & 1) ? segB : segA;
-		const int er = seg / 3, ec = seg % 3 * 8;
-		unsigned a[2][4];
+	const unsigned short* xa = &sm.x[(xs + P.dz[0]) & 3][0][0][0];
+	const unsigned short* xb = &sm.x[(xs + P.dz[1]) & 3][0][0][0];
 #pragma unroll
-		for (int h = 0; h < 2; ++h) {
-			const void* p = sm.zero;
-			if (L.off[h] >= 0) p = &sm.x[(xs + L.dz[h]) & 3][0][0][0] + L.off[h] + er * VF_XW + ec;
-			vf_ldsm4<true>(a[h], p);
-		}
+	for (int kk = 0; kk < VF_G1; ++kk) {
+		if (!(P.store >> (2 * kk) & 1)) break; // warp-uniform: this warp has no group kk
+		unsigned a[2][4];
+		vf_ldsm4<true>(a[0], xa + P.aoff[kk][0]);
+		vf_ldsm4<true>(a[1], xb + P.aoff[kk][1]);
 		float acc[2][4];
 #pragma unroll
 		for (int nh = 0; nh < 2; ++nh) {
 #pragma unroll
-			for (int i = 0; i < 4; ++i) acc[nh][i] = sm.b1[lane][2 * nh + (i & 1)];
+			for (int i = 0; i < 4; ++i) acc[nh][i] = P.b1[2 * nh + (i & 1)];
 			vf_mma(acc[nh], a[0], sm.w1[0][nh][lane][0], sm.w1[0][nh][lane][1]);
 			vf_mma(acc[nh], a[1], sm.w1[1][nh][lane][0], sm.w1[1][nh][lane][1]);
 		}
 		// Rows g (first segment) and g+8 (second), channels 8nh+2q, +1.
 #pragma unroll
 		for (int m = 0; m < 2; ++m) {
-			if (m == 1 && !hasB) break;
-			const int sg = m ? segB : segA;
-			const int row = sg / 3, col = sg % 3 * 8 + g;
-			const int gy = G.y0 - 2 + row, gx = G.x0 - 2 + col;
-			const bool inside = gy >= 0 && gy < G.ny && gx >= 0 && gx < G.nx;
-			const int pos = row * VF_EW + col;
+			const unsigned bit = 1u << (2 * kk + m);
+			if (!(P.store & bit)) continue;
 #pragma unroll
 			for (int nh = 0; nh < 2; ++nh) {
-				const float v0 = inside ? vf_sat(fmaxf(acc[nh][2 * m], 0.f)) : 0.f;
-				const float v1 = inside ? vf_sat(fmaxf(acc[nh][2 * m + 1], 0.f)) : 0.f;
-				eb[pos * 8 + ((nh ^ (pos >> 2)) & 1) * 4 + q] = vf_pack(v0, v1);
+				unsigned h = vf_pack_relu_sat(acc[nh][2 * m], acc[nh][2 * m + 1]);
+				if (!(P.inside & bit)) h = 0u;
+				eb[P.eoff[kk][m] ^ (nh * 4)] = h;
 			}
 		}
 	}
@@ -324,21 +381,32 @@ __device__ __forceinline__ void vf_load_b(unsigned (&W)[27][2][2], const float* 
 		}
 }
 
-// D = 1: acc[0..2] are output planes p-1, p, p+1 of e plane p; D = 2: acc[0..4] are p-2 .. p+2.
-// Bit dz of dzMask: output plane acc[(NP-1)-D*dz] is wanted (VF_TRIM).
-template <int D, int NP>
-__device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, const unsigned (&W)[27][2][2],
-                                              float (&acc)[NP][2][4], int row, int lane, unsigned dzMask) {
+// vf_conv_offsets: the lane's A row (ldmatrix address, in e words) of taps (dy = 1, dx) of a
+// conv with dilation D, for tile row `row`; tap (dy, dx) is D*(dy-1) e rows further. The swizzle
+// bit (bit 0 of pos/4) is the same along a column: an e row is a multiple of 8 voxels.
+static_assert(VF_EW % 8 == 0, "fused kernel: e rows must keep the swizzle bit of a column");
+template <int D> __device__ __forceinline__ void vf_conv_offsets(int (&off)[3], int row, int lane) {
 	const int j = lane >> 3, r = lane & 7;
 	const int v = (j & 1) * 8 + r, c = j >> 1;
 	const int pos0 = (row + 2) * VF_EW + v + 2;
 #pragma unroll
+	for (int dx = 0; dx < 3; ++dx) {
+		const int pos = pos0 + D * (dx - 1);
+		off[dx] = pos * 8 + ((c ^ (pos >> 2)) & 1) * 4;
+	}
+}
+
+// D = 1: acc[0..2] are output planes p-1, p, p+1 of e plane p; D = 2: acc[0..4] are p-2 .. p+2.
+// Bit dz of dzMask: output plane acc[(NP-1)-D*dz] is wanted (VF_TRIM).
+template <int D, int NP>
+__device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, const unsigned (&W)[27][2][2],
+                                              float (&acc)[NP][2][4], const int (&off)[3], unsigned dzMask) {
+#pragma unroll
 	for (int dy = 0; dy < 3; ++dy)
 #pragma unroll
 		for (int dx = 0; dx < 3; ++dx) {
-			const int pos = pos0 + D * ((dy - 1) * VF_EW + (dx - 1));
 			unsigned a[4];
-			vf_ldsm4<false>(a, eb + pos * 8 + ((c ^ (pos >> 2)) & 1) * 4);
+			vf_ldsm4<false>(a, eb + off[dx] + D * (dy - 1) * VF_EW * 8);
 #pragma unroll
 			for (int dz = 0; dz < 3; ++dz) {
 				if (VF_TRIM && !(dzMask >> dz & 1)) continue;
@@ -375,13 +443,13 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&gacc
 #pragma unroll
 		for (int i = 0; i < 4; ++i) gv[nh][i] = fmaxf(gacc[nh][i], 0.f);
 	}
-	unsigned as[4], ag[4];
+	unsigned as[4], ag[4]; // s >= 0 already, g after relu: saturated fp16
 #pragma unroll
 	for (int nh = 0; nh < 2; ++nh)
 #pragma unroll
 		for (int m = 0; m < 2; ++m) {
-			as[2 * nh + m] = vf_pack(vf_sat(sv[nh][2 * m]), vf_sat(sv[nh][2 * m + 1]));
-			ag[2 * nh + m] = vf_pack(vf_sat(gv[nh][2 * m]), vf_sat(gv[nh][2 * m + 1]));
+			as[2 * nh + m] = vf_pack_relu_sat(sv[nh][2 * m], sv[nh][2 * m + 1]);
+			ag[2 * nh + m] = vf_pack_relu_sat(gacc[nh][2 * m], gacc[nh][2 * m + 1]);
 		}
 	float qa[4];
 #pragma unroll
@@ -399,11 +467,16 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&gacc
 	unsigned af[4], afl[4];
 #pragma unroll
 	for (int m = 0; m < 2; ++m) {
+#if VF_FAST_SIGMOID && defined(__CUDA_ARCH__)
+		const float a = __fdividef(1.f, 1.f + __expf(-(pr[m] + sm.psib)));
+#else
 		const float a = 1.f / (1.f + expf(-(pr[m] + sm.psib)));
+#endif
 #pragma unroll
 		for (int nh = 0; nh < 2; ++nh) {
-			const float f0 = vf_sat(fmaf(a, sv[nh][2 * m], gv[nh][2 * m]));
-			const float f1 = vf_sat(fmaf(a, sv[nh][2 * m + 1], gv[nh][2 * m + 1]));
+			// f >= 0 (a, s, g are): saturating is one min.
+			const float f0 = fminf(fmaf(a, sv[nh][2 * m], gv[nh][2 * m]), VF_HALF_MAX);
+			const float f1 = fminf(fmaf(a, sv[nh][2 * m + 1], gv[nh][2 * m + 1]), VF_HALF_MAX);
 			af[2 * nh + m] = vf_pack(f0, f1);
 			if (VF_HEAD_SPLIT) afl[2 * nh + m] = vf_pack(vf_half_rest(f0), vf_half_rest(f1));
 		}
@@ -421,10 +494,12 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&gacc
 			vf_mma(lg[nt], af, sm.hwl[nt][lane][0], sm.hwl[nt][lane][1]);
 		}
 	}
-	// argmax per row over this lane's classes (in increasing order), then over the quad.
+	// argmax per row over this lane's classes (in increasing order), then over the quad; the
+	// lowest class wins ties. A lane without classes holds (-inf, 255) and never wins: logits
+	// are finite (a NaN one, from a hostile model, would lose every comparison: label 0).
 #pragma unroll
 	for (int m = 0; m < 2; ++m) {
-		float best = 0.f;
+		float best = -__builtin_huge_valf();
 		int idx = 255;
 #pragma unroll
 		for (int nt = 0; nt < 2; ++nt) {
@@ -433,17 +508,17 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&gacc
 			for (int b = 0; b < 2; ++b) {
 				const int k = 8 * nt + 2 * q + b;
 				const float l = lg[nt][2 * m + b];
-				if (k < classes && (idx == 255 || l > best)) best = l, idx = k;
+				if (k < classes && l > best) best = l, idx = k;
 			}
 		}
 #pragma unroll
 		for (int off = 1; off < 4; off <<= 1) {
 			const float ob = vf_shfl_xor(best, off);
 			const int oi = vf_shfl_xor(idx, off);
-			if (oi != 255 && (idx == 255 || ob > best || (ob == best && oi < idx))) best = ob, idx = oi;
+			if (ob > best || (ob == best && oi < idx)) best = ob, idx = oi;
 		}
 		const int gx = G.x0 + g + 8 * m;
-		if (q == 0 && gy < G.ny && gx < G.nx) out[(size_t)gy * G.nx + gx] = (unsigned char)idx;
+		if (q == 0 && gy < G.ny && gx < G.nx) out[(size_t)gy * G.nx + gx] = (unsigned char)(idx == 255 ? 0 : idx);
 	}
 }
 
@@ -510,21 +585,25 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 	const size_t plane = (size_t)nx * ny;
 
 	if (warp == 0) vf_params(sm, w, lane);
+	const VfXLoader<T> X(in, G, tid);
 	// x planes o0-3 .. o0 into ring slots 0..3 (x plane rel goes to slot (rel-o0+3)&3).
 #pragma unroll
-	for (int i = 0; i < 4; ++i) vf_store_x(sm, i, tid, vf_load_x(in, G, tid, o0 - 3 + i));
+	for (int i = 0; i < 4; ++i) vf_store_x(sm, i, tid, X.load(G, o0 - 3 + i));
 
 	unsigned W[27][2][2];
 	vf_load_b(W, w + (isConv2 ? VF_OFF_W2 : VF_OFF_WG), lane);
 	__syncthreads();
-	const VfConv1Lane cl = vf_conv1_lane(lane);
+	VfConv1Plan cp;
 	if (isConv2) {
+		cp = vf_conv1_plan(sm, G, row, lane);
 		const int q = o0 - 2; // first e plane, from x slots 0, 1, 2
-		vf_conv1(sm, 0, 0, G.z0 + q >= 0 && G.z0 + q < nz, G, cl, row, VF_ROWS, lane);
+		vf_conv1(sm, 0, 0, G.z0 + q >= 0 && G.z0 + q < nz, cp, row, VF_ROWS, lane);
 	}
 	__syncthreads();
 
 	if (isConv2) {
+		int off[3];
+		vf_conv_offsets<1>(off, row, lane);
 		float acc[3][2][4];
 #pragma unroll
 		for (int k = 0; k < 3; ++k)
@@ -535,14 +614,14 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 		for (int t = 0; t < steps; ++t) {
 			const int p = o0 - 2 + t;
 			const bool loadX = o0 + 1 + t <= o1 + 2;
-			const float xv = loadX ? vf_load_x(in, G, tid, o0 + 1 + t) : 0.f;
+			const auto xr = X.fetch(G, loadX ? o0 + 1 + t : -1 - G.z0); // plane -1: nothing loaded
 			if (t + 1 < steps) {
 				const int q = p + 1;
-				vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < nz, G, cl, row, VF_ROWS, lane);
+				vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < nz, cp, row, VF_ROWS, lane);
 			}
 			const unsigned dzMask = VF_TRIM ? vf_dz_mask<1>(p, o0, o1) : 7u;
 			if (!(VF_SKIP & VF_SKIP_CONVS) && dzMask && G.z0 + p >= 0 && G.z0 + p < nz)
-				vf_conv_plane<1, 3>(sm.e[t & 1], W, acc, row, lane, dzMask);
+				vf_conv_plane<1, 3>(sm.e[t & 1], W, acc, off, dzMask);
 			// s of plane p-1 is complete.
 			float* sp = &sm.s[t & 1][row][0][0][0];
 #pragma unroll
@@ -560,10 +639,12 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 					acc[1][nh][i] = acc[2][nh][i];
 					acc[2][nh][i] = sm.b2[lane][2 * nh + (i & 1)];
 				}
-			if (loadX) vf_store_x(sm, t & 3, tid, xv);
+			if (loadX) vf_store_x(sm, t & 3, tid, X.normalise(G, xr));
 			__syncthreads();
 		}
 	} else {
+		int off[3];
+		vf_conv_offsets<2>(off, row, lane);
 		float acc[5][2][4];
 #pragma unroll
 		for (int k = 0; k < 5; ++k)
@@ -575,10 +656,10 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 		for (int t = 0; t < steps; ++t) {
 			const int p = o0 - 2 + t;
 			const bool loadX = o0 + 1 + t <= o1 + 2;
-			const float xv = loadX ? vf_load_x(in, G, tid, o0 + 1 + t) : 0.f;
+			const auto xr = X.fetch(G, loadX ? o0 + 1 + t : -1 - G.z0); // plane -1: nothing loaded
 			const unsigned dzMask = VF_TRIM ? vf_dz_mask<2>(p, o0, o1) : 7u;
 			if (!(VF_SKIP & VF_SKIP_CONVS) && dzMask && G.z0 + p >= 0 && G.z0 + p < nz)
-				vf_conv_plane<2, 5>(sm.e[t & 1], W, acc, row, lane, dzMask);
+				vf_conv_plane<2, 5>(sm.e[t & 1], W, acc, off, dzMask);
 			if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4) { // plane p-2 is complete; its s was left at step t-1
 				const int o = p - 2;
 				vf_epilogue(sm, acc[0], &sm.s[(t - 1) & 1][row][0][0][0], lane, classes, labels + (size_t)o * plane, gy, G);
@@ -593,7 +674,7 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 					acc[3][nh][i] = acc[4][nh][i];
 					acc[4][nh][i] = sm.bg[lane][2 * nh + (i & 1)];
 				}
-			if (loadX) vf_store_x(sm, t & 3, tid, xv);
+			if (loadX) vf_store_x(sm, t & 3, tid, X.normalise(G, xr));
 			__syncthreads();
 		}
 	}

@@ -4,7 +4,7 @@ package kernels
 // reads the .cu file and checks that these match its #defines).
 const (
 	FusedTileX   = 16             // VF_TX: output voxels along x per tile row (the mma's M)
-	FusedRows    = 6              // VF_ROWS: tile rows along y; two warps per row
+	FusedRows    = 8              // VF_ROWS: tile rows along y; two warps per row
 	FusedThreads = 64 * FusedRows // VF_THREADS
 
 	// Float32 offsets in the weight buffer (VF_OFF_*); convs are [tap][co][ci].

@@ -115,8 +115,8 @@ func TestFusedZChunk(t *testing.T) {
 	}{
 		{512, 512, 64, 132, 64},     // 4096 tiles: whole slabs
 		{512, 512, 1, 132, 1},       // a 1-plane slab
-		{37, 53, 29, 132, 8},        // 27 tiles (6-row tiles): chunks of at least 8 planes
-		{37, 53, 200, 132, 20},      // 27 tiles, 10 chunks for 264 blocks
+		{37, 53, 29, 132, 8},        // 21 tiles (8-row tiles): chunks of at least 8 planes
+		{37, 53, 200, 132, 16},      // 21 tiles, 13 chunks for 264 blocks
 		{16, 4, 5, 132, 5},          // thinner than 8: one chunk
 		{64, 64, 100, 0, 100},       // unknown SM count: 1; 256 tiles suffice
 		{1, 1, 1000, 132, 8},        // one tile: as thin as allowed
