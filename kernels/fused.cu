@@ -7,7 +7,7 @@
 //   s     = relu(conv3x3x3(e; w2) + b2)               fp16 e and w2, fp32 accumulation
 //   g     = relu(conv3x3x3 dilation 2(e; wg) + bg)    likewise
 //   q     = relu(wx.s + wg'.g + bx + bg')             s, g and the gate weights as fp16, fp32 sums
-//   a     = sigmoid(psi.q + bpsi)                     fp32
+//   a     = sigmoid(psi.q + bpsi)                     fp32 (approximate exp and divide)
 //   f     = a*s + g                                   fp32
 //   logit = head.f + bh                               f and head as fp16, fp32 sums
 //   label = argmax (lowest class on ties), uint8
@@ -90,9 +90,12 @@ static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (d
 #endif
 // VF_HEAD_SPLIT: the head with f and its weights split into fp16 high and low parts
 // (hi*hi + lo*hi + hi*lo: 3 mma per n8 tile instead of 1), close to a float32 head.
-// VF_FAST_SIGMOID (timing experiments): the gate's sigmoid with the approximate exp and divide.
+// VF_FAST_SIGMOID: the gate's sigmoid with the hardware's approximate exp and divide (a few ulp
+// of fp32 off; the attention weight a then multiplies fp16 values). It sits on the slowest warps'
+// critical path: 7 % of the kernel time on the H200, labels identical on the variant test's
+// 16.7 M voxels (docs/perf.md). The host emulator computes it exactly (expf, division).
 #ifndef VF_FAST_SIGMOID
-#define VF_FAST_SIGMOID 0
+#define VF_FAST_SIGMOID 1
 #endif
 #ifndef VF_HEAD_SPLIT
 #define VF_HEAD_SPLIT 1
