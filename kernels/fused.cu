@@ -75,6 +75,11 @@ static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (d
 
 #define VF_HALF_MAX 65504.f
 
+// Dynamic shared memory per block (kernels.FusedSmemBytes), at least sizeof(VfSmem): a static
+// allocation may not exceed 48 KiB, so the block's memory comes from the launch, which asks for
+// up to this much (cuFuncSetAttribute) and leaves room to grow.
+#define VF_SMEM_BYTES 57344
+
 // Timing experiments only (scripts/gpu-build.sh builds variants with these; the committed fatbin
 // has none): leave a stage out to see what it costs. The labels are then wrong.
 #ifndef VF_SKIP
@@ -117,6 +122,7 @@ struct VfSmem {
 	float gb[32][2], psi[32][2], hb[2][32][2];
 	float psib;
 };
+static_assert(sizeof(VfSmem) <= VF_SMEM_BYTES, "fused kernel: VfSmem outgrew VF_SMEM_BYTES");
 
 // ---- warp-level primitives (PTX on the GPU; kernels/emu emulates them on the host) ----
 
@@ -370,6 +376,9 @@ __device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool plane
 // ---- the conv warps: one e plane into the planes in flight ----
 
 // W[tap][n half][reg]: the B fragments of one conv (b0: k = 2q, 2q+1; b1: k = 2q+8, 2q+9; n = g).
+// 108 registers per lane: with 16 warps (128 registers each) ptxas spills some of them and of
+// the accumulators; reading the dz = 2 taps from shared memory instead removed most spills but
+// gained nothing (docs/perf.md).
 __device__ __forceinline__ void vf_load_b(unsigned (&W)[27][2][2], const float* __restrict__ w, int lane) {
 	const int g = lane >> 2, q = lane & 3;
 #pragma unroll
@@ -578,7 +587,12 @@ template <typename T>
 __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned char* __restrict__ labels,
                                            const float* __restrict__ w, int nx, int ny, int nz, int z0,
                                            int nzOut, int zChunk, float scale, float shift, int classes) {
-	__shared__ VfSmem sm;
+#if defined(__CUDA_ARCH__)
+	extern __shared__ __align__(16) unsigned char vf_smem_dyn[]; // VF_SMEM_BYTES, from the launch
+	VfSmem& sm = *reinterpret_cast<VfSmem*>(vf_smem_dyn);
+#else
+	__shared__ VfSmem sm; // the host emulator: static, shared by the block's fibers
+#endif
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
 	const int o0 = blockIdx.z * zChunk, o1 = min(o0 + zChunk, nzOut);

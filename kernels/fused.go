@@ -6,6 +6,8 @@ const (
 	FusedTileX   = 16             // VF_TX: output voxels along x per tile row (the mma's M)
 	FusedRows    = 8              // VF_ROWS: tile rows along y; two warps per row
 	FusedThreads = 64 * FusedRows // VF_THREADS
+	// FusedSmemBytes is the fused kernel's dynamic shared memory per block (VF_SMEM_BYTES).
+	FusedSmemBytes = 57344
 
 	// Float32 offsets in the weight buffer (VF_OFF_*); convs are [tap][co][ci].
 	fusedOffW1      = 0

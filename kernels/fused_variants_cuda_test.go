@@ -75,7 +75,7 @@ func TestFusedVariants(t *testing.T) {
 					err = mod.Fused(st, true, din, lab, dw.Fused, nx, ny, nz, 0, nzOut, nzOut, scale, shift, 4)
 				} else { // the wrapper's grid assumes FusedRows
 					a := new(args).ptr(din).ptr(lab).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(nzOut).f32(scale).f32(shift).i32(4)
-					err = launch(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), 1}, [3]int{64 * rows, 1, 1}, st, a)
+					err = launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), 1}, [3]int{64 * rows, 1, 1}, FusedSmemBytes, st, a)
 				}
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
@@ -116,6 +116,9 @@ func TestFusedVariants(t *testing.T) {
 			}
 			fn, err := mod.Function("fused_i16")
 			if err != nil {
+				t.Fatal(err)
+			}
+			if err := SetFusedSharedMemory(fn); err != nil {
 				t.Fatal(err)
 			}
 			d, got := time1(name, fn, rows)

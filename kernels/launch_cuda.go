@@ -43,7 +43,12 @@ func (a *args) params() []unsafe.Pointer {
 }
 
 func launch(name string, fn cu.Function, grid [3]int, block [3]int, st cu.Stream, a *args) error {
-	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, st, a.params()); err != nil {
+	return launchShared(name, fn, grid, block, 0, st, a)
+}
+
+// launchShared launches with dynamic shared memory (the fused kernel's VfSmem).
+func launchShared(name string, fn cu.Function, grid [3]int, block [3]int, sharedBytes int, st cu.Stream, a *args) error {
+	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], sharedBytes, st, a.params()); err != nil {
 		return fmt.Errorf("kernels: launch %s grid %v block %v: %w", name, grid, block, err)
 	}
 	return nil
@@ -195,5 +200,5 @@ func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.Dev
 		return fmt.Errorf("kernels: %s: normalisation %g, %g not finite", name, scale, shift)
 	}
 	a := new(args).ptr(in).ptr(labels).ptr(weights).i32(nx).i32(ny).i32(nz).i32(z0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(classes)
-	return launch(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, FusedRows), ceilDiv(nzOut, zChunk)}, [3]int{FusedThreads, 1, 1}, st, a)
+	return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, FusedRows), ceilDiv(nzOut, zChunk)}, [3]int{FusedThreads, 1, 1}, FusedSmemBytes, st, a)
 }

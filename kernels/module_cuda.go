@@ -8,8 +8,9 @@ import (
 
 	"gorgonia.org/cu"
 
-	// Its C constructor explains a failing cuInit before gorgonia.org/cu's init exits the process.
-	_ "voxpipe/kernels/pinned"
+	// Its C constructor explains a failing cuInit before gorgonia.org/cu's init exits the process;
+	// it also sets the fused kernel's shared memory limit (cuFuncSetAttribute).
+	"voxpipe/kernels/pinned"
 )
 
 // Tiles of the float32 stencil kernels (common.cuh).
@@ -83,7 +84,22 @@ func LoadModule() (*Module, error) {
 			return nil, fmt.Errorf("kernels: function %s in the fatbin: %w", f.name, err)
 		}
 	}
+	for _, fn := range []cu.Function{m.fusedI16, m.fusedF32} {
+		if err := SetFusedSharedMemory(fn); err != nil {
+			mod.Unload()
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// SetFusedSharedMemory lets a fused kernel (the committed one or a variant build) launch with
+// FusedSmemBytes of dynamic shared memory.
+func SetFusedSharedMemory(fn cu.Function) error {
+	if err := pinned.SetMaxDynamicSharedBytes(fn, FusedSmemBytes); err != nil {
+		return fmt.Errorf("kernels: fused kernel shared memory (%d bytes): %w", FusedSmemBytes, err)
+	}
+	return nil
 }
 
 // Unload frees the module (its functions and constant memory).
