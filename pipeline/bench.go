@@ -92,8 +92,11 @@ func (s Spread) String() string {
 }
 
 // ReadAll reads (decodes and normalises) every job's volume with readers in parallel and does
-// nothing else: the readers-alone throughput that a batch run is measured against. It returns
-// the wall time and the voxels read.
+// nothing else: the readers-alone throughput that a batch run is measured against. It runs
+// the read stage of Run itself (uncompressed volumes by z-ranges on max(1, GOMAXPROCS /
+// min(readers, volumes)) goroutines each, statistics fused; gzipped ones in order), into
+// buffers it allocates as Run does (plain host memory: an engine's pinned allocator is not
+// used). It returns the wall time and the voxels read.
 func ReadAll(ctx context.Context, jobs []Job, readers, slab int) (time.Duration, int64, error) {
 	r := &runner{cfg: Config{Jobs: jobs, Readers: readers, Slab: slab, Progress: nopProgress{}},
 		t0: time.Now(), log: discardLogger}

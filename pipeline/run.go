@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,12 +28,16 @@ type Config struct {
 	Classes int              // labels written are 0..Classes-1
 	Descrip string           // descrip field of the written masks ("voxpipe <model>")
 
-	Slab      int // z-slices per slab for reading and segmenting
-	Readers   int // volumes read in parallel
-	Writers   int // masks written in parallel
-	Write     nifti.WriteOptions
-	Overwrite bool // redo volumes whose mask exists (default: skip them)
-	FailFast  bool // stop the batch at the first failed volume
+	Slab    int // z-slices per slab for reading and segmenting
+	Readers int // volumes read in parallel
+	// ReadThreads is how many goroutines read one uncompressed volume by position (see
+	// runner.readAt); 0: the default rule of Config.readThreads. Gzipped volumes are read by
+	// one goroutine, in order.
+	ReadThreads int
+	Writers     int // masks written in parallel
+	Write       nifti.WriteOptions
+	Overwrite   bool // redo volumes whose mask exists (default: skip them)
+	FailFast    bool // stop the batch at the first failed volume
 
 	RunID    string
 	Timings  *timing.CSVFile[timing.Row]     // may be nil
@@ -119,6 +124,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, err
 }
 
+// readThreads is ReadThreads, or by default the cores shared among the readers that can be
+// busy at once: max(1, GOMAXPROCS / min(Readers, len(Jobs))). One volume alone gets every
+// core; a batch read by 2 readers on 16 cores, 8 goroutines each.
+func (c *Config) readThreads() int {
+	if c.ReadThreads > 0 {
+		return c.ReadThreads
+	}
+	return max(1, runtime.GOMAXPROCS(0)/max(1, min(c.Readers, len(c.Jobs))))
+}
+
 func (c *Config) validate() error {
 	switch {
 	case len(c.Engines) == 0:
@@ -127,6 +142,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("pipeline: slab must be at least 1, got %d", c.Slab)
 	case c.Readers < 1 || c.Writers < 1:
 		return fmt.Errorf("pipeline: need at least one reader and one writer (got %d, %d)", c.Readers, c.Writers)
+	case c.ReadThreads < 0:
+		return fmt.Errorf("pipeline: read threads must be 0 (automatic) or more, got %d", c.ReadThreads)
 	case c.Classes < 1 || c.Classes > 256:
 		return fmt.Errorf("pipeline: %d classes do not fit uint8 labels", c.Classes)
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
@@ -27,8 +29,9 @@ const (
 // ErrNonFinite fails volumes with NaN or infinite values, which the network cannot normalise.
 var ErrNonFinite = errors.New("pipeline: volume has NaN or infinite values")
 
-// read decodes the volume slab by slab into a pooled buffer (int16 when the stored values fit,
-// float32 otherwise) and accumulates the normalisation statistics on the way.
+// read decodes the volume into a pooled buffer (int16 when the stored values fit, float32
+// otherwise) and accumulates the normalisation statistics on the way: by z-ranges in parallel
+// for uncompressed files (readAt), slab by slab in order for gzipped ones (readSequential).
 func (r *runner) read(ctx context.Context, reader int, w *work) bool {
 	w.start = time.Now()
 	buf, err := r.inputs.Get(ctx)
@@ -75,9 +78,38 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 		w.vol.F32 = w.in.float32s(voxels)
 	}
 	var stats segment.Stats
+	if rd.Seekable() {
+		if stats, err = r.readAt(ctx, rd, w, r.cfg.readThreads(), track, t); err != nil {
+			return err
+		}
+	} else if stats, err = r.readSequential(ctx, rd, w, track, t); err != nil {
+		return err
+	}
+	slope, inter := rd.Scaling()
+	mu, sigma := stats.MeanStd(slope, inter)
+	if math.IsNaN(mu) || math.IsInf(mu, 0) || math.IsNaN(sigma) || math.IsInf(sigma, 0) {
+		// A NaN or infinite voxel poisons the statistics and with them every voxel's input.
+		return fmt.Errorf("read %s: %w", w.job.Input, ErrNonFinite)
+	}
+	w.vol.Norm = segment.NormFor(mu, sigma, slope, inter)
+	return nil
+}
+
+// readSequential reads a volume in order, slab by slab, adding each slab to the statistics
+// once read (for gzip, the inflating read-ahead works on the next slab meanwhile). Timing rows
+// read and stats per slab; the first read row starts at t, when the file was opened.
+func (r *runner) readSequential(ctx context.Context, rd *nifti.Reader, w *work, track string, t time.Time) (segment.Stats, error) {
+	nz, plane := w.vol.NZ, w.vol.NX*w.vol.NY
+	asInt16 := w.vol.I16 != nil
+	sampleSize := 4
+	if asInt16 {
+		sampleSize = 2
+	}
+	var stats segment.Stats
+	var err error
 	for z, slab := 0, 0; z < nz; slab++ {
 		if err := ctx.Err(); err != nil {
-			return context.Cause(ctx)
+			return stats, context.Cause(ctx)
 		}
 		want := min(r.cfg.Slab, nz-z)
 		var n int
@@ -90,7 +122,7 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 			err = fmt.Errorf("read %s: volume ends at slice %d of %d", w.job.Input, z, nz)
 		}
 		if err != nil {
-			return err
+			return stats, err
 		}
 		r.span(w, StageRead, slab, "host", track, t, time.Now(), int64(n*plane*sampleSize), int64(n*plane))
 		t = time.Now()
@@ -103,14 +135,97 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 		z += n
 		t = time.Now()
 	}
-	slope, inter := rd.Scaling()
-	mu, sigma := stats.MeanStd(slope, inter)
-	if math.IsNaN(mu) || math.IsInf(mu, 0) || math.IsNaN(sigma) || math.IsInf(sigma, 0) {
-		// A NaN or infinite voxel poisons the statistics and with them every voxel's input.
-		return fmt.Errorf("read %s: %w", w.job.Input, ErrNonFinite)
+	return stats, nil
+}
+
+// readPiece is how much a positional reader reads per call, in decoded bytes (whole planes,
+// at least one): small enough that the statistics then sum it from cache. A variable for tests.
+var readPiece = 1 << 20
+
+// readAt reads an uncompressed volume by position: nz is cut into `threads` contiguous
+// z-ranges, one per goroutine, each reading its range in pieces of about readPiece bytes with
+// ReadAt and adding every piece to its own statistics right after reading it, while it is in
+// cache. The parts are merged in z order at the end, and the result equals the sequential
+// statistics bit for bit: int16 sums are exact in any split; float32 ones are kept one part
+// per slab of the sequential path (the ranges are cut at slab boundaries), each summed from the
+// volume's first value as origin, exactly as AddFloat32 sums one slab (segment.StatsFrom,
+// AddFloat32Piece, Stats.Merge). Timing rows: one `read` row from t (the file's opening) until
+// every range is read with its statistics, so that the statistics, fused into the read, are in
+// it; one `stats` row for the merge.
+func (r *runner) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads int, track string, t time.Time) (segment.Stats, error) {
+	nz, plane := w.vol.NZ, w.vol.NX*w.vol.NY
+	asInt16 := w.vol.I16 != nil
+	sampleSize, unit := 2, 1 // unit: the ranges are cut at multiples of it
+	var origin float32
+	if !asInt16 {
+		sampleSize, unit = 4, r.cfg.Slab
+		// The first value is the origin of the float32 sums: read it (with its plane) first.
+		if _, err := rd.ReadSlicesFloat32At(w.vol.F32[:plane], 0, 1); err != nil {
+			return segment.Stats{}, err
+		}
+		origin = w.vol.F32[0]
 	}
-	w.vol.Norm = segment.NormFor(mu, sigma, slope, inter)
-	return nil
+	units := (nz + unit - 1) / unit
+	threads = max(1, min(threads, units))
+	piece := max(1, readPiece/(plane*sampleSize))
+	parts := make([][]segment.Stats, threads)
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range threads {
+		g.Go(func() error {
+			z0, z1 := i*units/threads*unit, min((i+1)*units/threads*unit, nz)
+			var part segment.Stats
+			for z := z0; z < z1; {
+				if gctx.Err() != nil {
+					return context.Cause(gctx)
+				}
+				end := z1
+				if !asInt16 {
+					if z%unit == 0 { // a new slab: a new part
+						if z > z0 {
+							parts[i] = append(parts[i], part)
+						}
+						part = segment.StatsFrom(origin)
+					}
+					end = min(z1, z-z%unit+unit)
+				}
+				want := min(piece, end-z)
+				var n int
+				var err error
+				if asInt16 {
+					n, err = rd.ReadSlicesInt16At(w.vol.I16[z*plane:], z, want)
+					part.AddInt16(w.vol.I16[z*plane : (z+n)*plane])
+				} else {
+					n, err = rd.ReadSlicesFloat32At(w.vol.F32[z*plane:], z, want)
+					part.AddFloat32Piece(w.vol.F32[z*plane : (z+n)*plane])
+				}
+				if err == nil && n != want {
+					err = fmt.Errorf("read %s: volume ends at slice %d of %d", w.job.Input, z+n, nz)
+				}
+				if err != nil {
+					return err
+				}
+				z += n
+			}
+			parts[i] = append(parts[i], part)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		return segment.Stats{}, err
+	}
+	read := time.Now()
+	r.span(w, StageRead, -1, "host", track, t, read, int64(nz*plane*sampleSize), int64(nz*plane))
+	var stats segment.Stats
+	for _, ps := range parts {
+		for _, p := range ps {
+			stats.Merge(p)
+		}
+	}
+	r.span(w, StageStats, -1, "host", track, read, time.Now(), 0, int64(nz*plane))
+	return stats, nil
 }
 
 func slabCount(nz, slab int) int { return (nz + slab - 1) / slab }

@@ -59,6 +59,7 @@ type Stats struct {
 	// float32 values: float64 sums relative to the first value seen
 	n          int64
 	ref        float64 // first value seen: the origin of the sums
+	refSet     bool    // ref was given (StatsFrom) or taken from a value
 	sum, sumSq float64 // of v - ref
 
 	// int16 values: exact integer sums (the sum of squares in 128 bits), so the result does not
@@ -101,6 +102,14 @@ func (s *Stats) AddInt16(values []int16) {
 func sumInt16(values []int16) (int64, uint64) {
 	var sum int64
 	var sq uint64
+	for len(values) >= 8 {
+		v := values[:8:8]
+		a, b, c, d := int64(v[0]), int64(v[1]), int64(v[2]), int64(v[3])
+		e, f, g, h := int64(v[4]), int64(v[5]), int64(v[6]), int64(v[7])
+		sum += (a + b + c + d) + (e + f + g + h)
+		sq += uint64((a*a + b*b + c*c + d*d) + (e*e + f*f + g*g + h*h))
+		values = values[8:]
+	}
 	for _, v := range values {
 		w := int64(v)
 		sum += w
@@ -122,18 +131,78 @@ func (s *Stats) AddFloat32(values []float32) {
 	if len(values) == 0 {
 		return
 	}
-	if s.n == 0 {
-		s.ref = float64(values[0])
-	}
+	s.setRef(values[0])
 	// Sum each call's values apart first, so a late slab is not added to a huge running sum
 	// value by value.
-	var sum, sumSq float64
+	sum, sumSq := accumulate(0, 0, s.ref, values)
+	s.n += int64(len(values))
+	s.sum += sum
+	s.sumSq += sumSq
+}
+
+// AddFloat32Piece adds stored float32 values as the continuation of the values added so far
+// by AddFloat32Piece, summed into the running sums value by value, without the per-call
+// partial sums of AddFloat32: on a fresh Stats (the zero value, or StatsFrom), pieces p1, p2,
+// ... give exactly the sums of one AddFloat32(p1 ++ p2 ++ ...) call, bit for bit. That lets a
+// reader add a slab's values piece by piece while each piece is in cache.
+func (s *Stats) AddFloat32Piece(values []float32) {
+	if len(values) == 0 {
+		return
+	}
+	s.setRef(values[0])
+	s.sum, s.sumSq = accumulate(s.sum, s.sumSq, s.ref, values)
+	s.n += int64(len(values))
+}
+
+func (s *Stats) setRef(first float32) {
+	if s.n == 0 && !s.refSet {
+		s.ref, s.refSet = float64(first), true
+	}
+}
+
+// accumulate is the one float32 summation loop: sum and sumSq go on over values - ref, in
+// order.
+func accumulate(sum, sumSq, ref float64, values []float32) (float64, float64) {
 	for _, v := range values {
-		d := float64(v) - s.ref
+		d := float64(v) - ref
 		sum += d
 		sumSq += d * d
 	}
-	s.n += int64(len(values))
+	return sum, sumSq
+}
+
+// StatsFrom returns empty statistics whose float32 sums are taken relative to origin, as are
+// those of a Stats whose first float32 value was origin. Slabs of a volume can then be summed
+// apart, in parallel, each into a StatsFrom(the volume's first value) by AddFloat32Piece, and
+// merged in slab order (Merge) into exactly the Stats that AddFloat32, one call per slab in
+// order, gives.
+func StatsFrom(origin float32) Stats {
+	return Stats{ref: float64(origin), refSet: true}
+}
+
+// Merge adds the values o was built from to s, as if they had been added to s after its own.
+// int16 sums are exact, so any split of the values merges exactly. float32 sums are added to
+// s's running sums as one AddFloat32 call's partial sums are: merging, in slab order, slab
+// statistics built by AddFloat32Piece from StatsFrom(origin), origin being the volume's first
+// value, gives the sequential statistics bit for bit. float32 statistics with another origin
+// are shifted to s's first (an exact identity, rounded in float64).
+func (s *Stats) Merge(o Stats) {
+	s.addExact(o.nInt, o.sumInt, o.sqLo)
+	s.sqHi += o.sqHi
+	if o.n == 0 {
+		return
+	}
+	if s.n == 0 && !s.refSet {
+		s.ref, s.refSet = o.ref, true
+	}
+	sum, sumSq := o.sum, o.sumSq
+	if o.ref != s.ref {
+		// sum of (v - ref) = sum of (v - o.ref) + n*delta, and the squares likewise.
+		delta, n := o.ref-s.ref, float64(o.n)
+		sumSq += 2*delta*sum + n*delta*delta
+		sum += n * delta
+	}
+	s.n += o.n
 	s.sum += sum
 	s.sumSq += sumSq
 }

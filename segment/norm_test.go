@@ -223,6 +223,107 @@ func TestStatsInt16ExactAndSplitIndependent(t *testing.T) {
 	}
 }
 
+// Statistics computed apart and merged equal the sequential ones bit for bit: int16 in any
+// split and order; float32 when each slab is summed from StatsFrom(first value) by
+// AddFloat32Piece, in pieces of any size, and the slabs merged in order, against AddFloat32 one
+// call per slab (the sequential read stage), also with a large offset and a NaN.
+func TestStatsMergeMatchesSequential(t *testing.T) {
+	x := uint64(99)
+	next := func() uint64 {
+		x = x*6364136223846793005 + 1442695040888963407
+		return x >> 33
+	}
+	i16 := make([]int16, 1<<18+3)
+	for i := range i16 {
+		i16[i] = int16(next())
+	}
+	var whole Stats
+	whole.AddInt16(i16)
+	for _, parts := range []int{2, 3, 7, 64} {
+		var merged Stats
+		per := (len(i16) + parts - 1) / parts
+		for p := parts - 1; p >= 0; p-- { // in reverse: order does not matter for int16
+			var part Stats
+			part.AddInt16(i16[p*per : min(len(i16), (p+1)*per)])
+			merged.Merge(part)
+		}
+		if merged != whole {
+			t.Errorf("int16 in %d parts: %+v, whole %+v", parts, merged, whole)
+		}
+	}
+
+	const plane = 1000
+	for _, tc := range []struct {
+		name         string
+		planes, slab int
+		offset       float32
+		nan          bool
+	}{
+		{"small values", 23, 4, 0, false},
+		{"large offset", 23, 5, 3e6, false},
+		{"one slab", 7, 7, -40, false},
+		{"slab beyond the volume", 5, 9, 1, false},
+		{"plane slabs", 9, 1, 0.5, false},
+		{"NaN", 12, 4, 0, true},
+	} {
+		f32 := make([]float32, tc.planes*plane)
+		for i := range f32 {
+			f32[i] = tc.offset + float32(math.Float32frombits(0x3f800000|uint32(next())&0x7fffff)-1.5)*977 // full mantissas
+		}
+		if tc.nan {
+			f32[len(f32)/2] = float32(math.NaN())
+		}
+		var seq Stats
+		for z := 0; z < tc.planes; z += tc.slab {
+			seq.AddFloat32(f32[z*plane : min(z+tc.slab, tc.planes)*plane])
+		}
+		for _, piece := range []int{1, 2, 3, tc.slab} { // planes per AddFloat32Piece call
+			slabs := make([]Stats, 0, tc.planes/tc.slab+1)
+			for z := 0; z < tc.planes; z += tc.slab { // each slab as a reader goroutine sums it
+				part := StatsFrom(f32[0])
+				end := min(z+tc.slab, tc.planes)
+				for p := z; p < end; p += piece {
+					part.AddFloat32Piece(f32[p*plane : min(p+piece, end)*plane])
+				}
+				slabs = append(slabs, part)
+			}
+			var merged Stats
+			for _, part := range slabs {
+				merged.Merge(part)
+			}
+			same := merged.n == seq.n && merged.ref == seq.ref &&
+				math.Float64bits(merged.sum) == math.Float64bits(seq.sum) && math.Float64bits(merged.sumSq) == math.Float64bits(seq.sumSq)
+			if tc.nan {
+				same = merged.n == seq.n && math.IsNaN(merged.sum) && math.IsNaN(seq.sum)
+			}
+			if !same {
+				t.Errorf("%s, pieces of %d planes: merged %+v, sequential %+v", tc.name, piece, merged, seq)
+			}
+			m1, s1 := merged.MeanStd(2, 1)
+			m2, s2 := seq.MeanStd(2, 1)
+			if !tc.nan && (m1 != m2 || s1 != s2) {
+				t.Errorf("%s: MeanStd %v %v, sequential %v %v", tc.name, m1, s1, m2, s2)
+			}
+		}
+	}
+
+	// Other origins: shifted, so right to rounding.
+	vals := make([]float32, 5000)
+	for i := range vals {
+		vals[i] = 100 + float32(next()%1000)/7
+	}
+	var a, b, all Stats
+	a.AddFloat32(vals[:1234])
+	b.AddFloat32(vals[1234:]) // origin vals[1234]
+	all.AddFloat32(vals)
+	a.Merge(b)
+	m1, s1 := a.MeanStd(1, 0)
+	m2, s2 := all.MeanStd(1, 0)
+	if !relClose(m1, m2, 1e-12) || !relClose(s1, s2, 1e-9) || a.Count() != all.Count() {
+		t.Errorf("merged with another origin: %v %v (%d), whole %v %v (%d)", m1, s1, a.Count(), m2, s2, all.Count())
+	}
+}
+
 func BenchmarkStatsInt16(b *testing.B) {
 	vals := make([]int16, 64*512*512) // one slab of 64 planes of 512x512
 	for i := range vals {

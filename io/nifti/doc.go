@@ -7,7 +7,8 @@
 // Reader.ReadSlicesRaw, ReadSlicesInt16 and ReadSlicesFloat32 decode the next slices straight
 // into the caller's memory (pinned host buffers in the GPU pipeline). Compressed files are
 // inflated by a read-ahead goroutine, so decoding and the caller's work on slab k overlap with
-// inflating slab k+1. ReadFloat32 and ReadUint8 read whole volumes. Whatever is wrong with a file
+// inflating slab k+1. Uncompressed data can also be read by z-range from several goroutines at
+// once (ReadSlicesRawAt, ReadSlicesInt16At, ReadSlicesFloat32At; ErrNotSeekable for gzip). ReadFloat32 and ReadUint8 read whole volumes. Whatever is wrong with a file
 // comes back as an error wrapping one of the Err* sentinels and naming the file.
 //
 // Writing: Create/Writer and Write write any supported datatype atomically (temporary file in

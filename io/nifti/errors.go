@@ -22,4 +22,7 @@ var (
 	// ErrMultiVolume: a 4D (or higher) file with more than one volume was opened without
 	// WithVolume.
 	ErrMultiVolume = errors.New("nifti: multi-volume file")
+	// ErrNotSeekable: a positional read (ReadSlicesInt16At, ...) of a file whose voxel data is
+	// gzip-compressed, which can only be read in order (use the sequential ReadSlices*).
+	ErrNotSeekable = errors.New("nifti: compressed data cannot be read by position")
 )

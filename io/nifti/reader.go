@@ -32,7 +32,8 @@ func withOpener(open fileOpener) OpenOption {
 // Reader streams one 3D volume as consecutive z-slices. It is not safe for concurrent use, but
 // it may be driven from one goroutine while others consume the buffers it filled: that, plus
 // the read-ahead it runs for compressed files, lets slab k be processed while slab k+1 is
-// decompressed. Close it to stop the read-ahead goroutine.
+// decompressed. Close it to stop the read-ahead goroutine. Uncompressed volumes can also be
+// read by z-range from several goroutines at once (ReadSlicesInt16At and friends, readat.go).
 type Reader struct {
 	path     string // as given to Open
 	dataPath string // the file holding the voxels, for error messages
@@ -45,7 +46,11 @@ type Reader struct {
 
 	sources []*source
 	in      io.Reader // positioned at the first voxel of the selected volume
-	ahead   *prefetcher
+	// dataAt and dataStart serve positional reads (readat.go): the uncompressed data file and
+	// the offset of the selected volume's first voxel in it; dataAt is nil for gzip.
+	dataAt    io.ReaderAt
+	dataStart int64
+	ahead     *prefetcher
 	// sizeKnown: the data was checked to be all there (uncompressed), or the gzip trailer
 	// agrees with the header; whole-volume reads then allocate exactly once.
 	sizeKnown bool
@@ -149,6 +154,7 @@ func (r *Reader) open(cfg openConfig) error {
 		runtime.AddCleanup(r, (*prefetcher).stop, r.ahead)
 	} else {
 		r.sizeKnown = true
+		r.dataAt, r.dataStart = ds.f, start
 	}
 	h.ExtensionLen = max(h.ExtensionLen, 0)
 	r.hdr = *h

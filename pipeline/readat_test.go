@@ -1,0 +1,231 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+	"unsafe"
+
+	"voxpipe/io/nifti"
+	"voxpipe/segment"
+)
+
+// testRunner is a runner for calling the read stage directly.
+func testRunner(slab, threads int) *runner {
+	r := &runner{cfg: Config{Slab: slab, ReadThreads: threads, Readers: 1, Progress: nopProgress{}},
+		t0: time.Now(), log: discardLogger}
+	return r
+}
+
+// volumeFile writes a volume of dt with smooth values plus full-mantissa noise (so float sums
+// round, and a different summation order would show), in the given byte order and layout.
+func volumeFile(t *testing.T, path string, dt nifti.DataType, order binary.ByteOrder, nx, ny, nz int, slope, inter, offset float64) {
+	t.Helper()
+	n := nx * ny * nz
+	raw := make([]byte, n*dt.Size())
+	x := uint64(7)
+	for i := 0; i < n; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+		noise := float64(x>>40) / float64(1<<24) // [0, 1), 24 bits
+		v := offset + 60*math.Sin(float64(i%nx)/5) + 40*math.Cos(float64(i/(nx*ny))/3) + 20*noise
+		b := raw[i*dt.Size():]
+		switch dt {
+		case nifti.Uint8:
+			b[0] = uint8(v)
+		case nifti.Int16:
+			binary.NativeEndian.PutUint16(b, uint16(int16(v)))
+		case nifti.Int32:
+			binary.NativeEndian.PutUint32(b, uint32(int32(v*1000)))
+		case nifti.Float32:
+			binary.NativeEndian.PutUint32(b, math.Float32bits(float32(v)))
+		case nifti.Float64:
+			binary.NativeEndian.PutUint64(b, math.Float64bits(v))
+		}
+	}
+	h := &nifti.Header{Version: 1, ByteOrder: order, Datatype: dt, Dim: [8]int64{3, int64(nx), int64(ny), int64(nz), 1, 1, 1, 1},
+		PixDim: [8]float64{1, 1, 1, 1}, SclSlope: slope, SclInter: inter}
+	if err := nifti.Write(path, h, raw, nifti.WriteOptions{Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// decodeFile runs the read stage on path and returns the volume (a copy) and its norm.
+func decodeFile(t *testing.T, r *runner, path string) segment.Volume {
+	t.Helper()
+	w := &work{job: Job{Name: "v", Input: path}, in: &hostBuffer{}}
+	if err := r.decode(context.Background(), 0, w); err != nil {
+		t.Fatal(err)
+	}
+	vol := w.vol
+	vol.I16, vol.F32 = slices.Clone(vol.I16), slices.Clone(vol.F32)
+	return vol
+}
+
+func volumeBytes(v segment.Volume) []byte {
+	if v.I16 != nil {
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.I16))), 2*len(v.I16))
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.F32))), 4*len(v.F32))
+}
+
+// The parallel positional read gives the sequential read's values and statistics bit for bit
+// (the Stats themselves, not only the norm derived from them), for int16, uint8, int32, float32
+// and float64 files, both byte orders, scaled, single files and .hdr/.img pairs, any number of
+// goroutines, any slab and read piece. And a whole read stage on a .nii equals it on the same
+// volume gzipped (which keeps the sequential path).
+func TestParallelReadMatchesSequential(t *testing.T) {
+	defer func(p int) { readPiece = p }(readPiece)
+	cases := []struct {
+		dt                   nifti.DataType
+		order                binary.ByteOrder
+		ext                  string
+		slope, inter, offset float64
+	}{
+		{nifti.Int16, binary.LittleEndian, ".nii", 1, 0, 300},
+		{nifti.Int16, binary.BigEndian, ".nii", 2.5, -100, -50},
+		{nifti.Uint8, binary.LittleEndian, ".hdr", 1, 0, 100},
+		{nifti.Int32, binary.BigEndian, ".nii", 0, 0, 0},
+		{nifti.Float32, binary.LittleEndian, ".nii", 1, 0, 0.5},
+		{nifti.Float32, binary.BigEndian, ".hdr", 0.25, 3, 3e5}, // large offset, scaled
+		{nifti.Float64, binary.LittleEndian, ".nii", -1, 1e3, 17},
+	}
+	const nx, ny, nz = 23, 19, 29
+	for _, c := range cases {
+		name := fmt.Sprintf("%s_%s%s_slope%v", c.dt, map[bool]string{true: "be", false: "le"}[c.order == binary.BigEndian], c.ext, c.slope)
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "v"+c.ext)
+			volumeFile(t, path, c.dt, c.order, nx, ny, nz, c.slope, c.inter, c.offset)
+			gz := filepath.Join(dir, "g"+c.ext+".gz")
+			volumeFile(t, gz, c.dt, c.order, nx, ny, nz, c.slope, c.inter, c.offset)
+			for _, slab := range []int{1, 4, 7, 64} {
+				seqRunner := testRunner(slab, 1)
+				seq := readStats(t, seqRunner, path, false)
+				whole := decodeFile(t, seqRunner, gz) // gzip: the sequential path
+				for _, threads := range []int{1, 2, 3, 16} {
+					for _, piece := range []int{1 << 20, 3 * nx * ny * 4, 1} {
+						readPiece = piece
+						r := testRunner(slab, threads)
+						if got := readStats(t, r, path, true); got.stats != seq.stats || !slices.Equal(got.data, seq.data) {
+							t.Fatalf("slab %d, %d threads, piece %d: stats %+v, sequential %+v (data equal: %v)",
+								slab, threads, piece, got.stats, seq.stats, slices.Equal(got.data, seq.data))
+						}
+						vol := decodeFile(t, r, path)
+						if vol.Norm != whole.Norm || !slices.Equal(volumeBytes(vol), volumeBytes(whole)) {
+							t.Fatalf("slab %d, %d threads: read stage of the .nii: norm %+v, of the .nii.gz %+v", slab, threads, vol.Norm, whole.Norm)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+type readResult struct {
+	stats segment.Stats
+	data  []byte
+}
+
+// readStats opens path and reads it with readAt (parallel) or readSequential.
+func readStats(t *testing.T, r *runner, path string, parallel bool) readResult {
+	t.Helper()
+	rd, err := nifti.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	h := rd.Header()
+	n := h.NX() * h.NY() * h.NZ()
+	w := &work{job: Job{Name: "v", Input: path}, vol: segment.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ()}}
+	if nifti.Int16Exact(h.Datatype) {
+		w.vol.I16 = make([]int16, n)
+	} else {
+		w.vol.F32 = make([]float32, n)
+	}
+	var st segment.Stats
+	if parallel {
+		if !rd.Seekable() {
+			t.Fatal("not seekable")
+		}
+		st, err = r.readAt(context.Background(), rd, w, r.cfg.readThreads(), "test", time.Now())
+	} else {
+		st, err = r.readSequential(context.Background(), rd, w, "test", time.Now())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readResult{st, slices.Clone(volumeBytes(w.vol))}
+}
+
+// Timing rows: one read and one stats row (slab -1) for a .nii read in parallel, per-slab
+// rows for a .nii.gz.
+func TestParallelReadRows(t *testing.T) {
+	b := newBatch(t, 2) // vola.nii.gz, volb.nii
+	out := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.ReadThreads = 3 })
+	if out.res.OK != 2 {
+		t.Fatalf("%+v", out.res)
+	}
+	for volume, want := range map[string][]int{"vola": {0, 1, 2}, "volb": {-1}} { // vola: 11 slices, slab 4
+		for _, stage := range []string{StageRead, StageStats} {
+			var slabs []int
+			for _, r := range rowsOf(out.rows, volume, stage) {
+				slabs = append(slabs, r.Slab)
+			}
+			if !slices.Equal(slabs, want) {
+				t.Errorf("%s %s rows for slabs %v, want %v", volume, stage, slabs, want)
+			}
+		}
+	}
+}
+
+func TestParallelReadErrors(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v.nii")
+	volumeFile(t, path, nifti.Int16, binary.LittleEndian, 16, 16, 40, 1, 0, 10)
+	r := testRunner(4, 4)
+	// Cancelled: the context's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := &work{job: Job{Name: "v", Input: path}, in: &hostBuffer{}}
+	if err := r.decode(ctx, 0, w); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled read: %v", err)
+	}
+	// A file cut after Open checked it: ErrTruncated from whichever goroutine meets the end.
+	rd, err := nifti.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if err := os.Truncate(path, 352+16*16*2*25); err != nil {
+		t.Fatal(err)
+	}
+	w = &work{job: Job{Name: "v", Input: path}, vol: segment.Volume{NX: 16, NY: 16, NZ: 40, I16: make([]int16, 16*16*40)}}
+	if _, err := r.readAt(context.Background(), rd, w, 4, "test", time.Now()); !errors.Is(err, nifti.ErrTruncated) {
+		t.Errorf("file cut after Open: %v, want ErrTruncated", err)
+	}
+}
+
+func TestReadThreadsRule(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	for _, c := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{Readers: 2, Jobs: make([]Job, 10)}, max(1, procs/2)},
+		{Config{Readers: 2, Jobs: make([]Job, 1)}, procs},
+		{Config{Readers: 4 * procs, Jobs: make([]Job, 100)}, 1},
+		{Config{Readers: 2, ReadThreads: 5, Jobs: make([]Job, 10)}, 5},
+	} {
+		if got := c.cfg.readThreads(); got != c.want {
+			t.Errorf("%d readers, %d jobs, ReadThreads %d: %d threads, want %d", c.cfg.Readers, len(c.cfg.Jobs), c.cfg.ReadThreads, got, c.want)
+		}
+	}
+}
