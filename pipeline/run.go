@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -105,8 +106,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	// Each reader and each engine holds at most one input volume; each engine and each writer
 	// at most one mask. With these pools full, nothing more is ever allocated.
-	r.inputs = NewPool(newBuffers(cfg.Readers + len(cfg.Engines))...)
-	r.masks = NewPool(newBuffers(len(cfg.Engines) + cfg.Writers)...)
+	// A batch of fewer volumes than that never uses more than one buffer per volume.
+	jobs := max(1, len(cfg.Jobs))
+	r.inputs = NewPool(newBuffers(min(cfg.Readers+len(cfg.Engines), jobs))...)
+	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Writers, jobs))...)
 	defer r.freeBuffers()
 
 	runCtx, stop := context.WithCancelCause(ctx)
@@ -184,6 +187,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	// pool, its capacity (see runner.segment).
 	toWrite := make(chan *work, r.masks.Cap())
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		r.prewarmMask(ctx)
+		return nil
+	})
 
 	g.Go(func() error {
 		defer close(toRead)
@@ -222,6 +229,31 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		err = r.outErr
 	}
 	return r.result, err
+}
+
+// prewarmMask sizes a mask buffer for the first volume while that volume is being read: the
+// engine's page-locked memory for a 512x512x1000 mask takes ~20 ms on the GPU machine
+// (docs/perf.md), which would otherwise delay its segmentation. The buffer goes back to the
+// pool at once (a one-volume run has exactly one); failures are left to the segment stage,
+// which sizes the buffer again.
+func (r *runner) prewarmMask(ctx context.Context) {
+	if len(r.cfg.Jobs) == 0 {
+		return
+	}
+	hdr, err := nifti.ReadHeader(r.cfg.Jobs[0].Input)
+	if err != nil {
+		return
+	}
+	voxels := int64(hdr.NX()) * int64(hdr.NY()) * int64(hdr.NZ())
+	if voxels <= 0 || voxels > math.MaxInt32*int64(8) {
+		return
+	}
+	buf, err := r.masks.Get(ctx)
+	if err != nil {
+		return
+	}
+	_ = buf.ensure(int(voxels))
+	r.masks.Put(buf)
 }
 
 // startStage starts n workers; out, if any, is closed once all of them have returned, which

@@ -501,3 +501,59 @@ func TestRunSeveralEnginesShareTheQueue(t *testing.T) {
 		}
 	}
 }
+
+// gatedAllocEngine hands out host memory but holds back the input buffer's allocation until a
+// mask-sized one has been asked for, or a deadline passes: the first volume's mask buffer must
+// be allocated while that volume is read, not after.
+type gatedAllocEngine struct {
+	*signEngine
+	maskBytes  int
+	maskAsked  chan struct{}
+	once       sync.Once
+	inputWaits atomic.Bool // the input allocation gave up waiting
+}
+
+func (e *gatedAllocEngine) AllocHost(n int) (segment.HostBuffer, error) {
+	if n == e.maskBytes {
+		e.once.Do(func() { close(e.maskAsked) })
+	} else {
+		select {
+		case <-e.maskAsked:
+		case <-time.After(5 * time.Second):
+			e.inputWaits.Store(true)
+		}
+	}
+	e.live.Add(1)
+	e.allocs.Add(1)
+	return &countedBuffer{b: make([]byte, n), e: e.signEngine}, nil
+}
+
+func TestRunAllocatesTheFirstMaskWhileReading(t *testing.T) {
+	dir := t.TempDir()
+	b := &batch{in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out"), good: map[string][]int16{}}
+	os.MkdirAll(b.in, 0o755)
+	const nx, ny, nz = 20, 16, 12
+	b.good["only"] = writeVolume(t, filepath.Join(b.in, "only.nii"), nx, ny, nz, 3)
+	eng := &gatedAllocEngine{signEngine: &signEngine{}, maskBytes: nx * ny * nz, maskAsked: make(chan struct{})}
+	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Readers = 4; c.Writers = 2 })
+	if out.res.OK != 1 {
+		t.Fatalf("%+v %v", out.res, out.err)
+	}
+	if eng.inputWaits.Load() {
+		t.Error("the mask buffer was not allocated while the volume was read")
+	}
+	// One volume: one input and one mask buffer, however many readers and writers.
+	if n := eng.allocs.Load(); n != 2 {
+		t.Errorf("%d host allocations for one volume, want 2", n)
+	}
+	if live := eng.live.Load(); live != 0 {
+		t.Errorf("%d host buffers not freed", live)
+	}
+	_, got, err := nifti.ReadUint8(filepath.Join(b.out, "only_mask.nii.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := expectedMask(t, b.good["only"]); string(got) != string(want) {
+		t.Error("mask differs from the expected labels")
+	}
+}
