@@ -28,7 +28,7 @@ timed() { # timed LABEL CMD...: wall seconds of CMD into the log
 	timeout "${PERF_STEP_LIMIT:-240}" "$@" >"$work/$label.log" 2>&1
 	local rc=$?
 	local t1=$(date +%s.%N)
-	note "$(printf '%-28s rc=%d  %.2f s' "$label" "$rc" "$(echo "$t1 - $t0" | bc)")"
+	note "$(printf '%-28s rc=%d  %.2f s' "$label" "$rc" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")"
 	tail -n 3 "$work/$label.log" | sed 's/^/    /' | tee -a "$log"
 }
 hidden() { # fraction of h2d+d2h time overlapping kernels, from a timings.csv
