@@ -252,7 +252,9 @@ func (r *runner) prewarmMask(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	_ = buf.ensure(int(voxels))
+	if buf.ensure(int(voxels)) == nil {
+		_ = buf.pin()
+	}
 	r.masks.Put(buf)
 }
 

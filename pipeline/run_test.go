@@ -557,3 +557,65 @@ func TestRunAllocatesTheFirstMaskWhileReading(t *testing.T) {
 		t.Error("mask differs from the expected labels")
 	}
 }
+
+// pinCheckEngine hands out host memory that is page-locked only by Pin (like the CUDA engine)
+// and fails volumes whose input or mask reaches Segment unpinned.
+type pinCheckEngine struct {
+	*signEngine
+	mu   sync.Mutex
+	bufs map[*byte]*pinBuffer
+}
+
+type pinBuffer struct {
+	b      []byte
+	pinned atomic.Bool
+	e      *pinCheckEngine
+}
+
+func (p *pinBuffer) Bytes() []byte { return p.b }
+func (p *pinBuffer) Pin() error {
+	p.pinned.Store(true)
+	return nil
+}
+func (p *pinBuffer) Free() error {
+	p.e.mu.Lock()
+	delete(p.e.bufs, unsafe.SliceData(p.b))
+	p.e.mu.Unlock()
+	return nil
+}
+
+func (e *pinCheckEngine) AllocHost(n int) (segment.HostBuffer, error) {
+	p := &pinBuffer{b: make([]byte, n), e: e}
+	e.mu.Lock()
+	e.bufs[unsafe.SliceData(p.b)] = p
+	e.mu.Unlock()
+	return p, nil
+}
+
+func (e *pinCheckEngine) Segment(ctx context.Context, vol *segment.Volume, out []uint8, opt segment.Options) error {
+	in := (*byte)(unsafe.Pointer(unsafe.SliceData(vol.I16)))
+	if vol.F32 != nil {
+		in = (*byte)(unsafe.Pointer(unsafe.SliceData(vol.F32)))
+	}
+	e.mu.Lock()
+	ib, mb := e.bufs[in], e.bufs[unsafe.SliceData(out)]
+	e.mu.Unlock()
+	if ib == nil || mb == nil || !ib.pinned.Load() || !mb.pinned.Load() {
+		return errors.New("input or mask not pinned when segmentation starts")
+	}
+	return e.signEngine.Segment(ctx, vol, out, opt)
+}
+
+func TestRunPinsBuffersBeforeSegmenting(t *testing.T) {
+	b := newBatch(t, 4)
+	eng := &pinCheckEngine{signEngine: &signEngine{}, bufs: map[*byte]*pinBuffer{}}
+	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Readers = 2; c.Writers = 2 })
+	if out.res.OK != 4 || out.err != nil {
+		t.Fatalf("%+v %v", out.res, out.err)
+	}
+	for _, s := range out.summary {
+		if s.Status == timing.StatusFailed && strings.Contains(s.Error, "not pinned") {
+			t.Errorf("%s: %s", s.Volume, s.Error)
+		}
+	}
+}
