@@ -82,17 +82,6 @@ func (b *hostBuffer) ensure(n int) error {
 	return nil
 }
 
-// pin page-locks the buffer when its allocator hands out lazily pinned memory
-// (segment.Pinner); a no-op otherwise and once done.
-func (b *hostBuffer) pin() error {
-	if p, ok := b.pinned.(segment.Pinner); ok {
-		if err := p.Pin(); err != nil {
-			return fmt.Errorf("pipeline: page-lock %d bytes of host memory: %w", len(b.bytes), err)
-		}
-	}
-	return nil
-}
-
 func (b *hostBuffer) free() error {
 	var err error
 	if b.pinned != nil {

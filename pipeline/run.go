@@ -252,9 +252,7 @@ func (r *runner) prewarmMask(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	if buf.ensure(int(voxels)) == nil {
-		_ = buf.pin()
-	}
+	_ = buf.ensure(int(voxels))
 	r.masks.Put(buf)
 }
 

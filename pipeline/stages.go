@@ -85,15 +85,6 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	} else if stats, err = r.readSequential(ctx, rd, w, track, t); err != nil {
 		return err
 	}
-	// Page-locked only now: the read's writes (in parallel for uncompressed files) have faulted
-	// the pages in, and registering them is all that is left (segment.Pinner).
-	t = time.Now()
-	if err := w.in.pin(); err != nil {
-		return err
-	}
-	if d := time.Since(t); d > time.Millisecond {
-		r.span(w, StageRead, -1, "host", track+" page-lock", t, t.Add(d), 0, 0)
-	}
 	slope, inter := rd.Scaling()
 	mu, sigma := stats.MeanStd(slope, inter)
 	if math.IsNaN(mu) || math.IsInf(mu, 0) || math.IsNaN(sigma) || math.IsInf(sigma, 0) {
@@ -286,10 +277,6 @@ func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w 
 	w.mask = buf
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
 	if err := w.mask.ensure(voxels); err != nil {
-		r.fail(w, err)
-		return
-	}
-	if err := w.mask.pin(); err != nil { // done already when prewarmMask sized it
 		r.fail(w, err)
 		return
 	}

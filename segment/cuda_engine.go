@@ -345,15 +345,12 @@ func (e *cudaEngine) LastStats() GPUStats {
 	return e.last
 }
 
-// pinnedBuffer is host memory from AllocHost, page-locked by Pin.
+// pinnedBuffer is page-locked host memory from AllocHost.
 type pinnedBuffer struct {
 	e    *cudaEngine
 	p    unsafe.Pointer
 	n    int
 	once sync.Once
-
-	pinMu  sync.Mutex
-	locked bool // registered with the driver (Pin succeeded)
 }
 
 func (b *pinnedBuffer) Bytes() []byte {
@@ -363,39 +360,12 @@ func (b *pinnedBuffer) Bytes() []byte {
 	return unsafe.Slice((*byte)(b.p), b.n)
 }
 
-// Pin implements Pinner: faults in the pages not yet written from every core, then registers the
-// memory with the driver (portable: every engine's copies run at full speed). Idempotent.
-func (b *pinnedBuffer) Pin() error {
-	b.pinMu.Lock()
-	defer b.pinMu.Unlock()
-	if b.locked {
-		return nil
-	}
-	if b.p == nil {
-		return errors.New("segment: pin of a freed host buffer")
-	}
-	p, n := b.p, b.n
-	if err := b.e.call(func() error { return pinned.PinMapped(p, n) }); err != nil {
-		return fmt.Errorf("segment: %s: %w", b.e.name, err)
-	}
-	b.locked = true
-	return nil
-}
-
 func (b *pinnedBuffer) Free() error {
 	var err error
 	b.once.Do(func() {
-		b.pinMu.Lock()
-		p, locked := b.p, b.locked
-		b.p, b.locked = nil, false
-		b.pinMu.Unlock()
-		if locked {
-			err = b.e.call(func() error { return pinned.Unregister(p) })
-		}
-		// Unmapping needs no context: off the engine's thread, so buffers free in parallel.
-		if e := pinned.Unmap(p, b.n); e != nil && err == nil {
-			err = e
-		}
+		p := b.p
+		b.p = nil
+		err = b.e.call(func() error { return pinned.FreeRegistered(p, b.n) })
 		b.e.mu.Lock()
 		b.e.liveHost--
 		b.e.stopIfIdle()
@@ -404,11 +374,10 @@ func (b *pinnedBuffer) Free() error {
 	return err
 }
 
-// AllocHost implements HostAllocator and returns Pinners: anonymous memory (mmap) at once, made
-// page-locked by Pin (pages faulted in on all cores, then cuMemHostRegister: 7x faster than
-// cuMemHostAlloc for a volume, docs/perf.md). The pipeline pins an input buffer after reading
-// into it, so the read's parallel writes do the page faults. The engine's context lives until
-// every buffer is freed, also after Close.
+// AllocHost implements HostAllocator: portable page-locked memory (mmap'd, faulted in on all
+// cores, then cuMemHostRegister: 7x faster than cuMemHostAlloc for a volume, docs/perf.md), so
+// any GPU engine of the process copies from it at full speed. The engine's context lives until every
+// buffer is freed, also after Close.
 func (e *cudaEngine) AllocHost(bytes int) (HostBuffer, error) {
 	e.mu.Lock()
 	if e.closed {
@@ -417,7 +386,11 @@ func (e *cudaEngine) AllocHost(bytes int) (HostBuffer, error) {
 	}
 	e.liveHost++
 	e.mu.Unlock()
-	p, err := pinned.Map(bytes)
+	var p unsafe.Pointer
+	err := e.call(func() (err error) {
+		p, err = pinned.AllocRegistered(bytes)
+		return err
+	})
 	if err != nil {
 		e.mu.Lock()
 		e.liveHost--

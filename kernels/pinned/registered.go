@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -18,12 +17,17 @@ import (
 // difference is what a single-volume run used to pay before its first read. A CUDA context must
 // be current on the calling OS thread. Free it with FreeRegistered.
 func AllocRegistered(bytes int) (unsafe.Pointer, error) {
-	p, err := Map(bytes)
-	if err != nil {
-		return nil, err
+	if bytes <= 0 {
+		return nil, fmt.Errorf("pinned: allocation of %d bytes", bytes)
 	}
-	if err := PinMapped(p, bytes); err != nil {
-		_ = Unmap(p, bytes)
+	b, err := syscall.Mmap(-1, 0, bytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("pinned: mmap %d bytes: %w", bytes, err)
+	}
+	touchPages(b)
+	p := unsafe.Pointer(&b[0])
+	if err := Register(p, bytes); err != nil {
+		_ = syscall.Munmap(b)
 		return nil, err
 	}
 	return p, nil
@@ -33,43 +37,14 @@ func AllocRegistered(bytes int) (unsafe.Pointer, error) {
 // calling OS thread.
 func FreeRegistered(p unsafe.Pointer, bytes int) error {
 	err := Unregister(p)
-	if e := Unmap(p, bytes); e != nil && err == nil {
-		err = e
+	if e := syscall.Munmap(unsafe.Slice((*byte)(p), bytes)); e != nil && err == nil {
+		err = fmt.Errorf("pinned: munmap: %w", e)
 	}
 	return err
 }
 
-// Map returns bytes of anonymous memory (mmap), not yet page-locked: PinMapped does that later.
-func Map(bytes int) (unsafe.Pointer, error) {
-	if bytes <= 0 {
-		return nil, fmt.Errorf("pinned: allocation of %d bytes", bytes)
-	}
-	b, err := syscall.Mmap(-1, 0, bytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		return nil, fmt.Errorf("pinned: mmap %d bytes: %w", bytes, err)
-	}
-	return unsafe.Pointer(&b[0]), nil
-}
-
-// PinMapped page-locks memory from Map: faults in its pages from every core (cheap for pages
-// already written, e.g. by a parallel read), then cuMemHostRegister. A CUDA context must be
-// current on the calling OS thread.
-func PinMapped(p unsafe.Pointer, bytes int) error {
-	touchPages(unsafe.Slice((*byte)(p), bytes))
-	return Register(p, bytes)
-}
-
-// Unmap releases memory from Map (after Unregister, if it was pinned).
-func Unmap(p unsafe.Pointer, bytes int) error {
-	if err := syscall.Munmap(unsafe.Slice((*byte)(p), bytes)); err != nil {
-		return fmt.Errorf("pinned: munmap: %w", err)
-	}
-	return nil
-}
-
-// touchPages reads and writes back one byte per page of b from every core, so the kernel
-// allocates (and zeroes) missing pages in parallel without changing any content;
-// cuMemHostRegister on untouched memory faults them in on one thread.
+// touchPages writes one byte per page of b from every core, so the kernel allocates (and zeroes)
+// the pages in parallel; cuMemHostRegister on untouched memory faults them in on one thread.
 func touchPages(b []byte) {
 	const page = 4096
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(b)>>24)) // at least 16 MiB each
@@ -79,10 +54,8 @@ func touchPages(b []byte) {
 		wg.Add(1)
 		go func(part []byte) {
 			defer wg.Done()
-			for i := 0; i+4 <= len(part); i += page {
-				// A write (a read alone would map the shared zero page) that keeps the
-				// content; atomic, so the compiler cannot drop it.
-				atomic.AddUint32((*uint32)(unsafe.Pointer(&part[i])), 0)
+			for i := 0; i < len(part); i += page {
+				part[i] = 0
 			}
 		}(b[lo:min(lo+chunk, len(b))])
 	}
