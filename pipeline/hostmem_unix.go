@@ -4,6 +4,7 @@ package pipeline
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 
 	"voxpipe/segment"
@@ -21,6 +22,12 @@ func (mmapAllocator) AllocHost(n int) (segment.HostBuffer, error) {
 	b, err := syscall.Mmap(-1, 0, max(n, 1), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: mmap %d bytes: %w", n, err)
+	}
+	if n >= 4<<20 && os.Getenv("VOXPIPE_HUGEPAGES") != "0" {
+		// Transparent huge pages where the kernel allows them: 512 times fewer page faults
+		// when the read first writes the buffer (docs/perf.md). Advice only;
+		// VOXPIPE_HUGEPAGES=0 turns it off where the kernel's compaction stalls.
+		_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE)
 	}
 	return &mmapBuffer{b[:n]}, nil
 }

@@ -365,7 +365,11 @@ func (b *pinnedBuffer) Free() error {
 	b.once.Do(func() {
 		p := b.p
 		b.p = nil
-		err = b.e.call(func() error { return pinned.FreeRegistered(p, b.n) })
+		err = b.e.call(func() error { return pinned.Unregister(p) })
+		// Unmapping needs no context: off the engine's thread, so buffers free in parallel.
+		if e := pinned.Unmap(p, b.n); e != nil && err == nil {
+			err = e
+		}
 		b.e.mu.Lock()
 		b.e.liveHost--
 		b.e.stopIfIdle()
