@@ -166,14 +166,23 @@ type runner struct {
 	outErr error // first error writing the CSVs
 }
 
+// freeBuffers frees every pool buffer, in parallel: returning a volume's worth of pages to the
+// kernel takes milliseconds per buffer (munmap; for page-locked memory the unregistering is
+// serialised on the engine's thread, the unmapping is not).
 func (r *runner) freeBuffers() {
+	var wg sync.WaitGroup
 	for _, p := range []*Pool[*hostBuffer]{r.inputs, r.masks} {
 		for _, b := range p.Drain() {
-			if err := b.free(); err != nil {
-				r.log.Warn("free host buffer", "err", err)
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := b.free(); err != nil {
+					r.log.Warn("free host buffer", "err", err)
+				}
+			}()
 		}
 	}
+	wg.Wait()
 }
 
 func (r *runner) run(ctx context.Context) (Result, error) {
