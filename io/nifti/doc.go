@@ -12,7 +12,8 @@
 // comes back as an error wrapping one of the Err* sentinels and naming the file.
 //
 // Writing: Create/Writer and Write write any supported datatype atomically (temporary file in
-// the destination folder, fsync, rename, fsync of the folder), gzipped in parallel with pgzip
-// for .gz paths. MaskHeader derives a uint8 label-mask header that keeps the geometry, version
-// and byte order of the image it segments.
+// the destination folder, fsync, rename, fsync of the folder), gzipped in parallel for .gz paths
+// (one standard gzip member whose 1 MiB deflate blocks are compressed and CRC'd by a pool of
+// goroutines: blockGzip). MaskHeader derives a uint8 label-mask header that keeps the
+// geometry, version and byte order of the image it segments.
 package nifti

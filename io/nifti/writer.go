@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/pgzip"
 )
 
 // DefaultLevel in WriteOptions.Level picks defaultGzipLevel.
@@ -23,13 +21,13 @@ const DefaultLevel = -1
 // defaultGzipLevel is BestSpeed: on label masks and smooth MR images, klauspost's level 1
 // compresses within a few percent of level 6 at several times the speed (see
 // BenchmarkWriteMask), and the writer sits on the batch's critical path.
-const defaultGzipLevel = pgzip.BestSpeed
+const defaultGzipLevel = gzip.BestSpeed
 
 // WriteOptions tunes Write and Create. The zero value stores without compression (Level 0);
 // DefaultWriteOptions is what most callers want.
 type WriteOptions struct {
 	Level   int // gzip level for .gz paths: DefaultLevel (-1), 0 = stored blocks, 1 (fast) .. 9
-	Workers int // goroutines compressing in parallel (pgzip); 0 = GOMAXPROCS
+	Workers int // goroutines compressing 1 MiB blocks in parallel (blockGzip); 0 = GOMAXPROCS
 }
 
 // DefaultWriteOptions returns Level DefaultLevel and as many workers as GOMAXPROCS.
@@ -129,9 +127,8 @@ type Writer struct {
 	parts     []*tempPart // [data] or [header, image]
 	data      *tempPart
 	bw        *bufio.Writer
-	guard     *errGuard
-	gz        *pgzip.Writer // nil when not compressing
-	level     int           // of gz, for handing it back to the free list
+	gz        *blockGzip // nil when not compressing
+	level     int        // of gz, for handing it back to the free list
 	workers   int
 	pooledBuf bool      // bw came from the free list
 	sink      io.Writer // where samples go: gz or bw
@@ -151,9 +148,9 @@ type tempPart struct {
 }
 
 // Create starts an atomic write of path: .nii, .nii.gz, or a .hdr/.img pair when path ends in
-// .hdr or .img (each gzipped, with pgzip, when path ends in .gz). h gives datatype, dims and
-// every other field; version (0 means 1) and byte order (nil means the host's) come from h
-// too. BitPix, VoxOffset and Magic are derived and no extensions are written. The samples then
+// .hdr or .img (each gzipped when path ends in .gz; the data in parallel, see blockGzip). h
+// gives datatype, dims and every other field; version (0 means 1) and byte order (nil means
+// the host's) come from h too. BitPix, VoxOffset and Magic are derived and no extensions are written. The samples then
 // follow through WriteSlices, in host byte order.
 func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 	lower := strings.ToLower(path)
@@ -207,14 +204,13 @@ func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 		w.bw = getBuffered(w.data.f)
 		w.pooledBuf = true
 	}
-	w.guard = &errGuard{w: w.bw}
-	w.sink = w.guard
+	w.sink = w.bw
 	if gzipped {
 		workers := opt.Workers
 		if workers == 0 {
 			workers = runtime.GOMAXPROCS(0)
 		}
-		if w.gz, err = getGzip(w.guard, level, workers); err != nil {
+		if w.gz, err = getGzip(w.bw, level, workers); err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
@@ -244,7 +240,8 @@ func writeSmallFile(f *os.File, b []byte, gzipped bool, level int) error {
 }
 
 // WriteSlices appends whole z-slices (of consecutive volumes, for a 4D header) of host-order
-// samples. raw is not modified or retained.
+// samples. raw is not modified or retained: for .gz paths the compressor reads large writes in
+// place (blockGzip), so WriteSlices returns only once it is done reading raw.
 func (w *Writer) WriteSlices(raw []byte) error {
 	if w.err != nil {
 		return w.err
@@ -275,11 +272,7 @@ func (w *Writer) WriteSlices(raw []byte) error {
 }
 
 func (w *Writer) write(b []byte) {
-	_, err := w.sink.Write(b)
-	if err == nil {
-		err = w.guard.error()
-	}
-	if err != nil {
+	if _, err := w.sink.Write(b); err != nil {
 		w.err = fmt.Errorf("write %s: %w", w.data.final, err)
 		return
 	}
@@ -310,12 +303,9 @@ func (w *Writer) Commit() error {
 
 func (w *Writer) finish() error {
 	if w.gz != nil {
-		if err := w.gz.Close(); err != nil {
+		if err := w.gz.Close(); err != nil { // its goroutines have stopped, error or not
 			return fmt.Errorf("write %s: %w", w.data.final, err)
 		}
-	}
-	if err := w.guard.error(); err != nil {
-		return fmt.Errorf("write %s: %w", w.data.final, err)
 	}
 	if err := w.bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", w.data.final, err)
@@ -374,11 +364,9 @@ func (w *Writer) Abort() error {
 		return nil
 	}
 	w.closed = true
-	if w.guard != nil {
-		w.guard.discard() // let pgzip drain into nothing: its goroutines only stop on Close
-	}
 	if w.gz != nil {
-		w.gz.Close()
+		w.gz.Abort() // drops the blocks in flight, writes nothing more, stops its goroutines
+		putGzip(w.gz, w.level, w.workers)
 		w.gz = nil
 	}
 	var first error
@@ -398,37 +386,4 @@ func (w *Writer) Abort() error {
 		w.err = fmt.Errorf("write %s: aborted", w.path)
 	}
 	return first
-}
-
-// errGuard sits between pgzip and the file. It records the first write error and swallows it
-// (and discards everything after it): pgzip leaks its writer goroutine when Close meets an
-// error, so it must never see one. The Writer polls error() instead.
-type errGuard struct {
-	w          io.Writer
-	mu         sync.Mutex
-	err        error
-	discarding bool
-}
-
-func (g *errGuard) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.err == nil && !g.discarding {
-		if _, err := g.w.Write(p); err != nil {
-			g.err = err
-		}
-	}
-	return len(p), nil
-}
-
-func (g *errGuard) error() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.err
-}
-
-func (g *errGuard) discard() {
-	g.mu.Lock()
-	g.discarding = true
-	g.mu.Unlock()
 }

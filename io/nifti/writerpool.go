@@ -3,58 +3,53 @@ package nifti
 import (
 	"bufio"
 	"io"
-
-	"github.com/klauspost/pgzip"
 )
 
-// Compressors and write buffers are reused across files: a pgzip writer holds a few MiB of
-// blocks and flate state, and a batch writing thousands of masks would otherwise churn that
-// much garbage per file, which is what drives a Go process's peak memory. The free lists are
-// bounded channels, so they never hold more than a handful of idle writers.
+// Compressors and write buffers are reused across files: a blockGzip holds a flate compressor
+// per worker (a few hundred KiB each) and its pooled blocks, and a batch writing thousands of
+// masks would otherwise churn that much garbage per file, which is what drives a Go process's
+// peak memory. The free lists are bounded channels, so they never hold more than a handful of
+// idle writers. Idle writers run no goroutines: blockGzip starts them per file and stops them
+// in Close and Abort.
 const idleWriters = 4
 
 type gzipKey struct{ level, workers int }
 
 var (
-	idleGzip = map[gzipKey]chan *pgzip.Writer{}
+	idleGzip = map[gzipKey]chan *blockGzip{}
 	idleBufs = make(chan *bufio.Writer, idleWriters)
 	poolMu   = make(chan struct{}, 1) // guards idleGzip's map itself
 )
 
-func gzipList(k gzipKey) chan *pgzip.Writer {
+func gzipList(k gzipKey) chan *blockGzip {
 	poolMu <- struct{}{}
 	defer func() { <-poolMu }()
 	ch := idleGzip[k]
 	if ch == nil {
-		ch = make(chan *pgzip.Writer, idleWriters)
+		ch = make(chan *blockGzip, idleWriters)
 		idleGzip[k] = ch
 	}
 	return ch
 }
 
-// getGzip returns a parallel gzip writer of that level and concurrency writing to w.
-func getGzip(w io.Writer, level, workers int) (*pgzip.Writer, error) {
+// getGzip returns a parallel gzip writer of that level and concurrency that has written its
+// header to w.
+func getGzip(w io.Writer, level, workers int) (*blockGzip, error) {
+	var z *blockGzip
 	select {
-	case z := <-gzipList(gzipKey{level, workers}):
-		z.Reset(w)
-		if err := z.SetConcurrency(1<<20, workers); err != nil {
+	case z = <-gzipList(gzipKey{level, workers}):
+	default:
+		var err error
+		if z, err = newBlockGzip(level, workers, gzipBlockSize); err != nil {
 			return nil, err
 		}
-		return z, nil
-	default:
 	}
-	z, err := pgzip.NewWriterLevel(w, level)
-	if err != nil {
-		return nil, err
-	}
-	if err := z.SetConcurrency(1<<20, workers); err != nil {
-		return nil, err
-	}
+	z.reset(w)
 	return z, nil
 }
 
-// putGzip keeps a writer that was closed without error for the next file.
-func putGzip(z *pgzip.Writer, level, workers int) {
+// putGzip keeps a closed or aborted writer for the next file.
+func putGzip(z *blockGzip, level, workers int) {
 	select {
 	case gzipList(gzipKey{level, workers}) <- z:
 	default:
