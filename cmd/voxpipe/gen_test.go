@@ -93,7 +93,7 @@ func TestGenLayoutAndContent(t *testing.T) {
 
 // TestGenBytesIndependentOfWorkersAndSubset: a series is the same files whether generated
 // with one worker or several, whole or in parts. 128x96x48 int16 is more than one 1 MiB
-// pgzip block, so the parallel compression is exercised too.
+// compression block, so the parallel compression is exercised too.
 func TestGenBytesIndependentOfWorkersAndSubset(t *testing.T) {
 	whole, parts := t.TempDir(), t.TempDir()
 	genRun(t, "--out", whole, "--dims", "128x96x48", "--count", "3", "--seed", "11", "--workers", "1")

@@ -218,7 +218,7 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestWriteErrorSurfaces: a failing disk under pgzip turns into an error from WriteSlices or
+// TestWriteErrorSurfaces: a failing disk under the gzip writer turns into an error from WriteSlices or
 // Commit, the temporary goes, and no final file appears.
 func TestWriteErrorSurfaces(t *testing.T) {
 	for _, ext := range []string{".nii", ".nii.gz"} {
