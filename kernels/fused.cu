@@ -13,16 +13,19 @@
 //   label = argmax (lowest class on ties), uint8
 //
 // Work split. A block owns a VF_TX x VF_ROWS tile of output voxels in x-y and a chunk of zChunk
-// output planes of the slab, and streams along z one e plane per step. Warp r < VF_ROWS computes
-// conv2 for tile row r, warp VF_ROWS+r the dilated conv for row r; each holds its conv's 27x16x16
-// weights as B fragments in registers (108 per lane). One mma covers 16 voxels of a row (M),
-// 8 output channels (N, two per tap) and all 16 input channels (K). The A fragment of tap
-// (dy,dx) of the current e plane is loaded once (ldmatrix) and used for all three dz: the output
-// planes in flight (3 for conv2, 5 for the dilated conv) stay in registers as accumulators, so an
-// e plane is read once per warp. When a plane is complete, the conv2 warp leaves s in shared
-// memory (fp32) and the dilated-conv warp, one step later, runs the gate, head and argmax on s and
-// g: the accumulator layout of two n8 tiles is the A layout of a k16 mma, so s, g and f go
-// straight into the gate and head mma.
+// output planes of the slab, and streams along z one e plane per step. Conv warp c < VF_CW
+// computes conv2 for tile rows 2c and 2c+1 (M = 32: two m16 tiles), warp VF_CW+c the dilated
+// conv for the same rows (fused_body_m32, the default). The convs' 27x16x16 weights are fp16 in
+// shared memory; per tap and dz one ldmatrix.x4 gives the B fragments of both n halves, used by
+// the 4 mma of the two rows. One mma covers 16 voxels of a row (M), 8 output channels (N) and
+// all 16 input channels (K). The A fragments of tap (dy,dx) of the current e plane are loaded once
+// (ldmatrix) and used for all three dz: the output planes in flight (3 for conv2, 5 for the
+// dilated conv, per row) stay in registers as accumulators, so an e plane is read once per warp.
+// When a plane is complete, the conv2 warp leaves s in shared memory (fp32) and the dilated-conv
+// warp, one step later, runs the gate, head and argmax on s and g: the accumulator layout of two
+// n8 tiles is the A layout of a k16 mma, so s, g and f go straight into the gate and head mma.
+// With VF_M32 0 (the previous kernel, fused_body) each conv warp has one row and holds its conv's
+// weights as B fragments in registers (108 of a lane's 128, with spills): 23 % slower on the H200.
 //
 // e is made in the block: conv1 as an implicit GEMM on the tensor cores (M = 16 e voxels, K = 27
 // taps padded to 32, N = 16 channels), A fragments with ldmatrix.trans from three x-shifted fp16
@@ -37,16 +40,32 @@
 #include "common.cuh"
 
 #define VF_TX 16 // output voxels per tile row: the mma's M
+// Tile rows (y): VF_ROWS/2 warps per conv of two rows each (VF_M32). 16 rows need ~109 KiB of
+// shared memory per block, which sm_90 has (227 KiB) and sm_86/89 have not (99 KiB): they, sm_80
+// and the compute_80 PTX get 12 rows (~92 KiB; 13 % slower on the H200, docs/perf.md). The host
+// reads the geometry of the code it loaded from fused_geometry.
+#define VF_ROWS_SM90 16
+#define VF_ROWS_SM80 12
 #ifndef VF_ROWS
-#define VF_ROWS 8 // tile rows (y); two warps per row. 16 warps (128 registers, spills) ran 8 %
-                  // faster than 12 (168 registers) and 20 % faster than 8 on the H200: the kernel
-                  // is bound by latency, more warps hide it (docs/perf.md)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define VF_ROWS VF_ROWS_SM80
+#else
+#define VF_ROWS VF_ROWS_SM90
+#endif
 #endif
 // Fewer than 4 rows computes wrong labels (found by the GPU variant run and reproduced in the
 // host emulator with -DVF_ROWS=2 and 3; 4, 5 and 6 pass): some work split assumes 8 warps or
 // more. Until that is found, such builds are refused.
 static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (docs/perf.md)");
-#define VF_WARPS (2 * VF_ROWS)
+// VF_M32: each conv warp computes two tile rows (M = 32) with the convs' weights read from
+// shared memory (ldmatrix) instead of held in registers (fused_body_m32); 0 builds the previous
+// kernel (fused_body, one row per warp; with VF_ROWS 8 for its measured best).
+#ifndef VF_M32
+#define VF_M32 1
+#endif
+#define VF_RPW (VF_M32 ? 2 : 1)  // tile rows per conv warp
+#define VF_CW (VF_ROWS / VF_RPW) // warps per conv; the conv2 warps also make conv1
+#define VF_WARPS (2 * VF_CW)
 #define VF_THREADS (32 * VF_WARPS)
 #define VF_EW 24            // e plane width in voxels: tile x -2 .. +21 (three ldmatrix segments of 8)
 #define VF_EH (VF_ROWS + 4) // e plane rows: tile y -2 .. VF_ROWS+1
@@ -75,10 +94,10 @@ static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (d
 
 #define VF_HALF_MAX 65504.f
 
-// Dynamic shared memory per block (kernels.FusedSmemBytes), at least sizeof(VfSmem): a static
-// allocation may not exceed 48 KiB, so the block's memory comes from the launch, which asks for
-// up to this much (cuFuncSetAttribute) and leaves room to grow.
-#define VF_SMEM_BYTES 57344
+// The block's shared memory (VfSmem) comes from the launch (dynamic: a static allocation may not
+// exceed 48 KiB); the host learns its size from fused_geometry and asks for it
+// (cuFuncSetAttribute). At most VF_SMEM_BYTES, what sm_86/89 allow per block.
+#define VF_SMEM_BYTES 101376
 
 // Timing experiments only (scripts/gpu-build.sh builds variants with these; the committed fatbin
 // has none): leave a stage out to see what it costs. The labels are then wrong.
@@ -121,8 +140,19 @@ struct VfSmem {
 	unsigned gx[32][2], gg[32][2], hw[2][32][2], hwl[2][32][2]; // hwl: head weights' fp16 rounding rest
 	float gb[32][2], psi[32][2], hb[2][32][2];
 	float psib;
+#if VF_M32
+	// The convs' weights as fp16 [conv][tap][n = co][k = ci], the two 8-element halves of a row
+	// swapped when bit 2 of n is set, so the 8 rows of an ldmatrix phase hit distinct banks.
+	__align__(16) unsigned short wsm[2][27][16][16];
+#endif
 };
-static_assert(sizeof(VfSmem) <= VF_SMEM_BYTES, "fused kernel: VfSmem outgrew VF_SMEM_BYTES");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+static_assert(sizeof(VfSmem) <= VF_SMEM_BYTES, "fused kernel: VfSmem outgrew what sm_80-89 allow per block");
+#endif
+
+// The launch geometry of the fused kernels in this build: tile rows, threads per block, dynamic
+// shared memory per block (kernels.LoadModule reads it).
+extern "C" __device__ const int fused_geometry[3] = {VF_ROWS, VF_THREADS, (int)sizeof(VfSmem)};
 
 // ---- warp-level primitives (PTX on the GPU; kernels/emu emulates them on the host) ----
 
@@ -286,7 +316,7 @@ __device__ __forceinline__ void vf_store_x(VfSmem& sm, int slot, int tid, float 
 // worked out once: lane l addresses row l%8 of A matrix l/8 (matrices 0/2: the group's first
 // segment, 1/3: its second; k = 16h + 8(j>>1) + row). Padding taps k = 27..31 read tap 0's row:
 // any finite value does, since their B rows are zero.
-#define VF_G1 ((VF_NGROUP + VF_ROWS - 1) / VF_ROWS) // conv1 groups per conv2 warp (at most)
+#define VF_G1 ((VF_NGROUP + VF_CW - 1) / VF_CW) // conv1 groups per conv2 warp (at most)
 struct VfConv1Plan {
 	int dz[2];          // per k step h: the lane's tap's plane offset
 	int aoff[VF_G1][2]; // per group and k step: the lane's A row in an x slot (fp16 elements)
@@ -310,8 +340,8 @@ __device__ __forceinline__ VfConv1Plan vf_conv1_plan(const VfSmem& sm, const VfG
 	P.store = P.inside = 0;
 #pragma unroll
 	for (int kk = 0; kk < VF_G1; ++kk) {
-		const int gi = min(row + kk * VF_ROWS, VF_NGROUP - 1);
-		const bool real = row + kk * VF_ROWS < VF_NGROUP;
+		const int gi = min(row + kk * VF_CW, VF_NGROUP - 1);
+		const bool real = row + kk * VF_CW < VF_NGROUP;
 		const int segA = 2 * gi, segB = min(2 * gi + 1, VF_NSEG - 1);
 		const bool hasB = 2 * gi + 1 < VF_NSEG;
 		const int seg = (j & 1) ? segB : segA;
@@ -697,14 +727,185 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 	}
 }
 
+#if VF_M32
+// ---- the default body (VF_M32): two tile rows per conv warp, weights from shared memory ----
+
+// One e plane into the planes in flight of two tile rows (row0, row0+1): per tap, two A
+// fragments (one per row) and, per dz, one ldmatrix.x4 of the tap's weights (both n halves, k
+// low and high), used by 4 mma.
+template <int D, int NP>
+__device__ __forceinline__ void vf_conv_plane_m32(const unsigned* __restrict__ eb, const unsigned short* __restrict__ wc,
+                                                  int boff, float (&acc)[2][NP][2][4], const int (&off)[3]) {
+#pragma unroll
+	for (int dy = 0; dy < 3; ++dy)
+#pragma unroll
+		for (int dx = 0; dx < 3; ++dx) {
+			unsigned a0[4], a1[4];
+			const unsigned* pa = eb + off[dx] + D * (dy - 1) * VF_EW * 8;
+			vf_ldsm4<false>(a0, pa);
+			vf_ldsm4<false>(a1, pa + VF_EW * 8);
+#pragma unroll
+			for (int dz = 0; dz < 3; ++dz) {
+				const int t = (dz * 3 + dy) * 3 + dx;
+				unsigned b[4];
+				vf_ldsm4<false>(b, wc + boff + t * 256);
+#pragma unroll
+				for (int nh = 0; nh < 2; ++nh) {
+					vf_mma(acc[0][(NP - 1) - D * dz][nh], a0, b[2 * nh], b[2 * nh + 1]);
+					vf_mma(acc[1][(NP - 1) - D * dz][nh], a1, b[2 * nh], b[2 * nh + 1]);
+				}
+			}
+		}
+}
+
+template <typename T>
+__device__ __forceinline__ void fused_body_m32(const T* __restrict__ in, unsigned char* __restrict__ labels,
+                                               const float* __restrict__ w, int nx, int ny, int nz, int z0, int nzOut,
+                                               int zChunk, float scale, float shift, int classes) {
+#if defined(__CUDA_ARCH__)
+	extern __shared__ __align__(16) unsigned char vf_smem_dyn[];
+	VfSmem& sm = *reinterpret_cast<VfSmem*>(vf_smem_dyn);
+#else
+	__shared__ VfSmem sm;
+#endif
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
+	const int o0 = blockIdx.z * zChunk, o1 = min(o0 + zChunk, nzOut);
+	const int L = o1 - o0, steps = L + 4;
+	const bool isConv2 = warp < VF_CW;
+	const int cw = isConv2 ? warp : warp - VF_CW, row0 = cw * VF_RPW;
+	const size_t plane = (size_t)nx * ny;
+
+	if (warp == 0) vf_params(sm, w, lane);
+	for (int i = tid; i < 2 * 27 * 256; i += VF_THREADS) {
+		const int c = i / (27 * 256), r = i % (27 * 256), t = r / 256, n = r / 16 % 16, k = r % 16;
+		sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)] = vf_half(__ldg(w + (c ? VF_OFF_WG : VF_OFF_W2) + r));
+	}
+	static_assert(VF_XH * VF_XRAW <= 2 * VF_THREADS, "fused kernel: two x values per thread at most");
+	const VfXLoader<T> X0(in, G, tid), X1(in, G, tid + VF_THREADS);
+#pragma unroll
+	for (int i = 0; i < 4; ++i) {
+		vf_store_x(sm, i, tid, X0.load(G, o0 - 3 + i));
+		vf_store_x(sm, i, tid + VF_THREADS, X1.load(G, o0 - 3 + i));
+	}
+	__syncthreads();
+	VfConv1Plan cp;
+	if (isConv2) {
+		cp = vf_conv1_plan(sm, G, cw, lane);
+		const int q = o0 - 2;
+		vf_conv1(sm, 0, 0, G.z0 + q >= 0 && G.z0 + q < nz, cp, cw, VF_CW, lane);
+	}
+	__syncthreads();
+	// The lane's row of the weights' ldmatrix: matrix j = lane/8 is (n half j/2, k half j%2).
+	const int bj = lane >> 3, bn = (bj >> 1) * 8 + (lane & 7);
+	const int boff = bn * 16 + (((bj & 1) ^ ((bn >> 2) & 1)) * 8);
+
+	if (isConv2) {
+		int off[3];
+		vf_conv_offsets<1>(off, row0, lane);
+		float acc[2][3][2][4];
+#pragma unroll
+		for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+			for (int k = 0; k < 3; ++k)
+#pragma unroll
+				for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+					for (int i = 0; i < 4; ++i) acc[rr][k][nh][i] = sm.b2[lane][2 * nh + (i & 1)];
+		for (int t = 0; t < steps; ++t) {
+			const int p = o0 - 2 + t;
+			const bool loadX = o0 + 1 + t <= o1 + 2;
+			const int rel = loadX ? o0 + 1 + t : -1 - G.z0;
+			const auto xr0 = X0.fetch(G, rel);
+			const auto xr1 = X1.fetch(G, rel);
+			if (t + 1 < steps) {
+				const int q = p + 1;
+				vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < nz, cp, cw, VF_CW, lane);
+			}
+			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz)
+				vf_conv_plane_m32<1, 3>(sm.e[t & 1], &sm.wsm[0][0][0][0], boff, acc, off);
+#pragma unroll
+			for (int rr = 0; rr < 2; ++rr) {
+				float* sp = &sm.s[t & 1][row0 + rr][0][0][0];
+#pragma unroll
+				for (int nh = 0; nh < 2; ++nh) {
+					float4 v;
+					v.x = fmaxf(acc[rr][0][nh][0], 0.f), v.y = fmaxf(acc[rr][0][nh][1], 0.f);
+					v.z = fmaxf(acc[rr][0][nh][2], 0.f), v.w = fmaxf(acc[rr][0][nh][3], 0.f);
+					*reinterpret_cast<float4*>(sp + nh * 128 + lane * 4) = v;
+				}
+#pragma unroll
+				for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+					for (int i = 0; i < 4; ++i) {
+						acc[rr][0][nh][i] = acc[rr][1][nh][i];
+						acc[rr][1][nh][i] = acc[rr][2][nh][i];
+						acc[rr][2][nh][i] = sm.b2[lane][2 * nh + (i & 1)];
+					}
+			}
+			if (loadX) {
+				vf_store_x(sm, t & 3, tid, X0.normalise(G, xr0));
+				vf_store_x(sm, t & 3, tid + VF_THREADS, X1.normalise(G, xr1));
+			}
+			__syncthreads();
+		}
+	} else {
+		int off[3];
+		vf_conv_offsets<2>(off, row0, lane);
+		float acc[2][5][2][4];
+#pragma unroll
+		for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+			for (int k = 0; k < 5; ++k)
+#pragma unroll
+				for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+					for (int i = 0; i < 4; ++i) acc[rr][k][nh][i] = sm.bg[lane][2 * nh + (i & 1)];
+		for (int t = 0; t < steps; ++t) {
+			const int p = o0 - 2 + t;
+			const bool loadX = o0 + 1 + t <= o1 + 2;
+			const int rel = loadX ? o0 + 1 + t : -1 - G.z0;
+			const auto xr0 = X0.fetch(G, rel);
+			const auto xr1 = X1.fetch(G, rel);
+			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz)
+				vf_conv_plane_m32<2, 5>(sm.e[t & 1], &sm.wsm[1][0][0][0], boff, acc, off);
+#pragma unroll
+			for (int rr = 0; rr < 2; ++rr) {
+				if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4)
+					vf_epilogue(sm, acc[rr][0], &sm.s[(t - 1) & 1][row0 + rr][0][0][0], lane, classes,
+					            labels + (size_t)(p - 2) * plane, G.y0 + row0 + rr, G);
+#pragma unroll
+				for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+					for (int i = 0; i < 4; ++i) {
+						acc[rr][0][nh][i] = acc[rr][1][nh][i];
+						acc[rr][1][nh][i] = acc[rr][2][nh][i];
+						acc[rr][2][nh][i] = acc[rr][3][nh][i];
+						acc[rr][3][nh][i] = acc[rr][4][nh][i];
+						acc[rr][4][nh][i] = sm.bg[lane][2 * nh + (i & 1)];
+					}
+			}
+			if (loadX) {
+				vf_store_x(sm, t & 3, tid, X0.normalise(G, xr0));
+				vf_store_x(sm, t & 3, tid + VF_THREADS, X1.normalise(G, xr1));
+			}
+			__syncthreads();
+		}
+	}
+}
+#define VF_BODY fused_body_m32
+#else
+#define VF_BODY fused_body
+#endif
+
 extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
 fused_i16(const short* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
           int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
-	fused_body<short>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
+	VF_BODY<short>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
 }
 
 extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
 fused_f32(const float* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
           int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
-	fused_body<float>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
+	VF_BODY<float>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
 }

@@ -3,11 +3,12 @@ package kernels
 // The fused tensor-core kernel's compile-time sizes and weight layout (kernels/fused.cu; a test
 // reads the .cu file and checks that these match its #defines).
 const (
-	FusedTileX   = 16             // VF_TX: output voxels along x per tile row (the mma's M)
-	FusedRows    = 8              // VF_ROWS: tile rows along y; two warps per row
-	FusedThreads = 64 * FusedRows // VF_THREADS
-	// FusedSmemBytes is the fused kernel's dynamic shared memory per block (VF_SMEM_BYTES).
-	FusedSmemBytes = 57344
+	FusedTileX = 16 // VF_TX: output voxels along x per tile row (the mma's M)
+	// Tile rows along y (VF_ROWS) of the sm_90 code and of the others (sm_80-89 and the PTX);
+	// the rows, threads and shared memory of the code a GPU runs come from the loaded module
+	// (Module.FusedGeometry).
+	FusedRowsSM90 = 16
+	FusedRowsSM80 = 12
 
 	// Float32 offsets in the weight buffer (VF_OFF_*); convs are [tap][co][ci].
 	fusedOffW1      = 0
@@ -59,10 +60,11 @@ func PackFused(w *Weights) []float32 {
 }
 
 // FusedZChunk is how many output planes of an nzOut-plane slab one block of the fused kernel
-// streams through: the whole slab when its x-y tiles alone give every multiprocessor at least
-// two blocks, else thinner chunks (each costs 4 extra e planes) down to 8 planes.
-func FusedZChunk(nx, ny, nzOut, multiprocessors int32) int32 {
-	tiles := int64(ceilDiv(nx, FusedTileX)) * int64(ceilDiv(ny, FusedRows))
+// (rows tile rows) streams through: the whole slab when its x-y tiles alone give every
+// multiprocessor at least two blocks, else thinner chunks (each costs 4 extra e planes) down to 8
+// planes.
+func FusedZChunk(nx, ny, nzOut, rows, multiprocessors int32) int32 {
+	tiles := int64(ceilDiv(nx, FusedTileX)) * int64(ceilDiv(ny, rows))
 	want := 2 * int64(max(multiprocessors, 1))
 	if tiles >= want || nzOut <= 8 {
 		return max(nzOut, 1)

@@ -23,7 +23,7 @@ func TestFusedConstantsMatchSource(t *testing.T) {
 		defs[m[1]] = v
 	}
 	for name, want := range map[string]int{
-		"VF_TX": FusedTileX, "VF_ROWS": FusedRows, "VF_SMEM_BYTES": FusedSmemBytes,
+		"VF_TX": FusedTileX, "VF_ROWS_SM90": FusedRowsSM90, "VF_ROWS_SM80": FusedRowsSM80,
 		"VF_OFF_W1": fusedOffW1, "VF_OFF_B1": fusedOffB1, "VF_OFF_W2": fusedOffW2, "VF_OFF_B2": fusedOffB2,
 		"VF_OFF_WG": fusedOffWG, "VF_OFF_BG": fusedOffBG, "VF_OFF_GX": fusedOffGateX, "VF_OFF_GXB": fusedOffGateXB,
 		"VF_OFF_GG": fusedOffGateG, "VF_OFF_GGB": fusedOffGateGB, "VF_OFF_PSI": fusedOffPsi, "VF_OFF_PSIB": fusedOffPsiB,
@@ -115,15 +115,15 @@ func TestFusedZChunk(t *testing.T) {
 	}{
 		{512, 512, 64, 132, 64},     // 4096 tiles: whole slabs
 		{512, 512, 1, 132, 1},       // a 1-plane slab
-		{37, 53, 29, 132, 8},        // 21 tiles (8-row tiles): chunks of at least 8 planes
-		{37, 53, 200, 132, 16},      // 21 tiles, 13 chunks for 264 blocks
+		{37, 53, 29, 132, 8},        // 12 tiles (16-row tiles): chunks of at least 8 planes
+		{37, 53, 200, 132, 10},      // 12 tiles, 22 chunks for 264 blocks
 		{16, 4, 5, 132, 5},          // thinner than 8: one chunk
 		{64, 64, 100, 0, 100},       // unknown SM count: 1; 256 tiles suffice
 		{1, 1, 1000, 132, 8},        // one tile: as thin as allowed
 		{1, 1, 1 << 20, 4, 1 << 17}, // chunk count stays within the grid's z limit
 	}
 	for _, c := range cases {
-		if got := FusedZChunk(c.nx, c.ny, c.nz, c.sms); got != c.want {
+		if got := FusedZChunk(c.nx, c.ny, c.nz, FusedRowsSM90, c.sms); got != c.want {
 			t.Errorf("FusedZChunk(%d, %d, %d, %d) = %d, want %d", c.nx, c.ny, c.nz, c.sms, got, c.want)
 		}
 	}

@@ -62,21 +62,16 @@ func TestFusedVariants(t *testing.T) {
 		defer cu.DestroyEvent(&ev1)
 		const scale, shift = float32(1.0 / 400), float32(-3)
 
-		time1 := func(name string, fn cu.Function, rows int) (time.Duration, []uint8) {
-			mod := &Module{fusedI16: fn}
+		time1 := func(name string, fn cu.Function, rows, threads, smem int) (time.Duration, []uint8) {
 			var times []time.Duration
 			for r := 0; r < runs+1; r++ {
 				if err := cu.MemsetD8(lab, 0xEE, int64(nzOut*plane)); err != nil {
 					t.Fatal(err)
 				}
 				ev0.Record(st)
-				var err error
-				if rows == FusedRows {
-					err = mod.Fused(st, true, din, lab, dw.Fused, nx, ny, nz, 0, nzOut, nzOut, scale, shift, 4)
-				} else { // the wrapper's grid assumes FusedRows
-					a := new(args).ptr(din).ptr(lab).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(nzOut).f32(scale).f32(shift).i32(4)
-					err = launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), 1}, [3]int{64 * rows, 1, 1}, FusedSmemBytes, st, a)
-				}
+				// Launched directly: each build has its own geometry (fused_geometry).
+				a := new(args).ptr(din).ptr(lab).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(nzOut).f32(scale).f32(shift).i32(4)
+				err := launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), 1}, [3]int{threads, 1, 1}, smem, st, a)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
@@ -94,17 +89,14 @@ func TestFusedVariants(t *testing.T) {
 			slices.Sort(times)
 			return times[len(times)/2], out
 		}
-		base, want := time1("fused_i16", m.fusedI16, FusedRows)
+		g := m.FusedGeometry()
+		base, want := time1("fused_i16", m.fusedI16, int(g.Rows), int(g.Threads), int(g.SharedBytes))
 		perVolume := func(d time.Duration) float64 { return float64(d) / 1e6 * 1000 / nzOut }
-		t.Logf("TABLE|variant committed (rows %d)|%.3f ms per 64-plane slab, %.1f ms per 1000 planes", FusedRows, float64(base)/1e6, perVolume(base))
+		t.Logf("TABLE|variant committed (rows %d)|%.3f ms per 64-plane slab, %.1f ms per 1000 planes", g.Rows, float64(base)/1e6, perVolume(base))
 		for _, v := range strings.Split(spec, ",") {
 			name, path, ok := strings.Cut(v, "=")
 			if !ok {
 				t.Fatalf("bad variant %q (want name=path)", v)
-			}
-			rows := FusedRows
-			if i := strings.Index(name, "-r"); i >= 0 {
-				rows = int(name[i+2] - '0')
 			}
 			image, err := os.ReadFile(path)
 			if err != nil {
@@ -118,10 +110,15 @@ func TestFusedVariants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := SetFusedSharedMemory(fn); err != nil {
+			vg, err := readFusedGeometry(mod)
+			if err != nil {
 				t.Fatal(err)
 			}
-			d, got := time1(name, fn, rows)
+			if err := setSharedMemory(fn, int(vg.SharedBytes)); err != nil {
+				t.Fatal(err)
+			}
+			rows := int(vg.Rows)
+			d, got := time1(name, fn, rows, int(vg.Threads), int(vg.SharedBytes))
 			same := "labels identical"
 			if i := slices.Compare(got, want); i != 0 {
 				n := 0

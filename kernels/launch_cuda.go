@@ -175,7 +175,8 @@ func (m *Module) GateHead(st cu.Stream, s, g, labels cu.DevicePtr, nx, ny, nzOut
 // Fused launches fused_i16 (int16 input) or fused_f32: the whole network on the tensor cores
 // for output planes [0, nzOut) of a slab whose first output plane is global z0, labels
 // [nzOut][ny][nx]. in holds planes global z0-3 .. z0+nzOut+2 (planes outside [0, nz) are never
-// read); weights is DeviceWeights.Fused. Each block streams zChunk output planes (FusedZChunk).
+// read); weights is DeviceWeights.Fused. Each block streams zChunk output planes (FusedZChunk
+// with the module's FusedGeometry().Rows).
 func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.DevicePtr, nx, ny, nz, z0, nzOut, zChunk int32, scale, shift float32, classes int32) error {
 	name, fn := "fused_f32", m.fusedF32
 	if int16Input {
@@ -190,7 +191,8 @@ func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.Dev
 	if nx < 1 || ny < 1 || nz < 1 || nzOut < 1 || zChunk < 1 || z0 < 0 || z0+nzOut > nz {
 		return fmt.Errorf("kernels: %s: output planes %d..%d of a %dx%dx%d volume, chunks of %d", name, z0, int64(z0)+int64(nzOut), nx, ny, nz, zChunk)
 	}
-	if ceilDiv(ny, FusedRows) > 65535 || ceilDiv(nzOut, zChunk) > 65535 {
+	g := m.fused
+	if ceilDiv(ny, g.Rows) > 65535 || ceilDiv(nzOut, zChunk) > 65535 {
 		return fmt.Errorf("kernels: %s: grid too large for ny %d, %d planes in chunks of %d", name, ny, nzOut, zChunk)
 	}
 	if classes < 1 || classes > MaxClasses {
@@ -200,5 +202,5 @@ func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.Dev
 		return fmt.Errorf("kernels: %s: normalisation %g, %g not finite", name, scale, shift)
 	}
 	a := new(args).ptr(in).ptr(labels).ptr(weights).i32(nx).i32(ny).i32(nz).i32(z0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(classes)
-	return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, FusedRows), ceilDiv(nzOut, zChunk)}, [3]int{FusedThreads, 1, 1}, FusedSmemBytes, st, a)
+	return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, g.Rows), ceilDiv(nzOut, zChunk)}, [3]int{int(g.Threads), 1, 1}, int(g.SharedBytes), st, a)
 }

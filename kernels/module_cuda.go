@@ -33,7 +33,37 @@ type Module struct {
 
 	conv1I16, conv1F32, conv2, convg, gateHead cu.Function
 	fusedI16, fusedF32                         cu.Function
+	fused                                      FusedGeometry
 }
+
+// FusedGeometry is the launch geometry of the fused kernels a module holds (fused_geometry in
+// fused.cu): it depends on the GPU the code was compiled for.
+type FusedGeometry struct {
+	Rows, Threads, SharedBytes int32
+}
+
+// readFusedGeometry reads fused_geometry from a loaded module.
+func readFusedGeometry(mod cu.Module) (FusedGeometry, error) {
+	p, size, err := mod.Global("fused_geometry")
+	if err != nil {
+		return FusedGeometry{}, fmt.Errorf("kernels: fused_geometry in the fatbin: %w", err)
+	}
+	var v [3]int32
+	if size != int64(unsafe.Sizeof(v)) {
+		return FusedGeometry{}, fmt.Errorf("kernels: fused_geometry is %d bytes, want %d", size, unsafe.Sizeof(v))
+	}
+	if err := cu.MemcpyDtoH(unsafe.Pointer(&v[0]), p, size); err != nil {
+		return FusedGeometry{}, fmt.Errorf("kernels: read fused_geometry: %w", err)
+	}
+	g := FusedGeometry{Rows: v[0], Threads: v[1], SharedBytes: v[2]}
+	if g.Rows < 1 || g.Threads < 32 || g.Threads%32 != 0 || g.SharedBytes < 1 {
+		return FusedGeometry{}, fmt.Errorf("kernels: fused_geometry %+v makes no sense", g)
+	}
+	return g, nil
+}
+
+// FusedGeometry is the launch geometry of this module's fused kernels.
+func (m *Module) FusedGeometry() FusedGeometry { return m.fused }
 
 // CheckDevice says, in words, why dev cannot run these kernels (compute capability below 8.0, a
 // driver older than CUDA 11.0), or returns nil.
@@ -84,8 +114,12 @@ func LoadModule() (*Module, error) {
 			return nil, fmt.Errorf("kernels: function %s in the fatbin: %w", f.name, err)
 		}
 	}
+	if m.fused, err = readFusedGeometry(mod); err != nil {
+		mod.Unload()
+		return nil, err
+	}
 	for _, fn := range []cu.Function{m.fusedI16, m.fusedF32} {
-		if err := SetFusedSharedMemory(fn); err != nil {
+		if err := setSharedMemory(fn, int(m.fused.SharedBytes)); err != nil {
 			mod.Unload()
 			return nil, err
 		}
@@ -93,11 +127,11 @@ func LoadModule() (*Module, error) {
 	return m, nil
 }
 
-// SetFusedSharedMemory lets a fused kernel (the committed one or a variant build) launch with
-// FusedSmemBytes of dynamic shared memory.
-func SetFusedSharedMemory(fn cu.Function) error {
-	if err := pinned.SetMaxDynamicSharedBytes(fn, FusedSmemBytes); err != nil {
-		return fmt.Errorf("kernels: fused kernel shared memory (%d bytes): %w", FusedSmemBytes, err)
+// setSharedMemory lets fn launch with bytes of dynamic shared memory; it fails on a GPU that has
+// less per block.
+func setSharedMemory(fn cu.Function, bytes int) error {
+	if err := pinned.SetMaxDynamicSharedBytes(fn, bytes); err != nil {
+		return fmt.Errorf("kernels: fused kernel shared memory (%d bytes): %w", bytes, err)
 	}
 	return nil
 }

@@ -19,8 +19,8 @@ go test -c -tags cuda -o bin/pinned.test ./kernels/pinned
 echo "gpu-build: bin/segment.test bin/kernels.test bin/pinned.test"
 # Kernel variants under study, timed by gpu-check when present: the float32 convs
 # (kernels/experiments, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with other
-# compile-time settings (kernels/fused_variants_cuda_test.go; full-*: same labels, e.g. full-rN
-# with N tile rows; prec-*: other arithmetic; skip-*: a stage left out), listed in
+# compile-time settings (kernels/fused_variants_cuda_test.go; full-*: same labels, e.g. full-rN-tT
+# with N tile rows and T threads; prec-*: other arithmetic; skip-*: a stage left out), listed in
 # bin/fused-variants.txt.
 if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 	rm -f bin/experiments.fatbin bin/fused-*.fatbin
@@ -32,7 +32,7 @@ if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 	# The mma.sync ceiling (TestMMAPeak).
 	(cd kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -o ../../bin/mma-peak.fatbin mma_peak.cu)
 	variants=()
-	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-notrim:-DVF_TRIM=0 prec-nosplit:-DVF_HEAD_SPLIT=0 full-r4:-DVF_ROWS=4 full-r5:-DVF_ROWS=5 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
+	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-regs-r8:-DVF_M32=0,-DVF_ROWS=8 full-r12-t384:-DVF_ROWS=12 prec-nosplit:-DVF_HEAD_SPLIT=0 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
 		name=${v%%:*}
 		flags=${v#*:}
 		(cd kernels && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 ${flags//,/ } -o "../bin/fused-$name.fatbin" fused.cu)

@@ -611,7 +611,7 @@ func (e *cudaEngine) enqueue(vol *Volume, p slabPlan, slab, plane, elem int64, h
 	}
 	if e.fused {
 		if err := step("fused", e.mod.Fused(e.compute, vol.I16 != nil, in.ptr(), lab.ptr(), w.Fused, nx, ny, nz, int32(p.z0), nzOut,
-			kernels.FusedZChunk(nx, ny, nzOut, e.sms), vol.Norm.Scale, vol.Norm.Shift, w.Classes)); err != nil {
+			kernels.FusedZChunk(nx, ny, nzOut, e.mod.FusedGeometry().Rows, e.sms), vol.Norm.Scale, vol.Norm.Shift, w.Classes)); err != nil {
 			return err
 		}
 		// c1 (which the next upload into this input slot waits for), c2 and cg mark the end too.
