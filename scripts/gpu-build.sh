@@ -19,8 +19,9 @@ go test -c -tags cuda -o bin/pinned.test ./kernels/pinned
 echo "gpu-build: bin/segment.test bin/kernels.test bin/pinned.test"
 # Kernel variants under study, timed by gpu-check when present: the float32 convs
 # (kernels/experiments, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with other
-# compile-time settings (kernels/fused_variants_cuda_test.go; full-*: same labels, e.g. full-rN-tT
-# with N tile rows and T threads; prec-*: other arithmetic; skip-*: a stage left out), listed in
+# compile-time settings (kernels/fused_variants_cuda_test.go; each build's tile rows, threads and
+# shared memory come from its fused_geometry; full-*: same labels; prec-*: other arithmetic;
+# skip-*: a stage left out), listed in
 # bin/fused-variants.txt.
 if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 	rm -f bin/experiments.fatbin bin/fused-*.fatbin
