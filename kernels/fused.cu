@@ -24,8 +24,8 @@
 // When a plane is complete, the conv2 warp leaves s in shared memory (fp32) and the dilated-conv
 // warp, one step later, runs the gate, head and argmax on s and g: the accumulator layout of two
 // n8 tiles is the A layout of a k16 mma, so s, g and f go straight into the gate and head mma.
-// With VF_M32 0 (the previous kernel, fused_body) each conv warp has one row and holds its conv's
-// weights as B fragments in registers (108 of a lane's 128, with spills): 23 % slower on the H200.
+// (The previous kernel, one row per warp with its conv's weights as B fragments in 108 of a lane's
+// 128 registers, was 28 % slower on the H200; it is in the history before 2026-12-02 21:30.)
 //
 // e is made in the block: conv1 as an implicit GEMM on the tensor cores (M = 16 e voxels, K = 27
 // taps padded to 32, N = 16 channels), A fragments with ldmatrix.trans from three x-shifted fp16
@@ -40,7 +40,7 @@
 #include "common.cuh"
 
 #define VF_TX 16 // output voxels per tile row: the mma's M
-// Tile rows (y): VF_ROWS/2 warps per conv of two rows each (VF_M32). 16 rows need ~109 KiB of
+// Tile rows (y): VF_ROWS/2 warps per conv of two rows each. 16 rows need ~109 KiB of
 // shared memory per block, which sm_90 has (227 KiB) and sm_86/89 have not (99 KiB): they, sm_80
 // and the compute_80 PTX get 12 rows (~92 KiB; 13 % slower on the H200, docs/perf.md). The host
 // reads the geometry of the code it loaded from fused_geometry.
@@ -57,13 +57,7 @@
 // host emulator with -DVF_ROWS=2 and 3; 4, 5 and 6 pass): some work split assumes 8 warps or
 // more. Until that is found, such builds are refused.
 static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (docs/perf.md)");
-// VF_M32: each conv warp computes two tile rows (M = 32) with the convs' weights read from
-// shared memory (ldmatrix) instead of held in registers (fused_body_m32); 0 builds the previous
-// kernel (fused_body, one row per warp; with VF_ROWS 8 for its measured best).
-#ifndef VF_M32
-#define VF_M32 1
-#endif
-#define VF_RPW (VF_M32 ? 2 : 1)  // tile rows per conv warp
+#define VF_RPW 2                 // tile rows per conv warp (M = 32)
 #define VF_CW (VF_ROWS / VF_RPW) // warps per conv; the conv2 warps also make conv1
 #define VF_WARPS (2 * VF_CW)
 #define VF_THREADS (32 * VF_WARPS)
@@ -107,11 +101,6 @@ static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (d
 #define VF_SKIP_CONV1 1    // no conv1 mma (e planes are whatever shared memory holds)
 #define VF_SKIP_EPILOGUE 2 // no gate, head, argmax, label store
 #define VF_SKIP_CONVS 4    // no conv2 / dilated-conv mma
-// VF_TRIM: skip the mma of output planes outside the block's chunk (the first and last two steps
-// feed planes that other blocks or slabs own). Labels are unchanged.
-#ifndef VF_TRIM
-#define VF_TRIM 0 // off: at 8 tile rows its bookkeeping costs more than the mma it saves (docs/perf.md)
-#endif
 // VF_HEAD_SPLIT: the head with f and its weights split into fp16 high and low parts
 // (hi*hi + lo*hi + hi*lo: 3 mma per n8 tile instead of 1), close to a float32 head.
 // VF_FAST_SIGMOID: the gate's sigmoid with the hardware's approximate exp and divide (a few ulp
@@ -140,11 +129,9 @@ struct VfSmem {
 	unsigned gx[32][2], gg[32][2], hw[2][32][2], hwl[2][32][2]; // hwl: head weights' fp16 rounding rest
 	float gb[32][2], psi[32][2], hb[2][32][2];
 	float psib;
-#if VF_M32
 	// The convs' weights as fp16 [conv][tap][n = co][k = ci], the two 8-element halves of a row
 	// swapped when bit 2 of n is set, so the 8 rows of an ldmatrix phase hit distinct banks.
 	__align__(16) unsigned short wsm[2][27][16][16];
-#endif
 };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 static_assert(sizeof(VfSmem) <= VF_SMEM_BYTES, "fused kernel: VfSmem outgrew what sm_80-89 allow per block");
@@ -405,24 +392,6 @@ __device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool plane
 
 // ---- the conv warps: one e plane into the planes in flight ----
 
-// W[tap][n half][reg]: the B fragments of one conv (b0: k = 2q, 2q+1; b1: k = 2q+8, 2q+9; n = g).
-// 108 registers per lane: with 16 warps (128 registers each) ptxas spills some of them and of
-// the accumulators; reading the dz = 2 taps from shared memory instead removed most spills but
-// gained nothing (docs/perf.md).
-__device__ __forceinline__ void vf_load_b(unsigned (&W)[27][2][2], const float* __restrict__ w, int lane) {
-	const int g = lane >> 2, q = lane & 3;
-#pragma unroll
-	for (int t = 0; t < 27; ++t)
-#pragma unroll
-		for (int nh = 0; nh < 2; ++nh) {
-			const float* p = w + (t * 16 + nh * 8 + g) * 16 + 2 * q;
-			const float2 lo = __ldg(reinterpret_cast<const float2*>(p));
-			const float2 hi = __ldg(reinterpret_cast<const float2*>(p + 8));
-			W[t][nh][0] = vf_pack(lo.x, lo.y);
-			W[t][nh][1] = vf_pack(hi.x, hi.y);
-		}
-}
-
 // vf_conv_offsets: the lane's A row (ldmatrix address, in e words) of taps (dy = 1, dx) of a
 // conv with dilation D, for tile row `row`; tap (dy, dx) is D*(dy-1) e rows further. The swizzle
 // bit (bit 0 of pos/4) is the same along a column: an e row is a multiple of 8 voxels.
@@ -436,40 +405,6 @@ template <int D> __device__ __forceinline__ void vf_conv_offsets(int (&off)[3], 
 		const int pos = pos0 + D * (dx - 1);
 		off[dx] = pos * 8 + ((c ^ (pos >> 2)) & 1) * 4;
 	}
-}
-
-// D = 1: acc[0..2] are output planes p-1, p, p+1 of e plane p; D = 2: acc[0..4] are p-2 .. p+2.
-// Bit dz of dzMask: output plane acc[(NP-1)-D*dz] is wanted (VF_TRIM).
-template <int D, int NP>
-__device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, const unsigned (&W)[27][2][2],
-                                              float (&acc)[NP][2][4], const int (&off)[3], unsigned dzMask) {
-#pragma unroll
-	for (int dy = 0; dy < 3; ++dy)
-#pragma unroll
-		for (int dx = 0; dx < 3; ++dx) {
-			unsigned a[4];
-			vf_ldsm4<false>(a, eb + off[dx] + D * (dy - 1) * VF_EW * 8);
-#pragma unroll
-			for (int dz = 0; dz < 3; ++dz) {
-				if (VF_TRIM && !(dzMask >> dz & 1)) continue;
-#pragma unroll
-				for (int nh = 0; nh < 2; ++nh) {
-					const int t = (dz * 3 + dy) * 3 + dx;
-					vf_mma(acc[(NP - 1) - D * dz][nh], a, W[t][nh][0], W[t][nh][1]);
-				}
-			}
-		}
-}
-
-// vf_dz_mask: which dz of e plane p feed output planes in [o0, o1) (output o = p + D*(1-dz)).
-template <int D> __device__ __forceinline__ unsigned vf_dz_mask(int p, int o0, int o1) {
-	unsigned m = 0;
-#pragma unroll
-	for (int dz = 0; dz < 3; ++dz) {
-		const int o = p + D * (1 - dz);
-		if (o >= o0 && o < o1) m |= 1u << dz;
-	}
-	return m;
 }
 
 // ---- the epilogue: gate, head, argmax for one tile row of one plane ----
@@ -613,122 +548,7 @@ __device__ __forceinline__ void vf_params(VfSmem& sm, const float* __restrict__ 
 	if (lane < 4) sm.zero[lane] = 0u;
 }
 
-template <typename T>
-__device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned char* __restrict__ labels,
-                                           const float* __restrict__ w, int nx, int ny, int nz, int z0,
-                                           int nzOut, int zChunk, float scale, float shift, int classes) {
-#if defined(__CUDA_ARCH__)
-	extern __shared__ __align__(16) unsigned char vf_smem_dyn[]; // VF_SMEM_BYTES, from the launch
-	VfSmem& sm = *reinterpret_cast<VfSmem*>(vf_smem_dyn);
-#else
-	__shared__ VfSmem sm; // the host emulator: static, shared by the block's fibers
-#endif
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
-	const int o0 = blockIdx.z * zChunk, o1 = min(o0 + zChunk, nzOut);
-	const int L = o1 - o0, steps = L + 4; // step t consumes e plane p = o0-2+t
-	const bool isConv2 = warp < VF_ROWS;
-	const int row = isConv2 ? warp : warp - VF_ROWS;
-	const size_t plane = (size_t)nx * ny;
-
-	if (warp == 0) vf_params(sm, w, lane);
-	const VfXLoader<T> X(in, G, tid);
-	// x planes o0-3 .. o0 into ring slots 0..3 (x plane rel goes to slot (rel-o0+3)&3).
-#pragma unroll
-	for (int i = 0; i < 4; ++i) vf_store_x(sm, i, tid, X.load(G, o0 - 3 + i));
-
-	unsigned W[27][2][2];
-	vf_load_b(W, w + (isConv2 ? VF_OFF_W2 : VF_OFF_WG), lane);
-	__syncthreads();
-	VfConv1Plan cp;
-	if (isConv2) {
-		cp = vf_conv1_plan(sm, G, row, lane);
-		const int q = o0 - 2; // first e plane, from x slots 0, 1, 2
-		vf_conv1(sm, 0, 0, G.z0 + q >= 0 && G.z0 + q < nz, cp, row, VF_ROWS, lane);
-	}
-	__syncthreads();
-
-	if (isConv2) {
-		int off[3];
-		vf_conv_offsets<1>(off, row, lane);
-		float acc[3][2][4];
-#pragma unroll
-		for (int k = 0; k < 3; ++k)
-#pragma unroll
-			for (int nh = 0; nh < 2; ++nh)
-#pragma unroll
-				for (int i = 0; i < 4; ++i) acc[k][nh][i] = sm.b2[lane][2 * nh + (i & 1)];
-		for (int t = 0; t < steps; ++t) {
-			const int p = o0 - 2 + t;
-			const bool loadX = o0 + 1 + t <= o1 + 2;
-			const auto xr = X.fetch(G, loadX ? o0 + 1 + t : -1 - G.z0); // plane -1: nothing loaded
-			if (t + 1 < steps) {
-				const int q = p + 1;
-				vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < nz, cp, row, VF_ROWS, lane);
-			}
-			const unsigned dzMask = VF_TRIM ? vf_dz_mask<1>(p, o0, o1) : 7u;
-			if (!(VF_SKIP & VF_SKIP_CONVS) && dzMask && G.z0 + p >= 0 && G.z0 + p < nz)
-				vf_conv_plane<1, 3>(sm.e[t & 1], W, acc, off, dzMask);
-			// s of plane p-1 is complete.
-			float* sp = &sm.s[t & 1][row][0][0][0];
-#pragma unroll
-			for (int nh = 0; nh < 2; ++nh) {
-				float4 v;
-				v.x = fmaxf(acc[0][nh][0], 0.f), v.y = fmaxf(acc[0][nh][1], 0.f);
-				v.z = fmaxf(acc[0][nh][2], 0.f), v.w = fmaxf(acc[0][nh][3], 0.f);
-				*reinterpret_cast<float4*>(sp + nh * 128 + lane * 4) = v;
-			}
-#pragma unroll
-			for (int nh = 0; nh < 2; ++nh)
-#pragma unroll
-				for (int i = 0; i < 4; ++i) {
-					acc[0][nh][i] = acc[1][nh][i];
-					acc[1][nh][i] = acc[2][nh][i];
-					acc[2][nh][i] = sm.b2[lane][2 * nh + (i & 1)];
-				}
-			if (loadX) vf_store_x(sm, t & 3, tid, X.normalise(G, xr));
-			__syncthreads();
-		}
-	} else {
-		int off[3];
-		vf_conv_offsets<2>(off, row, lane);
-		float acc[5][2][4];
-#pragma unroll
-		for (int k = 0; k < 5; ++k)
-#pragma unroll
-			for (int nh = 0; nh < 2; ++nh)
-#pragma unroll
-				for (int i = 0; i < 4; ++i) acc[k][nh][i] = sm.bg[lane][2 * nh + (i & 1)];
-		const int gy = G.y0 + row;
-		for (int t = 0; t < steps; ++t) {
-			const int p = o0 - 2 + t;
-			const bool loadX = o0 + 1 + t <= o1 + 2;
-			const auto xr = X.fetch(G, loadX ? o0 + 1 + t : -1 - G.z0); // plane -1: nothing loaded
-			const unsigned dzMask = VF_TRIM ? vf_dz_mask<2>(p, o0, o1) : 7u;
-			if (!(VF_SKIP & VF_SKIP_CONVS) && dzMask && G.z0 + p >= 0 && G.z0 + p < nz)
-				vf_conv_plane<2, 5>(sm.e[t & 1], W, acc, off, dzMask);
-			if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4) { // plane p-2 is complete; its s was left at step t-1
-				const int o = p - 2;
-				vf_epilogue(sm, acc[0], &sm.s[(t - 1) & 1][row][0][0][0], lane, classes, labels + (size_t)o * plane, gy, G);
-			}
-#pragma unroll
-			for (int nh = 0; nh < 2; ++nh)
-#pragma unroll
-				for (int i = 0; i < 4; ++i) {
-					acc[0][nh][i] = acc[1][nh][i];
-					acc[1][nh][i] = acc[2][nh][i];
-					acc[2][nh][i] = acc[3][nh][i];
-					acc[3][nh][i] = acc[4][nh][i];
-					acc[4][nh][i] = sm.bg[lane][2 * nh + (i & 1)];
-				}
-			if (loadX) vf_store_x(sm, t & 3, tid, X.normalise(G, xr));
-			__syncthreads();
-		}
-	}
-}
-
-#if VF_M32
-// ---- the default body (VF_M32): two tile rows per conv warp, weights from shared memory ----
+// ---- the body: two tile rows per conv warp, weights from shared memory ----
 
 // One e plane into the planes in flight of two tile rows (row0, row0+1): per tap, two A
 // fragments (one per row) and, per dz, one ldmatrix.x4 of the tap's weights (both n halves, k
@@ -893,19 +713,15 @@ __device__ __forceinline__ void fused_body_m32(const T* __restrict__ in, unsigne
 		}
 	}
 }
-#define VF_BODY fused_body_m32
-#else
-#define VF_BODY fused_body
-#endif
 
 extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
 fused_i16(const short* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
           int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
-	VF_BODY<short>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
+	fused_body_m32<short>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
 }
 
 extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
 fused_f32(const float* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
           int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
-	VF_BODY<float>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
+	fused_body_m32<float>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
 }

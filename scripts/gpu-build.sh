@@ -33,7 +33,7 @@ if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 	# The mma.sync ceiling (TestMMAPeak).
 	(cd kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -o ../../bin/mma-peak.fatbin mma_peak.cu)
 	variants=()
-	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-regs-r8:-DVF_M32=0,-DVF_ROWS=8 full-r12-t384:-DVF_ROWS=12 prec-nosplit:-DVF_HEAD_SPLIT=0 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
+	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-r12:-DVF_ROWS=12 prec-nosplit:-DVF_HEAD_SPLIT=0 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
 		name=${v%%:*}
 		flags=${v#*:}
 		(cd kernels && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 ${flags//,/ } -o "../bin/fused-$name.fatbin" fused.cu)
