@@ -15,7 +15,7 @@
 // Work split. A block owns a VF_TX x VF_ROWS tile of output voxels in x-y and a chunk of zChunk
 // output planes of the slab, and streams along z one e plane per step. Conv warp c < VF_CW
 // computes conv2 for tile rows 2c and 2c+1 (M = 32: two m16 tiles), warp VF_CW+c the dilated
-// conv for the same rows (fused_body_m32, the default). The convs' 27x16x16 weights are fp16 in
+// conv for the same rows (fused_body). The convs' 27x16x16 weights are fp16 in
 // shared memory; per tap and dz one ldmatrix.x4 gives the B fragments of both n halves, used by
 // the 4 mma of the two rows. One mma covers 16 voxels of a row (M), 8 output channels (N) and
 // all 16 input channels (K). The A fragments of tap (dy,dx) of the current e plane are loaded once
@@ -548,13 +548,63 @@ __device__ __forceinline__ void vf_params(VfSmem& sm, const float* __restrict__ 
 	if (lane < 4) sm.zero[lane] = 0u;
 }
 
+// ---- per-warp state of the body ----
+
+// The two x values of a plane each thread loads (a plane has more than VF_THREADS of them).
+template <typename T> struct VfXPair {
+	VfXLoader<T> x0, x1;
+	struct Raw {
+		typename VfXLoader<T>::Raw r0, r1;
+	};
+	__device__ __forceinline__ VfXPair(const T* __restrict__ in, const VfGeom& G, int tid)
+	    : x0(in, G, tid), x1(in, G, tid + VF_THREADS) {}
+	__device__ __forceinline__ Raw fetch(const VfGeom& G, int rel) const { return {x0.fetch(G, rel), x1.fetch(G, rel)}; }
+	// store normalises the fetched values into x ring slot `slot`.
+	__device__ __forceinline__ void store(VfSmem& sm, int slot, int tid, const VfGeom& G, const Raw& r) const {
+		vf_store_x(sm, slot, tid, x0.normalise(G, r.r0));
+		vf_store_x(sm, slot, tid + VF_THREADS, x1.normalise(G, r.r1));
+	}
+	// load fetches and stores at once (the first planes, before the loop).
+	__device__ __forceinline__ void load(VfSmem& sm, int slot, int tid, const VfGeom& G, int rel) const {
+		vf_store_x(sm, slot, tid, x0.load(G, rel));
+		vf_store_x(sm, slot, tid + VF_THREADS, x1.load(G, rel));
+	}
+};
+
+// Accumulators of the output planes in flight (per row: [plane][n half][4]). vf_acc_bias starts
+// every plane at the bias; vf_acc_shift retires plane 0 (plane k+1 becomes plane k) and starts
+// the newest at the bias.
+template <int NP>
+__device__ __forceinline__ void vf_acc_bias(float (&acc)[2][NP][2][4], const float (&bias)[32][4], int lane) {
+#pragma unroll
+	for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+		for (int k = 0; k < NP; ++k)
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+				for (int i = 0; i < 4; ++i) acc[rr][k][nh][i] = bias[lane][2 * nh + (i & 1)];
+}
+
+template <int NP>
+__device__ __forceinline__ void vf_acc_shift(float (&acc)[NP][2][4], const float (&bias)[32][4], int lane) {
+#pragma unroll
+	for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+		for (int i = 0; i < 4; ++i) {
+#pragma unroll
+			for (int k = 0; k + 1 < NP; ++k) acc[k][nh][i] = acc[k + 1][nh][i];
+			acc[NP - 1][nh][i] = bias[lane][2 * nh + (i & 1)];
+		}
+}
+
 // ---- the body: two tile rows per conv warp, weights from shared memory ----
 
 // One e plane into the planes in flight of two tile rows (row0, row0+1): per tap, two A
 // fragments (one per row) and, per dz, one ldmatrix.x4 of the tap's weights (both n halves, k
 // low and high), used by 4 mma.
 template <int D, int NP>
-__device__ __forceinline__ void vf_conv_plane_m32(const unsigned* __restrict__ eb, const unsigned short* __restrict__ wc,
+__device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, const unsigned short* __restrict__ wc,
                                                   int boff, float (&acc)[2][NP][2][4], const int (&off)[3]) {
 #pragma unroll
 	for (int dy = 0; dy < 3; ++dy)
@@ -579,7 +629,7 @@ __device__ __forceinline__ void vf_conv_plane_m32(const unsigned* __restrict__ e
 }
 
 template <typename T>
-__device__ __forceinline__ void fused_body_m32(const T* __restrict__ in, unsigned char* __restrict__ labels,
+__device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned char* __restrict__ labels,
                                                const float* __restrict__ w, int nx, int ny, int nz, int z0, int nzOut,
                                                int zChunk, float scale, float shift, int classes) {
 #if defined(__CUDA_ARCH__)
@@ -602,12 +652,9 @@ __device__ __forceinline__ void fused_body_m32(const T* __restrict__ in, unsigne
 		sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)] = vf_half(__ldg(w + (c ? VF_OFF_WG : VF_OFF_W2) + r));
 	}
 	static_assert(VF_XH * VF_XRAW <= 2 * VF_THREADS, "fused kernel: two x values per thread at most");
-	const VfXLoader<T> X0(in, G, tid), X1(in, G, tid + VF_THREADS);
+	const VfXPair<T> X(in, G, tid);
 #pragma unroll
-	for (int i = 0; i < 4; ++i) {
-		vf_store_x(sm, i, tid, X0.load(G, o0 - 3 + i));
-		vf_store_x(sm, i, tid + VF_THREADS, X1.load(G, o0 - 3 + i));
-	}
+	for (int i = 0; i < 4; ++i) X.load(sm, i, tid, G, o0 - 3 + i);
 	__syncthreads();
 	VfConv1Plan cp;
 	if (isConv2) {
@@ -624,26 +671,18 @@ __device__ __forceinline__ void fused_body_m32(const T* __restrict__ in, unsigne
 		int off[3];
 		vf_conv_offsets<1>(off, row0, lane);
 		float acc[2][3][2][4];
-#pragma unroll
-		for (int rr = 0; rr < 2; ++rr)
-#pragma unroll
-			for (int k = 0; k < 3; ++k)
-#pragma unroll
-				for (int nh = 0; nh < 2; ++nh)
-#pragma unroll
-					for (int i = 0; i < 4; ++i) acc[rr][k][nh][i] = sm.b2[lane][2 * nh + (i & 1)];
+		vf_acc_bias(acc, sm.b2, lane);
 		for (int t = 0; t < steps; ++t) {
 			const int p = o0 - 2 + t;
 			const bool loadX = o0 + 1 + t <= o1 + 2;
 			const int rel = loadX ? o0 + 1 + t : -1 - G.z0;
-			const auto xr0 = X0.fetch(G, rel);
-			const auto xr1 = X1.fetch(G, rel);
+			const auto xr = X.fetch(G, rel);
 			if (t + 1 < steps) {
 				const int q = p + 1;
 				vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < nz, cp, cw, VF_CW, lane);
 			}
 			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz)
-				vf_conv_plane_m32<1, 3>(sm.e[t & 1], &sm.wsm[0][0][0][0], boff, acc, off);
+				vf_conv_plane<1, 3>(sm.e[t & 1], &sm.wsm[0][0][0][0], boff, acc, off);
 #pragma unroll
 			for (int rr = 0; rr < 2; ++rr) {
 				float* sp = &sm.s[t & 1][row0 + rr][0][0][0];
@@ -654,61 +693,31 @@ __device__ __forceinline__ void fused_body_m32(const T* __restrict__ in, unsigne
 					v.z = fmaxf(acc[rr][0][nh][2], 0.f), v.w = fmaxf(acc[rr][0][nh][3], 0.f);
 					*reinterpret_cast<float4*>(sp + nh * 128 + lane * 4) = v;
 				}
-#pragma unroll
-				for (int nh = 0; nh < 2; ++nh)
-#pragma unroll
-					for (int i = 0; i < 4; ++i) {
-						acc[rr][0][nh][i] = acc[rr][1][nh][i];
-						acc[rr][1][nh][i] = acc[rr][2][nh][i];
-						acc[rr][2][nh][i] = sm.b2[lane][2 * nh + (i & 1)];
-					}
+				vf_acc_shift(acc[rr], sm.b2, lane);
 			}
-			if (loadX) {
-				vf_store_x(sm, t & 3, tid, X0.normalise(G, xr0));
-				vf_store_x(sm, t & 3, tid + VF_THREADS, X1.normalise(G, xr1));
-			}
+			if (loadX) X.store(sm, t & 3, tid, G, xr);
 			__syncthreads();
 		}
 	} else {
 		int off[3];
 		vf_conv_offsets<2>(off, row0, lane);
 		float acc[2][5][2][4];
-#pragma unroll
-		for (int rr = 0; rr < 2; ++rr)
-#pragma unroll
-			for (int k = 0; k < 5; ++k)
-#pragma unroll
-				for (int nh = 0; nh < 2; ++nh)
-#pragma unroll
-					for (int i = 0; i < 4; ++i) acc[rr][k][nh][i] = sm.bg[lane][2 * nh + (i & 1)];
+		vf_acc_bias(acc, sm.bg, lane);
 		for (int t = 0; t < steps; ++t) {
 			const int p = o0 - 2 + t;
 			const bool loadX = o0 + 1 + t <= o1 + 2;
 			const int rel = loadX ? o0 + 1 + t : -1 - G.z0;
-			const auto xr0 = X0.fetch(G, rel);
-			const auto xr1 = X1.fetch(G, rel);
+			const auto xr = X.fetch(G, rel);
 			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz)
-				vf_conv_plane_m32<2, 5>(sm.e[t & 1], &sm.wsm[1][0][0][0], boff, acc, off);
+				vf_conv_plane<2, 5>(sm.e[t & 1], &sm.wsm[1][0][0][0], boff, acc, off);
 #pragma unroll
 			for (int rr = 0; rr < 2; ++rr) {
 				if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4)
 					vf_epilogue(sm, acc[rr][0], &sm.s[(t - 1) & 1][row0 + rr][0][0][0], lane, classes,
 					            labels + (size_t)(p - 2) * plane, G.y0 + row0 + rr, G);
-#pragma unroll
-				for (int nh = 0; nh < 2; ++nh)
-#pragma unroll
-					for (int i = 0; i < 4; ++i) {
-						acc[rr][0][nh][i] = acc[rr][1][nh][i];
-						acc[rr][1][nh][i] = acc[rr][2][nh][i];
-						acc[rr][2][nh][i] = acc[rr][3][nh][i];
-						acc[rr][3][nh][i] = acc[rr][4][nh][i];
-						acc[rr][4][nh][i] = sm.bg[lane][2 * nh + (i & 1)];
-					}
+				vf_acc_shift(acc[rr], sm.bg, lane);
 			}
-			if (loadX) {
-				vf_store_x(sm, t & 3, tid, X0.normalise(G, xr0));
-				vf_store_x(sm, t & 3, tid + VF_THREADS, X1.normalise(G, xr1));
-			}
+			if (loadX) X.store(sm, t & 3, tid, G, xr);
 			__syncthreads();
 		}
 	}
@@ -717,11 +726,11 @@ __device__ __forceinline__ void fused_body_m32(const T* __restrict__ in, unsigne
 extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
 fused_i16(const short* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
           int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
-	fused_body_m32<short>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
+	fused_body<short>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
 }
 
 extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
 fused_f32(const float* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
           int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
-	fused_body_m32<float>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
+	fused_body<float>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
 }
