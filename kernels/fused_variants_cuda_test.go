@@ -51,43 +51,23 @@ func TestFusedVariants(t *testing.T) {
 		put(t, din, in)
 		lab := alloc(t, int64(nzOut*plane))
 		defer cu.MemFree(lab)
-		st, err := cu.MakeStream(cu.NonBlocking)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Destroy()
-		ev0, _ := cu.MakeEvent(cu.DefaultEvent)
-		ev1, _ := cu.MakeEvent(cu.DefaultEvent)
-		defer cu.DestroyEvent(&ev0)
-		defer cu.DestroyEvent(&ev1)
+		lt := newLaunchTimer(t)
+		defer lt.close()
 		const scale, shift = float32(1.0 / 400), float32(-3)
 
 		time1 := func(name string, fn cu.Function, rows, threads, smem int) (time.Duration, []uint8) {
-			var times []time.Duration
-			for r := 0; r < runs+1; r++ {
-				if err := cu.MemsetD8(lab, 0xEE, int64(nzOut*plane)); err != nil {
-					t.Fatal(err)
-				}
-				ev0.Record(st)
-				// Launched directly: each build has its own geometry (fused_geometry).
-				a := new(args).ptr(din).ptr(lab).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(nzOut).f32(scale).f32(shift).i32(4)
-				err := launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), 1}, [3]int{threads, 1, 1}, smem, st, a)
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				ev1.Record(st)
-				if err := st.Synchronize(); err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				ms, _ := ev0.Elapsed(ev1)
-				if r > 0 || runs == 1 {
-					times = append(times, time.Duration(ms*float64(time.Millisecond)))
-				}
+			// Launched directly: each build has its own geometry (fused_geometry).
+			a := new(args).ptr(din).ptr(lab).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(nzOut).f32(scale).f32(shift).i32(4)
+			ms, err := lt.times(runs+1, func() error { return cu.MemsetD8(lab, 0xEE, int64(nzOut*plane)) },
+				func(st cu.Stream) error {
+					return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), 1}, [3]int{threads, 1, 1}, smem, st, a)
+				})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
 			}
 			out := make([]uint8, nzOut*plane)
 			get(t, out, lab)
-			slices.Sort(times)
-			return times[len(times)/2], out
+			return time.Duration(medianMS(ms) * float64(time.Millisecond)), out
 		}
 		g := m.FusedGeometry()
 		base, want := time1("fused_i16", m.fusedI16, int(g.Rows), int(g.Threads), int(g.SharedBytes))
@@ -102,10 +82,7 @@ func TestFusedVariants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mod, err := cu.LoadFatBinary(string(image))
-			if err != nil {
-				t.Fatalf("load %s: %v", path, err)
-			}
+			mod := loadFatbin(t, path, image)
 			fn, err := mod.Function("fused_i16")
 			if err != nil {
 				t.Fatal(err)

@@ -17,19 +17,9 @@ import (
 // of 64 planes, checks each against the committed kernels bit for bit, and measures the FMA
 // ceiling. Skipped without the variable.
 func TestConvVariants(t *testing.T) {
-	path := os.Getenv("VOXPIPE_EXPERIMENT_FATBIN")
-	if path == "" {
-		t.Skip("VOXPIPE_EXPERIMENT_FATBIN not set")
-	}
-	image, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, image := experimentFatbin(t, "VOXPIPE_EXPERIMENT_FATBIN")
 	onGPU(t, func(m *Module) {
-		exp, err := cu.LoadFatBinary(string(image))
-		if err != nil {
-			t.Fatalf("load %s: %v", path, err)
-		}
+		exp := loadFatbin(t, path, image)
 		defer exp.Unload()
 		rng := rand.New(rand.NewPCG(7, 8))
 		dw, err := m.SetWeights(randWeights(rng, 16, 4))
@@ -51,13 +41,8 @@ func TestConvVariants(t *testing.T) {
 		n := Channels * nzOut * plane
 		out := alloc(t, int64(4*n))
 		defer cu.MemFree(out)
-		st, err := cu.MakeStream(cu.NonBlocking)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Destroy()
-		ev0, _ := cu.MakeEvent(cu.DefaultEvent)
-		ev1, _ := cu.MakeEvent(cu.DefaultEvent)
+		lt := newLaunchTimer(t)
+		defer lt.close()
 
 		ref := map[string][]float32{}
 		got := make([]float32, n)
@@ -68,23 +53,13 @@ func TestConvVariants(t *testing.T) {
 			if os.Getenv("VOXPIPE_VARIANT_RUNS") == "1" {
 				runs = 1 // under ncu: one launch of each kernel
 			}
-			var ms []float64
-			for r := 0; r < runs; r++ {
-				ev0.Record(st)
-				if err := launch("variant", fn, grid, [3]int{TileX, ty, 1}, st, a); err != nil {
-					return 0, err
-				}
-				ev1.Record(st)
-				if err := ev1.Synchronize(); err != nil {
-					return 0, err
-				}
-				d, _ := ev0.Elapsed(ev1)
-				if r > 0 || runs == 1 {
-					ms = append(ms, d)
-				}
+			ms, err := lt.times(runs, nil, func(st cu.Stream) error {
+				return launch("variant", fn, grid, [3]int{TileX, ty, 1}, st, a)
+			})
+			if err != nil {
+				return 0, err
 			}
-			slices.Sort(ms)
-			return ms[len(ms)/2], nil
+			return medianMS(ms), nil
 		}
 		scale := 1000.0 / nzOut
 		for _, v := range []struct {
@@ -128,22 +103,14 @@ func TestConvVariants(t *testing.T) {
 		const blocks, threads, rounds = 132 * 16, 256, 4000
 		buf := alloc(t, blocks*threads*4)
 		defer cu.MemFree(buf)
-		var ms []float64
-		for r := 0; r < 4; r++ {
-			ev0.Record(st)
-			a := new(args).ptr(buf).i32(rounds)
-			if err := launch("ffma_peak", fn, [3]int{blocks, 1, 1}, [3]int{threads, 1, 1}, st, a); err != nil {
-				t.Fatal(err)
-			}
-			ev1.Record(st)
-			ev1.Synchronize()
-			d, _ := ev0.Elapsed(ev1)
-			if r > 0 {
-				ms = append(ms, d)
-			}
+		ms, err := lt.times(4, nil, func(st cu.Stream) error {
+			return launch("ffma_peak", fn, [3]int{blocks, 1, 1}, [3]int{threads, 1, 1}, st, new(args).ptr(buf).i32(rounds))
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		slices.Sort(ms)
+		med := medianMS(ms)
 		flops := 2.0 * 8 * 16 * rounds * blocks * threads
-		t.Logf("TABLE|ffma peak|%.1f TFLOP/s (%.2f ms)", flops/ms[len(ms)/2]/1e9, ms[len(ms)/2])
+		t.Logf("TABLE|ffma peak|%.1f TFLOP/s (%.2f ms)", flops/med/1e9, med)
 	})
 }
