@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -175,4 +176,16 @@ func wantErr(t *testing.T, err, sentinel error, path string) {
 	if path != "" && !strings.Contains(err.Error(), path) {
 		t.Fatalf("error %q does not name the file %s", err, path)
 	}
+}
+
+// writeFormula writes the formula volume (formulaData, seed 1) as a little-endian NIfTI-1 file
+// named name in a fresh temporary folder and returns its path.
+func writeFormula(t *testing.T, name string, dt DataType, nx, ny, nz int, opts WriteOptions) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	h := testHeader(dt, 1, binary.LittleEndian, int64(nx), int64(ny), int64(nz))
+	if err := Write(path, h, formulaData(dt, nx, ny, nz, 1), opts); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -154,11 +154,7 @@ func TestReadAtMatchesSequential(t *testing.T) {
 func TestReadAtGzipNotSeekable(t *testing.T) {
 	for _, ext := range []string{".nii.gz", ".hdr.gz", ".img.gz"} {
 		t.Run(ext, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "v"+ext)
-			h := testHeader(Int16, 1, binary.LittleEndian, 6, 5, 4)
-			if err := Write(path, h, formulaData(Int16, 6, 5, 4, 1), DefaultWriteOptions()); err != nil {
-				t.Fatal(err)
-			}
+			path := writeFormula(t, "v"+ext, Int16, 6, 5, 4, DefaultWriteOptions())
 			r, err := Open(path)
 			if err != nil {
 				t.Fatal(err)
@@ -179,11 +175,7 @@ func TestReadAtGzipNotSeekable(t *testing.T) {
 }
 
 func TestReadAtArguments(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "a.nii")
-	h := testHeader(Int16, 1, binary.LittleEndian, 4, 3, 5)
-	if err := Write(path, h, formulaData(Int16, 4, 3, 5, 1), WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	path := writeFormula(t, "a.nii", Int16, 4, 3, 5, WriteOptions{})
 	r, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -212,11 +204,7 @@ func TestReadAtArguments(t *testing.T) {
 // A file cut short after Open (Open checked its size) reports ErrTruncated naming the file and
 // the slice, not short data.
 func TestReadAtFileShrunkAfterOpen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "a.nii")
-	h := testHeader(Int16, 1, binary.LittleEndian, 6, 5, 4)
-	if err := Write(path, h, formulaData(Int16, 6, 5, 4, 1), WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	path := writeFormula(t, "a.nii", Int16, 6, 5, 4, WriteOptions{})
 	r, err := Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -109,11 +109,7 @@ func readInSlabs(t *testing.T, path string, slab, depth int, read func(*Reader, 
 }
 
 func TestReadSlicesArguments(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "a.nii")
-	h := testHeader(Float32, 1, binary.LittleEndian, 4, 3, 5)
-	if err := Write(path, h, formulaData(Float32, 4, 3, 5, 1), WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	path := writeFormula(t, "a.nii", Float32, 4, 3, 5, WriteOptions{})
 	r, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -148,11 +144,7 @@ func TestReadSlicesArguments(t *testing.T) {
 
 // TestCloseMidStream closes a gzip reader with read-ahead in flight (the goroutine must stop).
 func TestCloseMidStream(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "a.nii.gz")
-	h := testHeader(Int16, 1, binary.LittleEndian, 256, 256, 20)
-	if err := Write(path, h, formulaData(Int16, 256, 256, 20, 1), DefaultWriteOptions()); err != nil {
-		t.Fatal(err)
-	}
+	path := writeFormula(t, "a.nii.gz", Int16, 256, 256, 20, DefaultWriteOptions())
 	for range 20 {
 		r, err := Open(path)
 		if err != nil {
