@@ -20,10 +20,13 @@
 // the 4 mma of the two rows. One mma covers 16 voxels of a row (M), 8 output channels (N) and
 // all 16 input channels (K). The A fragments of tap (dy,dx) of the current e plane are loaded once
 // (ldmatrix) and used for all three dz: the output planes in flight (3 for conv2, 5 for the
-// dilated conv, per row) stay in registers as accumulators, so an e plane is read once per warp.
-// When a plane is complete, the conv2 warp leaves s in shared memory (fp32) and the dilated-conv
-// warp, one step later, runs the gate, head and argmax on s and g: the accumulator layout of two
-// n8 tiles is the A layout of a k16 mma, so s, g and f go straight into the gate and head mma.
+// dilated conv, per row) stay in registers as accumulators, so an e plane is read once per warp;
+// the accumulators are a ring and the step loops are unrolled by its length (VfConv2Warp,
+// VfConvGWarp), so retiring a plane moves no registers. When a plane is complete, the conv2 warp
+// leaves s in shared memory (fp32, with the gate's s half: VF_GATE_SPLIT) and the dilated-conv
+// warp, one step later, runs the gate, head and argmax on s and g for its two rows at once: the
+// accumulator layout of two n8 tiles is the A layout of a k16 mma, so s, g and f go straight into
+// the gate and head mma. One barrier per step (vf_barrier) separates the planes.
 // (The previous kernel, one row per warp with its conv's weights as B fragments in 108 of a lane's
 // 128 registers, was 28 % slower on the H200; it is in the history before 2026-12-02 21:30.)
 //
@@ -40,7 +43,7 @@
 #include "common.cuh"
 
 #define VF_TX 16 // output voxels per tile row: the mma's M
-// Tile rows (y): VF_ROWS/2 warps per conv of two rows each. 16 rows need ~109 KiB of
+// Tile rows (y): VF_ROWS/2 warps per conv of two rows each. 16 rows need ~125 KiB of
 // shared memory per block, which sm_90 has (227 KiB) and sm_86/89 have not (99 KiB): they, sm_80
 // and the compute_80 PTX get 12 rows (~92 KiB; 13 % slower on the H200, docs/perf.md). The host
 // reads the geometry of the code it loaded from fused_geometry.
@@ -102,6 +105,8 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #define VF_SKIP_CONV1 1    // no conv1 mma (e planes are whatever shared memory holds)
 #define VF_SKIP_EPILOGUE 2 // no gate, head, argmax, label store
 #define VF_SKIP_CONVS 4    // no conv2 / dilated-conv mma
+#define VF_SKIP_B 8        // the convs' weight fragments loaded once per (dy, dx), not per dz
+#define VF_SKIP_A 16       // the convs' e fragments loaded once per plane, not per (dy, dx)
 // VF_HEAD_SPLIT: the head with f and its weights split into fp16 high and low parts
 // (hi*hi + lo*hi + hi*lo: 3 mma per n8 tile instead of 1), close to a float32 head.
 // VF_FAST_SIGMOID: the gate's sigmoid with the hardware's approximate exp and divide (a few ulp
@@ -114,6 +119,18 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #ifndef VF_HEAD_SPLIT
 #define VF_HEAD_SPLIT 1
 #endif
+// VF_GATE_SPLIT: the conv2 warps, which hold s, also compute the gate's s half (gb + wx.s, the
+// first of the gate's two mma) and leave it in shared memory beside s; the dilated-conv warps
+// go on from it with the g half. The same sums in the same order as one warp doing both; 1.7 %
+// faster on the H200 (docs/perf.md). Its buffer does not fit in the shared memory sm_86/89
+// give a 12-row block, so sm_80-89 and the PTX leave it out.
+#ifndef VF_GATE_SPLIT
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define VF_GATE_SPLIT 0
+#else
+#define VF_GATE_SPLIT 1
+#endif
+#endif
 
 struct VfSmem {
 	// e planes: [buf][pos*8 + (chunk ^ bit 2 of pos)*4 + word], pos = row*VF_EW + col, 8 fp16
@@ -124,6 +141,10 @@ struct VfSmem {
 	__align__(16) unsigned zero[4]; // the rows of conv1's padding taps 27..31
 	// s of the plane just finished, fp32 in accumulator order: [buf][row][n-half][lane][4].
 	__align__(16) float s[2][VF_ROWS][2][32][4];
+#if VF_GATE_SPLIT
+	// The gate's s half, gb + wx.s (fp32, accumulator order), made by the conv2 warps: [buf][row][lane][4].
+	__align__(16) float qs[2][VF_ROWS][32][4];
+#endif
 	// Per-lane fragments and biases.
 	unsigned w1[2][2][32][2]; // conv1 B: [k step][n half][lane][reg]
 	float b1[32][4], b2[32][4], bg[32][4];
@@ -212,6 +233,19 @@ __device__ __forceinline__ int vf_shfl_xor(int v, int m) {
 	return emu_shfl_xor(v, m);
 #else
 	return v;
+#endif
+}
+
+// The block barrier of a plane step. The conv2 and dilated-conv warps reach it from different
+// code (their own step loops), which bar.sync (= barrier.sync.aligned, what __syncthreads
+// compiles to) does not allow: PTX's .aligned promises that every thread executes the same
+// barrier instruction. barrier.sync without .aligned (sm_70+) counts arrivals from anywhere in
+// the block (compute-sanitizer's synccheck flagged the aligned one).
+__device__ __forceinline__ void vf_barrier() {
+#if defined(__CUDA_ARCH__)
+	asm volatile("barrier.sync 0;\n" ::: "memory");
+#else
+	__syncthreads();
 #endif
 }
 
@@ -362,20 +396,29 @@ __device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool plane
 	if (VF_SKIP & VF_SKIP_CONV1) return;
 	const unsigned short* xa = &sm.x[(xs + P.dz[0]) & 3][0][0][0];
 	const unsigned short* xb = &sm.x[(xs + P.dz[1]) & 3][0][0][0];
+	unsigned w[2][2][2]; // conv1 B fragments: [k step][n half][reg]
+#pragma unroll
+	for (int h = 0; h < 2; ++h)
+#pragma unroll
+		for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+			for (int r = 0; r < 2; ++r) w[h][nh][r] = sm.w1[h][nh][lane][r];
+	// Every group, the warp's last one included when it owns one fewer (computed from a valid
+	// row, not stored): a branch between groups kept ptxas from overlapping them.
 #pragma unroll
 	for (int kk = 0; kk < VF_G1; ++kk) {
-		if (!(P.store >> (2 * kk) & 1)) break; // warp-uniform: this warp has no group kk
 		unsigned a[2][4];
 		vf_ldsm4<true>(a[0], xa + P.aoff[kk][0]);
 		vf_ldsm4<true>(a[1], xb + P.aoff[kk][1]);
 		float acc[2][4];
 #pragma unroll
-		for (int nh = 0; nh < 2; ++nh) {
+		for (int nh = 0; nh < 2; ++nh)
 #pragma unroll
 			for (int i = 0; i < 4; ++i) acc[nh][i] = P.b1[2 * nh + (i & 1)];
-			vf_mma(acc[nh], a[0], sm.w1[0][nh][lane][0], sm.w1[0][nh][lane][1]);
-			vf_mma(acc[nh], a[1], sm.w1[1][nh][lane][0], sm.w1[1][nh][lane][1]);
-		}
+#pragma unroll
+		for (int h = 0; h < 2; ++h)
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh) vf_mma(acc[nh], a[h], w[h][nh][0], w[h][nh][1]);
 		// Rows g (first segment) and g+8 (second), channels 8nh+2q, +1.
 #pragma unroll
 		for (int m = 0; m < 2; ++m) {
@@ -383,9 +426,9 @@ __device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool plane
 			if (!(P.store & bit)) continue;
 #pragma unroll
 			for (int nh = 0; nh < 2; ++nh) {
-				unsigned h = vf_pack_relu_sat(acc[nh][2 * m], acc[nh][2 * m + 1]);
-				if (!(P.inside & bit)) h = 0u;
-				eb[P.eoff[kk][m] ^ (nh * 4)] = h;
+				unsigned v = vf_pack_relu_sat(acc[nh][2 * m], acc[nh][2 * m + 1]);
+				if (!(P.inside & bit)) v = 0u;
+				eb[P.eoff[kk][m] ^ (nh * 4)] = v;
 			}
 		}
 	}
@@ -408,96 +451,155 @@ template <int D> __device__ __forceinline__ void vf_conv_offsets(int (&off)[3], 
 	}
 }
 
-// ---- the epilogue: gate, head, argmax for one tile row of one plane ----
+// ---- the epilogue: gate, head, argmax for the two tile rows of a warp, one plane ----
 
-__device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&gacc)[2][4], const float* sp, int lane,
-                                            int classes, unsigned char* __restrict__ out, int gy, const VfGeom& G) {
-	const int g = lane >> 2, q = lane & 3;
-	float gv[2][4], sv[2][4];
-#pragma unroll
-	for (int nh = 0; nh < 2; ++nh) {
-		const float4 s4 = *reinterpret_cast<const float4*>(sp + nh * 128 + lane * 4);
-		sv[nh][0] = s4.x, sv[nh][1] = s4.y, sv[nh][2] = s4.z, sv[nh][3] = s4.w;
-#pragma unroll
-		for (int i = 0; i < 4; ++i) gv[nh][i] = fmaxf(gacc[nh][i], 0.f);
-	}
-	unsigned as[4], ag[4]; // s >= 0 already, g after relu: saturated fp16
-#pragma unroll
-	for (int nh = 0; nh < 2; ++nh)
-#pragma unroll
-		for (int m = 0; m < 2; ++m) {
-			as[2 * nh + m] = vf_pack_relu_sat(sv[nh][2 * m], sv[nh][2 * m + 1]);
-			ag[2 * nh + m] = vf_pack_relu_sat(gacc[nh][2 * m], gacc[nh][2 * m + 1]);
-		}
-	float qa[4];
-#pragma unroll
-	for (int i = 0; i < 4; ++i) qa[i] = sm.gb[lane][i & 1];
-	vf_mma(qa, as, sm.gx[lane][0], sm.gx[lane][1]);
-	vf_mma(qa, ag, sm.gg[lane][0], sm.gg[lane][1]);
-	// psi: this lane's two gate columns for rows g and g+8, summed over the quad.
-	float pr[2];
-#pragma unroll
-	for (int m = 0; m < 2; ++m) {
-		pr[m] = sm.psi[lane][0] * fmaxf(qa[2 * m], 0.f) + sm.psi[lane][1] * fmaxf(qa[2 * m + 1], 0.f);
-		pr[m] += vf_shfl_xor(pr[m], 1);
-		pr[m] += vf_shfl_xor(pr[m], 2);
-	}
-	unsigned af[4], afl[4];
-#pragma unroll
-	for (int m = 0; m < 2; ++m) {
+// vf_sigmoid: 1/(1+exp(-x)). VF_FAST_SIGMOID: exp as ex2.approx.ftz of x*log2(e) (what __expf
+// does, less its denormal fix-up: a result below 2^-126 flushes to 0, and 1 + it is 1 either
+// way) and the approximate reciprocal.
+__device__ __forceinline__ float vf_sigmoid(float x) {
 #if VF_FAST_SIGMOID && defined(__CUDA_ARCH__)
-		const float a = __fdividef(1.f, 1.f + __expf(-(pr[m] + sm.psib)));
+	float e;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(e) : "f"(__fmul_rn(x, -1.44269504088896341f)));
+	return __fdividef(1.f, 1.f + e);
 #else
-		const float a = 1.f / (1.f + expf(-(pr[m] + sm.psib)));
+	return 1.f / (1.f + expf(-x));
 #endif
+}
+
+// vf_epilogue: g of both rows in gacc[row] (the dilated conv's accumulators, before relu), s of
+// row r at sp + 256r (fp32, after relu). Every stage runs for both rows (and both row halves)
+// before the next, so the mma, shuffle and special-function latencies of one row hide behind
+// the other's work: this is the dilated-conv warps' critical path.
+__device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[2][4], const float (&g1)[2][4],
+                                            const float* sp, const float* qsp, int lane, int classes,
+                                            unsigned char* __restrict__ out, int gy0, const VfGeom& G) {
+	const int g = lane >> 2, q = lane & 3;
+	float gv[2][2][4], sv[2][2][4]; // [row][n half][4]
+#pragma unroll
+	for (int r = 0; r < 2; ++r)
 #pragma unroll
 		for (int nh = 0; nh < 2; ++nh) {
-			// f >= 0 (a, s, g are): saturating is one min.
-			const float f0 = fminf(fmaf(a, sv[nh][2 * m], gv[nh][2 * m]), VF_HALF_MAX);
-			const float f1 = fminf(fmaf(a, sv[nh][2 * m + 1], gv[nh][2 * m + 1]), VF_HALF_MAX);
-			af[2 * nh + m] = vf_pack(f0, f1);
-			if (VF_HEAD_SPLIT) afl[2 * nh + m] = vf_pack(vf_half_rest(f0), vf_half_rest(f1));
+			const float4 s4 = *reinterpret_cast<const float4*>(sp + r * 256 + nh * 128 + lane * 4);
+			sv[r][nh][0] = s4.x, sv[r][nh][1] = s4.y, sv[r][nh][2] = s4.z, sv[r][nh][3] = s4.w;
+#pragma unroll
+			for (int i = 0; i < 4; ++i) gv[r][nh][i] = fmaxf((r ? g1 : g0)[nh][i], 0.f);
 		}
+	unsigned ag[2][4]; // g after relu, saturated fp16
+#pragma unroll
+	for (int r = 0; r < 2; ++r)
+#pragma unroll
+		for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+			for (int m = 0; m < 2; ++m)
+				ag[r][2 * nh + m] = vf_pack_relu_sat((r ? g1 : g0)[nh][2 * m], (r ? g1 : g0)[nh][2 * m + 1]);
+	float qa[2][4];
+#if VF_GATE_SPLIT
+#pragma unroll
+	for (int r = 0; r < 2; ++r) {
+		const float4 q4 = *reinterpret_cast<const float4*>(qsp + r * 128 + lane * 4);
+		qa[r][0] = q4.x, qa[r][1] = q4.y, qa[r][2] = q4.z, qa[r][3] = q4.w;
 	}
-	float lg[2][4];
+#else
+	(void)qsp;
+#pragma unroll
+	for (int r = 0; r < 2; ++r) {
+		unsigned as[4]; // s >= 0 already: saturated fp16
+#pragma unroll
+		for (int nh = 0; nh < 2; ++nh)
+#pragma unroll
+			for (int m = 0; m < 2; ++m) as[2 * nh + m] = vf_pack_relu_sat(sv[r][nh][2 * m], sv[r][nh][2 * m + 1]);
+#pragma unroll
+		for (int i = 0; i < 4; ++i) qa[r][i] = sm.gb[lane][i & 1];
+		vf_mma(qa[r], as, sm.gx[lane][0], sm.gx[lane][1]);
+	}
+#endif
+#pragma unroll
+	for (int r = 0; r < 2; ++r) vf_mma(qa[r], ag[r], sm.gg[lane][0], sm.gg[lane][1]);
+	// psi: this lane's two gate columns for rows g and g+8, summed over the quad.
+	float pr[2][2];
+#pragma unroll
+	for (int r = 0; r < 2; ++r)
+#pragma unroll
+		for (int m = 0; m < 2; ++m)
+			pr[r][m] = sm.psi[lane][0] * fmaxf(qa[r][2 * m], 0.f) + sm.psi[lane][1] * fmaxf(qa[r][2 * m + 1], 0.f);
+#pragma unroll
+	for (int off = 1; off < 4; off <<= 1)
+#pragma unroll
+		for (int r = 0; r < 2; ++r)
+#pragma unroll
+			for (int m = 0; m < 2; ++m) pr[r][m] += vf_shfl_xor(pr[r][m], off);
+	unsigned af[2][4], afl[2][4];
+#pragma unroll
+	for (int r = 0; r < 2; ++r)
+#pragma unroll
+		for (int m = 0; m < 2; ++m) {
+			const float a = vf_sigmoid(pr[r][m] + sm.psib);
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh) {
+				// f >= 0 (a, s, g are): saturating is one min.
+				const float f0 = fminf(fmaf(a, sv[r][nh][2 * m], gv[r][nh][2 * m]), VF_HALF_MAX);
+				const float f1 = fminf(fmaf(a, sv[r][nh][2 * m + 1], gv[r][nh][2 * m + 1]), VF_HALF_MAX);
+				af[r][2 * nh + m] = vf_pack(f0, f1);
+				if (VF_HEAD_SPLIT) afl[r][2 * nh + m] = vf_pack(vf_half_rest(f0), vf_half_rest(f1));
+			}
+		}
+	float lg[2][2][4]; // [row][n tile][4]
 	const bool wide = classes > 8;
 #pragma unroll
 	for (int nt = 0; nt < 2; ++nt) {
 		if (nt == 1 && !wide) break;
 #pragma unroll
-		for (int i = 0; i < 4; ++i) lg[nt][i] = sm.hb[nt][lane][i & 1];
-		vf_mma(lg[nt], af, sm.hw[nt][lane][0], sm.hw[nt][lane][1]);
+		for (int r = 0; r < 2; ++r)
+#pragma unroll
+			for (int i = 0; i < 4; ++i) lg[r][nt][i] = sm.hb[nt][lane][i & 1];
+#pragma unroll
+		for (int r = 0; r < 2; ++r) vf_mma(lg[r][nt], af[r], sm.hw[nt][lane][0], sm.hw[nt][lane][1]);
 		if (VF_HEAD_SPLIT) {
-			vf_mma(lg[nt], afl, sm.hw[nt][lane][0], sm.hw[nt][lane][1]);
-			vf_mma(lg[nt], af, sm.hwl[nt][lane][0], sm.hwl[nt][lane][1]);
+#pragma unroll
+			for (int r = 0; r < 2; ++r) vf_mma(lg[r][nt], afl[r], sm.hw[nt][lane][0], sm.hw[nt][lane][1]);
+#pragma unroll
+			for (int r = 0; r < 2; ++r) vf_mma(lg[r][nt], af[r], sm.hwl[nt][lane][0], sm.hwl[nt][lane][1]);
 		}
 	}
-	// argmax per row over this lane's classes (in increasing order), then over the quad; the
+	// argmax per voxel over this lane's classes (in increasing order), then over the quad; the
 	// lowest class wins ties. A lane without classes holds (-inf, 255) and never wins: logits
 	// are finite (a NaN one, from a hostile model, would lose every comparison: label 0).
+	float best[2][2];
+	int idx[2][2];
 #pragma unroll
-	for (int m = 0; m < 2; ++m) {
-		float best = -__builtin_huge_valf();
-		int idx = 255;
+	for (int r = 0; r < 2; ++r)
 #pragma unroll
-		for (int nt = 0; nt < 2; ++nt) {
-			if (nt == 1 && !wide) break;
+		for (int m = 0; m < 2; ++m) {
+			best[r][m] = -__builtin_huge_valf(), idx[r][m] = 255;
 #pragma unroll
-			for (int b = 0; b < 2; ++b) {
-				const int k = 8 * nt + 2 * q + b;
-				const float l = lg[nt][2 * m + b];
-				if (k < classes && l > best) best = l, idx = k;
+			for (int nt = 0; nt < 2; ++nt) {
+				if (nt == 1 && !wide) break;
+#pragma unroll
+				for (int b = 0; b < 2; ++b) {
+					const int k = 8 * nt + 2 * q + b;
+					const float l = lg[r][nt][2 * m + b];
+					if (k < classes && l > best[r][m]) best[r][m] = l, idx[r][m] = k;
+				}
 			}
 		}
 #pragma unroll
-		for (int off = 1; off < 4; off <<= 1) {
-			const float ob = vf_shfl_xor(best, off);
-			const int oi = vf_shfl_xor(idx, off);
-			if (ob > best || (ob == best && oi < idx)) best = ob, idx = oi;
-		}
-		const int gx = G.x0 + g + 8 * m;
-		if (q == 0 && gy < G.ny && gx < G.nx) out[(size_t)gy * G.nx + gx] = (unsigned char)(idx == 255 ? 0 : idx);
-	}
+	for (int off = 1; off < 4; off <<= 1)
+#pragma unroll
+		for (int r = 0; r < 2; ++r)
+#pragma unroll
+			for (int m = 0; m < 2; ++m) {
+				const float ob = vf_shfl_xor(best[r][m], off);
+				const int oi = vf_shfl_xor(idx[r][m], off);
+				if (ob > best[r][m] || (ob == best[r][m] && oi < idx[r][m])) best[r][m] = ob, idx[r][m] = oi;
+			}
+	if (q == 0)
+#pragma unroll
+		for (int r = 0; r < 2; ++r)
+#pragma unroll
+			for (int m = 0; m < 2; ++m) {
+				const int gx = G.x0 + g + 8 * m, gy = gy0 + r;
+				if (gy < G.ny && gx < G.nx) out[(size_t)gy * G.nx + gx] = (unsigned char)(idx[r][m] == 255 ? 0 : idx[r][m]);
+			}
 }
 
 // ---- the kernel ----
@@ -572,9 +674,10 @@ template <typename T> struct VfXPair {
 	}
 };
 
-// Accumulators of the output planes in flight (per row: [plane][n half][4]). vf_acc_bias starts
-// every plane at the bias; vf_acc_shift retires plane 0 (plane k+1 becomes plane k) and starts
-// the newest at the bias.
+// Accumulators of the output planes in flight (per row: [slot][n half][4]), a ring: in step t
+// (phase PH = t mod NP) slot (k + PH) mod NP holds the k-th oldest plane. The step loops are
+// unrolled by NP so that every slot index is a constant: retiring a plane costs no register
+// moves (shifting NP-1 planes down cost 64 moves per step in the dilated-conv warps).
 template <int NP>
 __device__ __forceinline__ void vf_acc_bias(float (&acc)[2][NP][2][4], const float (&bias)[32][4], int lane) {
 #pragma unroll
@@ -587,16 +690,12 @@ __device__ __forceinline__ void vf_acc_bias(float (&acc)[2][NP][2][4], const flo
 				for (int i = 0; i < 4; ++i) acc[rr][k][nh][i] = bias[lane][2 * nh + (i & 1)];
 }
 
-template <int NP>
-__device__ __forceinline__ void vf_acc_shift(float (&acc)[NP][2][4], const float (&bias)[32][4], int lane) {
+// vf_acc_restart starts a retired slot again at the bias: it becomes the newest plane.
+__device__ __forceinline__ void vf_acc_restart(float (&a)[2][4], const float (&bias)[32][4], int lane) {
 #pragma unroll
 	for (int nh = 0; nh < 2; ++nh)
 #pragma unroll
-		for (int i = 0; i < 4; ++i) {
-#pragma unroll
-			for (int k = 0; k + 1 < NP; ++k) acc[k][nh][i] = acc[k + 1][nh][i];
-			acc[NP - 1][nh][i] = bias[lane][2 * nh + (i & 1)];
-		}
+		for (int i = 0; i < 4; ++i) a[nh][i] = bias[lane][2 * nh + (i & 1)];
 }
 
 // ---- the body: two tile rows per conv warp, weights from shared memory ----
@@ -604,30 +703,147 @@ __device__ __forceinline__ void vf_acc_shift(float (&acc)[NP][2][4], const float
 // One e plane into the planes in flight of two tile rows (row0, row0+1): per tap, two A
 // fragments (one per row) and, per dz, one ldmatrix.x4 of the tap's weights (both n halves, k
 // low and high), used by 4 mma.
-template <int D, int NP>
+template <int D, int NP, int PH>
 __device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, const unsigned short* __restrict__ wc,
                                                   int boff, float (&acc)[2][NP][2][4], const int (&off)[3]) {
+	unsigned a0[4], a1[4];
 #pragma unroll
 	for (int dy = 0; dy < 3; ++dy)
 #pragma unroll
 		for (int dx = 0; dx < 3; ++dx) {
-			unsigned a0[4], a1[4];
 			const unsigned* pa = eb + off[dx] + D * (dy - 1) * VF_EW * 8;
-			vf_ldsm4<false>(a0, pa);
-			vf_ldsm4<false>(a1, pa + VF_EW * 8);
+			if (!(VF_SKIP & VF_SKIP_A) || (dy == 0 && dx == 0)) {
+				vf_ldsm4<false>(a0, pa);
+				vf_ldsm4<false>(a1, pa + VF_EW * 8);
+			}
+			unsigned b[4];
 #pragma unroll
 			for (int dz = 0; dz < 3; ++dz) {
 				const int t = (dz * 3 + dy) * 3 + dx;
-				unsigned b[4];
-				vf_ldsm4<false>(b, wc + boff + t * 256);
+				if (!(VF_SKIP & VF_SKIP_B) || dz == 0) vf_ldsm4<false>(b, wc + boff + t * 256);
 #pragma unroll
 				for (int nh = 0; nh < 2; ++nh) {
-					vf_mma(acc[0][(NP - 1) - D * dz][nh], a0, b[2 * nh], b[2 * nh + 1]);
-					vf_mma(acc[1][(NP - 1) - D * dz][nh], a1, b[2 * nh], b[2 * nh + 1]);
+					// e plane p adds to output plane p + 1 - dz (times D): the (NP-1-D*dz)-th oldest.
+					const int k = (NP - 1 - D * dz + PH) % NP;
+					vf_mma(acc[0][k][nh], a0, b[2 * nh], b[2 * nh + 1]);
+					vf_mma(acc[1][k][nh], a1, b[2 * nh], b[2 * nh + 1]);
 				}
 			}
 		}
 }
+
+// What both kinds of conv warp hold (the block's geometry, the thread's x loads, the z chunk),
+// and the frame of a step: step t (one e plane, slab-relative p = o0-2+t) starts the x load
+// of a later plane, runs the warp's own work (W::work), stores the x plane and ends at the
+// block barrier.
+template <typename T> struct VfWarp {
+	VfSmem& sm;
+	const VfGeom& G;
+	const VfXPair<T>& X;
+	int boff, o0, o1, steps, tid, lane, row0;
+	int off[3]; // vf_conv_offsets
+
+	__device__ __forceinline__ VfWarp(VfSmem& sm, const VfGeom& G, const VfXPair<T>& X, int boff, int o0, int o1,
+	                                  int steps, int tid, int lane, int row0)
+	    : sm(sm), G(G), X(X), boff(boff), o0(o0), o1(o1), steps(steps), tid(tid), lane(lane), row0(row0) {}
+
+	template <int PH, class W> __device__ __forceinline__ void step(W& w, int t) const {
+		const bool loadX = o0 + 1 + t <= o1 + 2; // input planes up to o1+2
+		const auto xr = X.fetch(G, loadX ? o0 + 1 + t : -1 - G.z0);
+		w.template work<PH>(t, o0 - 2 + t);
+		if (loadX) X.store(sm, t & 3, tid, G, xr);
+		vf_barrier();
+	}
+};
+
+// A conv2 warp's work in step t, phase PH = t mod 3: conv1 of the next e plane, conv2 of e plane
+// p into two rows' planes in flight, s of the plane that completes (p-1) into shared memory.
+template <typename T> struct VfConv2Warp : VfWarp<T> {
+	const VfConv1Plan& cp;
+	int cw;
+	float acc[2][3][2][4];
+
+	__device__ __forceinline__ VfConv2Warp(const VfWarp<T>& w, const VfConv1Plan& cp, int cw)
+	    : VfWarp<T>(w), cp(cp), cw(cw) {
+		vf_conv_offsets<1>(this->off, this->row0, this->lane);
+		vf_acc_bias(acc, this->sm.b2, this->lane);
+	}
+
+	template <int PH> __device__ __forceinline__ void work(int t, int p) {
+		VfSmem& sm = this->sm;
+		const VfGeom& G = this->G;
+		const int lane = this->lane;
+		if (t + 1 < this->steps) {
+			const int q = p + 1;
+			vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < G.nz, cp, cw, VF_CW, lane);
+		}
+		if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < G.nz)
+			vf_conv_plane<1, 3, PH>(sm.e[t & 1], &sm.wsm[0][0][0][0], this->boff, acc, this->off);
+#pragma unroll
+		for (int rr = 0; rr < 2; ++rr) {
+			float(&a)[2][4] = acc[rr][PH];
+			float* sp = &sm.s[t & 1][this->row0 + rr][0][0][0];
+			float4 v[2];
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh) {
+				v[nh].x = fmaxf(a[nh][0], 0.f), v[nh].y = fmaxf(a[nh][1], 0.f);
+				v[nh].z = fmaxf(a[nh][2], 0.f), v[nh].w = fmaxf(a[nh][3], 0.f);
+				*reinterpret_cast<float4*>(sp + nh * 128 + lane * 4) = v[nh];
+			}
+#if VF_GATE_SPLIT
+			unsigned as[4]; // s >= 0: saturated fp16
+#pragma unroll
+			for (int nh = 0; nh < 2; ++nh) {
+				as[2 * nh] = vf_pack_relu_sat(v[nh].x, v[nh].y);
+				as[2 * nh + 1] = vf_pack_relu_sat(v[nh].z, v[nh].w);
+			}
+			float qa[4];
+#pragma unroll
+			for (int i = 0; i < 4; ++i) qa[i] = sm.gb[lane][i & 1];
+			vf_mma(qa, as, sm.gx[lane][0], sm.gx[lane][1]);
+			float4 q4;
+			q4.x = qa[0], q4.y = qa[1], q4.z = qa[2], q4.w = qa[3];
+			*reinterpret_cast<float4*>(&sm.qs[t & 1][this->row0 + rr][lane][0]) = q4;
+#endif
+			vf_acc_restart(a, sm.b2, lane);
+		}
+	}
+};
+
+// A dilated-conv warp's work in step t, phase PH = t mod 5: the dilated conv of e plane p into
+// two rows' planes in flight, then for the plane that completes (p-2) the gate, head and argmax
+// (its s came from the conv2 warps in the step before).
+template <typename T> struct VfConvGWarp : VfWarp<T> {
+	int classes;
+	unsigned char* __restrict__ labels;
+	size_t plane;
+	float acc[2][5][2][4];
+
+	__device__ __forceinline__ VfConvGWarp(const VfWarp<T>& w, int classes, unsigned char* __restrict__ labels,
+	                                       size_t plane)
+	    : VfWarp<T>(w), classes(classes), labels(labels), plane(plane) {
+		vf_conv_offsets<2>(this->off, this->row0, this->lane);
+		vf_acc_bias(acc, this->sm.bg, this->lane);
+	}
+
+	template <int PH> __device__ __forceinline__ void work(int t, int p) {
+		VfSmem& sm = this->sm;
+		const VfGeom& G = this->G;
+		const int lane = this->lane, row0 = this->row0;
+		if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < G.nz)
+			vf_conv_plane<2, 5, PH>(sm.e[t & 1], &sm.wsm[1][0][0][0], this->boff, acc, this->off);
+		if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4)
+			vf_epilogue(sm, acc[0][PH], acc[1][PH], &sm.s[(t - 1) & 1][row0][0][0][0],
+#if VF_GATE_SPLIT
+			            &sm.qs[(t - 1) & 1][row0][0][0],
+#else
+			            nullptr,
+#endif
+			            lane, classes, labels + (size_t)(p - 2) * plane, G.y0 + row0, G);
+		vf_acc_restart(acc[0][PH], sm.bg, lane);
+		vf_acc_restart(acc[1][PH], sm.bg, lane);
+	}
+};
 
 template <typename T>
 __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned char* __restrict__ labels,
@@ -668,58 +884,22 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 	const int bj = lane >> 3, bn = (bj >> 1) * 8 + (lane & 7);
 	const int boff = bn * 16 + (((bj & 1) ^ ((bn >> 2) & 1)) * 8);
 
+	const VfWarp<T> base(sm, G, X, boff, o0, o1, steps, tid, lane, row0);
 	if (isConv2) {
-		int off[3];
-		vf_conv_offsets<1>(off, row0, lane);
-		float acc[2][3][2][4];
-		vf_acc_bias(acc, sm.b2, lane);
-		for (int t = 0; t < steps; ++t) {
-			const int p = o0 - 2 + t;
-			const bool loadX = o0 + 1 + t <= o1 + 2;
-			const int rel = loadX ? o0 + 1 + t : -1 - G.z0;
-			const auto xr = X.fetch(G, rel);
-			if (t + 1 < steps) {
-				const int q = p + 1;
-				vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < nz, cp, cw, VF_CW, lane);
-			}
-			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz)
-				vf_conv_plane<1, 3>(sm.e[t & 1], &sm.wsm[0][0][0][0], boff, acc, off);
-#pragma unroll
-			for (int rr = 0; rr < 2; ++rr) {
-				float* sp = &sm.s[t & 1][row0 + rr][0][0][0];
-#pragma unroll
-				for (int nh = 0; nh < 2; ++nh) {
-					float4 v;
-					v.x = fmaxf(acc[rr][0][nh][0], 0.f), v.y = fmaxf(acc[rr][0][nh][1], 0.f);
-					v.z = fmaxf(acc[rr][0][nh][2], 0.f), v.w = fmaxf(acc[rr][0][nh][3], 0.f);
-					*reinterpret_cast<float4*>(sp + nh * 128 + lane * 4) = v;
-				}
-				vf_acc_shift(acc[rr], sm.b2, lane);
-			}
-			if (loadX) X.store(sm, t & 3, tid, G, xr);
-			__syncthreads();
+		VfConv2Warp<T> W(base, cp, cw);
+		for (int t = 0; t < steps; t += 3) {
+			W.template step<0>(W, t);
+			if (t + 1 < steps) W.template step<1>(W, t + 1);
+			if (t + 2 < steps) W.template step<2>(W, t + 2);
 		}
 	} else {
-		int off[3];
-		vf_conv_offsets<2>(off, row0, lane);
-		float acc[2][5][2][4];
-		vf_acc_bias(acc, sm.bg, lane);
-		for (int t = 0; t < steps; ++t) {
-			const int p = o0 - 2 + t;
-			const bool loadX = o0 + 1 + t <= o1 + 2;
-			const int rel = loadX ? o0 + 1 + t : -1 - G.z0;
-			const auto xr = X.fetch(G, rel);
-			if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < nz)
-				vf_conv_plane<2, 5>(sm.e[t & 1], &sm.wsm[1][0][0][0], boff, acc, off);
-#pragma unroll
-			for (int rr = 0; rr < 2; ++rr) {
-				if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4)
-					vf_epilogue(sm, acc[rr][0], &sm.s[(t - 1) & 1][row0 + rr][0][0][0], lane, classes,
-					            labels + (size_t)(p - 2) * plane, G.y0 + row0 + rr, G);
-				vf_acc_shift(acc[rr], sm.bg, lane);
-			}
-			if (loadX) X.store(sm, t & 3, tid, G, xr);
-			__syncthreads();
+		VfConvGWarp<T> W(base, classes, labels, plane);
+		for (int t = 0; t < steps; t += 5) {
+			W.template step<0>(W, t);
+			if (t + 1 < steps) W.template step<1>(W, t + 1);
+			if (t + 2 < steps) W.template step<2>(W, t + 2);
+			if (t + 3 < steps) W.template step<3>(W, t + 3);
+			if (t + 4 < steps) W.template step<4>(W, t + 4);
 		}
 	}
 }

@@ -22,7 +22,8 @@ echo "gpu-build: bin/segment.test bin/kernels.test bin/pinned.test"
 # compile-time settings (kernels/fused_variants_cuda_test.go; each build's tile rows, threads and
 # shared memory come from its fused_geometry; full-*: same labels; prec-*: other arithmetic;
 # skip-*: a stage left out), listed in
-# bin/fused-variants.txt.
+# bin/fused-variants.txt. GPU_BUILD_FUSED_VARIANTS="name:flags[:source.cu] ..." (flags joined by
+# commas) chooses them.
 if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 	rm -f bin/experiments.fatbin bin/fused-*.fatbin
 	if [[ "${GPU_BUILD_CONV_VARIANTS:-0}" != 0 ]]; then
@@ -34,9 +35,10 @@ if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 	(cd kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -o ../../bin/mma-peak.fatbin mma_peak.cu)
 	variants=()
 	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-r12:-DVF_ROWS=12 prec-nosplit:-DVF_HEAD_SPLIT=0 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
-		name=${v%%:*}
-		flags=${v#*:}
-		(cd kernels && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 ${flags//,/ } -o "../bin/fused-$name.fatbin" fused.cu)
+		# name:flags[:source] (source: another .cu file, e.g. an older fused.cu to compare with)
+		IFS=: read -r name flags src <<<"$v"
+		src=${src:-kernels/fused.cu}
+		nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -I kernels ${flags//,/ } -o "bin/fused-$name.fatbin" "$src"
 		variants+=("$name=bin/fused-$name.fatbin")
 	done
 	(IFS=,; echo "${variants[*]}") >bin/fused-variants.txt

@@ -325,8 +325,11 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 		const double agree = 1 - double(vsF32) / double(n);
 		std::printf("      fused fp16 (chunks");
 		for (int c : fusedChunks) std::printf(" %d", c);
-		std::printf("): %zu of %zu differ from float32 (%.4f%% agree, mean Dice %.5f), %zu from float64 (largest relative logit gap %.2g)\n",
-		            vsF32, n, 100 * agree, dice / classes, vsRef, maxGap);
+		// FNV-1a of the labels: a kernel change meant to keep the arithmetic must leave it unchanged.
+		unsigned long long fnv = 1469598103934665603ull;
+		for (size_t i = 0; i < n; ++i) fnv = (fnv ^ first[i]) * 1099511628211ull;
+		std::printf("): %zu of %zu differ from float32 (%.4f%% agree, mean Dice %.5f), %zu from float64 (largest relative logit gap %.2g); labels fnv %016llx\n",
+		            vsF32, n, 100 * agree, dice / classes, vsRef, maxGap, fnv);
 		// The 99.9% contract is for volumes of 10000 voxels or more (one flip in a 2000-voxel volume
 		// is 0.05%); on smaller ones every difference must still be a near-tie.
 		CHECK(n < 10000 || agree >= 0.999, "fused: agreement with float32 %.5f < 0.999", agree);
