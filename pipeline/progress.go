@@ -4,8 +4,8 @@ package pipeline
 // called from several goroutines.
 type Progress interface {
 	Start(volumes int)
-	VolumeStarted(job Job, slabs int)
-	SlabDone(job Job)
+	VolumeStarted(job Job, planes int) // the volume's z-planes to segment
+	PlanesDone(job Job, planes int)    // that many more have their labels
 	VolumeDone(job Job, status string)
 	Close()
 }
@@ -14,6 +14,6 @@ type nopProgress struct{}
 
 func (nopProgress) Start(int)              {}
 func (nopProgress) VolumeStarted(Job, int) {}
-func (nopProgress) SlabDone(Job)           {}
+func (nopProgress) PlanesDone(Job, int)    {}
 func (nopProgress) VolumeDone(Job, string) {}
 func (nopProgress) Close()                 {}

@@ -8,7 +8,8 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 )
 
-// Bars shows progress as terminal bars: one for the batch, one per volume in flight (slabs).
+// Bars shows progress as terminal bars: one for the batch, one per volume in flight (z-planes
+// segmented: engines cut volumes into slabs of their own sizes).
 // Log output should go through Bars.Writer so that it prints above the bars.
 type Bars struct {
 	p     *mpb.Progress
@@ -31,20 +32,20 @@ func (b *Bars) Start(volumes int) {
 		mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO, decor.WCSyncSpace), decor.Name(" "), decor.AverageETA(decor.ET_STYLE_GO)))
 }
 
-func (b *Bars) VolumeStarted(job Job, slabs int) {
-	bar := b.p.AddBar(int64(slabs), mpb.BarRemoveOnComplete(),
-		mpb.PrependDecorators(decor.Name(job.Name+" ", decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d slabs", decor.WCSyncSpace)))
+func (b *Bars) VolumeStarted(job Job, planes int) {
+	bar := b.p.AddBar(int64(planes), mpb.BarRemoveOnComplete(),
+		mpb.PrependDecorators(decor.Name(job.Name+" ", decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d planes", decor.WCSyncSpace)))
 	b.mu.Lock()
 	b.vols[job.Index] = bar
 	b.mu.Unlock()
 }
 
-func (b *Bars) SlabDone(job Job) {
+func (b *Bars) PlanesDone(job Job, planes int) {
 	b.mu.Lock()
 	bar := b.vols[job.Index]
 	b.mu.Unlock()
 	if bar != nil {
-		bar.Increment()
+		bar.IncrBy(planes)
 	}
 }
 

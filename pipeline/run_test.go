@@ -371,7 +371,7 @@ type progressFunc func()
 
 func (f progressFunc) Start(int)              {}
 func (f progressFunc) VolumeStarted(Job, int) { f() }
-func (f progressFunc) SlabDone(Job)           {}
+func (f progressFunc) PlanesDone(Job, int)    {}
 func (f progressFunc) VolumeDone(Job, string) {}
 func (f progressFunc) Close()                 {}
 

@@ -62,7 +62,7 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	w.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
 	w.sum.Voxels = int64(voxels)
 	w.vol = segment.Volume{NX: nx, NY: ny, NZ: nz}
-	r.progress().VolumeStarted(w.job, slabCount(nz, r.cfg.Slab))
+	r.progress().VolumeStarted(w.job, nz)
 
 	asInt16 := nifti.Int16Exact(w.hdr.Datatype)
 	sampleSize := 4
@@ -228,8 +228,6 @@ func (r *runner) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads 
 	return stats, nil
 }
 
-func slabCount(nz, slab int) int { return (nz + slab - 1) / slab }
-
 // Segmentation and writing overlap. As soon as an engine worker has a mask buffer for a
 // volume it queues the volume for the write stage and starts the engine; the engine reports
 // each slab whose labels are final (segment.Options.OnSlabDone) and the writer streams those
@@ -298,6 +296,7 @@ func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w 
 	w.mu.Unlock()
 	start := time.Now()
 	sawSegment := false
+	plane := int64(w.vol.NX) * int64(w.vol.NY)
 	err = eng.Segment(segCtx, &w.vol, w.mask.bytes[:voxels], segment.Options{
 		Slab:       r.cfg.Slab,
 		OnSlabDone: w.seg.slabDone,
@@ -306,9 +305,9 @@ func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w 
 			switch ev.Stage {
 			case StageSegment:
 				sawSegment = true
-				r.progress().SlabDone(w.job)
+				r.progress().PlanesDone(w.job, int(ev.Voxels/plane))
 			case "d2h": // a GPU slab is done when its mask is back
-				r.progress().SlabDone(w.job)
+				r.progress().PlanesDone(w.job, int(ev.Voxels/plane))
 			}
 			r.record(w, timing.Span{Process: device, Track: ev.Stage, Row: timing.Row{
 				Stage: ev.Stage, Slab: ev.Slab, Device: device,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -423,6 +424,24 @@ func (e *cudaEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	return e.call(func() error { return e.segment(ctx, vol, out, opt, start) })
 }
 
+// The fp16 engine's slabs grow from Options.Slab at both ends of the volume to at most
+// fusedLargestSlab planes in the middle (SlabRamp), and to at most fusedSlotBytes of input per
+// device buffer slot (two slots are allocated).
+const (
+	fusedLargestSlab = 256
+	fusedSlotBytes   = 512 << 20
+)
+
+// slabSizes plans a volume's slabs: Options.Slab planes each for the float32 kernels (their
+// e, s and g buffers grow with the slab), SlabRamp for the fused kernel.
+func (e *cudaEngine) slabSizes(nz, slab int, planeBytes int64) []int {
+	largest := 0
+	if e.fused {
+		largest = int(min(fusedLargestSlab, fusedSlotBytes/max(planeBytes, 1)))
+	}
+	return SlabRamp(nz, slab, largest)
+}
+
 // slabPlan is one slab's geometry.
 type slabPlan struct {
 	index          int
@@ -441,9 +460,14 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 		return fmt.Errorf("%s unusable after an earlier CUDA error: %w", e.name, e.broken)
 	}
 	nx, ny, nz := vol.NX, vol.NY, vol.NZ
-	slab := min(opt.Slab, nz)
 	plane := int64(nx) * int64(ny)
 	elem := int64(vol.elemSize())
+	sizes := e.slabSizes(nz, opt.Slab, plane*elem)
+	zs := make([]int, len(sizes)+1) // slab k is output planes zs[k]..zs[k+1]
+	for k, n := range sizes {
+		zs[k+1] = zs[k] + n
+	}
+	slab := slices.Max(sizes)
 	var host unsafe.Pointer
 	if vol.I16 != nil {
 		host = unsafe.Pointer(&vol.I16[0])
@@ -461,7 +485,7 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	if err := e.ref.Record(e.h2d); err != nil {
 		return e.fail(fmt.Errorf("record event: %w", err))
 	}
-	nSlabs := (nz + slab - 1) / slab
+	nSlabs := len(sizes)
 	harvested := 0
 	harvest := func(k int) error {
 		ev := &e.ring[k%eventRing]
@@ -472,7 +496,7 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 			return err
 		}
 		if opt.OnSlabDone != nil { // slab k's download is complete: its labels are in out
-			opt.OnSlabDone(k*slab, min((k+1)*slab, nz))
+			opt.OnSlabDone(zs[k], zs[k+1])
 		}
 		return nil
 	}
@@ -488,8 +512,7 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 			runErr = fmt.Errorf("segment slab %d: %w", k, err)
 			break
 		}
-		z0 := k * slab
-		z1 := min(z0+slab, nz)
+		z0, z1 := zs[k], zs[k+1]
 		lo, hi := max(z0-Halo, 0), min(z1+Halo, nz)
 		p := slabPlan{
 			index: k, z0: z0, z1: z1, lo: lo, hi: hi,
