@@ -20,13 +20,14 @@ import (
 )
 
 // The CUDA engine streams a volume through the GPU in z-slabs: for slab k, the upload of its
-// input (with Halo planes each side), the kernels and the download of its labels run on three
-// streams ordered by events, so the upload of slab k+1 and the download of slab k-1 overlap the
-// kernels of slab k. The kernels are, at PrecisionFP32, conv1 with the normalisation, conv2, the
-// dilated conv and gate+head+argmax, with e, s and g in device memory; at PrecisionFP16 one
-// fused tensor-core kernel that keeps them on chip. The device input and label buffers are
-// doubled; e, s and g are single (only the compute stream touches them). Every buffer is
-// allocated once and grown only for a larger volume or slab.
+// input (with Halo planes each side), the kernels and the download of its labels run on
+// separate streams ordered by events, so the upload of slab k+1 and the download of slab k-1
+// overlap the kernels of slab k. The kernels are, at PrecisionFP32, conv1 with the
+// normalisation, conv2, the dilated conv and gate+head+argmax, with e, s and g in device memory,
+// on one compute stream; at PrecisionFP16 one fused tensor-core kernel that keeps them on chip,
+// on two compute streams in turn (slab k+1's kernel starts on the SMs slab k's last blocks
+// leave idle). The device input and label buffers are doubled; e, s and g are single. Every
+// buffer is allocated once and grown only for a larger volume or slab.
 //
 // One goroutine locked to its OS thread owns the CUDA context (the device's primary context):
 // every driver call goes through it (engine.call).
@@ -58,7 +59,7 @@ type cudaEngine struct {
 	mod      *kernels.Module
 	weights  *kernels.DeviceWeights
 	h2d      cu.Stream
-	compute  cu.Stream
+	compute  [2]cu.Stream // the fp16 engine's slab k runs on compute[k%2]; the fp32 kernels on compute[0]
 	d2h      cu.Stream
 	ref      cu.Event
 	ring     [eventRing]slabEvents
@@ -256,7 +257,7 @@ func (e *cudaEngine) setup() error {
 	}); err != nil {
 		return err
 	}
-	for _, s := range []*cu.Stream{&e.h2d, &e.compute, &e.d2h} {
+	for _, s := range []*cu.Stream{&e.h2d, &e.compute[0], &e.compute[1], &e.d2h} {
 		if *s, err = cu.MakeStream(cu.NonBlocking); err != nil {
 			return fmt.Errorf("create stream: %w", err)
 		}
@@ -301,7 +302,7 @@ func (e *cudaEngine) release() error {
 	if e.ref != zero {
 		note("destroy event", cu.DestroyEvent(&e.ref))
 	}
-	for _, s := range []*cu.Stream{&e.h2d, &e.compute, &e.d2h} {
+	for _, s := range []*cu.Stream{&e.h2d, &e.compute[0], &e.compute[1], &e.d2h} {
 		if *s != (cu.Stream{}) {
 			note("destroy stream", s.Destroy())
 		}
@@ -526,8 +527,8 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 			break
 		}
 	}
-	// Nothing may touch the caller's memory after return: wait for all three streams.
-	for _, s := range []cu.Stream{e.h2d, e.compute, e.d2h} {
+	// Nothing may touch the caller's memory after return: wait for all the streams.
+	for _, s := range []cu.Stream{e.h2d, e.compute[0], e.compute[1], e.d2h} {
 		if err := s.Synchronize(); err != nil && runErr == nil {
 			runErr = e.fail(fmt.Errorf("synchronize: %w", err))
 		}
@@ -607,12 +608,19 @@ func (e *cudaEngine) enqueue(vol *Volume, p slabPlan, slab, plane, elem int64, h
 		return err
 	}
 
-	// Kernels, once the upload is done and slab k-2's labels are downloaded from the slot.
-	if err := step("wait", e.compute.Wait(ev.h2d1, 0)); err != nil {
+	// Kernels, once the upload is done and slab k-2's labels are downloaded from the slot. The
+	// fused kernel touches nothing but its slot's buffers, so consecutive slabs go on two streams:
+	// slab k+1's blocks fill the SMs that slab k's last wave leaves idle (1024 blocks of a
+	// 512x512 slab are 7.76 waves on 132 SMs). The fp32 kernels share e, s and g: one stream.
+	compute := e.compute[0]
+	if e.fused {
+		compute = e.compute[slot]
+	}
+	if err := step("wait", compute.Wait(ev.h2d1, 0)); err != nil {
 		return err
 	}
 	if prev != nil {
-		if err := step("wait", e.compute.Wait(prev.d2h1, 0)); err != nil {
+		if err := step("wait", compute.Wait(prev.d2h1, 0)); err != nil {
 			return err
 		}
 	}
@@ -621,25 +629,25 @@ func (e *cudaEngine) enqueue(vol *Volume, p slabPlan, slab, plane, elem int64, h
 			if b.base == 0 {
 				continue // the fp16 engine has none
 			}
-			if err := step("poison", cu.MemsetD8Async(b.ptr(), 0xFF, b.size, e.compute)); err != nil { // NaN
+			if err := step("poison", cu.MemsetD8Async(b.ptr(), 0xFF, b.size, compute)); err != nil { // NaN
 				return err
 			}
 		}
-		if err := step("poison", cu.MemsetD8Async(lab.ptr(), 0xEE, lab.size, e.compute)); err != nil {
+		if err := step("poison", cu.MemsetD8Async(lab.ptr(), 0xEE, lab.size, compute)); err != nil {
 			return err
 		}
 	}
-	if err := step("record", ev.k0.Record(e.compute)); err != nil {
+	if err := step("record", ev.k0.Record(compute)); err != nil {
 		return err
 	}
 	if e.fused {
-		if err := step("fused", e.mod.Fused(e.compute, vol.I16 != nil, in.ptr(), lab.ptr(), w.Fused, nx, ny, nz, int32(p.z0), nzOut,
+		if err := step("fused", e.mod.Fused(compute, vol.I16 != nil, in.ptr(), lab.ptr(), w.Fused, nx, ny, nz, int32(p.z0), nzOut,
 			kernels.FusedZChunk(nx, ny, nzOut, e.mod.FusedGeometry().Rows, e.sms), vol.Norm.Scale, vol.Norm.Shift, w.Classes)); err != nil {
 			return err
 		}
 		// c1 (which the next upload into this input slot waits for), c2 and cg mark the end too.
 		for _, x := range []cu.Event{ev.c1, ev.c2, ev.cg, ev.k1} {
-			if err := step("record", x.Record(e.compute)); err != nil {
+			if err := step("record", x.Record(compute)); err != nil {
 				return err
 			}
 		}
@@ -647,32 +655,32 @@ func (e *cudaEngine) enqueue(vol *Volume, p slabPlan, slab, plane, elem int64, h
 	}
 	var err error
 	if vol.I16 != nil {
-		err = e.mod.Conv1I16(e.compute, in.ptr(), e.bufs.e.ptr(), nx, ny, nz, int32(p.z0-2), nzOut+4, ePlanes, vol.Norm.Scale, vol.Norm.Shift)
+		err = e.mod.Conv1I16(compute, in.ptr(), e.bufs.e.ptr(), nx, ny, nz, int32(p.z0-2), nzOut+4, ePlanes, vol.Norm.Scale, vol.Norm.Shift)
 	} else {
-		err = e.mod.Conv1F32(e.compute, in.ptr(), e.bufs.e.ptr(), nx, ny, nz, int32(p.z0-2), nzOut+4, ePlanes, vol.Norm.Scale, vol.Norm.Shift)
+		err = e.mod.Conv1F32(compute, in.ptr(), e.bufs.e.ptr(), nx, ny, nz, int32(p.z0-2), nzOut+4, ePlanes, vol.Norm.Scale, vol.Norm.Shift)
 	}
 	if err := step("conv1", err); err != nil {
 		return err
 	}
-	if err := step("record", ev.c1.Record(e.compute)); err != nil {
+	if err := step("record", ev.c1.Record(compute)); err != nil {
 		return err
 	}
-	if err := step("conv2", e.mod.Conv2(e.compute, e.bufs.e.ptr(), w.W2, w.B2, e.bufs.s.ptr(), nx, ny, ePlanes, nzOut, int32(slab))); err != nil {
+	if err := step("conv2", e.mod.Conv2(compute, e.bufs.e.ptr(), w.W2, w.B2, e.bufs.s.ptr(), nx, ny, ePlanes, nzOut, int32(slab))); err != nil {
 		return err
 	}
-	if err := step("record", ev.c2.Record(e.compute)); err != nil {
+	if err := step("record", ev.c2.Record(compute)); err != nil {
 		return err
 	}
-	if err := step("convg", e.mod.ConvG(e.compute, e.bufs.e.ptr(), w.WG, w.BG, e.bufs.g.ptr(), nx, ny, ePlanes, nzOut, int32(slab))); err != nil {
+	if err := step("convg", e.mod.ConvG(compute, e.bufs.e.ptr(), w.WG, w.BG, e.bufs.g.ptr(), nx, ny, ePlanes, nzOut, int32(slab))); err != nil {
 		return err
 	}
-	if err := step("record", ev.cg.Record(e.compute)); err != nil {
+	if err := step("record", ev.cg.Record(compute)); err != nil {
 		return err
 	}
-	if err := step("gate_head", e.mod.GateHead(e.compute, e.bufs.s.ptr(), e.bufs.g.ptr(), lab.ptr(), nx, ny, nzOut, int32(slab), w.Classes)); err != nil {
+	if err := step("gate_head", e.mod.GateHead(compute, e.bufs.s.ptr(), e.bufs.g.ptr(), lab.ptr(), nx, ny, nzOut, int32(slab), w.Classes)); err != nil {
 		return err
 	}
-	if err := step("record", ev.k1.Record(e.compute)); err != nil {
+	if err := step("record", ev.k1.Record(compute)); err != nil {
 		return err
 	}
 	return e.enqueueDownload(ev, p, plane, outHost, lab, step)
@@ -709,10 +717,17 @@ func (e *cudaEngine) report(k int, ev *slabEvents, refOffset time.Duration, st *
 	}
 	h2d0, h2d1, k0, c1, c2, cg, k1, d2h0, d2h1 := t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]
 	st.H2D += h2d1 - h2d0
-	st.Kernels += k1 - k0
+	// Kernel time is time with a kernel running: slab k's may overlap slab k-1's (two compute
+	// streams), and slabs are reported in order.
+	busy := k1 - max(k0, st.kernelsEnd)
+	if busy < 0 {
+		busy = 0
+	}
+	st.kernelsEnd = max(st.kernelsEnd, k1)
+	st.Kernels += busy
 	st.D2H += d2h1 - d2h0
 	if e.fused {
-		st.Fused += k1 - k0
+		st.Fused += busy
 	} else {
 		st.Conv1 += c1 - k0
 		st.Conv2 += c2 - c1

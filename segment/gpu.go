@@ -52,7 +52,9 @@ func (o CUDAOptions) Validate() error {
 type GPUStats struct {
 	Slabs int
 
-	H2D, Kernels, D2H time.Duration // per stream, summed over slabs
+	// H2D and D2H: copy time summed over slabs; Kernels: time with at least one kernel running
+	// (the fp16 engine's kernels of consecutive slabs overlap).
+	H2D, Kernels, D2H time.Duration
 	// Kernel groups (their sum is Kernels): the fp32 engine's four kernels, or the fp16 engine's
 	// one fused kernel.
 	Conv1, Conv2, ConvG, GateHead time.Duration
@@ -66,6 +68,8 @@ type GPUStats struct {
 	// Pinned is true when both the volume and the mask were page-locked host memory; pageable
 	// memory copies about 17x slower (docs/gpu-engine.md).
 	Pinned bool
+
+	kernelsEnd time.Duration // the latest kernel end reported so far (since the reference event)
 }
 
 // GPUStatsReporter is implemented by the CUDA engine: the figures benchmarks report.
