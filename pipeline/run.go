@@ -65,10 +65,11 @@ type work struct {
 	mask *hostBuffer
 	vol  segment.Volume
 
-	mu    sync.Mutex // engines report events from their own goroutines
-	sum   timing.Summary
-	err   error // first failure of the volume, under mu (see setErr)
-	start time.Time
+	mu         sync.Mutex // engines report events from their own goroutines
+	sum        timing.Summary
+	kernelsEnd float64 // under mu: the latest end of a kernels span, ms since the run's start
+	err        error   // first failure of the volume, under mu (see setErr)
+	start      time.Time
 
 	// From the start of its segmentation the volume is held by two goroutines at once, its
 	// engine worker and its writer (see the comment on runner.segment): holders counts them,

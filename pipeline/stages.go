@@ -601,7 +601,9 @@ func (r *runner) record(w *work, s timing.Span) {
 	case StageSegment:
 		// the summary's segment time is the engine call's wall time, set by segment()
 	default: // kernels, or finer kernel groups
-		w.sum.KernelsMS += s.DurationMS
+		// Time with a kernel running: the CUDA fp16 engine's kernels of consecutive slabs
+		// overlap (two streams); engines report them in order.
+		w.sum.KernelsMS += timing.BusyAdded(&w.kernelsEnd, s.StartMS, s.DurationMS)
 	}
 	w.mu.Unlock()
 	r.emit(w, s)

@@ -152,8 +152,16 @@ func (b *Batch) merge(timings []timing.Row, summaries []summaryAt) error {
 		slices.SortStableFunc(v.Events, func(x, y timing.Row) int {
 			return cmp.Or(cmp.Compare(x.StartMS, y.StartMS), cmp.Compare(x.Stage, y.Stage), cmp.Compare(x.Slab, y.Slab))
 		})
+		// A stage's latency is the time it was running: the union of its spans (the CUDA fp16
+		// engine's kernels of consecutive slabs overlap, as do parallel read chunks).
+		ends := map[string]float64{}
 		for _, e := range v.Events {
-			v.StageMS[e.Stage] += e.DurationMS
+			end, seen := ends[e.Stage]
+			if !seen {
+				end = e.StartMS
+			}
+			v.StageMS[e.Stage] += timing.BusyAdded(&end, e.StartMS, e.DurationMS)
+			ends[e.Stage] = end
 		}
 		s, listed := bySummary[k]
 		switch {

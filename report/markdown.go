@@ -141,7 +141,7 @@ func (b *Batch) latencySources() string {
 	}
 	var parts []string
 	if timed > 0 {
-		parts = append(parts, fmt.Sprintf("stage latencies of %d volume(s) from timings.csv (durations summed per stage)", timed))
+		parts = append(parts, fmt.Sprintf("stage latencies of %d volume(s) from timings.csv (per stage, the time it was running: the union of its spans)", timed))
 	}
 	if fromSummaryCols > 0 {
 		parts = append(parts, fmt.Sprintf("stage latencies of %d volume(s) from summary.csv's <stage>_ms columns (no timings.csv)", fromSummaryCols))

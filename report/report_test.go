@@ -495,3 +495,25 @@ func FuzzReadCSV(f *testing.F) {
 		}
 	})
 }
+
+// A stage's latency is the union of its spans: the CUDA fp16 engine's kernels of consecutive
+// slabs overlap on two streams.
+func TestStageLatencyIsUnionOfSpans(t *testing.T) {
+	row := func(stage string, slab int, start, dur float64) timing.Row {
+		return timing.Row{RunID: "r", Volume: "v", Stage: stage, Slab: slab, StartMS: start, DurationMS: dur}
+	}
+	var b Batch
+	err := b.merge([]timing.Row{
+		row("kernels", 0, 10, 4), row("kernels", 1, 13, 4), row("kernels", 2, 20, 1), // 4 + 3 + 1
+		row("h2d", 0, 0, 2), row("h2d", 1, 2, 2), // touching: 4
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Volumes) != 1 {
+		t.Fatalf("%d volumes", len(b.Volumes))
+	}
+	if got := b.Volumes[0].StageMS; got["kernels"] != 8 || got["h2d"] != 4 {
+		t.Errorf("stage latencies %v, want kernels 8, h2d 4", got)
+	}
+}

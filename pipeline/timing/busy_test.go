@@ -1,0 +1,27 @@
+package timing
+
+import "testing"
+
+// The summary's kernels_ms is the union of the kernels spans: the CUDA fp16 engine's kernels of
+// consecutive slabs overlap.
+func TestBusyAdded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spans [][2]float64 // start, duration, in order of start
+		want  float64
+	}{
+		{"apart", [][2]float64{{0, 2}, {3, 2}, {10, 1}}, 5},
+		{"touching", [][2]float64{{0, 2}, {2, 2}}, 4},
+		{"overlapping", [][2]float64{{0, 4}, {3, 4}, {6, 4}}, 10},
+		{"inside", [][2]float64{{0, 10}, {2, 3}, {9, 2}}, 11},
+		{"one", [][2]float64{{5, 1.5}}, 1.5},
+	} {
+		end, total := 0.0, 0.0
+		for _, s := range tc.spans {
+			total += BusyAdded(&end, s[0], s[1])
+		}
+		if total != tc.want {
+			t.Errorf("%s: union %v, want %v", tc.name, total, tc.want)
+		}
+	}
+}
