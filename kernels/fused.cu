@@ -131,25 +131,13 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #define VF_GATE_SPLIT 1
 #endif
 #endif
-// VF_PARK: of the dilated conv's five planes in flight per row, two get nothing from the current
-// e plane (its taps reach planes p-2, p, p+2); they wait in shared memory for that step instead
-// of in registers, 32 fewer live registers per lane in the dilated-conv warps.
-#ifndef VF_PARK
-#define VF_PARK 0
-#endif
-// VF_PF_G, VF_PF_2: how the dilated-conv and conv2 warps order a tap's fragment loads and mma
-// (vf_conv_plane's PF: 0 as ptxas schedules the source order, 1 a tap's loads first, 2 the next
-// tap's loads before this tap's mma).
-#ifndef VF_PF_G
-#define VF_PF_G 0
-#endif
-#ifndef VF_PF_2
-#define VF_PF_2 0
-#endif
-// VF_PLAN_SMEM: the conv2 warps keep their conv1 plan in shared memory (read where used)
-// instead of 24 registers.
-#ifndef VF_PLAN_SMEM
-#define VF_PLAN_SMEM 0
+// VF_LOADS_FIRST: the convs load a tap's five fragments (A of both rows, B of the three dz)
+// before its 12 mma (vf_conv_plane's PF 1); 0 leaves ptxas the order of the source, which it
+// kept: each B just before its 4 mma, three ldmatrix latencies per tap. 5 % faster on the H200.
+// (Tried and slower: the next tap's fragments loaded a tap ahead, the dilated conv's two idle
+// planes parked in shared memory, the conv1 plan in shared memory: +6 to +12 %, docs/perf.md.)
+#ifndef VF_LOADS_FIRST
+#define VF_LOADS_FIRST 1
 #endif
 
 struct VfSmem {
@@ -165,15 +153,7 @@ struct VfSmem {
 	// The gate's s half, gb + wx.s (fp32, accumulator order), made by the conv2 warps: [buf][row][lane][4].
 	__align__(16) float qs[2][VF_ROWS][32][4];
 #endif
-#if VF_PLAN_SMEM
-	// The conv2 warps' conv1 plans (VfConv1Plan, 24 words, at a stride of 25 words per lane so a
-	// warp's reads of one field hit 32 banks): [warp][lane][25].
-	int plan[VF_CW][32][25];
-#endif
-#if VF_PARK
-	// Parked planes of the dilated-conv warps: [warp][step parity][which][row][n half][lane][4].
-	__align__(16) float park[VF_CW][2][2][2][2][32][4];
-#endif
+
 	// Per-lane fragments and biases.
 	unsigned w1[2][2][32][2]; // conv1 B: [k step][n half][lane][reg]
 	float b1[32][4], b2[32][4], bg[32][4];
@@ -735,7 +715,7 @@ __device__ __forceinline__ void vf_acc_restart(float (&a)[2][4], const float (&b
 template <int D, int NP, int PH, int PF = 0>
 __device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, const unsigned short* __restrict__ wc,
                                                   int boff, float (&acc)[2][NP][2][4], const int (&off)[3]) {
-	if (PF == 0) { // the committed order: per tap A of both rows, then per dz its B and 4 mma
+	if (PF == 0) { // per tap A of both rows, then per dz its B and 4 mma
 		unsigned a0[4], a1[4];
 #pragma unroll
 		for (int dy = 0; dy < 3; ++dy)
@@ -762,31 +742,24 @@ __device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, c
 			}
 		return;
 	}
-	// PF 1: a tap's five fragments (A of both rows, B of the three dz) loaded before its 12 mma;
-	// PF 2: the next tap's loaded before this tap's mma (double-buffered).
-	constexpr int NB = PF == 2 ? 2 : 1;
-	unsigned a[NB][2][4], b[NB][3][4];
-	const auto load = [&](int tap, int buf) {
-		const int dy = tap / 3, dx = tap % 3;
-		const unsigned* pa = eb + off[dx] + D * (dy - 1) * VF_EW * 8;
-		vf_ldsm4<false>(a[buf][0], pa);
-		vf_ldsm4<false>(a[buf][1], pa + VF_EW * 8);
-#pragma unroll
-		for (int dz = 0; dz < 3; ++dz) vf_ldsm4<false>(b[buf][dz], wc + boff + (dz * 9 + tap) * 256);
-	};
-	if (NB == 2) load(0, 0);
+	// PF 1: a tap's five fragments (A of both rows, B of the three dz), then its 12 mma. (The
+	// VF_SKIP_A/B load probes apply to PF 0 only: build them with VF_LOADS_FIRST=0.)
 #pragma unroll
 	for (int tap = 0; tap < 9; ++tap) {
-		const int buf = NB == 2 ? tap & 1 : 0;
-		if (NB == 1) load(tap, 0);
-		else if (tap + 1 < 9) load(tap + 1, (tap + 1) & 1);
+		const int dy = tap / 3, dx = tap % 3;
+		const unsigned* pa = eb + off[dx] + D * (dy - 1) * VF_EW * 8;
+		unsigned a[2][4], b[3][4];
+		vf_ldsm4<false>(a[0], pa);
+		vf_ldsm4<false>(a[1], pa + VF_EW * 8);
+#pragma unroll
+		for (int dz = 0; dz < 3; ++dz) vf_ldsm4<false>(b[dz], wc + boff + (dz * 9 + tap) * 256);
 #pragma unroll
 		for (int dz = 0; dz < 3; ++dz)
 #pragma unroll
 			for (int nh = 0; nh < 2; ++nh) {
 				const int k = (NP - 1 - D * dz + PH) % NP;
-				vf_mma(acc[0][k][nh], a[buf][0], b[buf][dz][2 * nh], b[buf][dz][2 * nh + 1]);
-				vf_mma(acc[1][k][nh], a[buf][1], b[buf][dz][2 * nh], b[buf][dz][2 * nh + 1]);
+				vf_mma(acc[0][k][nh], a[0], b[dz][2 * nh], b[dz][2 * nh + 1]);
+				vf_mma(acc[1][k][nh], a[1], b[dz][2 * nh], b[dz][2 * nh + 1]);
 			}
 	}
 }
@@ -837,7 +810,7 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 			vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < G.nz, cp, cw, VF_CW, lane);
 		}
 		if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < G.nz)
-			vf_conv_plane<1, 3, PH, VF_PF_2>(sm.e[t & 1], &sm.wsm[0][0][0][0], this->boff, acc, this->off);
+			vf_conv_plane<1, 3, PH, VF_LOADS_FIRST>(sm.e[t & 1], &sm.wsm[0][0][0][0], this->boff, acc, this->off);
 #pragma unroll
 		for (int rr = 0; rr < 2; ++rr) {
 			float(&a)[2][4] = acc[rr][PH];
@@ -883,9 +856,6 @@ template <typename T> struct VfConvGWarp : VfWarp<T> {
 	    : VfWarp<T>(w), classes(classes), labels(labels), plane(plane) {
 		vf_conv_offsets<2>(this->off, this->row0, this->lane);
 		vf_acc_bias(acc, this->sm.bg, this->lane);
-#if VF_PARK
-		park<3, 1>(1, true); // what the end of step 0 loads: the bias
-#endif
 	}
 
 	template <int PH> __device__ __forceinline__ void work(int t, int p) {
@@ -893,11 +863,7 @@ template <typename T> struct VfConvGWarp : VfWarp<T> {
 		const VfGeom& G = this->G;
 		const int lane = this->lane, row0 = this->row0;
 		if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < G.nz)
-			vf_conv_plane<2, 5, PH, VF_PF_G>(sm.e[t & 1], &sm.wsm[1][0][0][0], this->boff, acc, this->off);
-#if VF_PARK
-		// Slots (4+PH)%5 and (2+PH)%5 (this step's dz 0 and 1) get nothing next step: park them.
-		park<(4 + PH) % 5, (2 + PH) % 5>(t & 1, true);
-#endif
+			vf_conv_plane<2, 5, PH, VF_LOADS_FIRST>(sm.e[t & 1], &sm.wsm[1][0][0][0], this->boff, acc, this->off);
 		if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4)
 			vf_epilogue(sm, acc[0][PH], acc[1][PH], &sm.s[(t - 1) & 1][row0][0][0][0],
 #if VF_GATE_SPLIT
@@ -908,35 +874,7 @@ template <typename T> struct VfConvGWarp : VfWarp<T> {
 			            lane, classes, labels + (size_t)(p - 2) * plane, G.y0 + row0, G);
 		vf_acc_restart(acc[0][PH], sm.bg, lane);
 		vf_acc_restart(acc[1][PH], sm.bg, lane);
-#if VF_PARK
-		// Slots (1+PH)%5 and (3+PH)%5, parked in step t-1 (or at the start), work next step.
-		park<(3 + PH) % 5, (1 + PH) % 5>((t - 1) & 1, false);
-#endif
 	}
-
-#if VF_PARK
-	// park stores (out) or loads slots A and B of both rows at place `place` of the warp's area.
-	template <int A, int B> __device__ __forceinline__ void park(int place, bool out) {
-		float4* pk = reinterpret_cast<float4*>(&this->sm.park[this->row0 / 2][place][0][0][0][0][0]) + this->lane;
-#pragma unroll
-		for (int w = 0; w < 2; ++w)
-#pragma unroll
-			for (int rr = 0; rr < 2; ++rr)
-#pragma unroll
-				for (int nh = 0; nh < 2; ++nh) {
-					float(&a)[4] = acc[rr][w ? B : A][nh];
-					float4* q = pk + ((w * 2 + rr) * 2 + nh) * 32;
-					if (out) {
-						float4 v;
-						v.x = a[0], v.y = a[1], v.z = a[2], v.w = a[3];
-						*q = v;
-					} else {
-						const float4 v = *q;
-						a[0] = v.x, a[1] = v.y, a[2] = v.z, a[3] = v.w;
-					}
-				}
-	}
-#endif
 };
 
 template <typename T>
@@ -967,12 +905,7 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 #pragma unroll
 	for (int i = 0; i < 4; ++i) X.load(sm, i, tid, G, o0 - 3 + i);
 	__syncthreads();
-#if VF_PLAN_SMEM
-	static_assert(sizeof(VfConv1Plan) == 24 * 4, "fused kernel: the shared plan slot is 24 words and a pad");
-	VfConv1Plan& cp = *reinterpret_cast<VfConv1Plan*>(&sm.plan[isConv2 ? cw : 0][lane][0]);
-#else
 	VfConv1Plan cp;
-#endif
 	if (isConv2) {
 		cp = vf_conv1_plan(sm, G, cw, lane);
 		const int q = o0 - 2;
