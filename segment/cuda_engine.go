@@ -17,6 +17,7 @@ import (
 
 	"voxpipe/kernels"
 	"voxpipe/kernels/pinned"
+	"voxpipe/pipeline/timing"
 )
 
 // The CUDA engine streams a volume through the GPU in z-slabs: for slab k, the upload of its
@@ -719,11 +720,7 @@ func (e *cudaEngine) report(k int, ev *slabEvents, refOffset time.Duration, st *
 	st.H2D += h2d1 - h2d0
 	// Kernel time is time with a kernel running: slab k's may overlap slab k-1's (two compute
 	// streams), and slabs are reported in order.
-	busy := k1 - max(k0, st.kernelsEnd)
-	if busy < 0 {
-		busy = 0
-	}
-	st.kernelsEnd = max(st.kernelsEnd, k1)
+	busy := timing.BusyAdded(&st.kernelsEnd, k0, k1-k0)
 	st.Kernels += busy
 	st.D2H += d2h1 - d2h0
 	if e.fused {

@@ -1,6 +1,9 @@
 package timing
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The summary's kernels_ms is the union of the kernels spans: the CUDA fp16 engine's kernels of
 // consecutive slabs overlap.
@@ -23,5 +26,16 @@ func TestBusyAdded(t *testing.T) {
 		if total != tc.want {
 			t.Errorf("%s: union %v, want %v", tc.name, total, tc.want)
 		}
+	}
+}
+
+// The engine's statistics use it with time.Duration.
+func TestBusyAddedDuration(t *testing.T) {
+	var end, total time.Duration
+	for _, s := range [][2]time.Duration{{0, 4 * time.Millisecond}, {3 * time.Millisecond, 4 * time.Millisecond}} {
+		total += BusyAdded(&end, s[0], s[1])
+	}
+	if total != 7*time.Millisecond || end != 7*time.Millisecond {
+		t.Errorf("union %v, end %v, want 7ms and 7ms", total, end)
 	}
 }
