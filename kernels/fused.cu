@@ -139,19 +139,38 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #ifndef VF_LOADS_FIRST
 #define VF_LOADS_FIRST 1
 #endif
+// VF_DECOUPLE: the conv2 warps (producers of the e planes, s and the gate's s half) may run one
+// step ahead of the dilated-conv warps (their consumers) instead of all 16 warps meeting at one
+// barrier per step: the producers arrive at a "full" barrier (barrier.arrive) that the consumers
+// wait at before their next step, and the consumers arrive at an "empty" barrier that the
+// producers wait at before they overwrite what the consumers read. e planes, s and qs then need
+// three buffers (a step's, the one being made, the one still being read), and x planes are
+// loaded two steps ahead instead of one (VF_XAHEAD). Barrier ids: full(t) 1 + t%3, empty(t) 4 + t%3 (three
+// each, so that a warp one step ahead never arrives at a generation still in use). The extra
+// buffers do not fit in what sm_86/89 give a 12-row block: sm_80-89 and the PTX keep one barrier.
+// Off by default until timed on the GPU in this form (see docs/perf.md, fourth session).
+#ifndef VF_DECOUPLE
+#define VF_DECOUPLE 0
+#endif
+#define VF_NB (VF_DECOUPLE ? 3 : 2) // buffers of e planes, s and qs
+// The x ring: slab-relative plane o0-3+k in slot k % VF_XSLOTS; step t loads the plane that conv1
+// first reads in step t + VF_XAHEAD (all threads load x: with VF_DECOUPLE the dilated-conv warps
+// may be a step behind the conv2 warps, hence two steps ahead and eight slots).
+#define VF_XSLOTS (VF_DECOUPLE ? 8 : 4)
+#define VF_XAHEAD (VF_DECOUPLE ? 2 : 1)
 
 struct VfSmem {
 	// e planes: [buf][pos*8 + (chunk ^ bit 2 of pos)*4 + word], pos = row*VF_EW + col, 8 fp16
 	// channels per chunk, two per word.
-	__align__(16) unsigned e[2][VF_EH * VF_EW * 8];
+	__align__(16) unsigned e[VF_NB][VF_EH * VF_EW * 8];
 	// Normalised input planes, fp16: [ring slot][copy dx][row][i] = x(tile x -3+dx+i).
-	__align__(16) unsigned short x[4][3][VF_XH][VF_XW];
+	__align__(16) unsigned short x[VF_XSLOTS][3][VF_XH][VF_XW];
 	__align__(16) unsigned zero[4]; // the rows of conv1's padding taps 27..31
 	// s of the plane just finished, fp32 in accumulator order: [buf][row][n-half][lane][4].
-	__align__(16) float s[2][VF_ROWS][2][32][4];
+	__align__(16) float s[VF_NB][VF_ROWS][2][32][4];
 #if VF_GATE_SPLIT
 	// The gate's s half, gb + wx.s (fp32, accumulator order), made by the conv2 warps: [buf][row][lane][4].
-	__align__(16) float qs[2][VF_ROWS][32][4];
+	__align__(16) float qs[VF_NB][VF_ROWS][32][4];
 #endif
 
 	// Per-lane fragments and biases.
@@ -255,6 +274,24 @@ __device__ __forceinline__ void vf_barrier() {
 	asm volatile("barrier.sync 0;\n" ::: "memory");
 #else
 	__syncthreads();
+#endif
+}
+
+// Named barriers of VF_THREADS threads (VF_DECOUPLE): sync waits until all have arrived, arrive
+// counts this thread's arrival and goes on. Both order this thread's earlier shared-memory
+// accesses before the barrier's completion (PTX: barrier), the producer-consumer pattern.
+__device__ __forceinline__ void vf_bar_sync(int id) {
+#if defined(__CUDA_ARCH__)
+	asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "n"(VF_THREADS) : "memory");
+#elif defined(VOXPIPE_EMU)
+	emu_bar_sync(id, VF_THREADS);
+#endif
+}
+__device__ __forceinline__ void vf_bar_arrive(int id) {
+#if defined(__CUDA_ARCH__)
+	asm volatile("barrier.arrive %0, %1;\n" ::"r"(id), "n"(VF_THREADS) : "memory");
+#elif defined(VOXPIPE_EMU)
+	emu_bar_arrive(id, VF_THREADS);
 #endif
 }
 
@@ -403,8 +440,8 @@ __device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool plane
 		return;
 	}
 	if (VF_SKIP & VF_SKIP_CONV1) return;
-	const unsigned short* xa = &sm.x[(xs + P.dz[0]) & 3][0][0][0];
-	const unsigned short* xb = &sm.x[(xs + P.dz[1]) & 3][0][0][0];
+	const unsigned short* xa = &sm.x[(xs + P.dz[0]) % VF_XSLOTS][0][0][0];
+	const unsigned short* xb = &sm.x[(xs + P.dz[1]) % VF_XSLOTS][0][0][0];
 	unsigned w[2][2][2]; // conv1 B fragments: [k step][n half][reg]
 #pragma unroll
 	for (int h = 0; h < 2; ++h)
@@ -767,7 +804,7 @@ __device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, c
 // What both kinds of conv warp hold (the block's geometry, the thread's x loads, the z chunk),
 // and the frame of a step: step t (one e plane, slab-relative p = o0-2+t) starts the x load
 // of a later plane, runs the warp's own work (W::work), stores the x plane and ends at the
-// block barrier.
+// block barrier (VF_DECOUPLE: at its producer-consumer barriers).
 template <typename T> struct VfWarp {
 	VfSmem& sm;
 	const VfGeom& G;
@@ -780,17 +817,27 @@ template <typename T> struct VfWarp {
 	    : sm(sm), G(G), X(X), boff(boff), o0(o0), o1(o1), steps(steps), tid(tid), lane(lane), row0(row0) {}
 
 	template <int PH, class W> __device__ __forceinline__ void step(W& w, int t) const {
-		const bool loadX = o0 + 1 + t <= o1 + 2; // input planes up to o1+2
-		const auto xr = X.fetch(G, loadX ? o0 + 1 + t : -1 - G.z0);
+		// x plane o0+VF_XAHEAD+t (k = t+VF_XAHEAD+3 in the ring); input planes up to o1+2.
+		const bool loadX = o0 + VF_XAHEAD + t <= o1 + 2;
+		const auto xr = X.fetch(G, loadX ? o0 + VF_XAHEAD + t : -1 - G.z0);
+		if (VF_DECOUPLE && !W::kConv2 && t > 0) vf_bar_sync(1 + (t + 2) % 3); // full(t-1)
 		w.template work<PH>(t, o0 - 2 + t);
-		if (loadX) X.store(sm, t & 3, tid, G, xr);
-		vf_barrier();
+		if (loadX) X.store(sm, (t + VF_XAHEAD + 3) % VF_XSLOTS, tid, G, xr);
+		if (!VF_DECOUPLE) {
+			vf_barrier();
+		} else if (W::kConv2) { // t % 3 == PH: the loop is unrolled by 3
+			if (t + 1 < steps) vf_bar_arrive(1 + PH); // full(t); the last one has no consumer
+			vf_bar_sync(4 + (PH + 2) % 3);          // empty(t-1)
+		} else if (t + 1 < steps) {
+			vf_bar_arrive(4 + t % 3); // empty(t); the last one has no producer waiting
+		}
 	}
 };
 
 // A conv2 warp's work in step t, phase PH = t mod 3: conv1 of the next e plane, conv2 of e plane
 // p into two rows' planes in flight, s of the plane that completes (p-1) into shared memory.
 template <typename T> struct VfConv2Warp : VfWarp<T> {
+	static constexpr bool kConv2 = true;
 	const VfConv1Plan& cp;
 	int cw;
 	float acc[2][3][2][4];
@@ -805,16 +852,19 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 		VfSmem& sm = this->sm;
 		const VfGeom& G = this->G;
 		const int lane = this->lane;
+		// This step's buffer and the next one's (t % 3 == PH: the loop is unrolled by 3).
+		const int b = VF_NB == 3 ? PH : t & 1, bn = VF_NB == 3 ? (PH + 1) % 3 : (t + 1) & 1;
 		if (t + 1 < this->steps) {
 			const int q = p + 1;
-			vf_conv1(sm, (t + 1) & 1, (t + 1) & 3, G.z0 + q >= 0 && G.z0 + q < G.nz, cp, cw, VF_CW, lane);
+			vf_conv1(sm, bn, (t + 1) % VF_XSLOTS, G.z0 + q >= 0 && G.z0 + q < G.nz, cp, cw, VF_CW, lane);
 		}
-		if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < G.nz)
-			vf_conv_plane<1, 3, PH, VF_LOADS_FIRST>(sm.e[t & 1], &sm.wsm[0][0][0][0], this->boff, acc, this->off);
+		// Step 0's e plane (o0-2) adds only to planes o0-3..o0-1, whose s no one reads.
+		if (!(VF_SKIP & VF_SKIP_CONVS) && t > 0 && G.z0 + p >= 0 && G.z0 + p < G.nz)
+			vf_conv_plane<1, 3, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[0][0][0][0], this->boff, acc, this->off);
 #pragma unroll
 		for (int rr = 0; rr < 2; ++rr) {
 			float(&a)[2][4] = acc[rr][PH];
-			float* sp = &sm.s[t & 1][this->row0 + rr][0][0][0];
+			float* sp = &sm.s[b][this->row0 + rr][0][0][0];
 			float4 v[2];
 #pragma unroll
 			for (int nh = 0; nh < 2; ++nh) {
@@ -835,7 +885,7 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 			vf_mma(qa, as, sm.gx[lane][0], sm.gx[lane][1]);
 			float4 q4;
 			q4.x = qa[0], q4.y = qa[1], q4.z = qa[2], q4.w = qa[3];
-			*reinterpret_cast<float4*>(&sm.qs[t & 1][this->row0 + rr][lane][0]) = q4;
+			*reinterpret_cast<float4*>(&sm.qs[b][this->row0 + rr][lane][0]) = q4;
 #endif
 			vf_acc_restart(a, sm.b2, lane);
 		}
@@ -846,6 +896,7 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 // two rows' planes in flight, then for the plane that completes (p-2) the gate, head and argmax
 // (its s came from the conv2 warps in the step before).
 template <typename T> struct VfConvGWarp : VfWarp<T> {
+	static constexpr bool kConv2 = false;
 	int classes;
 	unsigned char* __restrict__ labels;
 	size_t plane;
@@ -862,12 +913,14 @@ template <typename T> struct VfConvGWarp : VfWarp<T> {
 		VfSmem& sm = this->sm;
 		const VfGeom& G = this->G;
 		const int lane = this->lane, row0 = this->row0;
+		// This step's e buffer and the previous step's s buffer.
+		const int b = VF_NB == 3 ? t % 3 : t & 1, bp = VF_NB == 3 ? (t + 2) % 3 : (t - 1) & 1;
 		if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < G.nz)
-			vf_conv_plane<2, 5, PH, VF_LOADS_FIRST>(sm.e[t & 1], &sm.wsm[1][0][0][0], this->boff, acc, this->off);
+			vf_conv_plane<2, 5, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[1][0][0][0], this->boff, acc, this->off);
 		if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4)
-			vf_epilogue(sm, acc[0][PH], acc[1][PH], &sm.s[(t - 1) & 1][row0][0][0][0],
+			vf_epilogue(sm, acc[0][PH], acc[1][PH], &sm.s[bp][row0][0][0][0],
 #if VF_GATE_SPLIT
-			            &sm.qs[(t - 1) & 1][row0][0][0],
+			            &sm.qs[bp][row0][0][0],
 #else
 			            nullptr,
 #endif
@@ -896,14 +949,23 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 	const size_t plane = (size_t)nx * ny;
 
 	if (warp == 0) vf_params(sm, w, lane);
-	for (int i = tid; i < 2 * 27 * 256; i += VF_THREADS) {
-		const int c = i / (27 * 256), r = i % (27 * 256), t = r / 256, n = r / 16 % 16, k = r % 16;
-		sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)] = vf_half(__ldg(w + (c ? VF_OFF_WG : VF_OFF_W2) + r));
+	// The convs' weights, four at a time (16-byte loads, all of a thread's issued at once: this
+	// start is paid by every block, with the SM otherwise idle): k..k+3 stay within one 8-element
+	// half of a row, so they go to four consecutive fp16 slots.
+	static_assert(VF_OFF_W2 % 4 == 0 && VF_OFF_WG % 4 == 0, "fused kernel: conv weights must be 16-byte aligned");
+#pragma unroll
+	for (int i = tid; i < 2 * 27 * 64; i += VF_THREADS) {
+		const int c = i / (27 * 64), r = i % (27 * 64) * 4, t = r / 256, n = r / 16 % 16, k = r % 16;
+		const float4 v = __ldg(reinterpret_cast<const float4*>(w + (c ? VF_OFF_WG : VF_OFF_W2) + r));
+		uint2 h;
+		h.x = (unsigned)vf_half(v.x) | (unsigned)vf_half(v.y) << 16;
+		h.y = (unsigned)vf_half(v.z) | (unsigned)vf_half(v.w) << 16;
+		*reinterpret_cast<uint2*>(&sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)]) = h;
 	}
 	static_assert(VF_XH * VF_XRAW <= 2 * VF_THREADS, "fused kernel: two x values per thread at most");
 	const VfXPair<T> X(in, G, tid);
 #pragma unroll
-	for (int i = 0; i < 4; ++i) X.load(sm, i, tid, G, o0 - 3 + i);
+	for (int i = 0; i < VF_XAHEAD + 3; ++i) X.load(sm, i, tid, G, o0 - 3 + i);
 	__syncthreads();
 	VfConv1Plan cp;
 	if (isConv2) {
@@ -917,6 +979,8 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 	const int boff = bn * 16 + (((bj & 1) ^ ((bn >> 2) & 1)) * 8);
 
 	const VfWarp<T> base(sm, G, X, boff, o0, o1, steps, tid, lane, row0);
+	// VF_DECOUPLE: the conv2 warps' first step ends waiting for empty(-1), the buffers of step -1.
+	if (VF_DECOUPLE && !isConv2) vf_bar_arrive(4 + 2);
 	if (isConv2) {
 		VfConv2Warp<T> W(base, cp, cw);
 		for (int t = 0; t < steps; t += 3) {
