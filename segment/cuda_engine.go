@@ -258,7 +258,7 @@ func (e *cudaEngine) setup() error {
 	}); err != nil {
 		return err
 	}
-	for _, s := range []*cu.Stream{&e.h2d, &e.compute[0], &e.compute[1], &e.d2h} {
+	for _, s := range e.streams() {
 		if *s, err = cu.MakeStream(cu.NonBlocking); err != nil {
 			return fmt.Errorf("create stream: %w", err)
 		}
@@ -303,7 +303,7 @@ func (e *cudaEngine) release() error {
 	if e.ref != zero {
 		note("destroy event", cu.DestroyEvent(&e.ref))
 	}
-	for _, s := range []*cu.Stream{&e.h2d, &e.compute[0], &e.compute[1], &e.d2h} {
+	for _, s := range e.streams() {
 		if *s != (cu.Stream{}) {
 			note("destroy stream", s.Destroy())
 		}
@@ -313,6 +313,12 @@ func (e *cudaEngine) release() error {
 		e.mod = nil
 	}
 	return errors.Join(errs...)
+}
+
+// streams lists every stream the engine owns: created in setup, destroyed in release, all
+// waited for before segment returns.
+func (e *cudaEngine) streams() []*cu.Stream {
+	return []*cu.Stream{&e.h2d, &e.compute[0], &e.compute[1], &e.d2h}
 }
 
 // Name implements Engine.
@@ -529,7 +535,7 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 		}
 	}
 	// Nothing may touch the caller's memory after return: wait for all the streams.
-	for _, s := range []cu.Stream{e.h2d, e.compute[0], e.compute[1], e.d2h} {
+	for _, s := range e.streams() {
 		if err := s.Synchronize(); err != nil && runErr == nil {
 			runErr = e.fail(fmt.Errorf("synchronize: %w", err))
 		}
