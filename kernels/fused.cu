@@ -91,6 +91,8 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #define VF_WEIGHTS 14864
 
 #define VF_HALF_MAX 65504.f
+// The fused_* kernels compute one n8 tile of logits: at most this many classes; fused_*_k16 two.
+#define VF_NARROW_CLASSES 8
 
 // The block's shared memory (VfSmem) comes from the launch (dynamic: a static allocation may not
 // exceed 48 KiB); the host learns its size from fused_geometry and asks for it
@@ -139,25 +141,10 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #ifndef VF_LOADS_FIRST
 #define VF_LOADS_FIRST 1
 #endif
-// VF_DECOUPLE: the conv2 warps (producers of the e planes, s and the gate's s half) may run one
-// step ahead of the dilated-conv warps (their consumers) instead of all 16 warps meeting at one
-// barrier per step: the producers arrive at a "full" barrier (barrier.arrive) that the consumers
-// wait at before their next step, and the consumers arrive at an "empty" barrier that the
-// producers wait at before they overwrite what the consumers read. e planes, s and qs then need
-// three buffers (a step's, the one being made, the one still being read), and x planes are
-// loaded two steps ahead instead of one (VF_XAHEAD). Barrier ids: full(t) 1 + t%3, empty(t) 4 + t%3 (three
-// each, so that a warp one step ahead never arrives at a generation still in use). The extra
-// buffers do not fit in what sm_86/89 give a 12-row block: sm_80-89 and the PTX keep one barrier.
-// Off by default until timed on the GPU in this form (see docs/perf.md, fourth session).
-#ifndef VF_DECOUPLE
-#define VF_DECOUPLE 0
-#endif
-#define VF_NB (VF_DECOUPLE ? 3 : 2) // buffers of e planes, s and qs
+#define VF_NB 2 // buffers of e planes, s and qs: the one a step reads, the one it makes
 // The x ring: slab-relative plane o0-3+k in slot k % VF_XSLOTS; step t loads the plane that conv1
-// first reads in step t + VF_XAHEAD (all threads load x: with VF_DECOUPLE the dilated-conv warps
-// may be a step behind the conv2 warps, hence two steps ahead and eight slots).
-#define VF_XSLOTS (VF_DECOUPLE ? 8 : 4)
-#define VF_XAHEAD (VF_DECOUPLE ? 2 : 1)
+// first reads in step t + 1.
+#define VF_XSLOTS 4
 
 struct VfSmem {
 	// e planes: [buf][pos*8 + (chunk ^ bit 2 of pos)*4 + word], pos = row*VF_EW + col, 8 fp16
@@ -274,24 +261,6 @@ __device__ __forceinline__ void vf_barrier() {
 	asm volatile("barrier.sync 0;\n" ::: "memory");
 #else
 	__syncthreads();
-#endif
-}
-
-// Named barriers of VF_THREADS threads (VF_DECOUPLE): sync waits until all have arrived, arrive
-// counts this thread's arrival and goes on. Both order this thread's earlier shared-memory
-// accesses before the barrier's completion (PTX: barrier), the producer-consumer pattern.
-__device__ __forceinline__ void vf_bar_sync(int id) {
-#if defined(__CUDA_ARCH__)
-	asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "n"(VF_THREADS) : "memory");
-#elif defined(VOXPIPE_EMU)
-	emu_bar_sync(id, VF_THREADS);
-#endif
-}
-__device__ __forceinline__ void vf_bar_arrive(int id) {
-#if defined(__CUDA_ARCH__)
-	asm volatile("barrier.arrive %0, %1;\n" ::"r"(id), "n"(VF_THREADS) : "memory");
-#elif defined(VOXPIPE_EMU)
-	emu_bar_arrive(id, VF_THREADS);
 #endif
 }
 
@@ -516,6 +485,7 @@ __device__ __forceinline__ float vf_sigmoid(float x) {
 // row r at sp + 256r (fp32, after relu). Every stage runs for both rows (and both row halves)
 // before the next, so the mma, shuffle and special-function latencies of one row hide behind
 // the other's work: this is the dilated-conv warps' critical path.
+template <bool WIDE>
 __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[2][4], const float (&g1)[2][4],
                                             const float* sp, const float* qsp, int lane, int classes,
                                             unsigned char* __restrict__ out, int gy0, const VfGeom& G) {
@@ -590,7 +560,7 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[
 			}
 		}
 	float lg[2][2][4]; // [row][n tile][4]
-	const bool wide = classes > 8;
+	const bool wide = WIDE && classes > VF_NARROW_CLASSES;
 #pragma unroll
 	for (int nt = 0; nt < 2; ++nt) {
 		if (nt == 1 && !wide) break;
@@ -804,7 +774,7 @@ __device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, c
 // What both kinds of conv warp hold (the block's geometry, the thread's x loads, the z chunk),
 // and the frame of a step: step t (one e plane, slab-relative p = o0-2+t) starts the x load
 // of a later plane, runs the warp's own work (W::work), stores the x plane and ends at the
-// block barrier (VF_DECOUPLE: at its producer-consumer barriers).
+// block barrier.
 template <typename T> struct VfWarp {
 	VfSmem& sm;
 	const VfGeom& G;
@@ -817,27 +787,18 @@ template <typename T> struct VfWarp {
 	    : sm(sm), G(G), X(X), boff(boff), o0(o0), o1(o1), steps(steps), tid(tid), lane(lane), row0(row0) {}
 
 	template <int PH, class W> __device__ __forceinline__ void step(W& w, int t) const {
-		// x plane o0+VF_XAHEAD+t (k = t+VF_XAHEAD+3 in the ring); input planes up to o1+2.
-		const bool loadX = o0 + VF_XAHEAD + t <= o1 + 2;
-		const auto xr = X.fetch(G, loadX ? o0 + VF_XAHEAD + t : -1 - G.z0);
-		if (VF_DECOUPLE && !W::kConv2 && t > 0) vf_bar_sync(1 + (t + 2) % 3); // full(t-1)
+		// x plane o0+1+t (k = t+4 in the ring); input planes up to o1+2.
+		const bool loadX = o0 + 1 + t <= o1 + 2;
+		const auto xr = X.fetch(G, loadX ? o0 + 1 + t : -1 - G.z0);
 		w.template work<PH>(t, o0 - 2 + t);
-		if (loadX) X.store(sm, (t + VF_XAHEAD + 3) % VF_XSLOTS, tid, G, xr);
-		if (!VF_DECOUPLE) {
-			vf_barrier();
-		} else if (W::kConv2) { // t % 3 == PH: the loop is unrolled by 3
-			if (t + 1 < steps) vf_bar_arrive(1 + PH); // full(t); the last one has no consumer
-			vf_bar_sync(4 + (PH + 2) % 3);          // empty(t-1)
-		} else if (t + 1 < steps) {
-			vf_bar_arrive(4 + t % 3); // empty(t); the last one has no producer waiting
-		}
+		if (loadX) X.store(sm, (t + 4) % VF_XSLOTS, tid, G, xr);
+		vf_barrier();
 	}
 };
 
 // A conv2 warp's work in step t, phase PH = t mod 3: conv1 of the next e plane, conv2 of e plane
 // p into two rows' planes in flight, s of the plane that completes (p-1) into shared memory.
 template <typename T> struct VfConv2Warp : VfWarp<T> {
-	static constexpr bool kConv2 = true;
 	const VfConv1Plan& cp;
 	int cw;
 	float acc[2][3][2][4];
@@ -853,7 +814,7 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 		const VfGeom& G = this->G;
 		const int lane = this->lane;
 		// This step's buffer and the next one's (t % 3 == PH: the loop is unrolled by 3).
-		const int b = VF_NB == 3 ? PH : t & 1, bn = VF_NB == 3 ? (PH + 1) % 3 : (t + 1) & 1;
+		const int b = t & 1, bn = (t + 1) & 1;
 		if (t + 1 < this->steps) {
 			const int q = p + 1;
 			vf_conv1(sm, bn, (t + 1) % VF_XSLOTS, G.z0 + q >= 0 && G.z0 + q < G.nz, cp, cw, VF_CW, lane);
@@ -895,8 +856,7 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 // A dilated-conv warp's work in step t, phase PH = t mod 5: the dilated conv of e plane p into
 // two rows' planes in flight, then for the plane that completes (p-2) the gate, head and argmax
 // (its s came from the conv2 warps in the step before).
-template <typename T> struct VfConvGWarp : VfWarp<T> {
-	static constexpr bool kConv2 = false;
+template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 	int classes;
 	unsigned char* __restrict__ labels;
 	size_t plane;
@@ -914,11 +874,11 @@ template <typename T> struct VfConvGWarp : VfWarp<T> {
 		const VfGeom& G = this->G;
 		const int lane = this->lane, row0 = this->row0;
 		// This step's e buffer and the previous step's s buffer.
-		const int b = VF_NB == 3 ? t % 3 : t & 1, bp = VF_NB == 3 ? (t + 2) % 3 : (t - 1) & 1;
+		const int b = t & 1, bp = (t - 1) & 1;
 		if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < G.nz)
 			vf_conv_plane<2, 5, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[1][0][0][0], this->boff, acc, this->off);
 		if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4)
-			vf_epilogue(sm, acc[0][PH], acc[1][PH], &sm.s[bp][row0][0][0][0],
+			vf_epilogue<WIDE>(sm, acc[0][PH], acc[1][PH], &sm.s[bp][row0][0][0][0],
 #if VF_GATE_SPLIT
 			            &sm.qs[bp][row0][0][0],
 #else
@@ -930,7 +890,59 @@ template <typename T> struct VfConvGWarp : VfWarp<T> {
 	}
 };
 
-template <typename T>
+// vf_steps runs a warp's step loop, unrolled by its accumulator ring (NP steps).
+template <int NP, class W> __device__ __forceinline__ void vf_steps(W& w, int steps) {
+	for (int t = 0; t < steps; t += NP) {
+		w.template step<0>(w, t);
+		if (t + 1 < steps) w.template step<1>(w, t + 1);
+		if (t + 2 < steps) w.template step<2>(w, t + 2);
+		if constexpr (NP == 5) {
+			if (t + 3 < steps) w.template step<3>(w, t + 3);
+			if (t + 4 < steps) w.template step<4>(w, t + 4);
+		}
+	}
+}
+
+// fused_tile: output planes o0..o1-1 of one x-y tile (G) of the slab.
+template <typename T, bool WIDE>
+__device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in, unsigned char* __restrict__ labels,
+                                           const VfGeom& G, int o0, int o1, int classes, int tid, int lane,
+                                           int warp) {
+	const int steps = o1 - o0 + 4;
+	const bool isConv2 = warp < VF_CW;
+	const int cw = isConv2 ? warp : warp - VF_CW, row0 = cw * VF_RPW;
+	const size_t plane = (size_t)G.nx * G.ny;
+	static_assert(VF_XH * VF_XRAW <= 2 * VF_THREADS, "fused kernel: two x values per thread at most");
+	const VfXPair<T> X(in, G, tid);
+#pragma unroll
+	for (int i = 0; i < 4; ++i) X.load(sm, i, tid, G, o0 - 3 + i);
+	__syncthreads();
+	VfConv1Plan cp;
+	if (isConv2) {
+		cp = vf_conv1_plan(sm, G, cw, lane);
+		const int q = o0 - 2;
+		vf_conv1(sm, 0, 0, G.z0 + q >= 0 && G.z0 + q < G.nz, cp, cw, VF_CW, lane);
+	}
+	__syncthreads();
+	// The lane's row of the weights' ldmatrix: matrix j = lane/8 is (n half j/2, k half j%2).
+	const int bj = lane >> 3, bn = (bj >> 1) * 8 + (lane & 7);
+	const int boff = bn * 16 + (((bj & 1) ^ ((bn >> 2) & 1)) * 8);
+
+	const VfWarp<T> base(sm, G, X, boff, o0, o1, steps, tid, lane, row0);
+	if (isConv2) {
+		VfConv2Warp<T> W(base, cp, cw);
+		vf_steps<3>(W, steps);
+	} else {
+		VfConvGWarp<T, WIDE> W(base, classes, labels, plane);
+		vf_steps<5>(W, steps);
+	}
+}
+
+// fused_body: the block's start (weights into shared memory), then its tile: blockIdx.x and .y
+// the x-y tile, blockIdx.z the z chunk. (A grid of one block per SM looping over the tiles, which
+// would convert the weights once per SM, was 9 % slower on the H200: ptxas spilled four times as
+// much across the loop.)
+template <typename T, bool WIDE>
 __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned char* __restrict__ labels,
                                                const float* __restrict__ w, int nx, int ny, int nz, int z0, int nzOut,
                                                int zChunk, float scale, float shift, int classes) {
@@ -941,12 +953,7 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 	__shared__ VfSmem sm;
 #endif
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
 	const int o0 = blockIdx.z * zChunk, o1 = min(o0 + zChunk, nzOut);
-	const int L = o1 - o0, steps = L + 4;
-	const bool isConv2 = warp < VF_CW;
-	const int cw = isConv2 ? warp : warp - VF_CW, row0 = cw * VF_RPW;
-	const size_t plane = (size_t)nx * ny;
 
 	if (warp == 0) vf_params(sm, w, lane);
 	// The convs' weights, four at a time (16-byte loads, all of a thread's issued at once: this
@@ -962,52 +969,19 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 		h.y = (unsigned)vf_half(v.z) | (unsigned)vf_half(v.w) << 16;
 		*reinterpret_cast<uint2*>(&sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)]) = h;
 	}
-	static_assert(VF_XH * VF_XRAW <= 2 * VF_THREADS, "fused kernel: two x values per thread at most");
-	const VfXPair<T> X(in, G, tid);
-#pragma unroll
-	for (int i = 0; i < VF_XAHEAD + 3; ++i) X.load(sm, i, tid, G, o0 - 3 + i);
-	__syncthreads();
-	VfConv1Plan cp;
-	if (isConv2) {
-		cp = vf_conv1_plan(sm, G, cw, lane);
-		const int q = o0 - 2;
-		vf_conv1(sm, 0, 0, G.z0 + q >= 0 && G.z0 + q < nz, cp, cw, VF_CW, lane);
+	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
+	fused_tile<T, WIDE>(sm, in, labels, G, o0, o1, classes, tid, lane, warp);
+}
+
+// The kernels: int16 or float32 input; models of at most 8 classes (one n8 tile of logits: the
+// common case, no code or registers for a second tile) or of up to 16 (_k16).
+#define VF_KERNEL(name, T, WIDE)                                                                                       \
+	extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)                                                        \
+	name(const T* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx, int ny, \
+	     int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {                               \
+		fused_body<T, WIDE>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);                   \
 	}
-	__syncthreads();
-	// The lane's row of the weights' ldmatrix: matrix j = lane/8 is (n half j/2, k half j%2).
-	const int bj = lane >> 3, bn = (bj >> 1) * 8 + (lane & 7);
-	const int boff = bn * 16 + (((bj & 1) ^ ((bn >> 2) & 1)) * 8);
-
-	const VfWarp<T> base(sm, G, X, boff, o0, o1, steps, tid, lane, row0);
-	// VF_DECOUPLE: the conv2 warps' first step ends waiting for empty(-1), the buffers of step -1.
-	if (VF_DECOUPLE && !isConv2) vf_bar_arrive(4 + 2);
-	if (isConv2) {
-		VfConv2Warp<T> W(base, cp, cw);
-		for (int t = 0; t < steps; t += 3) {
-			W.template step<0>(W, t);
-			if (t + 1 < steps) W.template step<1>(W, t + 1);
-			if (t + 2 < steps) W.template step<2>(W, t + 2);
-		}
-	} else {
-		VfConvGWarp<T> W(base, classes, labels, plane);
-		for (int t = 0; t < steps; t += 5) {
-			W.template step<0>(W, t);
-			if (t + 1 < steps) W.template step<1>(W, t + 1);
-			if (t + 2 < steps) W.template step<2>(W, t + 2);
-			if (t + 3 < steps) W.template step<3>(W, t + 3);
-			if (t + 4 < steps) W.template step<4>(W, t + 4);
-		}
-	}
-}
-
-extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
-fused_i16(const short* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
-          int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
-	fused_body<short>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
-}
-
-extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)
-fused_f32(const float* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx,
-          int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {
-	fused_body<float>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);
-}
+VF_KERNEL(fused_i16, short, false)
+VF_KERNEL(fused_f32, float, false)
+VF_KERNEL(fused_i16_k16, short, true)
+VF_KERNEL(fused_f32_k16, float, true)

@@ -9,6 +9,9 @@ const (
 	// (Module.FusedGeometry).
 	FusedRowsSM90 = 16
 	FusedRowsSM80 = 12
+	// FusedNarrowClasses (VF_NARROW_CLASSES): models of at most this many classes run the
+	// fused_* kernels (one n8 tile of logits); more take fused_*_k16.
+	FusedNarrowClasses = 8
 
 	// Float32 offsets in the weight buffer (VF_OFF_*); convs are [tap][co][ci].
 	fusedOffW1      = 0

@@ -23,7 +23,7 @@ func TestFusedConstantsMatchSource(t *testing.T) {
 		defs[m[1]] = v
 	}
 	for name, want := range map[string]int{
-		"VF_TX": FusedTileX, "VF_ROWS_SM90": FusedRowsSM90, "VF_ROWS_SM80": FusedRowsSM80,
+		"VF_TX": FusedTileX, "VF_ROWS_SM90": FusedRowsSM90, "VF_ROWS_SM80": FusedRowsSM80, "VF_NARROW_CLASSES": FusedNarrowClasses,
 		"VF_OFF_W1": fusedOffW1, "VF_OFF_B1": fusedOffB1, "VF_OFF_W2": fusedOffW2, "VF_OFF_B2": fusedOffB2,
 		"VF_OFF_WG": fusedOffWG, "VF_OFF_BG": fusedOffBG, "VF_OFF_GX": fusedOffGateX, "VF_OFF_GXB": fusedOffGateXB,
 		"VF_OFF_GG": fusedOffGateG, "VF_OFF_GGB": fusedOffGateGB, "VF_OFF_PSI": fusedOffPsi, "VF_OFF_PSIB": fusedOffPsiB,

@@ -172,15 +172,23 @@ func (m *Module) GateHead(st cu.Stream, s, g, labels cu.DevicePtr, nx, ny, nzOut
 	return launch(name, m.gateHead, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
 }
 
-// Fused launches fused_i16 (int16 input) or fused_f32: the whole network on the tensor cores
+// Fused launches fused_i16 (int16 input) or fused_f32 (their _k16 builds for models of more than
+// 8 classes): the whole network on the tensor cores
 // for output planes [0, nzOut) of a slab whose first output plane is global z0, labels
 // [nzOut][ny][nx]. in holds planes global z0-3 .. z0+nzOut+2 (planes outside [0, nz) are never
 // read); weights is DeviceWeights.Fused. Each block streams zChunk output planes (FusedZChunk
 // with the module's FusedGeometry().Rows).
 func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.DevicePtr, nx, ny, nz, z0, nzOut, zChunk int32, scale, shift float32, classes int32) error {
+	// Models of more than FusedNarrowClasses classes take the kernels built for a second tile of
+	// logits (_k16).
 	name, fn := "fused_f32", m.fusedF32
-	if int16Input {
+	switch {
+	case int16Input && classes > FusedNarrowClasses:
+		name, fn = "fused_i16_k16", m.fusedI16K16
+	case int16Input:
 		name, fn = "fused_i16", m.fusedI16
+	case classes > FusedNarrowClasses:
+		name, fn = "fused_f32_k16", m.fusedF32K16
 	}
 	if err := checkPtrs(name, in, labels, weights); err != nil {
 		return err

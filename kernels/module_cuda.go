@@ -31,9 +31,9 @@ const MinComputeCapability = 80
 type Module struct {
 	mod cu.Module
 
-	conv1I16, conv1F32, conv2, convg, gateHead cu.Function
-	fusedI16, fusedF32                         cu.Function
-	fused                                      FusedGeometry
+	conv1I16, conv1F32, conv2, convg, gateHead   cu.Function
+	fusedI16, fusedF32, fusedI16K16, fusedF32K16 cu.Function
+	fused                                        FusedGeometry
 }
 
 // FusedGeometry is the launch geometry of the fused kernels a module holds (fused_geometry in
@@ -108,6 +108,7 @@ func LoadModule() (*Module, error) {
 		{"conv1_i16", &m.conv1I16}, {"conv1_f32", &m.conv1F32}, {"conv2", &m.conv2},
 		{"convg", &m.convg}, {"gate_head", &m.gateHead},
 		{"fused_i16", &m.fusedI16}, {"fused_f32", &m.fusedF32},
+		{"fused_i16_k16", &m.fusedI16K16}, {"fused_f32_k16", &m.fusedF32K16},
 	} {
 		if *f.fn, err = mod.Function(f.name); err != nil {
 			mod.Unload()
@@ -118,7 +119,7 @@ func LoadModule() (*Module, error) {
 		mod.Unload()
 		return nil, err
 	}
-	for _, fn := range []cu.Function{m.fusedI16, m.fusedF32} {
+	for _, fn := range []cu.Function{m.fusedI16, m.fusedF32, m.fusedI16K16, m.fusedF32K16} {
 		if err := setSharedMemory(fn, int(m.fused.SharedBytes)); err != nil {
 			mod.Unload()
 			return nil, err
