@@ -47,6 +47,9 @@ type cudaEngine struct {
 	precision string // PrecisionFP16 or PrecisionFP32
 	fused     bool   // precision == PrecisionFP16
 	sms       int32  // multiprocessors, for the fused kernel's z-chunks
+	// testSlabPlan, when its sizes sum to the volume's planes, replaces slabSizes' plan (tests that
+	// compare slab schedules set it).
+	testSlabPlan []int
 
 	reqs chan func() // to the context's thread; nil func stops it
 
@@ -443,6 +446,14 @@ const (
 // slabSizes plans a volume's slabs: Options.Slab planes each for the float32 kernels (their
 // e, s and g buffers grow with the slab), SlabRamp for the fused kernel.
 func (e *cudaEngine) slabSizes(nz, slab int, planeBytes int64) []int {
+	if sum := 0; e.testSlabPlan != nil {
+		for _, n := range e.testSlabPlan {
+			sum += n
+		}
+		if sum == nz {
+			return slices.Clone(e.testSlabPlan)
+		}
+	}
 	largest := 0
 	if e.fused {
 		largest = int(min(fusedLargestSlab, fusedSlotBytes/max(planeBytes, 1)))

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -682,4 +684,68 @@ func firstDiff(a, b []uint8) int {
 		}
 	}
 	return -1
+}
+
+// TestCUDASlabPlans times the fp16 engine on the 512x512x1000 volume under other slab schedules
+// (VOXPIPE_SLAB_PLANS="64,128,...;64,192,...": each list sums to 1000) against the engine's own
+// plan at --slab 64: kernel time (union of the kernels' intervals) and pinned-to-pinned wall,
+// medians of 5 runs after a warm-up, plans interleaved run by run. Masks must not change.
+// Skipped without the variable.
+func TestCUDASlabPlans(t *testing.T) {
+	spec := os.Getenv("VOXPIPE_SLAB_PLANS")
+	if spec == "" {
+		t.Skip("VOXPIPE_SLAB_PLANS not set")
+	}
+	const nx, ny, nz, runs = 512, 512, 1000, 5
+	plans := [][]int{nil} // nil: the engine's own plan
+	for _, p := range strings.Split(spec, ";") {
+		var sizes []int
+		sum := 0
+		for _, f := range strings.Split(p, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				t.Fatalf("bad plan %q", p)
+			}
+			sizes, sum = append(sizes, n), sum+n
+		}
+		if sum != nz {
+			t.Fatalf("plan %q sums to %d, want %d", p, sum, nz)
+		}
+		plans = append(plans, sizes)
+	}
+	eng := newTestCUDAEngine(t, RandomModel(16, 4, 51), PrecisionFP16)
+	defer eng.Close()
+	pvol, pout, free := pinnedCopy(t, eng, smoothVolume(nx, ny, nz, 52))
+	defer free()
+	kern := make([][]time.Duration, len(plans))
+	wall := make([][]time.Duration, len(plans))
+	var first []uint8
+	for r := 0; r < runs+1; r++ {
+		for i, plan := range plans {
+			eng.testSlabPlan = plan
+			start := time.Now()
+			if err := eng.Segment(context.Background(), pvol, pout, Options{Slab: 64}); err != nil {
+				t.Fatal(err)
+			}
+			w := time.Since(start)
+			if first == nil {
+				first = slices.Clone(pout)
+			} else if j := firstDiff(first, pout); j >= 0 {
+				t.Fatalf("plan %v: mask differs at voxel %d", plan, j)
+			}
+			if r > 0 {
+				kern[i], wall[i] = append(kern[i], eng.LastStats().Kernels), append(wall[i], w)
+			}
+		}
+	}
+	eng.testSlabPlan = nil
+	for i, plan := range plans {
+		name := fmt.Sprint(plan)
+		if plan == nil {
+			name = fmt.Sprint(eng.slabSizes(nz, 64, nx*ny*2)) + " (engine)"
+		}
+		table(t, "slab plan "+name, "kernels %.2f ms [%.2f-%.2f], pinned-to-pinned %.2f ms [%.2f-%.2f]",
+			float64(median(kern[i]))/1e6, float64(slices.Min(kern[i]))/1e6, float64(slices.Max(kern[i]))/1e6,
+			float64(median(wall[i]))/1e6, float64(slices.Min(wall[i]))/1e6, float64(slices.Max(wall[i]))/1e6)
+	}
 }
