@@ -226,6 +226,13 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	})
 	startStage(g, len(r.cfg.Engines), toWrite, func(i int) error {
 		eng := r.cfg.Engines[i]
+		// An engine still opening (the CUDA engine's context) finishes while the readers read;
+		// one that cannot open stops the run with its error instead of failing every volume.
+		if o, ok := eng.(segment.BackgroundOpener); ok {
+			if err := o.Ready(); err != nil {
+				return err
+			}
+		}
 		return r.pump(ctx, toSegment, nil, func(w *work) bool { r.segment(ctx, i, eng, w, toWrite); return false })
 	})
 	startStage(g, r.cfg.Writers, nil, func(i int) error {

@@ -557,3 +557,57 @@ func TestRunAllocatesTheFirstMaskWhileReading(t *testing.T) {
 		t.Error("mask differs from the expected labels")
 	}
 }
+
+// openingEngine is a signEngine that finishes opening in the background (segment.BackgroundOpener,
+// like the CUDA engine): Ready blocks until opened is closed, then returns openErr.
+type openingEngine struct {
+	*signEngine
+	opened  chan struct{}
+	openErr error
+	readyAt atomic.Int64 // when Ready returned, in ns since the run's start
+	t0      time.Time
+}
+
+func (e *openingEngine) Ready() error {
+	<-e.opened
+	e.readyAt.Store(int64(time.Since(e.t0)))
+	return e.openErr
+}
+
+// The readers start on the volumes while the engine is still opening (here for 400 ms): a read
+// ends before the engine is ready, and the volumes are done once it is.
+func TestRunReadsWhileTheEngineOpens(t *testing.T) {
+	b := newBatch(t, 2)
+	eng := &openingEngine{signEngine: &signEngine{}, opened: make(chan struct{}), t0: time.Now()}
+	time.AfterFunc(400*time.Millisecond, func() { close(eng.opened) })
+	out := runBatch(t, context.Background(), b, eng, nil)
+	if out.err != nil || out.res.OK != 2 {
+		t.Fatalf("%+v %v", out.res, out.err)
+	}
+	ready := float64(eng.readyAt.Load()) / 1e6 // ms; the run started a little after t0
+	firstRead := math.Inf(1)
+	for _, r := range out.rows {
+		if r.Stage == StageRead {
+			firstRead = min(firstRead, r.StartMS+r.DurationMS)
+		}
+	}
+	if !(firstRead < ready-50) {
+		t.Errorf("first read ended at %.0f ms, the engine was ready at %.0f ms: the readers waited for it", firstRead, ready)
+	}
+}
+
+// An engine that cannot open ends the run with its error (no volume is segmented).
+func TestRunStopsWhenTheEngineCannotOpen(t *testing.T) {
+	b := newBatch(t, 2)
+	fault := errors.New("test engine: no context")
+	eng := &openingEngine{signEngine: &signEngine{}, opened: make(chan struct{}), openErr: fault, t0: time.Now()}
+	close(eng.opened)
+	out := runBatch(t, context.Background(), b, eng, nil)
+	if !errors.Is(out.err, fault) {
+		t.Fatalf("Run: %v, want the open error", out.err)
+	}
+	if out.res.OK != 0 {
+		t.Errorf("%d volumes segmented by an engine that did not open", out.res.OK)
+	}
+	assertNoTemporaries(t, b.out)
+}

@@ -53,10 +53,22 @@ type cudaEngine struct {
 
 	reqs chan func() // to the context's thread; nil func stops it
 
+	// The thread makes the context and runs setup after NewCUDAEngineWith has returned (the
+	// context alone takes 100-130 ms on the H200 machine, time the pipeline spends reading the
+	// first volume): ready is closed when it is done, openErr says why it failed.
+	ready   chan struct{}
+	openErr error
+
 	mu       sync.Mutex
 	closed   bool // Close was called
 	stopped  bool // the thread was told to stop
 	liveHost int  // pinned buffers not yet freed (the context must outlive them)
+
+	// Host buffers from AllocHost whose page-locking is still to do (on the thread, which needs
+	// the context). Its own mutex: functions run on the thread never take mu (call holds mu
+	// while handing a function over).
+	pendMu  sync.Mutex
+	pending []*pinnedBuffer
 
 	// Owned by the thread.
 	ctx      cu.CUContext
@@ -153,8 +165,11 @@ func NewCUDAEngine(m *Model, device int) (Engine, error) {
 }
 
 // NewCUDAEngineWith opens an engine for m on GPU device (0-based): it checks the options and
-// the GPU (compute capability >= 8.0, driver), loads the kernels and uploads the weights. Models
-// of up to kernels.Channels channels and kernels.MaxClasses classes are supported.
+// the GPU (compute capability >= 8.0, driver) and returns; the engine's thread then makes the
+// context, loads the kernels and uploads the weights in the background. Every method waits for
+// that where it needs to, and fails with its error if it failed; Ready (BackgroundOpener) waits
+// for it alone. Models of up to kernels.Channels channels and kernels.MaxClasses classes are
+// supported.
 func NewCUDAEngineWith(m *Model, device int, opt CUDAOptions) (Engine, error) {
 	precision, err := opt.precision()
 	if err != nil {
@@ -178,50 +193,61 @@ func NewCUDAEngineWith(m *Model, device int, opt CUDAOptions) (Engine, error) {
 		return nil, err
 	}
 	e := &cudaEngine{device: device, name: fmt.Sprintf("cuda:%d", device), model: m, reqs: make(chan func()),
-		precision: precision, fused: precision == PrecisionFP16}
-	started := make(chan error)
-	go e.loop(started)
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	if err := e.call(e.setup); err != nil {
-		e.Close()
-		return nil, fmt.Errorf("segment: open %s: %w", e.name, err)
-	}
+		ready: make(chan struct{}), precision: precision, fused: precision == PrecisionFP16}
+	go e.loop()
 	return e, nil
 }
 
-// loop is the thread that owns the context: it makes the device's primary context current and
-// runs requests until a nil one arrives. It never unlocks the OS thread, so the thread ends with
-// the goroutine.
-func (e *cudaEngine) loop(started chan<- error) {
+// loop is the thread that owns the context: it makes the device's primary context current, runs
+// setup, and then runs requests until a nil one arrives (after a failed open only that one
+// comes: call refuses the others). It never unlocks the OS thread, so the thread ends with the
+// goroutine.
+func (e *cudaEngine) loop() {
 	runtime.LockOSThread()
 	dev := cu.Device(e.device)
 	_ = dev.SetPrimaryCtxFlags(cu.SchedBlockingSync) // fails harmlessly when the context is already active
 	ctx, err := dev.RetainPrimaryCtx()
+	retained := err == nil
 	if err == nil {
-		if err = cu.SetCurrentContext(ctx); err != nil {
-			dev.ReleasePrimaryCtx()
+		err = cu.SetCurrentContext(ctx)
+	}
+	if err != nil {
+		err = fmt.Errorf("CUDA context on device %d: %w", e.device, err)
+	} else {
+		e.ctx = ctx
+		if err = e.setup(); err != nil {
+			e.release() // what setup made; its own errors add nothing to err
 		}
 	}
 	if err != nil {
-		started <- fmt.Errorf("segment: CUDA context on device %d: %w", e.device, err)
-		return
+		e.openErr = fmt.Errorf("segment: open %s: %w", e.name, err)
 	}
-	e.ctx = ctx
-	started <- nil
+	close(e.ready)
 	for f := range e.reqs {
 		if f == nil {
 			break
 		}
 		f()
 	}
-	dev.ReleasePrimaryCtx()
+	if retained {
+		dev.ReleasePrimaryCtx()
+	}
 }
 
-// call runs f on the context's thread and waits for it. The mutex is held while handing f over
-// so that no request can follow the stop request.
+// Ready implements BackgroundOpener: it waits until the engine's thread has made the context,
+// loaded the kernels and uploaded the weights, and returns why it could not.
+func (e *cudaEngine) Ready() error {
+	<-e.ready
+	return e.openErr
+}
+
+// call runs f on the context's thread and waits for it (first for the engine to have opened:
+// after a failed open it returns that error). The mutex is held while handing f over so that no
+// request can follow the stop request.
 func (e *cudaEngine) call(f func() error) error {
+	if err := e.Ready(); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	e.mu.Lock()
 	if e.stopped {
@@ -242,8 +268,15 @@ func (e *cudaEngine) stopIfIdle() {
 	}
 }
 
+// testSetupFault, when set (by tests, before opening an engine), makes setup fail with its
+// error after the context is made.
+var testSetupFault error
+
 // setup runs on the thread: kernels, weights, streams, events.
 func (e *cudaEngine) setup() error {
+	if testSetupFault != nil {
+		return testSetupFault
+	}
 	sms, err := cu.Device(e.device).Attribute(cu.MultiprocessorCount)
 	if err != nil {
 		return fmt.Errorf("multiprocessor count: %w", err)
@@ -339,7 +372,10 @@ func (e *cudaEngine) Close() error {
 		return nil
 	}
 	e.mu.Unlock()
-	err := e.call(e.release)
+	var err error
+	if e.Ready() == nil { // a failed open has released what it made
+		err = e.call(e.release)
+	}
 	e.mu.Lock()
 	e.closed = true
 	e.stopIfIdle()
@@ -357,43 +393,67 @@ func (e *cudaEngine) LastStats() GPUStats {
 	return e.last
 }
 
-// pinnedBuffer is page-locked host memory from AllocHost.
+// pinnedBuffer is host memory from AllocHost: mapped and faulted in at once, page-locked on the
+// engine's thread as soon as it can (registerPending).
 type pinnedBuffer struct {
 	e    *cudaEngine
 	p    unsafe.Pointer
 	n    int
 	once sync.Once
+	done bool // freed
+
+	// Set on the engine's thread by registerPending; read there, or after a call.
+	registered bool
+	regErr     error
 }
 
 func (b *pinnedBuffer) Bytes() []byte {
-	if b.p == nil {
+	if b.done {
 		return nil
 	}
 	return unsafe.Slice((*byte)(b.p), b.n)
 }
 
+// Free unregisters the buffer (if it was page-locked: a buffer still waiting for that only
+// leaves the queue) and unmaps it. It returns the page-locking's error if that failed (the
+// engine then copied through pageable memory).
 func (b *pinnedBuffer) Free() error {
 	var err error
 	b.once.Do(func() {
-		p := b.p
-		b.p = nil
-		err = b.e.call(func() error { return pinned.Unregister(p) })
+		b.done = true
+		e := b.e
+		e.pendMu.Lock()
+		i := slices.Index(e.pending, b)
+		if i >= 0 {
+			e.pending = slices.Delete(e.pending, i, i+1)
+		}
+		e.pendMu.Unlock()
+		if i < 0 { // registerPending has taken it: ask the thread, after it
+			err = e.call(func() error {
+				if b.registered {
+					return pinned.Unregister(b.p)
+				}
+				return b.regErr
+			})
+		}
 		// Unmapping needs no context: off the engine's thread, so buffers free in parallel.
-		if e := pinned.Unmap(p, b.n); e != nil && err == nil {
+		if e := pinned.Unmap(b.p, b.n); e != nil && err == nil {
 			err = e
 		}
-		b.e.mu.Lock()
-		b.e.liveHost--
-		b.e.stopIfIdle()
-		b.e.mu.Unlock()
+		e.mu.Lock()
+		e.liveHost--
+		e.stopIfIdle()
+		e.mu.Unlock()
 	})
 	return err
 }
 
 // AllocHost implements HostAllocator: portable page-locked memory (mmap'd, faulted in on all
 // cores, then cuMemHostRegister: 7x faster than cuMemHostAlloc for a volume, docs/perf.md), so
-// any GPU engine of the process copies from it at full speed. The engine's context lives until every
-// buffer is freed, also after Close.
+// any GPU engine of the process copies from it at full speed. It returns once the memory is
+// mapped and faulted in, which needs no context; the page-locking follows on the engine's thread
+// (while the caller fills the buffer), and Segment does any still pending before it copies. The
+// engine's context lives until every buffer is freed, also after Close.
 func (e *cudaEngine) AllocHost(bytes int) (HostBuffer, error) {
 	e.mu.Lock()
 	if e.closed {
@@ -402,11 +462,7 @@ func (e *cudaEngine) AllocHost(bytes int) (HostBuffer, error) {
 	}
 	e.liveHost++
 	e.mu.Unlock()
-	var p unsafe.Pointer
-	err := e.call(func() (err error) {
-		p, err = pinned.AllocRegistered(bytes)
-		return err
-	})
+	p, err := pinned.MapTouched(bytes)
 	if err != nil {
 		e.mu.Lock()
 		e.liveHost--
@@ -414,7 +470,25 @@ func (e *cudaEngine) AllocHost(bytes int) (HostBuffer, error) {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("segment: %s: %w", e.name, err)
 	}
-	return &pinnedBuffer{e: e, p: p, n: bytes}, nil
+	b := &pinnedBuffer{e: e, p: p, n: bytes}
+	e.pendMu.Lock()
+	e.pending = append(e.pending, b)
+	e.pendMu.Unlock()
+	go e.call(func() error { e.registerPending(); return nil }) // nothing to report: see Free
+	return b, nil
+}
+
+// registerPending page-locks the buffers AllocHost has queued (on the thread). A failure leaves
+// that buffer pageable: copies from it still work, slower; Free reports the error.
+func (e *cudaEngine) registerPending() {
+	e.pendMu.Lock()
+	list := e.pending
+	e.pending = nil
+	e.pendMu.Unlock()
+	for _, b := range list {
+		b.regErr = pinned.Register(b.p, b.n)
+		b.registered = b.regErr == nil
+	}
 }
 
 // Segment implements Engine.
@@ -478,6 +552,7 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	if e.broken != nil {
 		return fmt.Errorf("%s unusable after an earlier CUDA error: %w", e.name, e.broken)
 	}
+	e.registerPending() // the caller's buffers may still be queued for page-locking
 	nx, ny, nz := vol.NX, vol.NY, vol.NZ
 	plane := int64(nx) * int64(ny)
 	elem := int64(vol.elemSize())

@@ -53,3 +53,12 @@ type Engine interface {
 	Segment(ctx context.Context, vol *Volume, out []uint8, opt Options) error
 	Close() error
 }
+
+// BackgroundOpener is implemented by engines that finish opening after their constructor has
+// returned (the CUDA engine makes its context, loads its kernels and uploads its weights on its
+// own thread, while the caller goes on reading volumes). Ready waits until the engine is open and
+// returns why it could not open; the other methods wait by themselves, so Ready only lets a
+// caller fail early.
+type BackgroundOpener interface {
+	Ready() error
+}

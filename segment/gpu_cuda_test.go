@@ -749,3 +749,101 @@ func TestCUDASlabPlans(t *testing.T) {
 			float64(median(wall[i]))/1e6, float64(slices.Min(wall[i]))/1e6, float64(slices.Max(wall[i]))/1e6)
 	}
 }
+
+// TestCUDABackgroundOpen: the engine returns before its context exists; buffers allocated and
+// filled meanwhile are page-locked before Segment copies from them; a buffer freed before its
+// page-locking leaves the queue; a failed open reaches Ready, Segment and AllocHost'd buffers
+// cleanly, and Close returns.
+func TestCUDABackgroundOpen(t *testing.T) {
+	m := RandomModel(16, 4, 61)
+	vol := randomVolume(37, 29, 23, 62, true)
+	want := segmentWhole(t, NewCPUEngine(m, 0), vol, 4)
+	eng, err := NewCUDAEngineWith(m, 0, CUDAOptions{Precision: PrecisionFP32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := eng.(*cudaEngine)
+	n := vol.NX * vol.NY * vol.NZ
+	ib, err := e.AllocHost(2 * n) // most likely before the context exists
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := e.AllocHost(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := e.AllocHost(1 << 20) // freed at once: it may still be queued
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Free(); err != nil {
+		t.Errorf("Free of a fresh buffer: %v", err)
+	}
+	in := unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(ib.Bytes()))), n)
+	copy(in, vol.I16)
+	pv := &Volume{NX: vol.NX, NY: vol.NY, NZ: vol.NZ, Norm: vol.Norm, I16: in}
+	out := ob.Bytes()
+	gpuSegment(t, e, pv, out, 5)
+	if err := e.Ready(); err != nil {
+		t.Fatalf("Ready after Segment: %v", err)
+	}
+	if !e.LastStats().Pinned {
+		t.Error("buffers allocated while the engine opened were not page-locked by Segment")
+	}
+	compareWithCPU(t, m, vol, out, want, nil)
+	// Many buffers allocated and freed from several goroutines while the engine works.
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				b, err := e.AllocHost(64 << 10)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b.Bytes()[0] = 1
+				if err := b.Free(); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	gpuSegment(t, e, pv, out, 7)
+	wg.Wait()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []HostBuffer{ib, ob} {
+		if err := b.Free(); err != nil {
+			t.Errorf("Free after Close: %v", err)
+		}
+	}
+
+	// A failed open.
+	fault := errors.New("injected setup fault")
+	testSetupFault = fault
+	eng, err = NewCUDAEngineWith(m, 0, CUDAOptions{})
+	testSetupFault = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = eng.(*cudaEngine)
+	b, err := e.AllocHost(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Ready(); !errors.Is(err, fault) {
+		t.Errorf("Ready: %v, want the injected fault", err)
+	}
+	if err := e.Segment(context.Background(), pv, out, Options{Slab: 4}); !errors.Is(err, fault) {
+		t.Errorf("Segment after a failed open: %v, want the injected fault", err)
+	}
+	if err := b.Free(); err != nil {
+		t.Errorf("Free after a failed open: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Errorf("Close after a failed open: %v", err)
+	}
+}

@@ -11,13 +11,28 @@ import (
 	"unsafe"
 )
 
-// AllocRegistered returns bytes of page-locked host memory made the fast way: anonymous memory
-// from mmap, its pages faulted in by all cores at once, then page-locked with cuMemHostRegister.
-// On the H200 machine (docs/perf.md) 512 MiB takes ~30 ms to fault in on 16 cores and ~22 ms to
-// register, against ~390 ms for one cuMemHostAlloc (which faults and zeroes on one thread): the
-// difference is what a single-volume run used to pay before its first read. A CUDA context must
-// be current on the calling OS thread. Free it with FreeRegistered.
+// AllocRegistered returns bytes of page-locked host memory made the fast way: MapTouched, then
+// page-locked with cuMemHostRegister. On the H200 machine (docs/perf.md) 512 MiB takes ~10 ms
+// to fault in on 16 cores and ~12 ms to register (with transparent huge pages), against ~390 ms
+// for one cuMemHostAlloc (which faults and zeroes on one thread). A CUDA context must be current
+// on the calling OS thread. Free it with FreeRegistered.
 func AllocRegistered(bytes int) (unsafe.Pointer, error) {
+	p, err := MapTouched(bytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := Register(p, bytes); err != nil {
+		_ = Unmap(p, bytes)
+		return nil, err
+	}
+	return p, nil
+}
+
+// MapTouched returns bytes of anonymous memory from mmap, its pages faulted in by all cores at
+// once (cuMemHostRegister on untouched memory faults them in on one thread), ready to Register.
+// It needs no CUDA context, so it can run while a context is being made. Release it with Unmap
+// (after Unregister, if registered).
+func MapTouched(bytes int) (unsafe.Pointer, error) {
 	if bytes <= 0 {
 		return nil, fmt.Errorf("pinned: allocation of %d bytes", bytes)
 	}
@@ -32,12 +47,7 @@ func AllocRegistered(bytes int) (unsafe.Pointer, error) {
 		_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE)
 	}
 	touchPages(b)
-	p := unsafe.Pointer(&b[0])
-	if err := Register(p, bytes); err != nil {
-		_ = syscall.Munmap(b)
-		return nil, err
-	}
-	return p, nil
+	return unsafe.Pointer(&b[0]), nil
 }
 
 // FreeRegistered releases memory from AllocRegistered: Unregister (a CUDA context must be current
