@@ -437,8 +437,8 @@ func (b *pinnedBuffer) Free() error {
 			})
 		}
 		// Unmapping needs no context: off the engine's thread, so buffers free in parallel.
-		if e := pinned.Unmap(b.p, b.n); e != nil && err == nil {
-			err = e
+		if uerr := pinned.Unmap(b.p, b.n); uerr != nil && err == nil {
+			err = uerr
 		}
 		e.mu.Lock()
 		e.liveHost--
@@ -479,7 +479,9 @@ func (e *cudaEngine) AllocHost(bytes int) (HostBuffer, error) {
 }
 
 // registerPending page-locks the buffers AllocHost has queued (on the thread). A failure leaves
-// that buffer pageable: copies from it still work, slower; Free reports the error.
+// that buffer pageable: copies from it still work, slower; Free reports the error. (With several
+// GPUs the pipeline allocates through the first engine; another engine that segments a volume
+// before the first has page-locked its buffer copies it as pageable memory, correct but slower.)
 func (e *cudaEngine) registerPending() {
 	e.pendMu.Lock()
 	list := e.pending
