@@ -823,10 +823,10 @@ func TestCUDABackgroundOpen(t *testing.T) {
 
 	// A failed open.
 	fault := errors.New("injected setup fault")
-	testSetupFault = fault
+	testSetupFault = fault // read by the engine's thread: reset only once it has opened
 	eng, err = NewCUDAEngineWith(m, 0, CUDAOptions{})
-	testSetupFault = nil
 	if err != nil {
+		testSetupFault = nil
 		t.Fatal(err)
 	}
 	e = eng.(*cudaEngine)
@@ -834,8 +834,10 @@ func TestCUDABackgroundOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Ready(); !errors.Is(err, fault) {
-		t.Errorf("Ready: %v, want the injected fault", err)
+	err = e.Ready()
+	testSetupFault = nil
+	if !errors.Is(err, fault) {
+		t.Fatalf("Ready: %v, want the injected fault", err)
 	}
 	if err := e.Segment(context.Background(), pv, out, Options{Slab: 4}); !errors.Is(err, fault) {
 		t.Errorf("Segment after a failed open: %v, want the injected fault", err)
