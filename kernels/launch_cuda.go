@@ -173,14 +173,11 @@ func (m *Module) GateHead(st cu.Stream, s, g, labels cu.DevicePtr, nx, ny, nzOut
 }
 
 // Fused launches fused_i16 (int16 input) or fused_f32 (their _k16 builds for models of more than
-// 8 classes): the whole network on the tensor cores
-// for output planes [0, nzOut) of a slab whose first output plane is global z0, labels
-// [nzOut][ny][nx]. in holds planes global z0-3 .. z0+nzOut+2 (planes outside [0, nz) are never
-// read); weights is DeviceWeights.Fused. Each block streams zChunk output planes (FusedZChunk
-// with the module's FusedGeometry().Rows).
+// 8 classes): the whole network on the tensor cores for output planes [0, nzOut) of a slab
+// whose first output plane is global z0, labels [nzOut][ny][nx]. in holds planes global
+// z0-3 .. z0+nzOut+2 (planes outside [0, nz) are never read); weights is DeviceWeights.Fused.
+// Each block streams zChunk output planes (FusedZChunk with the module's FusedGeometry().Rows).
 func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.DevicePtr, nx, ny, nz, z0, nzOut, zChunk int32, scale, shift float32, classes int32) error {
-	// Models of more than FusedNarrowClasses classes take the kernels built for a second tile of
-	// logits (_k16).
 	name, fn := "fused_f32", m.fusedF32
 	switch {
 	case int16Input && classes > FusedNarrowClasses:
