@@ -813,7 +813,7 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 		VfSmem& sm = this->sm;
 		const VfGeom& G = this->G;
 		const int lane = this->lane;
-		// This step's buffer and the next one's (t % 3 == PH: the loop is unrolled by 3).
+		// This step's e/s/qs buffer and the next step's.
 		const int b = t & 1, bn = (t + 1) & 1;
 		if (t + 1 < this->steps) {
 			const int q = p + 1;

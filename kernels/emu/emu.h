@@ -110,7 +110,6 @@ inline void* schedSP;
 inline EmuFiber* cur;
 inline std::function<void()> body;
 inline EmuBarrier block;
-inline EmuBarrier named[16]; // barrier.sync / barrier.arrive with an id and a thread count
 inline std::vector<EmuWarp> warps;
 inline unsigned long long progress; // barrier arrivals and fiber ends: a pass without any is a deadlock
 constexpr size_t stackBytes = 256 << 10;
@@ -126,16 +125,6 @@ inline void wait(EmuBarrier& b) {
 		return;
 	}
 	while (b.gen == g) yield();
-}
-
-// arrive: wait's arrival without the wait (barrier.arrive); the generation's thread count comes
-// with the arrivals, as on the GPU.
-inline void arrive(EmuBarrier& b) {
-	++progress;
-	if (++b.count == b.expected) {
-		b.count = 0;
-		++b.gen;
-	}
 }
 
 inline EmuWarp& warp() { return warps[cur->linear / 32]; }
@@ -168,16 +157,6 @@ inline void start(EmuFiber& f) {
 } // namespace emu
 
 inline void __syncthreads() { emu::wait(emu::block); }
-// barrier.sync id, n and barrier.arrive id, n (id 0 is __syncthreads' barrier on the GPU; the
-// emulator keeps them apart, so a kernel must not mix the two on id 0).
-inline void emu_bar_sync(unsigned id, int n) {
-	emu::named[id].expected = n;
-	emu::wait(emu::named[id]);
-}
-inline void emu_bar_arrive(unsigned id, int n) {
-	emu::named[id].expected = n;
-	emu::arrive(emu::named[id]);
-}
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
@@ -287,7 +266,6 @@ template <class F, class... A> void emu_launch(F kernel, dim3 grid, dim3 block, 
 			for (unsigned bx = 0; bx < grid.x; ++bx) {
 				blockIdx = {bx, by, bz};
 				emu::block = EmuBarrier{0, int(nthreads), 0};
-				for (auto& b : emu::named) b = EmuBarrier{};
 				for (unsigned t = 0; t < nthreads; ++t) {
 					EmuFiber& f = fibers[t];
 					f.tid = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
@@ -295,8 +273,8 @@ template <class F, class... A> void emu_launch(F kernel, dim3 grid, dim3 block, 
 					emu::start(f);
 				}
 				// EMU_SCHED_SEED=n: every pass visits the fibers in a new random order (seeded),
-				// so that warps that may run ahead of each other (named barriers) do so in
-				// many orders; unset: in thread order.
+				// so that the warps' work between barriers interleaves in many orders; unset: in
+				// thread order.
 				static const char* seedEnv = std::getenv("EMU_SCHED_SEED");
 				static std::mt19937 rng(seedEnv ? unsigned(std::strtoul(seedEnv, nullptr, 10)) : 0u);
 				std::vector<unsigned> order(nthreads);

@@ -137,8 +137,9 @@ std::vector<unsigned char> runFused(const std::vector<float>& wts, const std::ve
 		std::fill(lab.begin(), lab.end(), 0xEE);
 		const int chunk = std::min(zChunk, nzOut);
 		const dim3 grid((nx + VF_TX - 1) / VF_TX, (ny + VF_ROWS - 1) / VF_ROWS, (nzOut + chunk - 1) / chunk);
-		auto k = std::is_same<T, short>::value ? (K > 8 ? (void*)&fused_i16_k16 : (void*)&fused_i16)
-		                                       : (K > 8 ? (void*)&fused_f32_k16 : (void*)&fused_f32);
+		const bool wide = K > VF_NARROW_CLASSES;
+		auto k = std::is_same<T, short>::value ? (wide ? (void*)&fused_i16_k16 : (void*)&fused_i16)
+		                                       : (wide ? (void*)&fused_f32_k16 : (void*)&fused_f32);
 		emu_launch((void (*)(const T*, unsigned char*, const float*, int, int, int, int, int, int, float, float, int))k, grid, dim3(VF_THREADS),
 		           (const T*)in.data(), lab.data(), wts.data(), nx, ny, nz, z0, nzOut, chunk, scale, shift, K);
 		for (size_t i = size_t(nzOut) * plane; i < lab.size(); ++i) CHECK(lab[i] == 0xEE, "fused: label written past the slab at %zu", i);
