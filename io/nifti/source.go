@@ -149,13 +149,16 @@ func (s *source) Close() error {
 	return s.f.Close()
 }
 
-// classifyStreamErr maps decoder errors onto the package sentinels, keeping the original.
+// classifyStreamErr maps decoder errors onto the package sentinels, keeping the original. The
+// inflater reports some damaged streams as flate.InternalError (a code-length symbol out of
+// range: "unexpected length code"); when decoding, that comes from the input, so it is corruption.
 func classifyStreamErr(err error, what string) error {
 	var corrupt flate.CorruptInputError
+	var internal flate.InternalError
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w: file ends inside the %s", ErrTruncated, what)
-	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader), errors.As(err, &corrupt):
+	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader), errors.As(err, &corrupt), errors.As(err, &internal):
 		return fmt.Errorf("%w: damaged gzip stream in the %s: %w", ErrCorrupt, what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
