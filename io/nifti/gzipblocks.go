@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/klauspost/compress/flate"
+
+	"voxpipe/io/internal/crc32x"
 )
 
 // gzipBlockSize is the input of one deflate block of blockGzip.
@@ -26,7 +28,7 @@ var errGzipClosed = errors.New("gzip writer closed")
 // klauspost/compress/flate and ended byte-aligned by a sync flush (Flush), the last one by
 // Close (final bit). Concatenated in order, they form one deflate stream any inflater reads.
 // Each block's CRC-32 is computed by its worker; a sequencer goroutine writes the blocks in
-// order and folds their CRCs together (crc32Combine, with the operator for a whole block
+// order and folds their CRCs together (crc32x.Combine, with the operator for a whole block
 // computed once), so for writes of at least a block no pass over the data runs on the caller
 // or any other single goroutine. Independent 1 MiB blocks compress about as well as pgzip's,
 // which primed each block with the previous one's last 16 KiB (level 1: 0.9 % smaller on
@@ -74,7 +76,7 @@ type blockGzip struct {
 	crc  uint32
 	size uint32 // ISIZE: the input's length mod 2^32
 
-	blockOp *gf2Matrix      // crc32ZerosOp(blockSize), computed once
+	blockOp *crc32x.Matrix  // crc32x.ZerosOp(blockSize), computed once
 	flates  []*flate.Writer // one per worker, reused across blocks and files
 	freeIn  chan []byte     // block-sized input buffers
 	freeJob chan *gzJob     // jobs, with their output buffers
@@ -293,13 +295,13 @@ func (z *blockGzip) emit(j *gzJob) {
 
 func (z *blockGzip) combine(crc1, crc2 uint32, len2 int) uint32 {
 	if len2 != z.blockSize {
-		return crc32Combine(crc1, crc2, int64(len2))
+		return crc32x.Combine(crc1, crc2, int64(len2))
 	}
 	if z.blockOp == nil {
-		op := crc32ZerosOp(int64(z.blockSize))
+		op := crc32x.ZerosOp(int64(z.blockSize))
 		z.blockOp = &op
 	}
-	return z.blockOp.times(crc1) ^ crc2
+	return z.blockOp.Times(crc1) ^ crc2
 }
 
 // Close compresses what is left as the final block, waits for every block to be written, stops

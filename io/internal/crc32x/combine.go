@@ -1,4 +1,6 @@
-package nifti
+// Package crc32x combines CRC-32 (IEEE) checksums of the pieces of a message computed apart
+// (in parallel), as zlib's crc32_combine does.
+package crc32x
 
 import "hash/crc32"
 
@@ -8,11 +10,11 @@ import "hash/crc32"
 // zero bytes, is built by repeated squaring of the one-bit operator. The pre- and
 // post-conditioning of CRC-32 (the inverted register) cancel out in that identity.
 
-// gf2Matrix is a linear map on 32-bit vectors over GF(2): m[i] is the image of bit i.
-type gf2Matrix [32]uint32
+// Matrix is a linear map on 32-bit vectors over GF(2): m[i] is the image of bit i.
+type Matrix [32]uint32
 
-// times applies m to vec.
-func (m *gf2Matrix) times(vec uint32) uint32 {
+// Times applies m to vec.
+func (m *Matrix) Times(vec uint32) uint32 {
 	var sum uint32
 	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
 		if vec&1 != 0 {
@@ -23,17 +25,17 @@ func (m *gf2Matrix) times(vec uint32) uint32 {
 }
 
 // after returns the map "op, then m".
-func (m *gf2Matrix) after(op *gf2Matrix) gf2Matrix {
-	var r gf2Matrix
+func (m *Matrix) after(op *Matrix) Matrix {
+	var r Matrix
 	for i := range op {
-		r[i] = m.times(op[i])
+		r[i] = m.Times(op[i])
 	}
 	return r
 }
 
-// crc32ZerosOp returns the operator that advances a CRC-32 (IEEE) register over n zero bytes.
-func crc32ZerosOp(n int64) gf2Matrix {
-	var odd, even, op gf2Matrix
+// ZerosOp returns the operator that advances a CRC-32 (IEEE) register over n zero bytes.
+func ZerosOp(n int64) Matrix {
+	var odd, even, op Matrix
 	odd[0] = crc32.IEEE // one zero bit: shift right, fold the polynomial in for bit 0
 	for i := 1; i < 32; i++ {
 		odd[i] = 1 << (i - 1)
@@ -60,12 +62,12 @@ func crc32ZerosOp(n int64) gf2Matrix {
 	return op
 }
 
-// crc32Combine returns the CRC-32 (IEEE) of A||B given crc1 = CRC(A), crc2 = CRC(B) and
+// Combine returns the CRC-32 (IEEE) of A||B given crc1 = CRC(A), crc2 = CRC(B) and
 // len2 = len(B).
-func crc32Combine(crc1, crc2 uint32, len2 int64) uint32 {
+func Combine(crc1, crc2 uint32, len2 int64) uint32 {
 	if len2 <= 0 {
 		return crc1 // crc2 is then the CRC of nothing, 0
 	}
-	op := crc32ZerosOp(len2)
-	return op.times(crc1) ^ crc2
+	op := ZerosOp(len2)
+	return op.Times(crc1) ^ crc2
 }

@@ -1,0 +1,504 @@
+package inflate
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+)
+
+// The deflate decoder (RFC 1951) of this package. It writes uint16 symbols rather than bytes:
+// values 0-255 are bytes, and value windowMarker+i stands for byte i of the 32 KiB that came
+// before the decoder's start, which a decoder started in the middle of a stream does not know.
+// The output slice starts with those 32768 markers, so a back-reference reaching before the
+// start copies markers like any other value, and resolve later replaces them with the bytes of
+// the preceding output once it is known.
+
+const (
+	windowSize   = 1 << 15
+	windowMarker = 256
+	maxMatch     = 258
+)
+
+// bitReader reads deflate's LSB-first bit stream from a byte slice.
+type bitReader struct {
+	data []byte
+	pos  int    // next byte to load into bits
+	bits uint64 // unread bits, the next one in bit 0
+	n    uint   // how many of them are valid
+}
+
+func newBitReader(data []byte, bit int64) *bitReader {
+	br := &bitReader{data: data, pos: int(bit >> 3)}
+	br.refill()
+	br.consume(uint(bit & 7))
+	return br
+}
+
+// bitPos is the position of the next unread bit in data.
+func (br *bitReader) bitPos() int64 { return int64(br.pos)*8 - int64(br.n) }
+
+// refill tops bits up to at least 56 valid bits while data lasts; past the end it feeds zeros
+// and counts them as overrun, so a stream that ends early decodes garbage and is caught by
+// overran.
+func (br *bitReader) refill() {
+	if br.pos+8 <= len(br.data) {
+		br.bits |= binary.LittleEndian.Uint64(br.data[br.pos:]) << (br.n & 63)
+		br.pos += int((63 - br.n) >> 3)
+		br.n |= 56
+		return
+	}
+	for br.n <= 56 {
+		var b byte
+		if br.pos < len(br.data) {
+			b = br.data[br.pos]
+		}
+		br.pos++ // may go past the end: bitPos then counts the zeros fed
+		br.bits |= uint64(b) << (br.n & 63)
+		br.n += 8
+	}
+}
+
+func (br *bitReader) overran() bool { return br.bitPos() > int64(len(br.data))*8 }
+
+// peek and consume take n < 64; the masks tell the compiler so, which saves the code Go
+// otherwise adds for shifts of 64 and more.
+func (br *bitReader) peek(n uint) uint64 { return br.bits & (1<<(n&63) - 1) }
+
+func (br *bitReader) consume(n uint) {
+	br.bits >>= n & 63
+	br.n -= n
+}
+
+// read returns the next n (<= 32) bits, refilling first.
+func (br *bitReader) read(n uint) uint64 {
+	if br.n < n {
+		br.refill()
+	}
+	v := br.peek(n)
+	br.consume(n)
+	return v
+}
+
+// Huffman tables: a primary table indexed by the next primaryBits bits, whose entries are a
+// symbol and its code length, or a link to a subtable for longer codes.
+const (
+	primaryBits = 10
+	entryLink   = 1 << 15 // the entry links to sub[value:] indexed by the next (entry & 0xff) bits
+	maxCodeLen  = 15
+)
+
+type huffman struct {
+	primary [1 << primaryBits]uint32 // value<<16 | flags | length; length 0: no such code
+	sub     []uint32
+	// linked[slot] == gen: the slot's subtable belongs to this build (entries are not cleared
+	// between builds).
+	linked [1 << primaryBits]uint32
+	gen    uint32
+}
+
+// errBadCode: code lengths that do not form a prefix code deflate allows.
+var errBadCode = fmt.Errorf("%w: invalid Huffman code lengths", ErrCorrupt)
+
+// build makes the decoding table of the canonical code with these lengths (0: unused). Like
+// zlib, it accepts only complete codes, and the single code of length 1 (a distance code
+// with one symbol, or none).
+func (h *huffman) build(lengths []uint8) error {
+	var count [maxCodeLen + 1]int
+	maxLen := 0
+	for _, l := range lengths {
+		count[l]++
+		if int(l) > maxLen {
+			maxLen = int(l)
+		}
+	}
+	count[0] = 0
+	left := 1
+	for l := 1; l <= maxCodeLen; l++ {
+		left = left<<1 - count[l]
+		if left < 0 {
+			return errBadCode // over-subscribed
+		}
+	}
+	complete := left == 0
+	if !complete && !(maxLen == 1 && count[1] == 1) && maxLen != 0 {
+		return errBadCode // incomplete
+	}
+	// A complete code fills every entry of the primary table and of each subtable, so only an
+	// incomplete one needs them cleared (and it has no long codes).
+	if !complete {
+		clear(h.primary[:])
+	}
+	h.sub = h.sub[:0]
+	if maxLen == 0 {
+		return nil
+	}
+	if h.gen++; h.gen == 0 {
+		clear(h.linked[:])
+		h.gen = 1
+	}
+	var next [maxCodeLen + 2]int
+	for l := 1; l <= maxCodeLen; l++ {
+		next[l+1] = (next[l] + count[l]) << 1
+	}
+	// Subtables: one per primary slot that long codes share, sized for the longest of them.
+	// Codes are assigned in canonical order, so the long codes of one slot need at most
+	// 2^(maxLen-primaryBits) entries.
+	subBits := max(maxLen-primaryBits, 0)
+	for sym, l := range lengths {
+		if l == 0 {
+			continue
+		}
+		code := next[l]
+		next[l]++
+		rev := int(bits.Reverse16(uint16(code)) >> (16 - l))
+		if int(l) <= primaryBits {
+			e := uint32(sym)<<16 | uint32(l)
+			for i := rev; i < len(h.primary); i += 1 << l {
+				h.primary[i] = e
+			}
+			continue
+		}
+		slot := rev & (1<<primaryBits - 1)
+		link := h.primary[slot]
+		if h.linked[slot] != h.gen {
+			h.linked[slot] = h.gen
+			link = uint32(len(h.sub))<<16 | entryLink | uint32(subBits)
+			h.primary[slot] = link
+			n := len(h.sub) + 1<<subBits
+			if n > cap(h.sub) {
+				h.sub = append(h.sub[:cap(h.sub)], make([]uint32, n-cap(h.sub))...)
+			}
+			h.sub = h.sub[:n]
+		}
+		base := int(link >> 16)
+		e := uint32(sym)<<16 | uint32(int(l)-primaryBits)
+		for i := rev >> primaryBits; i < 1<<subBits; i += 1 << (int(l) - primaryBits) {
+			h.sub[base+i] = e
+		}
+	}
+	return nil
+}
+
+// decodeSym reads one symbol; br must hold at least maxCodeLen bits.
+func (h *huffman) decodeSym(br *bitReader) (int, error) {
+	e := h.primary[br.bits&(1<<primaryBits-1)]
+	if e&entryLink != 0 {
+		br.consume(primaryBits)
+		e = h.sub[int(e>>16)+int(br.bits&(1<<(e&0xff)-1))]
+	}
+	l := uint(e & 0xff)
+	if l == 0 {
+		return 0, fmt.Errorf("%w: invalid Huffman code", ErrCorrupt)
+	}
+	br.consume(l)
+	return int(e >> 16), nil
+}
+
+var (
+	lengthBase  [29]uint16
+	lengthExtra [29]uint8
+	distBase    [30]uint32
+	distExtra   [30]uint8
+	fixedLit    huffman
+	fixedDist   huffman
+)
+
+// clOrder is the order of the code length code's lengths in a dynamic block header.
+var clOrder = [19]uint8{16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15}
+
+func init() {
+	base := 3
+	for i := range lengthBase {
+		e := 0
+		if i >= 8 && i < 28 {
+			e = i/4 - 1
+		}
+		lengthBase[i], lengthExtra[i] = uint16(base), uint8(e)
+		base += 1 << e
+	}
+	lengthBase[28], lengthExtra[28] = 258, 0
+	dbase := 1
+	for i := range distBase {
+		e := 0
+		if i >= 4 {
+			e = i/2 - 1
+		}
+		distBase[i], distExtra[i] = uint32(dbase), uint8(e)
+		dbase += 1 << e
+	}
+	var lit [288]uint8
+	for i := range lit {
+		switch {
+		case i < 144:
+			lit[i] = 8
+		case i < 256:
+			lit[i] = 9
+		case i < 280:
+			lit[i] = 7
+		default:
+			lit[i] = 8
+		}
+	}
+	var dist [32]uint8 // 30 and 31 complete the code; decoding them is an error
+	for i := range dist {
+		dist[i] = 5
+	}
+	if fixedLit.build(lit[:]) != nil || fixedDist.build(dist[:]) != nil {
+		panic("inflate: fixed Huffman tables")
+	}
+}
+
+// header reads a dynamic block's code lengths (after BFINAL and BTYPE) and builds its tables
+// into lit and dist. The block finder calls it on candidate positions: it checks everything
+// RFC 1951 and zlib require of the header.
+func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint8) error {
+	if br.n < 14 {
+		br.refill()
+	}
+	nlit := int(br.peek(5)) + 257
+	ndist := int(br.peek(10)>>5) + 1
+	nclen := int(br.peek(14)>>10) + 4
+	br.consume(14)
+	if nlit > 286 || ndist > 30 {
+		return fmt.Errorf("%w: dynamic block with %d literal/length and %d distance codes", ErrCorrupt, nlit, ndist)
+	}
+	var cll [19]uint8
+	kraft := 0 // in units of 2^-7: a complete code sums to 128
+	for i := 0; i < nclen; i++ {
+		l := uint8(br.read(3))
+		cll[clOrder[i]] = l
+		if l != 0 {
+			kraft += 128 >> l
+		}
+	}
+	if kraft != 128 { // cheap: the block finder rejects most candidates here
+		return errBadCode
+	}
+	if err := cl.build(cll[:]); err != nil {
+		return err
+	}
+	n := nlit + ndist
+	for i := 0; i < n; {
+		if br.n < 16 {
+			br.refill()
+		}
+		sym, err := cl.decodeSym(br)
+		if err != nil {
+			return err
+		}
+		if sym < 16 {
+			lengths[i] = uint8(sym)
+			i++
+			continue
+		}
+		var rep int
+		var val uint8
+		switch sym {
+		case 16:
+			if i == 0 {
+				return fmt.Errorf("%w: repeat of no previous code length", ErrCorrupt)
+			}
+			rep, val = 3+int(br.read(2)), lengths[i-1]
+		case 17:
+			rep = 3 + int(br.read(3))
+		default:
+			rep = 11 + int(br.read(7))
+		}
+		if i+rep > n {
+			return fmt.Errorf("%w: code lengths overrun the header", ErrCorrupt)
+		}
+		for ; rep > 0; rep-- {
+			lengths[i] = val
+			i++
+		}
+	}
+	if lengths[256] == 0 {
+		return fmt.Errorf("%w: no end-of-block code", ErrCorrupt)
+	}
+	if err := lit.build(lengths[:nlit]); err != nil {
+		return err
+	}
+	return dist.build(lengths[nlit:n])
+}
+
+// errPastLimit: a block ran past the decoder's limit (the end of the data, give or take the
+// zeros fed past it, or a speculative decoder's bound).
+var errPastLimit = fmt.Errorf("%w: deflate block runs past the end of the data", ErrCorrupt)
+
+// decoder inflates a run of blocks into out (uint16 symbols after the 32 KiB marker window).
+type decoder struct {
+	br            *bitReader
+	out           []uint16
+	limit         int64 // bit position past which a block is given up as not deflate
+	lit, dist, cl huffman
+	lengths       [320]uint8
+}
+
+// newDecoder starts decoding at bit of data, into out (reused; its contents are replaced).
+func newDecoder(data []byte, bit int64, out []uint16) *decoder {
+	d := &decoder{br: newBitReader(data, bit), limit: int64(len(data))*8 + 64}
+	d.reset(out)
+	return d
+}
+
+func (d *decoder) reset(out []uint16) {
+	out = out[:0]
+	if cap(out) < windowSize+1<<16 {
+		out = make([]uint16, 0, windowSize+1<<20)
+	}
+	out = out[:windowSize]
+	for i := range out {
+		out[i] = uint16(windowMarker + i)
+	}
+	d.out = out
+}
+
+// run decodes whole blocks until it has finished one that ends at or after bit stop, or the
+// final block. It returns whether the last block decoded was the final one.
+func (d *decoder) run(stop int64) (final bool, err error) {
+	for {
+		final, err = d.block()
+		if err != nil {
+			return false, err
+		}
+		if d.br.overran() {
+			return false, fmt.Errorf("%w: deflate stream truncated", ErrCorrupt)
+		}
+		if final || d.br.bitPos() >= stop {
+			return final, nil
+		}
+	}
+}
+
+// block decodes one block.
+func (d *decoder) block() (final bool, err error) {
+	br := d.br
+	hdr := br.read(3)
+	final = hdr&1 != 0
+	switch hdr >> 1 {
+	case 0:
+		return final, d.stored()
+	case 1:
+		return final, d.codes(&fixedLit, &fixedDist)
+	case 2:
+		if err := readDynamicHeader(br, &d.lit, &d.dist, &d.cl, &d.lengths); err != nil {
+			return false, err
+		}
+		return final, d.codes(&d.lit, &d.dist)
+	default:
+		return false, fmt.Errorf("%w: reserved block type 3", ErrCorrupt)
+	}
+}
+
+func (d *decoder) stored() error {
+	br := d.br
+	br.consume(br.n & 7) // to the byte boundary
+	v := br.read(32)
+	n := int(v & 0xffff)
+	if n != int(^v>>16&0xffff) {
+		return fmt.Errorf("%w: stored block length check failed", ErrCorrupt)
+	}
+	// Drain whole bytes still buffered, then copy the rest straight from data.
+	for n > 0 && br.n >= 8 {
+		d.out = append(d.out, uint16(br.bits&0xff))
+		br.consume(8)
+		n--
+	}
+	if n == 0 {
+		return nil
+	}
+	// br.n == 0 here: the buffer is empty and pos is the next byte.
+	if br.pos+n > len(br.data) {
+		return fmt.Errorf("%w: stored block truncated", ErrCorrupt)
+	}
+	for _, b := range br.data[br.pos : br.pos+n] {
+		d.out = append(d.out, uint16(b))
+	}
+	br.pos += n
+	br.bits, br.n = 0, 0
+	return nil
+}
+
+// codes decodes the symbols of a Huffman-coded block until its end-of-block code.
+func (d *decoder) codes(lit, dist *huffman) error {
+	br := d.br
+	out := d.out
+	o := len(out)
+	out = out[:cap(out)]
+	defer func() { d.out = out[:o] }()
+	for {
+		if o+maxMatch+8 > len(out) {
+			grown := make([]uint16, len(out)*2)
+			copy(grown, out[:o])
+			out = grown
+		}
+		if br.n < 48 { // longest length/distance pair: 15+5+15+13 bits
+			br.refill()
+			if br.bitPos() > d.limit {
+				return errPastLimit
+			}
+		}
+		e := lit.primary[br.bits&(1<<primaryBits-1)]
+		if e&entryLink != 0 {
+			br.consume(primaryBits)
+			e = lit.sub[int(e>>16)+int(br.bits&(1<<(e&0xff)-1))]
+		}
+		l := uint(e & 0xff)
+		if l == 0 {
+			return fmt.Errorf("%w: invalid literal/length code", ErrCorrupt)
+		}
+		br.consume(l)
+		sym := int(e >> 16)
+		if sym < 256 {
+			out[o] = uint16(sym)
+			o++
+			continue
+		}
+		if sym == 256 {
+			return nil
+		}
+		sym -= 257
+		if sym >= 29 {
+			return fmt.Errorf("%w: invalid length symbol %d", ErrCorrupt, sym+257)
+		}
+		x := uint(lengthExtra[sym])
+		length := int(lengthBase[sym]) + int(br.peek(x))
+		br.consume(x)
+		e = dist.primary[br.bits&(1<<primaryBits-1)]
+		if e&entryLink != 0 {
+			br.consume(primaryBits)
+			e = dist.sub[int(e>>16)+int(br.bits&(1<<(e&0xff)-1))]
+		}
+		l = uint(e & 0xff)
+		if l == 0 {
+			return fmt.Errorf("%w: invalid distance code", ErrCorrupt)
+		}
+		br.consume(l)
+		ds := int(e >> 16)
+		if ds >= 30 {
+			return fmt.Errorf("%w: invalid distance symbol %d", ErrCorrupt, ds)
+		}
+		x = uint(distExtra[ds])
+		distance := int(distBase[ds]) + int(br.peek(x))
+		br.consume(x)
+		if distance > o {
+			return fmt.Errorf("%w: distance %d reaches before the window", ErrCorrupt, distance)
+		}
+		src := o - distance
+		switch {
+		case distance >= 8 && length <= 32:
+			// Eight at a time, maybe past o+length (the slack is there, and is overwritten
+			// later); with distance >= 8 every group reads only values already final.
+			for i := 0; i < length; i += 8 {
+				*(*[8]uint16)(out[o+i:]) = *(*[8]uint16)(out[src+i:])
+			}
+		case distance >= length:
+			copy(out[o:o+length], out[src:src+length])
+		default:
+			for i := range length {
+				out[o+i] = out[src+i]
+			}
+		}
+		o += length
+	}
+}

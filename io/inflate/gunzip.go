@@ -1,0 +1,380 @@
+// Package inflate decompresses a whole gzip file on several cores.
+//
+// A deflate stream cannot be cut at byte offsets: its blocks start at arbitrary bit positions
+// and refer back up to 32 KiB into the output before them. Gunzip follows the approach of
+// rapidgzip (Knespel and Brunst, 2023): the compressed data is cut into chunks; for each chunk a
+// worker finds the first position that looks like the header of a dynamic-Huffman block and
+// decodes from there without knowing the 32 KiB before it, writing stand-ins (markers) for the
+// bytes it refers to; the chunks are then stitched in order. A chunk is used only if the
+// decoding of the data before it ends exactly where it starts, which makes its decoding the true
+// one; otherwise (a false positive, a chunk with no dynamic block) the stream is decoded on in
+// order through it. Once the 32 KiB before a chunk are known its markers are replaced, in
+// parallel. The result is checked against the gzip trailer (CRC-32 and length) before Gunzip
+// returns without error, so a mistake in the stitching cannot go unnoticed.
+package inflate
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+
+	"voxpipe/io/internal/crc32x"
+)
+
+var (
+	// ErrCorrupt: the data is not a valid gzip file.
+	ErrCorrupt = errors.New("inflate: corrupt gzip data")
+	// ErrUnsupported: a valid gzip file this package does not handle (several members, or a
+	// size other than the caller expects); read it with compress/gzip instead.
+	ErrUnsupported = errors.New("inflate: unsupported gzip layout")
+)
+
+// Tuning, variables for tests.
+var (
+	// minChunk is the least compressed bytes per chunk (smaller chunks cost more in finding
+	// block starts than they save); maxChunk the most (chunks in flight hold their output as
+	// uint16 until stitched).
+	minChunk = 1 << 20
+	maxChunk = 4 << 20
+	// maxOvershoot is how far past its end a chunk's last block may run before the chunk is
+	// given up (the data there is then decoded in order); real encoders' blocks are far smaller.
+	maxOvershoot int64 = 4 << 20
+)
+
+// Gunzip decompresses src, a whole gzip file of one member, into dst, whose length must be the
+// uncompressed size (the trailer's ISIZE, modulo 2^32, is checked against it), using up to
+// threads goroutines. dst is filled only if Gunzip returns nil.
+func Gunzip(src, dst []byte, threads int) error {
+	start, err := headerLen(src)
+	if err != nil {
+		return err
+	}
+	if len(src)-start < 8 {
+		return fmt.Errorf("%w: no room for the trailer", ErrCorrupt)
+	}
+	body := src[start : len(src)-8]
+	wantCRC := binary.LittleEndian.Uint32(src[len(src)-8:])
+	if isize := binary.LittleEndian.Uint32(src[len(src)-4:]); isize != uint32(len(dst)) {
+		return fmt.Errorf("%w: the trailer gives %d bytes (mod 2^32), the caller expects %d", ErrUnsupported, isize, len(dst))
+	}
+	s := newStitcher(body, dst, max(1, threads))
+	defer s.wait()
+	if err := s.run(); err != nil {
+		return err
+	}
+	s.wait() // the parallel resolutions, and with them the CRCs of their pieces
+	if testHook != nil {
+		testHook(s)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if crc := s.crc(); crc != wantCRC {
+		return fmt.Errorf("%w: CRC-32 %08x, the trailer says %08x", ErrCorrupt, crc, wantCRC)
+	}
+	return nil
+}
+
+// headerLen parses a gzip member header (RFC 1952) and returns its length.
+func headerLen(src []byte) (int, error) {
+	if len(src) < 10 || src[0] != 0x1f || src[1] != 0x8b {
+		return 0, fmt.Errorf("%w: not gzip", ErrCorrupt)
+	}
+	if src[2] != 8 {
+		return 0, fmt.Errorf("%w: compression method %d", ErrCorrupt, src[2])
+	}
+	flg := src[3]
+	if flg&0xe0 != 0 {
+		return 0, fmt.Errorf("%w: reserved header flags %#x", ErrCorrupt, flg)
+	}
+	p := 10
+	if flg&4 != 0 { // FEXTRA
+		if len(src) < p+2 {
+			return 0, fmt.Errorf("%w: header truncated", ErrCorrupt)
+		}
+		p += 2 + int(binary.LittleEndian.Uint16(src[p:]))
+	}
+	for _, f := range []byte{8, 16} { // FNAME, FCOMMENT: zero-terminated
+		if flg&f == 0 {
+			continue
+		}
+		for p < len(src) && src[p] != 0 {
+			p++
+		}
+		p++
+	}
+	if flg&2 != 0 { // FHCRC
+		p += 2
+	}
+	if p > len(src) {
+		return 0, fmt.Errorf("%w: header truncated", ErrCorrupt)
+	}
+	return p, nil
+}
+
+// chunk is one worker's speculative decoding.
+type chunk struct {
+	start, end int64 // bit positions in the body; start -1: no block found
+	final      bool  // its last block is the stream's last
+	out        []uint16
+	err        error
+	done       chan struct{}
+}
+
+// piece is a run of dst whose CRC is known once done.
+type piece struct {
+	n   int
+	crc uint32
+}
+
+type stitcher struct {
+	body   []byte
+	dst    []byte
+	chunks []chunk
+	bits   int64 // chunk size in bits
+	slots  chan struct{}
+	quit   chan struct{}
+	wg     sync.WaitGroup
+
+	pieces []*piece
+	// adopted and sequential count the chunks used as decoded in parallel and the runs decoded
+	// in order (tests check that the parallel path is taken).
+	adopted, sequentialRuns int
+
+	mu  sync.Mutex
+	err error // a resolution's failure
+}
+
+// testHook, when set, sees every finished stitcher (tests).
+var testHook func(*stitcher)
+
+func newStitcher(body, dst []byte, threads int) *stitcher {
+	size := min(max(len(body)/(4*threads), minChunk), maxChunk)
+	n := max(1, (len(body)+size-1)/size)
+	s := &stitcher{body: body, dst: dst, chunks: make([]chunk, n), bits: int64(size) * 8,
+		slots: make(chan struct{}, 2*threads), quit: make(chan struct{})}
+	for i := range s.chunks {
+		s.chunks[i].done = make(chan struct{})
+	}
+	// Chunks get their slots in order, so the chunk the stitching waits for always has one.
+	todo := make(chan int)
+	s.wg.Go(func() {
+		defer close(todo)
+		for j := range s.chunks {
+			select {
+			case s.slots <- struct{}{}:
+			case <-s.quit:
+				return
+			}
+			select {
+			case todo <- j:
+			case <-s.quit:
+				return
+			}
+		}
+	})
+	for range threads {
+		s.wg.Go(func() {
+			var scratch decoder
+			for j := range todo {
+				s.decodeChunk(j, &scratch)
+			}
+		})
+	}
+	return s
+}
+
+func (s *stitcher) wait() {
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	s.wg.Wait()
+}
+
+// symBufs keeps chunk buffers (grown to a chunk's output, some MiB) from one Gunzip to the next.
+var symBufs sync.Pool
+
+func (s *stitcher) getBuf() []uint16 {
+	if b, ok := symBufs.Get().(*[]uint16); ok {
+		return *b
+	}
+	return nil
+}
+
+func (s *stitcher) putBuf(b []uint16) {
+	if b != nil {
+		symBufs.Put(&b)
+	}
+}
+
+// release gives chunk j's buffer and slot back.
+func (s *stitcher) release(j int) {
+	s.putBuf(s.chunks[j].out)
+	s.chunks[j].out = nil
+	<-s.slots
+}
+
+// decodeChunk finds chunk j's first block and decodes from it past the chunk's end.
+func (s *stitcher) decodeChunk(j int, scratch *decoder) {
+	c := &s.chunks[j]
+	defer close(c.done)
+	from, stop := int64(j)*s.bits, int64(j+1)*s.bits
+	if j == len(s.chunks)-1 {
+		stop = int64(len(s.body))*8 + 1 // to the final block
+	}
+	c.start = 0
+	if j > 0 {
+		if c.start = findBlock(s.body, from, stop, scratch); c.start < 0 {
+			return
+		}
+	}
+	d := newDecoder(s.body, c.start, s.getBuf())
+	if j > 0 {
+		d.limit = stop + maxOvershoot*8
+	}
+	c.final, c.err = d.run(stop)
+	c.end, c.out = d.br.bitPos(), d.out
+}
+
+// run stitches the chunks in order into dst.
+func (s *stitcher) run() error {
+	var pos int64 // bit position in body up to which dst holds the output
+	o := 0        // bytes of dst filled
+	final := false
+	for j := range s.chunks {
+		if final {
+			break
+		}
+		c := &s.chunks[j]
+		<-c.done
+		if c.start < 0 || c.err != nil || c.start < pos {
+			s.release(j) // no block start found, a false one, or one the stream already passed
+			continue
+		}
+		if pos < c.start {
+			var err error
+			if pos, o, final, err = s.sequential(pos, o, c.start); err != nil {
+				s.release(j)
+				return err
+			}
+			if pos != c.start {
+				s.release(j)
+				continue
+			}
+		}
+		var err error
+		if o, err = s.adopt(j, o); err != nil {
+			return err
+		}
+		pos, final = c.end, c.final
+	}
+	if !final {
+		var err error
+		if pos, o, final, err = s.sequential(pos, o, int64(len(s.body))*8+1); err != nil {
+			return err
+		}
+	}
+	if !final {
+		return fmt.Errorf("%w: deflate stream has no final block", ErrCorrupt)
+	}
+	if end := (pos + 7) / 8; end != int64(len(s.body)) {
+		// Another member follows (pigz --independent, bgzip), or garbage: let a streaming reader decide.
+		return fmt.Errorf("%w: the deflate stream ends %d bytes before the trailer", ErrUnsupported, int64(len(s.body))-end)
+	}
+	if o != len(s.dst) {
+		return fmt.Errorf("%w: %d bytes inflated, the trailer says %d", ErrCorrupt, o, len(s.dst))
+	}
+	return nil
+}
+
+// sequential decodes from bit pos, whose preceding output is dst[:o], until a block ends at or
+// after stop (or the final block), and resolves the output into dst.
+func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, error) {
+	s.sequentialRuns++
+	d := newDecoder(s.body, pos, s.getBuf())
+	final, err := d.run(stop)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	syms := d.out[windowSize:]
+	if o+len(syms) > len(s.dst) {
+		return 0, 0, false, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
+	}
+	p := &piece{n: len(syms)}
+	s.pieces = append(s.pieces, p)
+	if err := resolve(s.dst, o, syms, 0, len(syms)); err != nil {
+		return 0, 0, false, err
+	}
+	p.crc = crc32.ChecksumIEEE(s.dst[o : o+len(syms)])
+	s.putBuf(d.out)
+	return d.br.bitPos(), o + len(syms), final, nil
+}
+
+// adopt places chunk j's output at dst[o:]: its last 32 KiB (the next chunk's window) now, the
+// rest in the background. It returns the new fill level.
+func (s *stitcher) adopt(j, o int) (int, error) {
+	s.adopted++
+	syms := s.chunks[j].out[windowSize:]
+	if o+len(syms) > len(s.dst) {
+		s.release(j)
+		return 0, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
+	}
+	split := max(0, len(syms)-windowSize)
+	body, tail := &piece{n: split}, &piece{n: len(syms) - split}
+	s.pieces = append(s.pieces, body, tail)
+	if err := resolve(s.dst, o, syms, split, len(syms)); err != nil {
+		s.release(j)
+		return 0, err
+	}
+	tail.crc = crc32.ChecksumIEEE(s.dst[o+split : o+len(syms)])
+	s.wg.Go(func() {
+		defer s.release(j)
+		if err := resolve(s.dst, o, syms, 0, split); err != nil {
+			s.mu.Lock()
+			s.err = cmpErr(s.err, err)
+			s.mu.Unlock()
+			return
+		}
+		body.crc = crc32.ChecksumIEEE(s.dst[o : o+split])
+	})
+	return o + len(syms), nil
+}
+
+func cmpErr(old, err error) error {
+	if old != nil {
+		return old
+	}
+	return err
+}
+
+// crc combines the pieces' CRCs in order.
+func (s *stitcher) crc() uint32 {
+	var crc uint32
+	for _, p := range s.pieces {
+		crc = crc32x.Combine(crc, p.crc, int64(p.n))
+	}
+	return crc
+}
+
+// resolve writes syms[lo:hi], decoded right after dst[:o], to dst[o+lo:o+hi]: bytes as they
+// are, markers as the byte of the 32 KiB window before o that they stand for.
+func resolve(dst []byte, o int, syms []uint16, lo, hi int) error {
+	out := dst[o+lo : o+hi]
+	window := o - windowSize
+	for i, v := range syms[lo:hi] {
+		if v < windowMarker {
+			out[i] = byte(v)
+			continue
+		}
+		k := window + int(v-windowMarker)
+		if k < 0 {
+			return fmt.Errorf("%w: a distance reaches before the start of the stream", ErrCorrupt)
+		}
+		out[i] = dst[k]
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package inflate
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	kgzip "github.com/klauspost/compress/gzip"
+)
+
+// smallChunks makes Gunzip cut even test-sized inputs into many chunks.
+func smallChunks(t testing.TB, lo, hi int) {
+	oldMin, oldMax := minChunk, maxChunk
+	minChunk, maxChunk = lo, hi
+	t.Cleanup(func() { minChunk, maxChunk = oldMin, oldMax })
+}
+
+// countStitching records the last stitcher's counts.
+func countStitching(t testing.TB) *[2]int {
+	var n [2]int
+	testHook = func(s *stitcher) { n = [2]int{s.adopted, s.sequentialRuns} }
+	t.Cleanup(func() { testHook = nil })
+	return &n
+}
+
+// Test inputs: what NIfTI volumes and masks look like, and worse.
+func volumeLike(n int, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, n&^1)
+	v := 0.0
+	for i := 0; i+1 < len(b); i += 2 {
+		v = 0.995*v + rng.NormFloat64()*20
+		s := int16(300 + 200*math.Sin(float64(i)/5000) + v)
+		if (i/8192)%7 == 3 {
+			s = 0 // background runs
+		}
+		binary.LittleEndian.PutUint16(b[i:], uint16(s))
+	}
+	return b
+}
+
+func maskLike(n int, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	b := make([]byte, n)
+	label := byte(0)
+	for i := range b {
+		if rng.IntN(300) == 0 {
+			label = byte(rng.IntN(4))
+		}
+		b[i] = label
+	}
+	return b
+}
+
+func randomBytes(n int, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// mixed interleaves compressible and incompressible stretches, so encoders emit stored,
+// fixed and dynamic blocks.
+func mixed(n int, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 4))
+	var b []byte
+	for len(b) < n {
+		k := 1 + rng.IntN(100000)
+		switch rng.IntN(4) {
+		case 0:
+			b = append(b, randomBytes(k, rng.Uint64())...)
+		case 1:
+			b = append(b, bytes.Repeat([]byte{byte(rng.IntN(256))}, k)...)
+		case 2:
+			b = append(b, []byte("the quick brown fox jumps over the lazy dog "[:1+rng.IntN(40)])...)
+		default:
+			b = append(b, volumeLike(k, rng.Uint64())...)
+		}
+	}
+	return b[:n]
+}
+
+func stdGzip(level int) func([]byte) []byte {
+	return func(p []byte) []byte {
+		var buf bytes.Buffer
+		w, err := gzip.NewWriterLevel(&buf, level)
+		if err != nil {
+			panic(err)
+		}
+		w.Name, w.Comment, w.Extra = "volume.nii", "a comment", []byte("xx")
+		w.Write(p)
+		w.Close()
+		return buf.Bytes()
+	}
+}
+
+func klauspostGzip(level int) func([]byte) []byte {
+	return func(p []byte) []byte {
+		var buf bytes.Buffer
+		w, err := kgzip.NewWriterLevel(&buf, level)
+		if err != nil {
+			panic(err)
+		}
+		// Written in pieces, with a flush now and then: sync markers (empty stored blocks).
+		for len(p) > 0 {
+			k := min(len(p), 300000)
+			w.Write(p[:k])
+			p = p[k:]
+			if len(p) > 0 && len(p)%3 == 0 {
+				w.Flush()
+			}
+		}
+		w.Close()
+		return buf.Bytes()
+	}
+}
+
+// reference decompresses with klauspost/compress, the streaming path Gunzip stands in for.
+func reference(t testing.TB, gz []byte) ([]byte, error) {
+	t.Helper()
+	r, err := kgzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, err
+	}
+	r.Multistream(false)
+	return io.ReadAll(r)
+}
+
+func TestGunzipMatchesGzip(t *testing.T) {
+	smallChunks(t, 16<<10, 64<<10)
+	stats := countStitching(t)
+	inputs := []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"one byte", []byte{7}},
+		{"volume", volumeLike(3<<20, 1)},
+		{"mask", maskLike(2<<20, 2)},
+		{"random", randomBytes(1<<20, 3)},
+		{"mixed", mixed(3<<20, 4)},
+	}
+	encoders := []struct {
+		name string
+		enc  func([]byte) []byte
+	}{
+		{"std-1", stdGzip(1)}, {"std-6", stdGzip(6)}, {"std-9", stdGzip(9)},
+		{"std-store", stdGzip(gzip.NoCompression)}, {"std-huffman", stdGzip(gzip.HuffmanOnly)},
+		{"klauspost-1", klauspostGzip(1)}, {"klauspost-5", klauspostGzip(5)}, {"klauspost-9", klauspostGzip(9)},
+	}
+	for _, in := range inputs {
+		for _, enc := range encoders {
+			gz := enc.enc(in.data)
+			for _, threads := range []int{1, 3, 8} {
+				dst := make([]byte, len(in.data))
+				if err := Gunzip(gz, dst, threads); err != nil {
+					t.Fatalf("%s/%s/%d threads: %v", in.name, enc.name, threads, err)
+				}
+				if !bytes.Equal(dst, in.data) {
+					t.Fatalf("%s/%s/%d threads: output differs", in.name, enc.name, threads)
+				}
+				if len(gz) > 20*64<<10 && threads > 1 && enc.name != "std-store" && stats[0] < 2 {
+					t.Errorf("%s/%s/%d threads, %d compressed bytes: only %d chunks decoded in parallel were used (%d runs in order)",
+						in.name, enc.name, threads, len(gz), stats[0], stats[1])
+				}
+			}
+		}
+	}
+}
+
+func TestGunzipRejects(t *testing.T) {
+	smallChunks(t, 16<<10, 64<<10)
+	data := volumeLike(1<<20, 5)
+	gz := stdGzip(6)(data)
+	bad := func(mod func([]byte) []byte) []byte { return mod(bytes.Clone(gz)) }
+	cases := []struct {
+		name string
+		gz   []byte
+		size int
+		want error
+	}{
+		{"crc", bad(func(b []byte) []byte { b[len(b)-8] ^= 1; return b }), len(data), ErrCorrupt},
+		{"wrong size", gz, len(data) - 1, ErrUnsupported},
+		{"two members", append(bytes.Clone(gz), stdGzip(1)([]byte("more"))...), len(data) + 4, ErrUnsupported},
+		{"truncated", gz[:len(gz)/2], len(data), nil},
+		{"not gzip", []byte("just some text, certainly not gzip"), 10, ErrCorrupt},
+		{"method", bad(func(b []byte) []byte { b[2] = 7; return b }), len(data), ErrCorrupt},
+	}
+	for _, c := range cases {
+		dst := make([]byte, c.size)
+		err := Gunzip(c.gz, dst, 4)
+		if err == nil || (c.want != nil && !errors.Is(err, c.want)) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+	}
+	// Damage anywhere in the deflate data: an error, or (if the damage happens to decode) the
+	// trailer's CRC catches it; never a wrong result without an error.
+	rng := rand.New(rand.NewPCG(9, 9))
+	for trial := range 200 {
+		b := bytes.Clone(gz)
+		i := 10 + rng.IntN(len(b)-18)
+		b[i] ^= byte(1 + rng.IntN(255))
+		dst := make([]byte, len(data))
+		if err := Gunzip(b, dst, 1+trial%4); err == nil && !bytes.Equal(dst, data) {
+			t.Fatalf("trial %d: byte %d damaged, no error, wrong output", trial, i)
+		}
+	}
+}
+
+// FuzzGunzip: whatever Gunzip accepts, klauspost/compress decodes to the same bytes.
+func FuzzGunzip(f *testing.F) {
+	smallChunks(f, 512, 2048)
+	f.Add(stdGzip(6)(volumeLike(20000, 1)), 3)
+	f.Add(stdGzip(1)(mixed(30000, 2)), 2)
+	f.Add(klauspostGzip(9)(maskLike(40000, 3)), 4)
+	f.Add(stdGzip(gzip.HuffmanOnly)(randomBytes(5000, 4)), 2)
+	f.Fuzz(func(t *testing.T, gz []byte, threads int) {
+		if len(gz) < 18 {
+			return
+		}
+		size := int(binary.LittleEndian.Uint32(gz[len(gz)-4:]))
+		if size > 1<<22 {
+			return
+		}
+		dst := make([]byte, size)
+		if err := Gunzip(gz, dst, 1+threads%6); err != nil {
+			return
+		}
+		want, err := reference(t, gz)
+		if err != nil {
+			t.Fatalf("Gunzip accepted what klauspost/compress rejects: %v", err)
+		}
+		if !bytes.Equal(dst, want) {
+			t.Fatalf("Gunzip and klauspost/compress disagree")
+		}
+	})
+}
+
+// BenchmarkGunzip compares Gunzip at GOMAXPROCS threads with klauspost/compress's streaming
+// reader on a 64 MiB volume-like file.
+func BenchmarkGunzip(b *testing.B) {
+	data := volumeLike(64<<20, 7)
+	gz := klauspostGzip(6)(data)
+	dst := make([]byte, len(data))
+	b.Run("parallel", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if err := Gunzip(gz, dst, runtime.GOMAXPROCS(0)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("one-thread", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if err := Gunzip(gz, dst, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("klauspost", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			r, _ := kgzip.NewReader(bytes.NewReader(gz))
+			if _, err := io.ReadFull(r, dst); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
