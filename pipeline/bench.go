@@ -93,8 +93,9 @@ func (s Spread) String() string {
 
 // ReadAll reads (decodes and normalises) every job's volume with readers in parallel and does
 // nothing else: the readers-alone throughput that a batch run is measured against. It runs
-// the read stage of Run itself (uncompressed volumes by z-ranges on max(1, GOMAXPROCS /
-// min(readers, volumes)) goroutines each, statistics fused; gzipped ones in order), into
+// the read stage of Run itself (volumes on max(1, GOMAXPROCS / min(readers, volumes))
+// goroutines each: uncompressed ones by z-ranges, statistics fused, gzipped ones inflated
+// whole first when there are several goroutines, else in order), into
 // buffers it allocates as Run does (plain host memory: an engine's pinned allocator is not
 // used). It returns the wall time and the voxels read.
 func ReadAll(ctx context.Context, jobs []Job, readers, slab int) (time.Duration, int64, error) {

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"voxpipe/io/nifti"
+	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 )
 
@@ -227,5 +228,61 @@ func TestReadThreadsRule(t *testing.T) {
 		if got := c.cfg.readThreads(); got != c.want {
 			t.Errorf("%d readers, %d jobs, ReadThreads %d: %d threads, want %d", c.cfg.Readers, len(c.cfg.Jobs), c.cfg.ReadThreads, got, c.want)
 		}
+	}
+}
+
+// A gzipped volume of a few MiB is inflated whole on the read threads and read by position
+// (one read row, slab -1), with the same values and normalisation as streaming it on one
+// thread (per-slab rows).
+func TestReadInflatesLargeGzip(t *testing.T) {
+	const nx, ny, nz = 160, 160, 90 // 4.6 MB of random int16: above nifti's 4 MiB threshold even gzipped
+	path := filepath.Join(t.TempDir(), "big.nii.gz")
+	vals := make([]int16, nx*ny*nz)
+	x := uint64(11)
+	for i := range vals {
+		x = x*6364136223846793005 + 1442695040888963407
+		vals[i] = int16(x >> 48)
+	}
+	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Int16, BitPix: 16,
+		Dim: [8]int64{3, nx, ny, nz, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 2*len(vals))
+	if err := nifti.Write(path, h, raw, nifti.DefaultWriteOptions()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() < 4<<20 {
+		t.Fatalf("test file too small for the parallel inflate: %v %v", st.Size(), err)
+	}
+	var rows [2][]timing.Row
+	vols := [2]segment.Volume{}
+	for i, threads := range []int{1, 4} {
+		r := testRunner(16, threads)
+		csv := filepath.Join(t.TempDir(), "timings.csv")
+		f, err := timing.CreateCSV[timing.Row](csv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.cfg.Timings = f
+		vols[i] = decodeFile(t, r, path)
+		f.Close()
+		if rows[i], err = timing.ReadCSV[timing.Row](csv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(vols[0].I16, vals) || !slices.Equal(vols[1].I16, vals) || vols[0].Norm != vols[1].Norm {
+		t.Fatalf("values or norm differ: streaming %+v, inflated %+v", vols[0].Norm, vols[1].Norm)
+	}
+	readSlabs := func(rs []timing.Row) (slabs []int) {
+		for _, r := range rs {
+			if r.Stage == StageRead {
+				slabs = append(slabs, r.Slab)
+			}
+		}
+		return slabs
+	}
+	if s := readSlabs(rows[0]); len(s) != (nz+15)/16 {
+		t.Errorf("one thread: read rows for slabs %v, want one per slab (streaming)", s)
+	}
+	if s := readSlabs(rows[1]); !slices.Equal(s, []int{-1}) {
+		t.Errorf("four threads: read rows for slabs %v, want [-1] (inflated whole, read by position)", s)
 	}
 }

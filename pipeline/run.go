@@ -31,9 +31,10 @@ type Config struct {
 
 	Slab    int // z-slices per slab for reading and segmenting
 	Readers int // volumes read in parallel
-	// ReadThreads is how many goroutines read one uncompressed volume by position (see
-	// runner.readAt); 0: the default rule of Config.readThreads. Gzipped volumes are read by
-	// one goroutine, in order.
+	// ReadThreads is how many goroutines read one volume: an uncompressed one by position (see
+	// runner.readAt), a gzipped one of a few MiB or more by inflating it whole on that many
+	// (nifti.WithInflateThreads, then read by position from memory); 0: the default rule of
+	// Config.readThreads. With one thread, gzipped volumes stream in order.
 	ReadThreads int
 	Writers     int // masks written in parallel
 	Write       nifti.WriteOptions

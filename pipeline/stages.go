@@ -31,7 +31,8 @@ var ErrNonFinite = errors.New("pipeline: volume has NaN or infinite values")
 
 // read decodes the volume into a pooled buffer (int16 when the stored values fit, float32
 // otherwise) and accumulates the normalisation statistics on the way: by z-ranges in parallel
-// for uncompressed files (readAt), slab by slab in order for gzipped ones (readSequential).
+// for uncompressed files and for gzipped ones that nifti.Open inflated whole on several cores
+// (readAt), slab by slab in order for the other gzipped ones (readSequential).
 func (r *runner) read(ctx context.Context, reader int, w *work) bool {
 	w.start = time.Now()
 	buf, err := r.inputs.Get(ctx)
@@ -50,7 +51,8 @@ func (r *runner) read(ctx context.Context, reader int, w *work) bool {
 func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	track := fmt.Sprintf("reader %d", reader)
 	t := time.Now()
-	rd, err := nifti.Open(w.job.Input)
+	threads := r.cfg.readThreads()
+	rd, err := nifti.Open(w.job.Input, nifti.WithInflateThreads(threads))
 	if err != nil {
 		return err
 	}
@@ -79,7 +81,7 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	}
 	var stats segment.Stats
 	if rd.Seekable() {
-		if stats, err = r.readAt(ctx, rd, w, r.cfg.readThreads(), track, t); err != nil {
+		if stats, err = r.readAt(ctx, rd, w, threads, track, t); err != nil {
 			return err
 		}
 	} else if stats, err = r.readSequential(ctx, rd, w, track, t); err != nil {

@@ -16,6 +16,9 @@ type openConfig struct {
 	volume    int64
 	volumeSet bool
 	open      fileOpener // nil: the OS file system; in-memory files in fuzz tests
+	// inflateThreads > 1: gzipped data files may be inflated whole on that many goroutines
+	// (WithInflateThreads).
+	inflateThreads int
 }
 
 // WithVolume selects volume t (0-based, counting over dims 4..7 in file order) of a
@@ -51,6 +54,7 @@ type Reader struct {
 	dataAt    io.ReaderAt
 	dataStart int64
 	ahead     *prefetcher
+	mem       *inflated // a gzipped data file inflated whole at Open (WithInflateThreads), or nil
 	// sizeKnown: the data was checked to be all there (uncompressed), or the gzip trailer
 	// agrees with the header; whole-volume reads then allocate exactly once.
 	sizeKnown bool
@@ -145,14 +149,24 @@ func (r *Reader) open(cfg openConfig) error {
 		return fmt.Errorf("open %s: %w", ds.name, r.truncatedAt(ds.consumed-start))
 	}
 	r.in = ds
-	if ds.compressed() {
-		fileEnd := h.VoxOffset + r.g.volumes*r.g.volBytes
+	fileEnd := h.VoxOffset + r.g.volumes*r.g.volBytes
+	if ds.compressed() && ds.isize == uint32(fileEnd) {
+		r.mem = inflateWhole(ds, fileEnd, cfg.inflateThreads)
+	}
+	switch {
+	case r.mem != nil:
+		runtime.AddCleanup(r, func(m *inflated) { m.release() }, r.mem)
+		r.sizeKnown = true
+		mem := r.mem.readerAt()
+		r.dataAt, r.dataStart = mem, start
+		r.in = io.NewSectionReader(mem, start, r.g.volBytes)
+	case ds.compressed():
 		r.sizeKnown = ds.isize == uint32(fileEnd)
 		r.ahead = startPrefetch(ds, r.g.volBytes, r.volume == r.g.volumes-1)
 		r.in = r.ahead
 		// A Reader dropped without Close would leave the read-ahead blocked forever.
 		runtime.AddCleanup(r, (*prefetcher).stop, r.ahead)
-	} else {
+	default:
 		r.sizeKnown = true
 		r.dataAt, r.dataStart = ds.f, start
 	}
@@ -411,6 +425,10 @@ func (r *Reader) Close() error {
 		r.ahead.close()
 	}
 	var first error
+	if r.mem != nil {
+		first = r.mem.release()
+		r.mem = nil
+	}
 	for _, s := range r.sources {
 		if err := s.Close(); err != nil && first == nil {
 			first = err

@@ -1,0 +1,147 @@
+package nifti
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// inflateAlways lets WithInflateThreads take files of any size.
+func inflateAlways(t *testing.T) {
+	old := minParallelGzip
+	minParallelGzip = 0
+	t.Cleanup(func() { minParallelGzip = old })
+}
+
+// With WithInflateThreads, gzipped volumes are inflated whole at Open and read by position
+// like uncompressed ones; every value equals the streaming decoder's, for single files and
+// pairs, both byte orders, a scaled file and a volume of a 4D file.
+func TestInflateThreadsMatchesStreaming(t *testing.T) {
+	inflateAlways(t)
+	type tc struct {
+		dt      DataType
+		order   binary.ByteOrder
+		ext     string
+		nt, vol int
+	}
+	cases := []tc{
+		{Int16, binary.LittleEndian, ".nii.gz", 1, 0},
+		{Float64, binary.BigEndian, ".nii.gz", 1, 0},
+		{Int16, binary.BigEndian, ".hdr.gz", 1, 0},
+		{Float32, binary.LittleEndian, ".img.gz", 1, 0},
+		{Uint16, binary.LittleEndian, ".nii.gz", 3, 1},
+	}
+	const nx, ny, nz = 61, 47, 19
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s_%s%s_vol%dof%d", c.dt, orderName(c.order), c.ext, c.vol, c.nt), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "v"+c.ext)
+			dims := []int64{nx, ny, nz}
+			if c.nt > 1 {
+				dims = append(dims, int64(c.nt))
+			}
+			h := testHeader(c.dt, 1, c.order, dims...)
+			h.SclSlope, h.SclInter = 1.5, -3
+			if err := Write(path, h, formulaData(c.dt, nx, ny, nz, c.nt), DefaultWriteOptions()); err != nil {
+				t.Fatal(err)
+			}
+			var opts []OpenOption
+			if c.nt > 1 {
+				opts = append(opts, WithVolume(c.vol))
+			}
+			r, err := Open(path, append(opts, WithInflateThreads(4))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if !r.Seekable() {
+				t.Fatal("inflated data not Seekable")
+			}
+			if slope, inter := r.Scaling(); slope != 1.5 || inter != -3 {
+				t.Errorf("Scaling %v %v", slope, inter)
+			}
+			want := readSeq(t, path, opts, c.dt.Size(), (*Reader).ReadSlicesRaw) // streaming
+			if raw := readAt(t, r, 4, c.dt.Size(), r.ReadSlicesRawAt); !bytes.Equal(raw, want) {
+				t.Error("positional reads of the inflated file differ from the streaming read")
+			}
+			f32 := readAt(t, r, 3, 1, r.ReadSlicesFloat32At)
+			if wantF := readSeq(t, path, opts, 1, (*Reader).ReadSlicesFloat32); !bytes.Equal(bytesOf(f32), bytesOf(wantF)) {
+				t.Error("float32 values differ from the streaming read")
+			}
+			if seq := readSeq(t, path, append(opts, WithInflateThreads(4)), c.dt.Size(), (*Reader).ReadSlicesRaw); !bytes.Equal(seq, want) {
+				t.Error("the sequential API on the inflated file differs from the streaming read")
+			}
+			r.Close()
+			if _, err := r.ReadSlicesRawAt(make([]byte, nx*ny*c.dt.Size()), 0, 1); err == nil {
+				t.Error("read after Close succeeded")
+			}
+		})
+	}
+}
+
+// Files the parallel inflate does not take, or fails on, stream as before: a file of two gzip
+// members reads correctly, a damaged one fails with ErrCorrupt or ErrTruncated as it does
+// without the option, and small files are left to the streaming decoder.
+func TestInflateThreadsFallsBack(t *testing.T) {
+	const nx, ny, nz = 40, 30, 12
+	data := formulaData(Int16, nx, ny, nz, 1)
+	plain := filepath.Join(t.TempDir(), "v.nii")
+	if err := Write(plain, testHeader(Int16, 1, binary.LittleEndian, nx, ny, nz), data, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := func(p []byte) []byte {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		w.Write(p)
+		w.Close()
+		return b.Bytes()
+	}
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	two := write("two.nii.gz", append(member(file[:len(file)/3]), member(file[len(file)/3:])...))
+	whole := member(file)
+	crc := bytes.Clone(whole)
+	crc[len(crc)-8] ^= 0xff
+	badCRC := write("crc.nii.gz", crc)
+
+	t.Run("small", func(t *testing.T) {
+		r, err := Open(write("small.nii.gz", whole), WithInflateThreads(8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if r.Seekable() {
+			t.Error("a file below minParallelGzip was inflated whole")
+		}
+	})
+	inflateAlways(t)
+	t.Run("two members", func(t *testing.T) {
+		got := readSeq(t, two, []OpenOption{WithInflateThreads(4)}, 2, (*Reader).ReadSlicesRaw)
+		if !bytes.Equal(got, data) {
+			t.Error("values differ")
+		}
+	})
+	t.Run("bad crc", func(t *testing.T) {
+		for _, opts := range [][]OpenOption{nil, {WithInflateThreads(4)}} {
+			r, err := Open(badCRC, opts...)
+			if err == nil {
+				_, err = r.ReadSlicesRaw(make([]byte, len(data)), nz)
+				r.Close()
+			}
+			wantErr(t, err, ErrCorrupt, badCRC)
+		}
+	})
+}
