@@ -90,6 +90,7 @@ func FuzzHeader(f *testing.F) {
 // float32 API and through positional reads (uncompressed), and never need more memory than
 // its file can hold.
 func FuzzReadSlabs(f *testing.F) {
+	inflateAlways(f) // gzip inputs are also read inflated whole
 	f.Add(make([]byte, 400), uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, slab uint8) {
 		files := memFiles{"f.nii": b}
@@ -137,10 +138,26 @@ func FuzzReadSlabs(f *testing.F) {
 				t.Fatalf("sample %d: float32 %v, raw %v", i, v, want)
 			}
 		}
-		// Positional reads, last slab first, give the same bytes; gzip refuses them.
+		// Positional reads, last slab first, give the same bytes; gzip refuses them, unless
+		// inflated whole (WithInflateThreads), which then reads the same bytes both ways.
 		if !r2.Seekable() {
 			if _, err := r2.ReadSlicesRawAt(buf, 0, 1); !errors.Is(err, ErrNotSeekable) {
 				t.Fatalf("positional read of gzip data: %v", err)
+			}
+			r3, err := Open("f.nii", withOpener(files.open), WithInflateThreads(3))
+			if err != nil {
+				t.Fatalf("Open with WithInflateThreads of a file that read raw: %v", err)
+			}
+			defer r3.Close()
+			seq := make([]byte, len(raw))
+			if _, err := r3.ReadSlicesRaw(seq, r3.Depth()); err != nil || !bytes.Equal(seq, raw) {
+				t.Fatalf("WithInflateThreads: sequential read %v, equal %v", err, bytes.Equal(seq, raw))
+			}
+			if r3.Seekable() {
+				at := make([]byte, len(raw))
+				if _, err := r3.ReadSlicesRawAt(at, 0, r3.Depth()); err != nil || !bytes.Equal(at, raw) {
+					t.Fatalf("WithInflateThreads: positional read %v, equal %v", err, bytes.Equal(at, raw))
+				}
 			}
 			return
 		}

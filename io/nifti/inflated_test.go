@@ -11,7 +11,7 @@ import (
 )
 
 // inflateAlways lets WithInflateThreads take files of any size.
-func inflateAlways(t *testing.T) {
+func inflateAlways(t testing.TB) {
 	old := minParallelGzip
 	minParallelGzip = 0
 	t.Cleanup(func() { minParallelGzip = old })
