@@ -97,7 +97,16 @@ type huffman struct {
 }
 
 // errBadCode: code lengths that do not form a prefix code deflate allows.
-var errBadCode = fmt.Errorf("%w: invalid Huffman code lengths", ErrCorrupt)
+// The block finder tries many positions that are not block headers: the errors of a header
+// are made once, not per rejection.
+var (
+	errBadCode     = fmt.Errorf("%w: invalid Huffman code lengths", ErrCorrupt)
+	errBadSym      = fmt.Errorf("%w: invalid Huffman code", ErrCorrupt)
+	errCodeCounts  = fmt.Errorf("%w: dynamic block with more than 286 literal/length or 30 distance codes", ErrCorrupt)
+	errRepeatFirst = fmt.Errorf("%w: repeat of no previous code length", ErrCorrupt)
+	errRepeatOver  = fmt.Errorf("%w: code lengths overrun the header", ErrCorrupt)
+	errNoEnd       = fmt.Errorf("%w: no end-of-block code", ErrCorrupt)
+)
 
 // build makes the decoding table of the canonical code with these lengths (0: unused). Like
 // zlib, it accepts only complete codes, and the single code of length 1 (a distance code
@@ -188,7 +197,7 @@ func (h *huffman) decodeSym(br *bitReader) (int, error) {
 	}
 	l := uint(e & 0xff)
 	if l == 0 {
-		return 0, fmt.Errorf("%w: invalid Huffman code", ErrCorrupt)
+		return 0, errBadSym
 	}
 	br.consume(l)
 	return int(e >> 16), nil
@@ -260,7 +269,7 @@ func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint
 	nclen := int(br.peek(14)>>10) + 4
 	br.consume(14)
 	if nlit > 286 || ndist > 30 {
-		return fmt.Errorf("%w: dynamic block with %d literal/length and %d distance codes", ErrCorrupt, nlit, ndist)
+		return errCodeCounts
 	}
 	var cll [19]uint8
 	kraft := 0 // in units of 2^-7: a complete code sums to 128
@@ -296,7 +305,7 @@ func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint
 		switch sym {
 		case 16:
 			if i == 0 {
-				return fmt.Errorf("%w: repeat of no previous code length", ErrCorrupt)
+				return errRepeatFirst
 			}
 			rep, val = 3+int(br.read(2)), lengths[i-1]
 		case 17:
@@ -305,7 +314,7 @@ func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint
 			rep = 11 + int(br.read(7))
 		}
 		if i+rep > n {
-			return fmt.Errorf("%w: code lengths overrun the header", ErrCorrupt)
+			return errRepeatOver
 		}
 		for ; rep > 0; rep-- {
 			lengths[i] = val
@@ -313,7 +322,7 @@ func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint
 		}
 	}
 	if lengths[256] == 0 {
-		return fmt.Errorf("%w: no end-of-block code", ErrCorrupt)
+		return errNoEnd
 	}
 	if err := lit.build(lengths[:nlit]); err != nil {
 		return err
@@ -494,9 +503,16 @@ func (d *decoder) codes(lit, dist *huffman) error {
 			}
 		case distance >= length:
 			copy(out[o:o+length], out[src:src+length])
-		default:
+		case length <= 16:
 			for i := range length {
 				out[o+i] = out[src+i]
+			}
+		default:
+			// Overlapping (distance < length): the last distance values repeat; copy them,
+			// then the copy so far, doubling each time.
+			n := copy(out[o:o+distance], out[src:o])
+			for n < length {
+				n += copy(out[o+n:o+length], out[o:o+n])
 			}
 		}
 		o += length
