@@ -135,6 +135,7 @@ type stitcher struct {
 	chunks []chunk
 	bits   int64 // chunk size in bits
 	slots  chan struct{}
+	free   chan []uint16 // chunk buffers to reuse
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
@@ -153,8 +154,11 @@ var testHook func(*stitcher)
 func newStitcher(body, dst []byte, threads int) *stitcher {
 	size := min(max(len(body)/(4*threads), minChunk), maxChunk)
 	n := max(1, (len(body)+size-1)/size)
+	// Chunks decoded ahead of the stitching: enough that no worker waits for it (stitching is
+	// quick), few enough to bound the memory (each holds its output as uint16).
+	inFlight := threads + max(2, threads/2)
 	s := &stitcher{body: body, dst: dst, chunks: make([]chunk, n), bits: int64(size) * 8,
-		slots: make(chan struct{}, 2*threads), quit: make(chan struct{})}
+		slots: make(chan struct{}, inFlight), free: make(chan []uint16, inFlight+2), quit: make(chan struct{})}
 	for i := range s.chunks {
 		s.chunks[i].done = make(chan struct{})
 	}
@@ -193,21 +197,47 @@ func (s *stitcher) wait() {
 		close(s.quit)
 	}
 	s.wg.Wait()
+	s.drainBufs()
 }
 
-// symBufs keeps chunk buffers (grown to a chunk's output, some MiB) from one Gunzip to the next.
+// symBufs keeps chunk buffers (grown to a chunk's output, some MiB) from one Gunzip to the
+// next; within one, the stitcher's free list keeps them (the garbage collector empties a
+// sync.Pool every cycle, and the inflate allocates enough to run several).
 var symBufs sync.Pool
 
 func (s *stitcher) getBuf() []uint16 {
+	select {
+	case b := <-s.free:
+		return b
+	default:
+	}
 	if b, ok := symBufs.Get().(*[]uint16); ok {
 		return *b
 	}
-	return nil
+	// A first guess at the chunk's output, so that it rarely grows (and copies) while decoding.
+	return make([]uint16, 0, windowSize+2*int(s.bits/8))
 }
 
 func (s *stitcher) putBuf(b []uint16) {
-	if b != nil {
+	if b == nil {
+		return
+	}
+	select {
+	case s.free <- b:
+	default:
 		symBufs.Put(&b)
+	}
+}
+
+// drainBufs hands the free list to symBufs for the next Gunzip.
+func (s *stitcher) drainBufs() {
+	for {
+		select {
+		case b := <-s.free:
+			symBufs.Put(&b)
+		default:
+			return
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"testing"
 
@@ -275,4 +276,28 @@ func BenchmarkGunzip(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkGunzipFile inflates the gzip file named by INFLATE_BENCH_FILE (a volume, say) at
+// GOMAXPROCS threads (vary with -cpu), reporting how many chunks were used as decoded in
+// parallel and how many runs were decoded in order.
+func BenchmarkGunzipFile(b *testing.B) {
+	path := os.Getenv("INFLATE_BENCH_FILE")
+	if path == "" {
+		b.Skip("INFLATE_BENCH_FILE not set")
+	}
+	gz, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]byte, binary.LittleEndian.Uint32(gz[len(gz)-4:]))
+	stats := countStitching(b)
+	b.SetBytes(int64(len(dst)))
+	for b.Loop() {
+		if err := Gunzip(gz, dst, runtime.GOMAXPROCS(0)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(stats[0]), "adopted")
+	b.ReportMetric(float64(stats[1]), "in-order")
 }
