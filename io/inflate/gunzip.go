@@ -105,11 +105,17 @@ func headerLen(src []byte) (int, error) {
 		}
 		p++
 	}
-	if flg&2 != 0 { // FHCRC
-		p += 2
-	}
 	if p > len(src) {
 		return 0, fmt.Errorf("%w: header truncated", ErrCorrupt)
+	}
+	if flg&2 != 0 { // FHCRC: the low 16 bits of the header's CRC-32, checked as compress/gzip does
+		if len(src) < p+2 {
+			return 0, fmt.Errorf("%w: header truncated", ErrCorrupt)
+		}
+		if binary.LittleEndian.Uint16(src[p:]) != uint16(crc32.ChecksumIEEE(src[:p])) {
+			return 0, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
+		}
+		p += 2
 	}
 	return p, nil
 }

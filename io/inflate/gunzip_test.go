@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -177,6 +178,36 @@ func TestGunzipMatchesGzip(t *testing.T) {
 	}
 }
 
+// plainGzip compresses p with a 10-byte header (no name, comment or extra field).
+func plainGzip(p []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(p)
+	w.Close()
+	return buf.Bytes()
+}
+
+// withHeaderCRC sets FHCRC on a gzip file without optional fields and inserts the header's
+// CRC-16, plus delta (0: correct).
+func withHeaderCRC(gz []byte, delta uint16) []byte {
+	hdr := bytes.Clone(gz[:10])
+	hdr[3] |= 2
+	crc := uint16(crc32.ChecksumIEEE(hdr)) + delta
+	return append(append(hdr, byte(crc), byte(crc>>8)), gz[10:]...)
+}
+
+func TestGunzipHeaderCRC(t *testing.T) {
+	data := maskLike(100000, 8)
+	gz := withHeaderCRC(plainGzip(data), 0)
+	if want, err := reference(t, gz); err != nil || !bytes.Equal(want, data) {
+		t.Fatalf("the test's FHCRC file does not read with klauspost/compress: %v", err)
+	}
+	dst := make([]byte, len(data))
+	if err := Gunzip(gz, dst, 2); err != nil || !bytes.Equal(dst, data) {
+		t.Fatalf("FHCRC: %v", err)
+	}
+}
+
 func TestGunzipRejects(t *testing.T) {
 	smallChunks(t, 16<<10, 64<<10)
 	data := volumeLike(1<<20, 5)
@@ -194,6 +225,7 @@ func TestGunzipRejects(t *testing.T) {
 		{"truncated", gz[:len(gz)/2], len(data), nil},
 		{"not gzip", []byte("just some text, certainly not gzip"), 10, ErrCorrupt},
 		{"method", bad(func(b []byte) []byte { b[2] = 7; return b }), len(data), ErrCorrupt},
+		{"header crc", withHeaderCRC(plainGzip(data), 1), len(data), ErrCorrupt},
 	}
 	for _, c := range cases {
 		dst := make([]byte, c.size)

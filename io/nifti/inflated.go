@@ -2,7 +2,10 @@ package nifti
 
 import (
 	"bytes"
+	"errors"
 	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/inflate"
 )
@@ -43,11 +46,11 @@ func inflateWhole(ds *source, size int64, threads int) *inflated {
 	if threads < 2 || ds.size < minParallelGzip || size <= 0 || int64(int(size)) != size {
 		return nil
 	}
-	src, unmapSrc, err := mapFile(ds.f, ds.size)
+	src, freeSrc, err := readGzipWhole(ds.f, ds.size, threads)
 	if err != nil {
 		return nil
 	}
-	defer unmapSrc()
+	defer freeSrc()
 	dst, freeDst, err := allocAnon(int(size))
 	if err != nil {
 		return nil
@@ -62,11 +65,30 @@ func inflateWhole(ds *source, size int64, threads int) *inflated {
 // readerAt serves positional reads from the inflated file.
 func (m *inflated) readerAt() *bytes.Reader { return bytes.NewReader(m.data) }
 
-// readFileAt is mapFile's fallback: the file read into the heap.
-func readFileAt(f dataFile, size int64) ([]byte, func() error, error) {
-	b := make([]byte, size)
-	if _, err := f.ReadAt(b, 0); err != nil {
+// readGzipWhole reads a compressed file into memory outside the heap, in pieces on threads
+// goroutines. It reads rather than maps the file: a mapped file cut short by another process
+// while it is read (an export still being written, say) would crash the process with SIGBUS,
+// where a short read only sends the file down the streaming path.
+func readGzipWhole(f dataFile, size int64, threads int) ([]byte, func() error, error) {
+	if int64(int(size)) != size {
+		return nil, nil, errors.New("nifti: file too large to read whole")
+	}
+	b, free, err := allocAnon(int(size))
+	if err != nil {
 		return nil, nil, err
 	}
-	return b, func() error { return nil }, nil
+	const piece = 8 << 20
+	var g errgroup.Group
+	g.SetLimit(threads)
+	for off := 0; off < len(b); off += piece {
+		g.Go(func() error {
+			_, err := f.ReadAt(b[off:min(off+piece, len(b))], int64(off))
+			return err // a short read is an error (io.EOF) here
+		})
+	}
+	if err := g.Wait(); err != nil {
+		free()
+		return nil, nil, err
+	}
+	return b, free, nil
 }
