@@ -64,5 +64,10 @@ if [ "$batch" -gt 0 ]; then
 		echo "$b batch run process_ms $(((e - s) / 1000000))" >>"$o"
 	done
 fi
+if [ "${INFLATE_PERF_PROFILE:-0}" != 0 ]; then
+	note "CPU profile and execution trace of the gzip -6 file at 16 threads (\$OUT/cpu16.out, trace16.out)"
+	INFLATE_BENCH_FILE=$W/z6/zlib6.nii.gz bin/inflate.test -test.run XXX -test.bench GunzipFile -test.cpu 16 \
+		-test.benchtime 5x -test.cpuprofile "$out/cpu16.out" -test.trace "$out/trace16.out" 2>&1 | grep Bench >>"$o"
+fi
 note done
 cat "$o"
