@@ -461,6 +461,16 @@ func (d *decoder) codes(lit, dist *huffman) error {
 		if sym < 256 {
 			out[o] = uint16(sym)
 			o++
+			// Literals come in runs: decode on while the bits for a code and the room last.
+			for br.n >= maxCodeLen && o+maxMatch+8 <= len(out) {
+				e = lit.primary[br.bits&(1<<primaryBits-1)]
+				if e&entryLink != 0 || e>>16 >= 256 || e&0xff == 0 {
+					break
+				}
+				br.consume(uint(e & 0xff))
+				out[o] = uint16(e >> 16)
+				o++
+			}
 			continue
 		}
 		if sym == 256 {
