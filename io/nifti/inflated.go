@@ -18,9 +18,10 @@ var minParallelGzip int64 = 4 << 20
 // goroutines (package io/inflate, ~n times faster than one core): Open then inflates the whole
 // file into memory outside the Go heap, and the Reader serves the volume from there, positional
 // reads (ReadSlices*At, Seekable) included, like an uncompressed file. If the parallel inflate
-// cannot be used (n < 2, a small file, several gzip members, a size that does not match the
-// header) or fails for any reason, the file streams through the sequential decoder as before,
-// which then reports any damage: the parallel path never decides an error.
+// cannot be used (n < 2, a small file, a 4D file of more than two volumes, several gzip members,
+// a size that does not match the header) or fails for any reason, the file streams through the
+// sequential decoder as before, which then reports any damage: the parallel path never decides
+// an error.
 func WithInflateThreads(n int) OpenOption {
 	return func(c *openConfig) { c.inflateThreads = n }
 }

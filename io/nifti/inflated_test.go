@@ -33,7 +33,7 @@ func TestInflateThreadsMatchesStreaming(t *testing.T) {
 		{Float64, binary.BigEndian, ".nii.gz", 1, 0},
 		{Int16, binary.BigEndian, ".hdr.gz", 1, 0},
 		{Float32, binary.LittleEndian, ".img.gz", 1, 0},
-		{Uint16, binary.LittleEndian, ".nii.gz", 3, 1},
+		{Uint16, binary.LittleEndian, ".nii.gz", 2, 1},
 	}
 	const nx, ny, nz = 61, 47, 19
 	for _, c := range cases {
@@ -128,6 +128,20 @@ func TestInflateThreadsFallsBack(t *testing.T) {
 		}
 	})
 	inflateAlways(t)
+	t.Run("4D, three volumes", func(t *testing.T) {
+		p := filepath.Join(dir, "4d.nii.gz")
+		if err := Write(p, testHeader(Int16, 1, binary.LittleEndian, nx, ny, nz, 3), formulaData(Int16, nx, ny, nz, 3), DefaultWriteOptions()); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(p, WithVolume(1), WithInflateThreads(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if r.Seekable() {
+			t.Error("a three-volume series was inflated whole")
+		}
+	})
 	t.Run("two members", func(t *testing.T) {
 		got := readSeq(t, two, []OpenOption{WithInflateThreads(4)}, 2, (*Reader).ReadSlicesRaw)
 		if !bytes.Equal(got, data) {

@@ -150,7 +150,9 @@ func (r *Reader) open(cfg openConfig) error {
 	}
 	r.in = ds
 	fileEnd := h.VoxOffset + r.g.volumes*r.g.volBytes
-	if ds.compressed() && ds.isize == uint32(fileEnd) {
+	// Inflated whole only when that costs at most about one more copy of the volume: a long 4D
+	// series (fMRI, DWI) would need memory for all of its volumes.
+	if ds.compressed() && ds.isize == uint32(fileEnd) && r.g.volumes <= 2 {
 		r.mem = inflateWhole(ds, fileEnd, cfg.inflateThreads)
 	}
 	switch {
