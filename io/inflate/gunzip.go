@@ -37,7 +37,7 @@ var (
 	// block starts than they save); maxChunk the most (chunks in flight hold their output as
 	// uint16 until stitched).
 	minChunk = 1 << 20
-	maxChunk = 4 << 20
+	maxChunk = 2 << 20
 	// maxOvershoot is how far past its end a chunk's last block may run before the chunk is
 	// given up (the data there is then decoded in order); real encoders' blocks are far smaller.
 	maxOvershoot int64 = 4 << 20
