@@ -399,18 +399,31 @@ func (s *stitcher) crc() uint32 {
 // resolve writes syms[lo:hi], decoded right after dst[:o], to dst[o+lo:o+hi]: bytes as they
 // are, markers as the byte of the 32 KiB window before o that they stand for.
 func resolve(dst []byte, o int, syms []uint16, lo, hi int) error {
-	out := dst[o+lo : o+hi]
+	out, in := dst[o+lo:o+hi], syms[lo:hi]
 	window := o - windowSize
-	for i, v := range syms[lo:hi] {
-		if v < windowMarker {
-			out[i] = byte(v)
-			continue
+	for i := 0; i < len(in); i += 8 {
+		if i+8 <= len(in) {
+			// Past a chunk's first 32 KiB markers are rare: eight bytes at once without them.
+			v := (*[8]uint16)(in[i:])
+			if v[0]|v[1]|v[2]|v[3]|v[4]|v[5]|v[6]|v[7] < windowMarker {
+				w := (*[8]byte)(out[i:])
+				w[0], w[1], w[2], w[3] = byte(v[0]), byte(v[1]), byte(v[2]), byte(v[3])
+				w[4], w[5], w[6], w[7] = byte(v[4]), byte(v[5]), byte(v[6]), byte(v[7])
+				continue
+			}
 		}
-		k := window + int(v-windowMarker)
-		if k < 0 {
-			return fmt.Errorf("%w: a distance reaches before the start of the stream", ErrCorrupt)
+		for k := i; k < min(i+8, len(in)); k++ {
+			v := in[k]
+			if v < windowMarker {
+				out[k] = byte(v)
+				continue
+			}
+			at := window + int(v-windowMarker)
+			if at < 0 {
+				return fmt.Errorf("%w: a distance reaches before the start of the stream", ErrCorrupt)
+			}
+			out[k] = dst[at]
 		}
-		out[i] = dst[k]
 	}
 	return nil
 }
