@@ -52,8 +52,11 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	track := fmt.Sprintf("reader %d", reader)
 	t := time.Now()
 	threads := r.cfg.readThreads()
-	rd, err := nifti.Open(w.job.Input, nifti.WithInflateThreads(threads))
+	rd, err := nifti.Open(w.job.Input, nifti.WithInflateThreads(threads), nifti.WithContext(ctx))
 	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		return err
 	}
 	defer rd.Close()

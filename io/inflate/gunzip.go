@@ -14,6 +14,7 @@
 package inflate
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -47,6 +48,12 @@ var (
 // uncompressed size (the trailer's ISIZE, modulo 2^32, is checked against it), using up to
 // threads goroutines. dst is filled only if Gunzip returns nil.
 func Gunzip(src, dst []byte, threads int) error {
+	return GunzipContext(context.Background(), src, dst, threads)
+}
+
+// GunzipContext is Gunzip that stops, with the context's cause, soon after ctx is done (each
+// goroutine finishes the chunk it is decoding, a few MiB).
+func GunzipContext(ctx context.Context, src, dst []byte, threads int) error {
 	start, err := headerLen(src)
 	if err != nil {
 		return err
@@ -59,7 +66,7 @@ func Gunzip(src, dst []byte, threads int) error {
 	if isize := binary.LittleEndian.Uint32(src[len(src)-4:]); isize != uint32(len(dst)) {
 		return fmt.Errorf("%w: the trailer gives %d bytes (mod 2^32), the caller expects %d", ErrUnsupported, isize, len(dst))
 	}
-	s := newStitcher(body, dst, max(1, threads))
+	s := newStitcher(ctx, body, dst, max(1, threads))
 	defer s.wait()
 	if err := s.run(); err != nil {
 		return err
@@ -136,6 +143,7 @@ type piece struct {
 }
 
 type stitcher struct {
+	ctx    context.Context
 	body   []byte
 	dst    []byte
 	chunks []chunk
@@ -157,13 +165,13 @@ type stitcher struct {
 // testHook, when set, sees every finished stitcher (tests).
 var testHook func(*stitcher)
 
-func newStitcher(body, dst []byte, threads int) *stitcher {
+func newStitcher(ctx context.Context, body, dst []byte, threads int) *stitcher {
 	size := min(max(len(body)/(4*threads), minChunk), maxChunk)
 	n := max(1, (len(body)+size-1)/size)
 	// Chunks decoded ahead of the stitching: enough that no worker waits for it (stitching is
 	// quick), few enough to bound the memory (each holds its output as uint16).
 	inFlight := threads + max(2, threads/2)
-	s := &stitcher{body: body, dst: dst, chunks: make([]chunk, n), bits: int64(size) * 8,
+	s := &stitcher{ctx: ctx, body: body, dst: dst, chunks: make([]chunk, n), bits: int64(size) * 8,
 		slots: make(chan struct{}, inFlight), free: make(chan []uint16, inFlight+2), quit: make(chan struct{})}
 	for i := range s.chunks {
 		s.chunks[i].done = make(chan struct{})
@@ -263,6 +271,10 @@ func (s *stitcher) decodeChunk(j int, scratch *decoder) {
 		stop = int64(len(s.body))*8 + 1 // to the final block
 	}
 	c.start = 0
+	if s.ctx.Err() != nil {
+		c.start = -1 // the stitching has stopped: not worth decoding
+		return
+	}
 	if j > 0 {
 		if c.start = findBlock(s.body, from, stop, scratch); c.start < 0 {
 			return
@@ -285,8 +297,15 @@ func (s *stitcher) run() error {
 		if final {
 			break
 		}
+		if s.ctx.Err() != nil {
+			return context.Cause(s.ctx)
+		}
 		c := &s.chunks[j]
-		<-c.done
+		select {
+		case <-c.done:
+		case <-s.ctx.Done():
+			return context.Cause(s.ctx)
+		}
 		if c.start < 0 || c.err != nil || c.start < pos {
 			s.release(j) // no block start found, a false one, or one the stream already passed
 			continue
@@ -328,26 +347,37 @@ func (s *stitcher) run() error {
 }
 
 // sequential decodes from bit pos, whose preceding output is dst[:o], until a block ends at or
-// after stop (or the final block), and resolves the output into dst.
+// after stop (or the final block), and resolves the output into dst. It goes a chunk's worth
+// at a time, so that its memory stays bounded and a cancelled context stops it.
 func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, error) {
 	s.sequentialRuns++
-	d := newDecoder(s.body, pos, s.getBuf())
-	final, err := d.run(stop)
-	if err != nil {
-		return 0, 0, false, err
+	buf := s.getBuf()
+	defer func() { s.putBuf(buf) }()
+	for {
+		if err := s.ctx.Err(); err != nil {
+			return 0, 0, false, context.Cause(s.ctx)
+		}
+		d := newDecoder(s.body, pos, buf)
+		final, err := d.run(min(stop, pos+s.bits))
+		buf = d.out
+		if err != nil {
+			return 0, 0, false, err
+		}
+		syms := d.out[windowSize:]
+		if o+len(syms) > len(s.dst) {
+			return 0, 0, false, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
+		}
+		p := &piece{n: len(syms)}
+		s.pieces = append(s.pieces, p)
+		if err := resolve(s.dst, o, syms, 0, len(syms)); err != nil {
+			return 0, 0, false, err
+		}
+		p.crc = crc32.ChecksumIEEE(s.dst[o : o+len(syms)])
+		pos, o = d.br.bitPos(), o+len(syms)
+		if final || pos >= stop {
+			return pos, o, final, nil
+		}
 	}
-	syms := d.out[windowSize:]
-	if o+len(syms) > len(s.dst) {
-		return 0, 0, false, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
-	}
-	p := &piece{n: len(syms)}
-	s.pieces = append(s.pieces, p)
-	if err := resolve(s.dst, o, syms, 0, len(syms)); err != nil {
-		return 0, 0, false, err
-	}
-	p.crc = crc32.ChecksumIEEE(s.dst[o : o+len(syms)])
-	s.putBuf(d.out)
-	return d.br.bitPos(), o + len(syms), final, nil
 }
 
 // adopt places chunk j's output at dst[o:]: its last 32 KiB (the next chunk's window) now, the

@@ -3,6 +3,7 @@ package inflate
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -332,4 +333,24 @@ func BenchmarkGunzipFile(b *testing.B) {
 	}
 	b.ReportMetric(float64(stats[0]), "adopted")
 	b.ReportMetric(float64(stats[1]), "in-order")
+}
+
+// A done context stops Gunzip with its cause, on the parallel path and on the in-order one
+// (stored blocks, which the block finder does not look for).
+func TestGunzipContext(t *testing.T) {
+	smallChunks(t, 16<<10, 64<<10)
+	data := volumeLike(2<<20, 6)
+	for _, enc := range []func([]byte) []byte{stdGzip(6), stdGzip(gzip.NoCompression)} {
+		gz := enc(data)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		stop := errors.New("stopped by the test")
+		cancel(stop)
+		dst := make([]byte, len(data))
+		if err := GunzipContext(ctx, gz, dst, 3); !errors.Is(err, stop) {
+			t.Errorf("cancelled: %v, want the context's cause", err)
+		}
+		if err := GunzipContext(context.Background(), gz, dst, 3); err != nil || !bytes.Equal(dst, data) {
+			t.Errorf("afterwards: %v", err)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package nifti
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"sync"
 
@@ -26,6 +27,12 @@ func WithInflateThreads(n int) OpenOption {
 	return func(c *openConfig) { c.inflateThreads = n }
 }
 
+// WithContext makes Open stop inflating a file whole (WithInflateThreads) soon after ctx is
+// done, returning the context's cause. The streaming reads that follow Open do not use it.
+func WithContext(ctx context.Context) OpenOption {
+	return func(c *openConfig) { c.ctx = ctx }
+}
+
 // inflated is a data file decompressed into memory.
 type inflated struct {
 	data []byte // the whole uncompressed file
@@ -41,26 +48,30 @@ func (m *inflated) release() error {
 	return err
 }
 
-// inflateWhole decompresses ds (whose uncompressed size must be size) on threads goroutines, or
-// returns nil when that cannot be done.
-func inflateWhole(ds *source, size int64, threads int) *inflated {
+// inflateWhole decompresses ds (whose uncompressed size must be size) on threads goroutines.
+// It returns nil when that cannot be done (the caller streams the file), and an error only
+// when ctx stopped it.
+func inflateWhole(ctx context.Context, ds *source, size int64, threads int) (*inflated, error) {
 	if threads < 2 || ds.size < minParallelGzip || size <= 0 || int64(int(size)) != size {
-		return nil
+		return nil, nil
 	}
 	src, freeSrc, err := readGzipWhole(ds.f, ds.size, threads)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer freeSrc()
 	dst, freeDst, err := allocAnon(int(size))
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	if err := inflate.Gunzip(src, dst, threads); err != nil {
+	if err := inflate.GunzipContext(ctx, src, dst, threads); err != nil {
 		freeDst()
-		return nil
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, nil
 	}
-	return &inflated{data: dst, free: freeDst}
+	return &inflated{data: dst, free: freeDst}, nil
 }
 
 // readerAt serves positional reads from the inflated file.

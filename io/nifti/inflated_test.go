@@ -3,6 +3,7 @@ package nifti
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -158,4 +159,23 @@ func TestInflateThreadsFallsBack(t *testing.T) {
 			wantErr(t, err, ErrCorrupt, badCRC)
 		}
 	})
+}
+
+// A done context stops Open while it inflates a file whole, with the context's cause, rather
+// than sending the file down the streaming path.
+func TestInflateThreadsContext(t *testing.T) {
+	inflateAlways(t)
+	path := writeFormula(t, "v.nii.gz", Int16, 40, 30, 12, DefaultWriteOptions())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, err := Open(path, WithInflateThreads(4), WithContext(ctx))
+	if err == nil {
+		r.Close()
+	}
+	wantErr(t, err, context.Canceled, path)
+	r, err = Open(path, WithContext(ctx)) // nothing to inflate whole: the context is not used
+	if err != nil {
+		t.Fatalf("streaming open with a done context: %v", err)
+	}
+	r.Close()
 }

@@ -1,6 +1,7 @@
 package nifti
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +18,9 @@ type openConfig struct {
 	volumeSet bool
 	open      fileOpener // nil: the OS file system; in-memory files in fuzz tests
 	// inflateThreads > 1: gzipped data files may be inflated whole on that many goroutines
-	// (WithInflateThreads).
+	// (WithInflateThreads), stopping when ctx (nil: never) is done.
 	inflateThreads int
+	ctx            context.Context
 }
 
 // WithVolume selects volume t (0-based, counting over dims 4..7 in file order) of a
@@ -153,7 +155,13 @@ func (r *Reader) open(cfg openConfig) error {
 	// Inflated whole only when that costs at most about one more copy of the volume: a long 4D
 	// series (fMRI, DWI) would need memory for all of its volumes.
 	if ds.compressed() && ds.isize == uint32(fileEnd) && r.g.volumes <= 2 {
-		r.mem = inflateWhole(ds, fileEnd, cfg.inflateThreads)
+		ctx := cfg.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		if r.mem, err = inflateWhole(ctx, ds, fileEnd, cfg.inflateThreads); err != nil {
+			return err // stopped: not a reason to stream the file instead
+		}
 	}
 	switch {
 	case r.mem != nil:
