@@ -257,9 +257,9 @@ func init() {
 	}
 }
 
-// header reads a dynamic block's code lengths (after BFINAL and BTYPE) and builds its tables
-// into lit and dist. The block finder calls it on candidate positions: it checks everything
-// RFC 1951 and zlib require of the header.
+// readDynamicHeader reads a dynamic block's code lengths (after BFINAL and BTYPE) and builds
+// its tables into lit and dist. The block finder calls it on candidate positions: it checks
+// everything RFC 1951 and zlib require of the header.
 func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint8) error {
 	if br.n < 14 {
 		br.refill()
