@@ -30,7 +30,7 @@ gzip -1 <"$W/plain.nii" >"$W/z1/zlib1.nii.gz"
 ls -l "$vol" "$W"/z6/*.gz "$W"/z1/*.gz | awk '{print $5, $9}' >>"$o"
 note "files at 1..16 threads (MB/s, chunks used as decoded in parallel, runs decoded in order)"
 for f in "$vol" "$W/z6/zlib6.nii.gz"; do
-	INFLATE_BENCH_FILE=$f bin/inflate.test -test.run XXX -test.bench GunzipFile -test.cpu 1,4,8,16 -test.benchtime 3x 2>&1 | grep Bench >>"$o"
+	INFLATE_BENCH_FILE=$f bin/inflate.test -test.run XXX -test.bench GunzipFile -test.benchtime 3x 2>&1 | grep Bench >>"$o"
 done
 note "read stage alone (bench --read-only, 1 reader), old and new interleaved"
 for d in "$W/g/volumes" "$W/z6" "$W/z1"; do
@@ -66,7 +66,7 @@ if [ "$batch" -gt 0 ]; then
 fi
 if [ "${INFLATE_PERF_PROFILE:-0}" != 0 ]; then
 	note "CPU profile and execution trace of the gzip -6 file at 16 threads (\$OUT/cpu16.out, trace16.out)"
-	INFLATE_BENCH_FILE=$W/z6/zlib6.nii.gz bin/inflate.test -test.run XXX -test.bench GunzipFile -test.cpu 16 \
+	INFLATE_BENCH_FILE=$W/z6/zlib6.nii.gz bin/inflate.test -test.run XXX -test.bench 'GunzipFile/threads=16' \
 		-test.benchtime 5x -test.cpuprofile "$out/cpu16.out" -test.trace "$out/trace16.out" 2>&1 | grep Bench >>"$o"
 fi
 note done
