@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"voxpipe/internal/hostmem"
 	"voxpipe/io/inflate"
 )
 
@@ -35,8 +36,7 @@ func WithContext(ctx context.Context) OpenOption {
 
 // inflated is a data file decompressed into memory.
 type inflated struct {
-	data []byte // the whole uncompressed file
-	free func() error
+	data []byte // the whole uncompressed file, from hostmem.Map
 	once sync.Once
 }
 
@@ -44,7 +44,7 @@ type inflated struct {
 // without Close).
 func (m *inflated) release() error {
 	var err error
-	m.once.Do(func() { err = m.free() })
+	m.once.Do(func() { err = hostmem.Unmap(m.data) })
 	return err
 }
 
@@ -55,39 +55,39 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int) (*in
 	if threads < 2 || ds.size < minParallelGzip || size <= 0 || int64(int(size)) != size {
 		return nil, nil
 	}
-	src, freeSrc, err := readGzipWhole(ds.f, ds.size, threads)
+	src, err := readGzipWhole(ds.f, ds.size, threads)
 	if err != nil {
 		return nil, nil
 	}
-	defer freeSrc()
-	dst, freeDst, err := allocAnon(int(size))
+	defer hostmem.Unmap(src)
+	dst, err := hostmem.Map(int(size))
 	if err != nil {
 		return nil, nil
 	}
 	if err := inflate.GunzipContext(ctx, src, dst, threads); err != nil {
-		freeDst()
+		hostmem.Unmap(dst)
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
 		return nil, nil
 	}
-	return &inflated{data: dst, free: freeDst}, nil
+	return &inflated{data: dst}, nil
 }
 
 // readerAt serves positional reads from the inflated file.
 func (m *inflated) readerAt() *bytes.Reader { return bytes.NewReader(m.data) }
 
-// readGzipWhole reads a compressed file into memory outside the heap, in pieces on threads
-// goroutines. It reads rather than maps the file: a mapped file cut short by another process
-// while it is read (an export still being written, say) would crash the process with SIGBUS,
-// where a short read only sends the file down the streaming path.
-func readGzipWhole(f dataFile, size int64, threads int) ([]byte, func() error, error) {
+// readGzipWhole reads a compressed file into memory outside the heap (hostmem.Map), in pieces
+// on threads goroutines. It reads rather than maps the file: a mapped file cut short by another
+// process while it is read (an export still being written, say) would crash the process with
+// SIGBUS, where a short read only sends the file down the streaming path.
+func readGzipWhole(f dataFile, size int64, threads int) ([]byte, error) {
 	if int64(int(size)) != size {
-		return nil, nil, errors.New("nifti: file too large to read whole")
+		return nil, errors.New("nifti: file too large to read whole")
 	}
-	b, free, err := allocAnon(int(size))
+	b, err := hostmem.Map(int(size))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	const piece = 8 << 20
 	var g errgroup.Group
@@ -99,8 +99,8 @@ func readGzipWhole(f dataFile, size int64, threads int) ([]byte, func() error, e
 		})
 	}
 	if err := g.Wait(); err != nil {
-		free()
-		return nil, nil, err
+		hostmem.Unmap(b)
+		return nil, err
 	}
-	return b, free, nil
+	return b, nil
 }

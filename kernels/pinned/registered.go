@@ -4,11 +4,11 @@ package pinned
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
-	"syscall"
 	"unsafe"
+
+	"voxpipe/internal/hostmem"
 )
 
 // AllocRegistered returns bytes of page-locked host memory made the fast way: MapTouched, then
@@ -36,15 +36,9 @@ func MapTouched(bytes int) (unsafe.Pointer, error) {
 	if bytes <= 0 {
 		return nil, fmt.Errorf("pinned: allocation of %d bytes", bytes)
 	}
-	b, err := syscall.Mmap(-1, 0, bytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	b, err := hostmem.Map(bytes) // huge pages advised: fewer pages to fault in and to lock
 	if err != nil {
-		return nil, fmt.Errorf("pinned: mmap %d bytes: %w", bytes, err)
-	}
-	if bytes >= 4<<20 && os.Getenv("VOXPIPE_HUGEPAGES") != "0" {
-		// Transparent huge pages where the kernel allows them: 512 times fewer page faults and
-		// pages to lock (512 MiB: 24 ms instead of 52 on the H200 machine, docs/perf.md).
-		// Advice only; VOXPIPE_HUGEPAGES=0 turns it off where compaction stalls.
-		_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE)
+		return nil, fmt.Errorf("pinned: %w", err)
 	}
 	touchPages(b)
 	return unsafe.Pointer(&b[0]), nil
@@ -63,8 +57,8 @@ func FreeRegistered(p unsafe.Pointer, bytes int) error {
 // Unmap releases the memory of an AllocRegistered allocation after Unregister; it needs no
 // CUDA context, so large buffers can be unmapped off the context's thread, in parallel.
 func Unmap(p unsafe.Pointer, bytes int) error {
-	if err := syscall.Munmap(unsafe.Slice((*byte)(p), bytes)); err != nil {
-		return fmt.Errorf("pinned: munmap: %w", err)
+	if err := hostmem.Unmap(unsafe.Slice((*byte)(p), bytes)); err != nil {
+		return fmt.Errorf("pinned: %w", err)
 	}
 	return nil
 }
