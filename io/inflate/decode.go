@@ -345,9 +345,16 @@ type decoder struct {
 
 // newDecoder starts decoding at bit of data, into out (reused; its contents are replaced).
 func newDecoder(data []byte, bit int64, out []uint16) *decoder {
-	d := &decoder{br: newBitReader(data, bit), limit: int64(len(data))*8 + 64}
-	d.reset(out)
+	d := new(decoder)
+	d.start(data, bit, out)
 	return d
+}
+
+// start (re)starts d at bit of data, into out, so that a worker reuses one decoder, tables and
+// all, for its block finding and every chunk it decodes.
+func (d *decoder) start(data []byte, bit int64, out []uint16) {
+	d.br, d.limit = newBitReader(data, bit), int64(len(data))*8+64
+	d.reset(out)
 }
 
 func (d *decoder) reset(out []uint16) {

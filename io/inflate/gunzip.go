@@ -153,6 +153,7 @@ type stitcher struct {
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
+	seq    decoder // the stitching's own decoder (sequential)
 	pieces []*piece
 	// adopted and sequential count the chunks used as decoded in parallel and the runs decoded
 	// in order (tests check that the parallel path is taken).
@@ -262,7 +263,8 @@ func (s *stitcher) release(j int) {
 	<-s.slots
 }
 
-// decodeChunk finds chunk j's first block and decodes from it past the chunk's end.
+// decodeChunk finds chunk j's first block and decodes from it past the chunk's end, with the
+// worker's decoder (scratch).
 func (s *stitcher) decodeChunk(j int, scratch *decoder) {
 	c := &s.chunks[j]
 	defer close(c.done)
@@ -280,7 +282,8 @@ func (s *stitcher) decodeChunk(j int, scratch *decoder) {
 			return
 		}
 	}
-	d := newDecoder(s.body, c.start, s.getBuf())
+	d := scratch // the finder is done with its tables
+	d.start(s.body, c.start, s.getBuf())
 	if j > 0 {
 		d.limit = stop + maxOvershoot*8
 	}
@@ -357,7 +360,8 @@ func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, e
 		if err := s.ctx.Err(); err != nil {
 			return 0, 0, false, context.Cause(s.ctx)
 		}
-		d := newDecoder(s.body, pos, buf)
+		d := &s.seq
+		d.start(s.body, pos, buf)
 		final, err := d.run(min(stop, pos+s.bits))
 		buf = d.out
 		if err != nil {
