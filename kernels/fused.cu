@@ -109,6 +109,7 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #define VF_SKIP_CONVS 4    // no conv2 / dilated-conv mma
 #define VF_SKIP_B 8        // the convs' weight fragments loaded once per (dy, dx), not per dz
 #define VF_SKIP_A 16       // the convs' e fragments loaded once per plane, not per (dy, dx)
+#define VF_SKIP_START 32   // no weights into shared memory in the block's start (whatever it holds)
 // VF_HEAD_SPLIT: the head with f and its weights split into fp16 high and low parts
 // (hi*hi + lo*hi + hi*lo: 3 mma per n8 tile instead of 1), close to a float32 head.
 // VF_FAST_SIGMOID: the gate's sigmoid with the hardware's approximate exp and divide (a few ulp
@@ -955,13 +956,13 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int o0 = blockIdx.z * zChunk, o1 = min(o0 + zChunk, nzOut);
 
-	if (warp == 0) vf_params(sm, w, lane);
+	if (!(VF_SKIP & VF_SKIP_START) && warp == 0) vf_params(sm, w, lane);
 	// The convs' weights, four at a time (16-byte loads, all of a thread's issued at once: this
 	// start is paid by every block, with the SM otherwise idle): k..k+3 stay within one 8-element
 	// half of a row, so they go to four consecutive fp16 slots.
 	static_assert(VF_OFF_W2 % 4 == 0 && VF_OFF_WG % 4 == 0, "fused kernel: conv weights must be 16-byte aligned");
 #pragma unroll
-	for (int i = tid; i < 2 * 27 * 64; i += VF_THREADS) {
+	for (int i = tid; i < ((VF_SKIP & VF_SKIP_START) ? 0 : 2 * 27 * 64); i += VF_THREADS) {
 		const int c = i / (27 * 64), r = i % (27 * 64) * 4, t = r / 256, n = r / 16 % 16, k = r % 16;
 		const float4 v = __ldg(reinterpret_cast<const float4*>(w + (c ? VF_OFF_WG : VF_OFF_W2) + r));
 		uint2 h;

@@ -55,12 +55,12 @@ func TestFusedVariants(t *testing.T) {
 		defer lt.close()
 		const scale, shift = float32(1.0 / 400), float32(-3)
 
-		time1 := func(name string, fn cu.Function, rows, threads, smem int) (time.Duration, []uint8) {
+		time1 := func(name string, fn cu.Function, rows, threads, smem int, zChunk int32) (time.Duration, []uint8) {
 			// Launched directly: each build has its own geometry (fused_geometry).
-			a := new(args).ptr(din).ptr(lab).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(nzOut).f32(scale).f32(shift).i32(4)
+			a := new(args).ptr(din).ptr(lab).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(4)
 			ms, err := lt.times(runs+1, func() error { return cu.MemsetD8(lab, 0xEE, int64(nzOut*plane)) },
 				func(st cu.Stream) error {
-					return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), 1}, [3]int{threads, 1, 1}, smem, st, a)
+					return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), ceilDiv(nzOut, zChunk)}, [3]int{threads, 1, 1}, smem, st, a)
 				})
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -70,9 +70,19 @@ func TestFusedVariants(t *testing.T) {
 			return time.Duration(medianMS(ms) * float64(time.Millisecond)), out
 		}
 		g := m.FusedGeometry()
-		base, want := time1("fused_i16", m.fusedI16, int(g.Rows), int(g.Threads), int(g.SharedBytes))
+		base, want := time1("fused_i16", m.fusedI16, int(g.Rows), int(g.Threads), int(g.SharedBytes), nzOut)
 		perVolume := func(d time.Duration) float64 { return float64(d) / 1e6 * 1000 / nzOut }
 		t.Logf("TABLE|variant committed (rows %d)|%.3f ms per 64-plane slab, %.1f ms per 1000 planes", g.Rows, float64(base)/1e6, perVolume(base))
+		// Thinner z-chunks: more blocks of fewer steps each. Every block pays the start (weights
+		// into shared memory, the first x planes) and 4 warm-up e planes; the per-block cost
+		// follows from these times (docs/perf.md, seventh session).
+		for _, c := range []int32{32, 16, 8} {
+			d, got := time1("fused_i16", m.fusedI16, int(g.Rows), int(g.Threads), int(g.SharedBytes), c)
+			if !slices.Equal(got, want) {
+				t.Errorf("committed kernel at zChunk %d: labels differ from zChunk %d", c, nzOut)
+			}
+			t.Logf("TABLE|committed, zChunk %d (%d blocks of %d steps)|%.3f ms per slab", c, ceilDiv(nx, FusedTileX)*ceilDiv(ny, g.Rows)*ceilDiv(nzOut, c), c+4, float64(d)/1e6)
+		}
 		for _, v := range strings.Split(spec, ",") {
 			name, path, ok := strings.Cut(v, "=")
 			if !ok {
@@ -95,7 +105,7 @@ func TestFusedVariants(t *testing.T) {
 				t.Fatal(err)
 			}
 			rows := int(vg.Rows)
-			d, got := time1(name, fn, rows, int(vg.Threads), int(vg.SharedBytes))
+			d, got := time1(name, fn, rows, int(vg.Threads), int(vg.SharedBytes), nzOut)
 			same := "labels identical"
 			if i := slices.Compare(got, want); i != 0 {
 				n := 0
