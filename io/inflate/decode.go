@@ -6,12 +6,15 @@ import (
 	"math/bits"
 )
 
-// The deflate decoder (RFC 1951) of this package. It writes uint16 symbols rather than bytes:
-// values 0-255 are bytes, and value windowMarker+i stands for byte i of the 32 KiB that came
-// before the decoder's start, which a decoder started in the middle of a stream does not know.
-// The output slice starts with those 32768 markers, so a back-reference reaching before the
-// start copies markers like any other value, and resolve later replaces them with the bytes of
-// the preceding output once it is known.
+// The deflate decoder (RFC 1951) of this package. A decoder started in the middle of a stream
+// does not know the 32 KiB that came before its start: it writes uint16 symbols rather than
+// bytes, values 0-255 being bytes and value windowMarker+i standing for byte i of that window.
+// Its symbols start with those 32768 markers, so a back-reference reaching before the start
+// copies markers like any other value, and resolve later replaces them with the bytes of the
+// preceding output once it is known. Once its last 32 KiB of symbols hold no marker, no later
+// back-reference (32 KiB at most) can reach one: it goes over to bytes, as rapidgzip does,
+// which halves its stores and leaves the stitching a copy instead of a resolve. A decoder that
+// knows its window (the stream's start, or decoding in order) writes bytes from the start.
 
 const (
 	windowSize   = 1 << 15
@@ -334,39 +337,68 @@ func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint
 // zeros fed past it, or a speculative decoder's bound).
 var errPastLimit = fmt.Errorf("%w: deflate block runs past the end of the data", ErrCorrupt)
 
-// decoder inflates a run of blocks into out (uint16 symbols after the 32 KiB marker window).
+// outBuf holds a decoder's output, in buffers reused from one chunk to the next.
+type outBuf struct {
+	syms  []uint16
+	bytes []byte
+}
+
+// symbol is what a decoder writes: uint16 while markers may come, bytes after.
+type symbol interface{ uint16 | byte }
+
+// decoder inflates a run of blocks into buf: symbols after the 32 KiB of markers while a
+// marker may still come (none if the window was known), then bytes after the window.
 type decoder struct {
-	br            *bitReader
-	out           []uint16
-	limit         int64 // bit position past which a block is given up as not deflate
-	lit, dist, cl huffman
-	lengths       [320]uint8
+	br    *bitReader
+	buf   outBuf
+	win   int   // length of the window before the bytes in buf.bytes
+	limit int64 // bit position past which a block is given up as not deflate
+	// inBytes: the decoder writes buf.bytes; switched: it started on symbols and went over.
+	inBytes, switched bool
+	// lastMarker is the index of the last marker found in buf.syms; buf.syms[:scanned] have
+	// been searched for markers, so that each symbol is searched once.
+	lastMarker, scanned int
+	lit, dist, cl       huffman
+	lengths             [320]uint8
 }
 
-// newDecoder starts decoding at bit of data, into out (reused; its contents are replaced).
-func newDecoder(data []byte, bit int64, out []uint16) *decoder {
-	d := new(decoder)
-	d.start(data, bit, out)
-	return d
+// room returns b emptied, with room for the window and at least 64 KiB.
+func room[T symbol](b []T) []T {
+	if cap(b) < windowSize+1<<16 {
+		return make([]T, 0, windowSize+1<<20)
+	}
+	return b[:0]
 }
 
-// start (re)starts d at bit of data, into out, so that a worker reuses one decoder, tables and
-// all, for its block finding and every chunk it decodes.
-func (d *decoder) start(data []byte, bit int64, out []uint16) {
+// startSymbols (re)starts d at bit of data, not knowing the window before it, into buf (reused;
+// its contents are replaced). A worker reuses one decoder, tables and all, for its block
+// finding and every chunk it decodes.
+func (d *decoder) startSymbols(data []byte, bit int64, buf outBuf) {
 	d.br, d.limit = newBitReader(data, bit), int64(len(data))*8+64
-	d.reset(out)
+	syms := room(buf.syms)[:windowSize]
+	for i := range syms {
+		syms[i] = uint16(windowMarker + i)
+	}
+	d.buf, d.win = outBuf{syms, buf.bytes[:0]}, 0
+	d.inBytes, d.switched = false, false
+	d.lastMarker, d.scanned = windowSize-1, windowSize
 }
 
-func (d *decoder) reset(out []uint16) {
-	out = out[:0]
-	if cap(out) < windowSize+1<<16 {
-		out = make([]uint16, 0, windowSize+1<<20)
+// startBytes (re)starts d at bit of data, into buf, after window (the output before bit, up
+// to 32 KiB; shorter only at the stream's start).
+func (d *decoder) startBytes(data []byte, bit int64, buf outBuf, window []byte) {
+	d.br, d.limit = newBitReader(data, bit), int64(len(data))*8+64
+	d.buf, d.win = outBuf{buf.syms[:0], append(room(buf.bytes), window...)}, len(window)
+	d.inBytes, d.switched = true, false
+}
+
+// output returns what d decoded: symbols, then bytes.
+func (d *decoder) output() ([]uint16, []byte) {
+	syms := d.buf.syms
+	if len(syms) > 0 {
+		syms = syms[windowSize:]
 	}
-	out = out[:windowSize]
-	for i := range out {
-		out[i] = uint16(windowMarker + i)
-	}
-	d.out = out
+	return syms, d.buf.bytes[d.win:]
 }
 
 // run decodes whole blocks until it has finished one that ends at or after bit stop, or the
@@ -383,7 +415,50 @@ func (d *decoder) run(stop int64) (final bool, err error) {
 		if final || d.br.bitPos() >= stop {
 			return final, nil
 		}
+		if !d.inBytes {
+			d.toBytes()
+		}
 	}
+}
+
+// toBytes goes over to bytes if the last 32 KiB of symbols hold no marker.
+func (d *decoder) toBytes() {
+	syms := d.buf.syms
+	n := len(syms)
+	if n-d.lastMarker <= windowSize {
+		return // the last marker found is still in the window
+	}
+	if i := lastMarker(syms[d.scanned:]); i >= 0 {
+		d.lastMarker = d.scanned + i
+	}
+	d.scanned = n
+	if n-d.lastMarker <= windowSize {
+		return
+	}
+	b := room(d.buf.bytes)[:windowSize]
+	for i, v := range syms[n-windowSize:] {
+		b[i] = byte(v)
+	}
+	d.buf.bytes, d.win = b, windowSize
+	d.inBytes, d.switched = true, true
+}
+
+// lastMarker returns the index of the last marker in syms, or -1.
+func lastMarker(syms []uint16) int {
+	i := len(syms)
+	for ; i >= 8; i -= 8 {
+		// Eight at a time: the search reads every symbol after a chunk's last marker.
+		v := (*[8]uint16)(syms[i-8:])
+		if v[0]|v[1]|v[2]|v[3]|v[4]|v[5]|v[6]|v[7] >= windowMarker {
+			break
+		}
+	}
+	for i--; i >= 0; i-- {
+		if syms[i] >= windowMarker {
+			return i
+		}
+	}
+	return -1
 }
 
 // block decodes one block.
@@ -393,7 +468,12 @@ func (d *decoder) block() (final bool, err error) {
 	final = hdr&1 != 0
 	switch hdr >> 1 {
 	case 0:
-		return final, d.stored()
+		if d.inBytes {
+			d.buf.bytes, err = stored(br, d.buf.bytes)
+		} else {
+			d.buf.syms, err = stored(br, d.buf.syms)
+		}
+		return final, err
 	case 1:
 		return final, d.codes(&fixedLit, &fixedDist)
 	case 2:
@@ -406,52 +486,58 @@ func (d *decoder) block() (final bool, err error) {
 	}
 }
 
-func (d *decoder) stored() error {
-	br := d.br
+func (d *decoder) codes(lit, dist *huffman) (err error) {
+	if d.inBytes {
+		d.buf.bytes, err = codes(d.br, d.buf.bytes, d.limit, lit, dist)
+	} else {
+		d.buf.syms, err = codes(d.br, d.buf.syms, d.limit, lit, dist)
+	}
+	return err
+}
+
+// stored appends a stored block's bytes to out.
+func stored[T symbol](br *bitReader, out []T) ([]T, error) {
 	br.consume(br.n & 7) // to the byte boundary
 	v := br.read(32)
 	n := int(v & 0xffff)
 	if n != int(^v>>16&0xffff) {
-		return fmt.Errorf("%w: stored block length check failed", ErrCorrupt)
+		return out, fmt.Errorf("%w: stored block length check failed", ErrCorrupt)
 	}
 	// Drain whole bytes still buffered, then copy the rest straight from data.
 	for n > 0 && br.n >= 8 {
-		d.out = append(d.out, uint16(br.bits&0xff))
+		out = append(out, T(br.bits&0xff))
 		br.consume(8)
 		n--
 	}
 	if n == 0 {
-		return nil
+		return out, nil
 	}
 	// br.n == 0 here: the buffer is empty and pos is the next byte.
 	if br.pos+n > len(br.data) {
-		return fmt.Errorf("%w: stored block truncated", ErrCorrupt)
+		return out, fmt.Errorf("%w: stored block truncated", ErrCorrupt)
 	}
 	for _, b := range br.data[br.pos : br.pos+n] {
-		d.out = append(d.out, uint16(b))
+		out = append(out, T(b))
 	}
 	br.pos += n
 	br.bits, br.n = 0, 0
-	return nil
+	return out, nil
 }
 
-// codes decodes the symbols of a Huffman-coded block until its end-of-block code.
-func (d *decoder) codes(lit, dist *huffman) error {
-	br := d.br
-	out := d.out
+// codes appends the symbols of a Huffman-coded block to out, until its end-of-block code.
+func codes[T symbol](br *bitReader, out []T, limit int64, lit, dist *huffman) ([]T, error) {
 	o := len(out)
 	out = out[:cap(out)]
-	defer func() { d.out = out[:o] }()
 	for {
 		if o+maxMatch+8 > len(out) {
-			grown := make([]uint16, len(out)*2)
+			grown := make([]T, len(out)*2)
 			copy(grown, out[:o])
 			out = grown
 		}
 		if br.n < 48 { // longest length/distance pair: 15+5+15+13 bits
 			br.refill()
-			if br.bitPos() > d.limit {
-				return errPastLimit
+			if br.bitPos() > limit {
+				return out[:o], errPastLimit
 			}
 		}
 		e := lit.primary[br.bits&(1<<primaryBits-1)]
@@ -461,12 +547,12 @@ func (d *decoder) codes(lit, dist *huffman) error {
 		}
 		l := uint(e & 0xff)
 		if l == 0 {
-			return fmt.Errorf("%w: invalid literal/length code", ErrCorrupt)
+			return out[:o], fmt.Errorf("%w: invalid literal/length code", ErrCorrupt)
 		}
 		br.consume(l)
 		sym := int(e >> 16)
 		if sym < 256 {
-			out[o] = uint16(sym)
+			out[o] = T(sym)
 			o++
 			// Literals come in runs: decode on while the bits for a code and the room last.
 			for br.n >= maxCodeLen && o+maxMatch+8 <= len(out) {
@@ -475,17 +561,17 @@ func (d *decoder) codes(lit, dist *huffman) error {
 					break
 				}
 				br.consume(uint(e & 0xff))
-				out[o] = uint16(e >> 16)
+				out[o] = T(e >> 16)
 				o++
 			}
 			continue
 		}
 		if sym == 256 {
-			return nil
+			return out[:o], nil
 		}
 		sym -= 257
 		if sym >= 29 {
-			return fmt.Errorf("%w: invalid length symbol %d", ErrCorrupt, sym+257)
+			return out[:o], fmt.Errorf("%w: invalid length symbol %d", ErrCorrupt, sym+257)
 		}
 		x := uint(lengthExtra[sym])
 		length := int(lengthBase[sym]) + int(br.peek(x))
@@ -497,18 +583,18 @@ func (d *decoder) codes(lit, dist *huffman) error {
 		}
 		l = uint(e & 0xff)
 		if l == 0 {
-			return fmt.Errorf("%w: invalid distance code", ErrCorrupt)
+			return out[:o], fmt.Errorf("%w: invalid distance code", ErrCorrupt)
 		}
 		br.consume(l)
 		ds := int(e >> 16)
 		if ds >= 30 {
-			return fmt.Errorf("%w: invalid distance symbol %d", ErrCorrupt, ds)
+			return out[:o], fmt.Errorf("%w: invalid distance symbol %d", ErrCorrupt, ds)
 		}
 		x = uint(distExtra[ds])
 		distance := int(distBase[ds]) + int(br.peek(x))
 		br.consume(x)
 		if distance > o {
-			return fmt.Errorf("%w: distance %d reaches before the window", ErrCorrupt, distance)
+			return out[:o], fmt.Errorf("%w: distance %d reaches before the window", ErrCorrupt, distance)
 		}
 		src := o - distance
 		switch {
@@ -516,7 +602,7 @@ func (d *decoder) codes(lit, dist *huffman) error {
 			// Eight at a time, maybe past o+length (the slack is there, and is overwritten
 			// later); with distance >= 8 every group reads only values already final.
 			for i := 0; i < length; i += 8 {
-				*(*[8]uint16)(out[o+i:]) = *(*[8]uint16)(out[src+i:])
+				*(*[8]T)(out[o+i:]) = *(*[8]T)(out[src+i:])
 			}
 		case distance >= length:
 			copy(out[o:o+length], out[src:src+length])

@@ -8,9 +8,12 @@
 // bytes it refers to; the chunks are then stitched in order. A chunk is used only if the
 // decoding of the data before it ends exactly where it starts, which makes its decoding the true
 // one; otherwise (a false positive, a chunk with no dynamic block) the stream is decoded on in
-// order through it. Once the 32 KiB before a chunk are known its markers are replaced, in
-// parallel. The result is checked against the gzip trailer (CRC-32 and length) before Gunzip
-// returns without error, so a mistake in the stitching cannot go unnoticed.
+// order through it. A chunk's decoding goes over from markers to plain bytes as soon as its last
+// 32 KiB hold no marker (no later back-reference can reach one: on volume-like data, after a
+// few hundred KiB of output); once the 32 KiB before a chunk are known, its markers are
+// replaced and its bytes copied, in parallel. The result is checked against the gzip trailer (CRC-32 and
+// length) before Gunzip returns without error, so a mistake in the stitching cannot go
+// unnoticed.
 package inflate
 
 import (
@@ -35,8 +38,8 @@ var (
 // Tuning, variables for tests.
 var (
 	// minChunk is the least compressed bytes per chunk (smaller chunks cost more in finding
-	// block starts than they save); maxChunk the most (chunks in flight hold their output as
-	// uint16 until stitched).
+	// block starts than they save); maxChunk the most (chunks in flight hold their output
+	// until stitched).
 	minChunk = 1 << 20
 	maxChunk = 2 << 20
 	// maxOvershoot is how far past its end a chunk's last block may run before the chunk is
@@ -131,7 +134,10 @@ func headerLen(src []byte) (int, error) {
 type chunk struct {
 	start, end int64 // bit positions in the body; start -1: no block found
 	final      bool  // its last block is the stream's last
-	out        []uint16
+	switched   bool  // its decoding went over from symbols to bytes
+	buf        outBuf
+	syms       []uint16 // its output (in buf): symbols, then bytes
+	bytes      []byte
 	err        error
 	done       chan struct{}
 }
@@ -149,15 +155,16 @@ type stitcher struct {
 	chunks []chunk
 	bits   int64 // chunk size in bits
 	slots  chan struct{}
-	free   chan []uint16 // chunk buffers to reuse
+	free   chan outBuf // chunk buffers to reuse
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
 	seq    decoder // the stitching's own decoder (sequential)
 	pieces []*piece
-	// adopted and sequential count the chunks used as decoded in parallel and the runs decoded
-	// in order (tests check that the parallel path is taken).
-	adopted, sequentialRuns int
+	// adopted, sequentialRuns and switched count the chunks used as decoded in parallel, the
+	// runs decoded in order and the adopted chunks that went over to bytes (tests check that
+	// these paths are taken).
+	adopted, sequentialRuns, switched int
 
 	mu  sync.Mutex
 	err error // a resolution's failure
@@ -170,10 +177,10 @@ func newStitcher(ctx context.Context, body, dst []byte, threads int) *stitcher {
 	size := min(max(len(body)/(4*threads), minChunk), maxChunk)
 	n := max(1, (len(body)+size-1)/size)
 	// Chunks decoded ahead of the stitching: enough that no worker waits for it (stitching is
-	// quick), few enough to bound the memory (each holds its output as uint16).
+	// quick), few enough to bound the memory (each holds its output).
 	inFlight := threads + max(2, threads/2)
 	s := &stitcher{ctx: ctx, body: body, dst: dst, chunks: make([]chunk, n), bits: int64(size) * 8,
-		slots: make(chan struct{}, inFlight), free: make(chan []uint16, inFlight+2), quit: make(chan struct{})}
+		slots: make(chan struct{}, inFlight), free: make(chan outBuf, inFlight+2), quit: make(chan struct{})}
 	for i := range s.chunks {
 		s.chunks[i].done = make(chan struct{})
 	}
@@ -215,51 +222,53 @@ func (s *stitcher) wait() {
 	s.drainBufs()
 }
 
-// symBufs keeps chunk buffers (grown to a chunk's output, some MiB) from one Gunzip to the
+// outBufs keeps chunk buffers (grown to a chunk's output, some MiB) from one Gunzip to the
 // next; within one, the stitcher's free list keeps them (the garbage collector empties a
 // sync.Pool every cycle, and the inflate allocates enough to run several).
-var symBufs sync.Pool
+var outBufs sync.Pool
 
-func (s *stitcher) getBuf() []uint16 {
+func (s *stitcher) getBuf() outBuf {
 	select {
 	case b := <-s.free:
 		return b
 	default:
 	}
-	if b, ok := symBufs.Get().(*[]uint16); ok {
+	if b, ok := outBufs.Get().(*outBuf); ok {
 		return *b
 	}
-	// A first guess at the chunk's output, so that it rarely grows (and copies) while decoding.
-	return make([]uint16, 0, windowSize+2*int(s.bits/8))
+	// A first guess at the chunk's output, so that it rarely grows (and copies) while decoding;
+	// the decoder allocates symbols when it needs them.
+	return outBuf{bytes: make([]byte, 0, windowSize+2*int(s.bits/8))}
 }
 
-func (s *stitcher) putBuf(b []uint16) {
-	if b == nil {
+func (s *stitcher) putBuf(b outBuf) {
+	if b.syms == nil && b.bytes == nil {
 		return
 	}
 	select {
 	case s.free <- b:
 	default:
-		symBufs.Put(&b)
+		outBufs.Put(&b)
 	}
 }
 
-// drainBufs hands the free list to symBufs for the next Gunzip.
+// drainBufs hands the free list to outBufs for the next Gunzip.
 func (s *stitcher) drainBufs() {
 	for {
 		select {
 		case b := <-s.free:
-			symBufs.Put(&b)
+			outBufs.Put(&b)
 		default:
 			return
 		}
 	}
 }
 
-// release gives chunk j's buffer and slot back.
+// release gives chunk j's buffers and slot back.
 func (s *stitcher) release(j int) {
-	s.putBuf(s.chunks[j].out)
-	s.chunks[j].out = nil
+	c := &s.chunks[j]
+	s.putBuf(c.buf)
+	c.buf, c.syms, c.bytes = outBuf{}, nil, nil
 	<-s.slots
 }
 
@@ -277,18 +286,19 @@ func (s *stitcher) decodeChunk(j int, scratch *decoder) {
 		c.start = -1 // the stitching has stopped: not worth decoding
 		return
 	}
-	if j > 0 {
+	d := scratch // the finder is done with its tables when the decoding starts
+	if j == 0 {
+		d.startBytes(s.body, 0, s.getBuf(), nil) // the stream's start: no window
+	} else {
 		if c.start = findBlock(s.body, from, stop, scratch); c.start < 0 {
 			return
 		}
-	}
-	d := scratch // the finder is done with its tables
-	d.start(s.body, c.start, s.getBuf())
-	if j > 0 {
+		d.startSymbols(s.body, c.start, s.getBuf())
 		d.limit = stop + maxOvershoot*8
 	}
 	c.final, c.err = d.run(stop)
-	c.end, c.out = d.br.bitPos(), d.out
+	c.end, c.buf, c.switched = d.br.bitPos(), d.buf, d.switched
+	c.syms, c.bytes = d.output()
 }
 
 // run stitches the chunks in order into dst.
@@ -350,8 +360,9 @@ func (s *stitcher) run() error {
 }
 
 // sequential decodes from bit pos, whose preceding output is dst[:o], until a block ends at or
-// after stop (or the final block), and resolves the output into dst. It goes a chunk's worth
-// at a time, so that its memory stays bounded and a cancelled context stops it.
+// after stop (or the final block), into dst. It knows the window, so it decodes bytes, into a
+// buffer (the decoder writes past its output, and corrupt data past dst) that it copies; a
+// chunk's worth at a time, so that its memory stays bounded and a cancelled context stops it.
 func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, error) {
 	s.sequentialRuns++
 	buf := s.getBuf()
@@ -361,23 +372,19 @@ func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, e
 			return 0, 0, false, context.Cause(s.ctx)
 		}
 		d := &s.seq
-		d.start(s.body, pos, buf)
+		d.startBytes(s.body, pos, buf, s.dst[max(0, o-windowSize):o])
 		final, err := d.run(min(stop, pos+s.bits))
-		buf = d.out
+		buf = d.buf
 		if err != nil {
 			return 0, 0, false, err
 		}
-		syms := d.out[windowSize:]
-		if o+len(syms) > len(s.dst) {
+		_, out := d.output()
+		if o+len(out) > len(s.dst) {
 			return 0, 0, false, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
 		}
-		p := &piece{n: len(syms)}
-		s.pieces = append(s.pieces, p)
-		if err := resolve(s.dst, o, syms, 0, len(syms)); err != nil {
-			return 0, 0, false, err
-		}
-		p.crc = crc32.ChecksumIEEE(s.dst[o : o+len(syms)])
-		pos, o = d.br.bitPos(), o+len(syms)
+		s.pieces = append(s.pieces, &piece{n: len(out), crc: crc32.ChecksumIEEE(out)})
+		copy(s.dst[o:], out)
+		pos, o = d.br.bitPos(), o+len(out)
 		if final || pos >= stop {
 			return pos, o, final, nil
 		}
@@ -387,23 +394,28 @@ func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, e
 // adopt places chunk j's output at dst[o:]: its last 32 KiB (the next chunk's window) now, the
 // rest in the background. It returns the new fill level.
 func (s *stitcher) adopt(j, o int) (int, error) {
+	c := &s.chunks[j]
 	s.adopted++
-	syms := s.chunks[j].out[windowSize:]
-	if o+len(syms) > len(s.dst) {
+	if c.switched {
+		s.switched++
+	}
+	syms, bytes := c.syms, c.bytes
+	n := len(syms) + len(bytes)
+	if o+n > len(s.dst) {
 		s.release(j)
 		return 0, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
 	}
-	split := max(0, len(syms)-windowSize)
-	body, tail := &piece{n: split}, &piece{n: len(syms) - split}
+	split := max(0, n-windowSize)
+	body, tail := &piece{n: split}, &piece{n: n - split}
 	s.pieces = append(s.pieces, body, tail)
-	if err := resolve(s.dst, o, syms, split, len(syms)); err != nil {
+	if err := place(s.dst, o, syms, bytes, split, n); err != nil {
 		s.release(j)
 		return 0, err
 	}
-	tail.crc = crc32.ChecksumIEEE(s.dst[o+split : o+len(syms)])
+	tail.crc = crc32.ChecksumIEEE(s.dst[o+split : o+n])
 	s.wg.Go(func() {
 		defer s.release(j)
-		if err := resolve(s.dst, o, syms, 0, split); err != nil {
+		if err := place(s.dst, o, syms, bytes, 0, split); err != nil {
 			s.mu.Lock()
 			s.err = cmpErr(s.err, err)
 			s.mu.Unlock()
@@ -411,7 +423,7 @@ func (s *stitcher) adopt(j, o int) (int, error) {
 		}
 		body.crc = crc32.ChecksumIEEE(s.dst[o : o+split])
 	})
-	return o + len(syms), nil
+	return o + n, nil
 }
 
 func cmpErr(old, err error) error {
@@ -428,6 +440,21 @@ func (s *stitcher) crc() uint32 {
 		crc = crc32x.Combine(crc, p.crc, int64(p.n))
 	}
 	return crc
+}
+
+// place writes [lo, hi) of a chunk's output decoded right after dst[:o] (syms, then bytes) to
+// dst[o+lo:o+hi]: the symbols resolved, the bytes copied.
+func place(dst []byte, o int, syms []uint16, bytes []byte, lo, hi int) error {
+	n := len(syms)
+	if lo < min(hi, n) {
+		if err := resolve(dst, o, syms, lo, min(hi, n)); err != nil {
+			return err
+		}
+	}
+	if from := max(lo, n); from < hi {
+		copy(dst[o+from:o+hi], bytes[from-n:hi-n])
+	}
+	return nil
 }
 
 // resolve writes syms[lo:hi], decoded right after dst[:o], to dst[o+lo:o+hi]: bytes as they

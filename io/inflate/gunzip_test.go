@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 
 	kgzip "github.com/klauspost/compress/gzip"
@@ -25,10 +26,11 @@ func smallChunks(t testing.TB, lo, hi int) {
 	t.Cleanup(func() { minChunk, maxChunk = oldMin, oldMax })
 }
 
-// countStitching records the last stitcher's counts.
-func countStitching(t testing.TB) *[2]int {
-	var n [2]int
-	testHook = func(s *stitcher) { n = [2]int{s.adopted, s.sequentialRuns} }
+// countStitching records the last stitcher's counts: chunks adopted, runs decoded in order,
+// adopted chunks that went over to bytes.
+func countStitching(t testing.TB) *[3]int {
+	var n [3]int
+	testHook = func(s *stitcher) { n = [3]int{s.adopted, s.sequentialRuns, s.switched} }
 	t.Cleanup(func() { testHook = nil })
 	return &n
 }
@@ -67,6 +69,21 @@ func randomBytes(n int, seed uint64) []byte {
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// repeats is a random 24 KiB pattern repeated, a few bytes changed in each repeat: most of it
+// is copied from 24 KiB back, so a chunk decoded without its window never sees 32 KiB without
+// a marker.
+func repeats(n int, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	const period = 24 << 10
+	b := randomBytes(n, seed)
+	for i := period; i < len(b); i++ {
+		if rng.IntN(1000) != 0 {
+			b[i] = b[i-period]
+		}
 	}
 	return b
 }
@@ -151,6 +168,7 @@ func TestGunzipMatchesGzip(t *testing.T) {
 		{"mask", maskLike(2<<20, 2)},
 		{"random", randomBytes(1<<20, 3)},
 		{"mixed", mixed(3<<20, 4)},
+		{"repeats", repeats(1<<20, 5)},
 	}
 	encoders := []struct {
 		name string
@@ -179,6 +197,74 @@ func TestGunzipMatchesGzip(t *testing.T) {
 		}
 	}
 }
+
+// TestGunzipByteSwitch: a chunk decoded without its window goes over from symbols to bytes
+// once its last 32 KiB hold no marker (volume-like data: within a few hundred KiB), and keeps
+// symbols to its end where markers persist (repeats, in chunks shorter than that); the output
+// is the same either way.
+func TestGunzipByteSwitch(t *testing.T) {
+	stats := countStitching(t)
+	cases := []struct {
+		name     string
+		data     []byte
+		chunk    int // compressed bytes per chunk, at least
+		switches bool
+	}{
+		{"volume", volumeLike(8<<20, 11), 256 << 10, true},
+		{"repeats", repeats(8<<20, 12), 16 << 10, false},
+	}
+	for _, c := range cases {
+		smallChunks(t, c.chunk, 2*c.chunk)
+		for _, enc := range []func([]byte) []byte{stdGzip(6), klauspostGzip(6)} {
+			gz := enc(c.data)
+			dst := make([]byte, len(c.data))
+			if err := Gunzip(gz, dst, 3); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if !bytes.Equal(dst, c.data) {
+				t.Fatalf("%s: output differs", c.name)
+			}
+			adopted, switched := stats[0], stats[2]
+			if c.switches && switched == 0 {
+				t.Errorf("%s: none of %d chunks decoded in parallel went over to bytes", c.name, adopted)
+			}
+			if !c.switches && adopted-switched < 2 {
+				t.Errorf("%s: %d of %d chunks decoded in parallel went over to bytes, want 2 or more that did not", c.name, switched, adopted)
+			}
+		}
+	}
+}
+
+// TestPlace: every split of a chunk's output into pieces, whichever side of the switch from
+// symbols to bytes its ends fall, places the same bytes.
+func TestPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	const before, nsyms = windowSize + 100, 50000
+	want := randomBytes(before+nsyms+40000, 11)
+	syms := make([]uint16, nsyms)
+	for i := range syms {
+		if rng.IntN(3) == 0 { // a marker: byte k of the window, dst[before-windowSize+k]
+			k := rng.IntN(windowSize)
+			want[before+i] = want[before-windowSize+k]
+			syms[i] = windowMarker + uint16(k)
+		} else {
+			syms[i] = uint16(want[before+i])
+		}
+	}
+	tail := want[before+nsyms:]
+	for _, cut := range [][2]int{{0, 90000}, {0, 50000}, {50000, 90000}, {10000, 60000}, {49999, 50001}, {0, 1}, {89999, 90000}, {20000, 20000}} {
+		dst := make([]byte, len(want))
+		copy(dst, want[:before])
+		if err := place(dst, before, syms, tail, cut[0], cut[1]); err != nil {
+			t.Fatalf("%v: %v", cut, err)
+		}
+		if lo, hi := before+cut[0], before+cut[1]; !slices.Equal(dst[lo:hi], want[lo:hi]) || slices.ContainsFunc(dst[before:lo], isSet) || slices.ContainsFunc(dst[hi:], isSet) {
+			t.Fatalf("%v: wrong bytes placed", cut)
+		}
+	}
+}
+
+func isSet(b byte) bool { return b != 0 }
 
 // plainGzip compresses p with a 10-byte header (no name, comment or extra field).
 func plainGzip(p []byte) []byte {
@@ -314,8 +400,9 @@ func BenchmarkGunzip(b *testing.B) {
 
 // BenchmarkGunzipFile inflates the gzip file named by INFLATE_BENCH_FILE (a volume, say) with
 // 1, 4, 8 and 16 decoding goroutines (up to the machine's cores), reporting how many chunks were
-// used as decoded in parallel and how many runs were decoded in order. (Not by -test.cpu: with
-// -test.cpu 1, GOMAXPROCS read inside a benchmark was the machine's core count again.)
+// used as decoded in parallel, how many runs were decoded in order and how many of those chunks
+// went over to bytes. (Not by -test.cpu: with -test.cpu 1, GOMAXPROCS read inside a benchmark
+// was the machine's core count again.)
 func BenchmarkGunzipFile(b *testing.B) {
 	path := os.Getenv("INFLATE_BENCH_FILE")
 	if path == "" {
@@ -340,6 +427,7 @@ func BenchmarkGunzipFile(b *testing.B) {
 			}
 			b.ReportMetric(float64(stats[0]), "adopted")
 			b.ReportMetric(float64(stats[1]), "in-order")
+			b.ReportMetric(float64(stats[2]), "switched")
 		})
 	}
 }
