@@ -513,10 +513,9 @@ func (e *cudaEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt 
 
 // The fp16 engine's slabs grow from Options.Slab at both ends of the volume to at most
 // fusedLargestSlab planes in the middle (SlabRamp), and to at most fusedSlotBytes of input per
-// device buffer slot (two slots are allocated). At --slab 64 a 1000-plane volume is cut
-// 64,160,392,320,64 (7 slabs with 256-plane slabs at most: docs/perf.md, seventh session).
+// device buffer slot (two slots are allocated).
 const (
-	fusedLargestSlab = 512
+	fusedLargestSlab = 256
 	fusedSlotBytes   = 512 << 20
 )
 

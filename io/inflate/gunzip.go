@@ -236,9 +236,10 @@ func (s *stitcher) getBuf() outBuf {
 	if b, ok := outBufs.Get().(*outBuf); ok {
 		return *b
 	}
-	// A first guess at the chunk's output, so that it rarely grows (and copies) while decoding;
-	// the decoder allocates symbols when it needs them.
-	return outBuf{bytes: make([]byte, 0, windowSize+2*int(s.bits/8))}
+	// The decoder allocates symbols and bytes when it needs them (a chunk whose markers last
+	// to its end needs no bytes); they grow to a chunk's output on their first use only, as
+	// buffers are reused from chunk to chunk.
+	return outBuf{}
 }
 
 func (s *stitcher) putBuf(b outBuf) {
