@@ -103,7 +103,7 @@ func ReadAll(ctx context.Context, jobs []Job, readers, slab int) (time.Duration,
 		t0: time.Now(), log: discardLogger}
 	bufs := make([]*hostBuffer, readers)
 	for i := range bufs {
-		bufs[i] = &hostBuffer{alloc: defaultAllocator}
+		bufs[i] = &hostBuffer{alloc: defaultAllocator, headroom: inputHeadroom}
 	}
 	r.inputs = NewPool(bufs...)
 	defer r.freeBuffers()

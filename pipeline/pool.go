@@ -53,12 +53,20 @@ func (p *Pool[T]) Drain() []T {
 
 // hostBuffer is a reusable byte buffer that grows to the largest volume it has held. When the
 // engine needs page-locked memory (segment.HostAllocator), it is allocated there, so readers
-// decode straight into memory the GPU can copy from.
+// decode straight into memory the GPU can copy from. Input buffers keep headroom bytes before
+// it, so that a gzipped file can be inflated into it whole, its header landing in front of
+// the voxels (withPrefix).
 type hostBuffer struct {
-	alloc  segment.HostAllocator // nil: ordinary Go memory
-	pinned segment.HostBuffer
-	bytes  []byte
+	alloc    segment.HostAllocator // nil: ordinary Go memory
+	pinned   segment.HostBuffer
+	headroom int
+	all      []byte // the allocation: headroom bytes, then bytes
+	bytes    []byte
 }
+
+// inputHeadroom is the headroom of input buffers: a NIfTI header (348 or 540 bytes, then 4)
+// and extensions of up to ~64 KiB.
+const inputHeadroom = 64 << 10
 
 // ensure makes the buffer at least n bytes long, keeping it when it already is. Contents are
 // not preserved on growth.
@@ -70,16 +78,27 @@ func (b *hostBuffer) ensure(n int) error {
 	if err := b.free(); err != nil {
 		return err
 	}
+	total := b.headroom + n
 	if b.alloc == nil {
-		b.bytes = make([]byte, n)
+		b.all = make([]byte, total)
+	} else {
+		pb, err := b.alloc.AllocHost(total)
+		if err != nil {
+			return fmt.Errorf("pipeline: allocate %d bytes of pinned host memory: %w", total, err)
+		}
+		b.pinned, b.all = pb, pb.Bytes()[:total]
+	}
+	b.bytes = b.all[b.headroom:total]
+	return nil
+}
+
+// withPrefix returns the buffer's bytes with the p bytes of headroom before them, or nil when
+// the headroom is smaller.
+func (b *hostBuffer) withPrefix(p int) []byte {
+	if p < 0 || p > b.headroom {
 		return nil
 	}
-	pb, err := b.alloc.AllocHost(n)
-	if err != nil {
-		return fmt.Errorf("pipeline: allocate %d bytes of pinned host memory: %w", n, err)
-	}
-	b.pinned, b.bytes = pb, pb.Bytes()[:n]
-	return nil
+	return b.all[b.headroom-p : b.headroom+len(b.bytes)]
 }
 
 func (b *hostBuffer) free() error {
@@ -87,7 +106,7 @@ func (b *hostBuffer) free() error {
 	if b.pinned != nil {
 		err = b.pinned.Free()
 	}
-	b.pinned, b.bytes = nil, nil
+	b.pinned, b.all, b.bytes = nil, nil, nil
 	return err
 }
 

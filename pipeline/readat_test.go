@@ -61,13 +61,20 @@ func volumeFile(t *testing.T, path string, dt nifti.DataType, order binary.ByteO
 // decodeFile runs the read stage on path and returns the volume (a copy) and its norm.
 func decodeFile(t *testing.T, r *runner, path string) segment.Volume {
 	t.Helper()
-	w := &work{job: Job{Name: "v", Input: path}, in: &hostBuffer{}}
+	vol, _ := decodeInto(t, r, path, &hostBuffer{headroom: inputHeadroom})
+	return vol
+}
+
+// decodeInto decodes path into buf, reporting whether the file was inflated straight into it.
+func decodeInto(t *testing.T, r *runner, path string, buf *hostBuffer) (segment.Volume, bool) {
+	t.Helper()
+	w := &work{job: Job{Name: "v", Input: path}, in: buf}
 	if err := r.decode(context.Background(), 0, w); err != nil {
 		t.Fatal(err)
 	}
 	vol := w.vol
 	vol.I16, vol.F32 = slices.Clone(vol.I16), slices.Clone(vol.F32)
-	return vol
+	return vol, w.inflatedInto
 }
 
 func volumeBytes(v segment.Volume) []byte {
@@ -156,7 +163,7 @@ func readStats(t *testing.T, r *runner, path string, parallel bool) readResult {
 		if !rd.Seekable() {
 			t.Fatal("not seekable")
 		}
-		st, err = r.readAt(context.Background(), rd, w, r.cfg.readThreads(), "test", time.Now())
+		st, err = r.readAt(context.Background(), rd, w, r.cfg.readThreads(), false, "test", time.Now())
 	} else {
 		st, err = r.readSequential(context.Background(), rd, w, "test", time.Now())
 	}
@@ -195,7 +202,7 @@ func TestParallelReadErrors(t *testing.T) {
 	// Cancelled: the context's error.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	w := &work{job: Job{Name: "v", Input: path}, in: &hostBuffer{}}
+	w := &work{job: Job{Name: "v", Input: path}, in: &hostBuffer{headroom: inputHeadroom}}
 	if err := r.decode(ctx, 0, w); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled read: %v", err)
 	}
@@ -209,7 +216,7 @@ func TestParallelReadErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	w = &work{job: Job{Name: "v", Input: path}, vol: segment.Volume{NX: 16, NY: 16, NZ: 40, I16: make([]int16, 16*16*40)}}
-	if _, err := r.readAt(context.Background(), rd, w, 4, "test", time.Now()); !errors.Is(err, nifti.ErrTruncated) {
+	if _, err := r.readAt(context.Background(), rd, w, 4, false, "test", time.Now()); !errors.Is(err, nifti.ErrTruncated) {
 		t.Errorf("file cut after Open: %v, want ErrTruncated", err)
 	}
 }
@@ -233,56 +240,95 @@ func TestReadThreadsRule(t *testing.T) {
 
 // A gzipped volume of a few MiB is inflated whole on the read threads and read by position
 // (one read row, slab -1), with the same values and normalisation as streaming it on one
-// thread (per-slab rows).
+// thread (per-slab rows): inflated straight into an input buffer with headroom (int16 and
+// float32 stored in host order), or into the reader's own memory and copied (no headroom, or
+// a datatype the engine does not read as stored).
 func TestReadInflatesLargeGzip(t *testing.T) {
 	const nx, ny, nz = 160, 160, 90 // 4.6 MB of random int16: above nifti's 4 MiB threshold even gzipped
-	path := filepath.Join(t.TempDir(), "big.nii.gz")
-	vals := make([]int16, nx*ny*nz)
 	x := uint64(11)
-	for i := range vals {
+	rnd := func() uint64 {
 		x = x*6364136223846793005 + 1442695040888963407
-		vals[i] = int16(x >> 48)
+		return x >> 32
 	}
-	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Int16, BitPix: 16,
-		Dim: [8]int64{3, nx, ny, nz, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 2*len(vals))
-	if err := nifti.Write(path, h, raw, nifti.DefaultWriteOptions()); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := os.Stat(path); err != nil || st.Size() < 4<<20 {
-		t.Fatalf("test file too small for the parallel inflate: %v %v", st.Size(), err)
-	}
-	var rows [2][]timing.Row
-	vols := [2]segment.Volume{}
-	for i, threads := range []int{1, 4} {
-		r := testRunner(16, threads)
-		csv := filepath.Join(t.TempDir(), "timings.csv")
-		f, err := timing.CreateCSV[timing.Row](csv)
-		if err != nil {
+	dir := t.TempDir()
+	write := func(name string, dt nifti.DataType, bitpix int16, raw []byte) string {
+		path := filepath.Join(dir, name)
+		h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: dt, BitPix: bitpix,
+			Dim: [8]int64{3, nx, ny, nz, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
+		if err := nifti.Write(path, h, raw, nifti.DefaultWriteOptions()); err != nil {
 			t.Fatal(err)
 		}
-		r.cfg.Timings = f
-		vols[i] = decodeFile(t, r, path)
-		f.Close()
-		if rows[i], err = timing.ReadCSV[timing.Row](csv); err != nil {
-			t.Fatal(err)
+		if st, err := os.Stat(path); err != nil || st.Size() < 4<<20 {
+			t.Fatalf("test file too small for the parallel inflate: %v %v", st.Size(), err)
 		}
+		return path
 	}
-	if !slices.Equal(vols[0].I16, vals) || !slices.Equal(vols[1].I16, vals) || vols[0].Norm != vols[1].Norm {
-		t.Fatalf("values or norm differ: streaming %+v, inflated %+v", vols[0].Norm, vols[1].Norm)
+	i16 := make([]int16, nx*ny*nz)
+	f32 := make([]float32, nx*ny*nz)
+	u16 := make([]uint16, nx*ny*nz)
+	for i := range i16 {
+		v := rnd()
+		i16[i], f32[i], u16[i] = int16(v>>16), float32(int32(v))/(1<<20), uint16(v>>8)
 	}
-	readSlabs := func(rs []timing.Row) (slabs []int) {
-		for _, r := range rs {
-			if r.Stage == StageRead {
-				slabs = append(slabs, r.Slab)
+	raw := func(p unsafe.Pointer, n int) []byte { return unsafe.Slice((*byte)(p), n) }
+	for _, c := range []struct {
+		name    string
+		path    string
+		inPlace bool // with headroom
+	}{
+		{"int16", write("i16.nii.gz", nifti.Int16, 16, raw(unsafe.Pointer(unsafe.SliceData(i16)), 2*len(i16))), true},
+		{"float32", write("f32.nii.gz", nifti.Float32, 32, raw(unsafe.Pointer(unsafe.SliceData(f32)), 4*len(f32))), true},
+		{"uint16", write("u16.nii.gz", nifti.Uint16, 16, raw(unsafe.Pointer(unsafe.SliceData(u16)), 2*len(u16))), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var rows [3][]timing.Row
+			var vols [3]segment.Volume
+			var into [3]bool
+			for i, threads := range []int{1, 4, 4} {
+				r := testRunner(16, threads)
+				csv := filepath.Join(t.TempDir(), "timings.csv")
+				f, err := timing.CreateCSV[timing.Row](csv)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.cfg.Timings = f
+				buf := &hostBuffer{headroom: inputHeadroom}
+				if i == 2 {
+					buf = &hostBuffer{}
+				}
+				vols[i], into[i] = decodeInto(t, r, c.path, buf)
+				f.Close()
+				if rows[i], err = timing.ReadCSV[timing.Row](csv); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		return slabs
-	}
-	if s := readSlabs(rows[0]); len(s) != (nz+15)/16 {
-		t.Errorf("one thread: read rows for slabs %v, want one per slab (streaming)", s)
-	}
-	if s := readSlabs(rows[1]); !slices.Equal(s, []int{-1}) {
-		t.Errorf("four threads: read rows for slabs %v, want [-1] (inflated whole, read by position)", s)
+			if into != [3]bool{false, c.inPlace, false} {
+				t.Errorf("inflated into the buffer (streaming, headroom, none): %v, want [false %v false]", into, c.inPlace)
+			}
+			for i := 1; i < 3; i++ {
+				if !slices.Equal(vols[i].I16, vols[0].I16) || !slices.Equal(vols[i].F32, vols[0].F32) || vols[i].Norm != vols[0].Norm {
+					t.Fatalf("decode %d: values or norm differ from streaming: %+v vs %+v", i, vols[i].Norm, vols[0].Norm)
+				}
+			}
+			if c.name == "int16" && !slices.Equal(vols[0].I16, i16) {
+				t.Fatal("streamed values differ from the file's")
+			}
+			readSlabs := func(rs []timing.Row) (slabs []int) {
+				for _, r := range rs {
+					if r.Stage == StageRead {
+						slabs = append(slabs, r.Slab)
+					}
+				}
+				return slabs
+			}
+			if s := readSlabs(rows[0]); len(s) != (nz+15)/16 {
+				t.Errorf("one thread: read rows for slabs %v, want one per slab (streaming)", s)
+			}
+			for i := 1; i < 3; i++ {
+				if s := readSlabs(rows[i]); !slices.Equal(s, []int{-1}) {
+					t.Errorf("four threads: read rows for slabs %v, want [-1] (inflated whole, read by position)", s)
+				}
+			}
+		})
 	}
 }

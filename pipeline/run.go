@@ -65,6 +65,8 @@ type work struct {
 	in   *hostBuffer
 	mask *hostBuffer
 	vol  segment.Volume
+	// inflatedInto: the gzipped file was inflated straight into in (nifti.WithInflateInto).
+	inflatedInto bool
 
 	mu         sync.Mutex // engines report events from their own goroutines
 	sum        timing.Summary
@@ -99,10 +101,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if a, ok := cfg.Engines[0].(segment.HostAllocator); ok {
 		alloc = a
 	}
-	newBuffers := func(n int) []*hostBuffer {
+	newBuffers := func(n, headroom int) []*hostBuffer {
 		bufs := make([]*hostBuffer, n)
 		for i := range bufs {
-			bufs[i] = &hostBuffer{alloc: alloc}
+			bufs[i] = &hostBuffer{alloc: alloc, headroom: headroom}
 		}
 		return bufs
 	}
@@ -110,8 +112,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// at most one mask. With these pools full, nothing more is ever allocated.
 	// A batch of fewer volumes than that never uses more than one buffer per volume.
 	jobs := max(1, len(cfg.Jobs))
-	r.inputs = NewPool(newBuffers(min(cfg.Readers+len(cfg.Engines), jobs))...)
-	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Writers, jobs))...)
+	r.inputs = NewPool(newBuffers(min(cfg.Readers+len(cfg.Engines), jobs), inputHeadroom)...)
+	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Writers, jobs), 0)...)
 	defer r.freeBuffers()
 
 	runCtx, stop := context.WithCancelCause(ctx)

@@ -52,7 +52,17 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	track := fmt.Sprintf("reader %d", reader)
 	t := time.Now()
 	threads := r.cfg.readThreads()
-	rd, err := nifti.Open(w.job.Input, nifti.WithInflateThreads(threads), nifti.WithContext(ctx))
+	rd, err := nifti.Open(w.job.Input, nifti.WithInflateThreads(threads), nifti.WithContext(ctx),
+		nifti.WithInflateInto(func(prefix int, dataBytes int64, dt nifti.DataType, swapped bool) []byte {
+			// Inflated straight into the input buffer when the stored voxels are what the
+			// engine reads (int16 or float32 in host order): no copy, no second volume in memory.
+			asInt16 := nifti.Int16Exact(dt)
+			if swapped || !(asInt16 && dt == nifti.Int16 || !asInt16 && dt == nifti.Float32) ||
+				int64(int(dataBytes)) != dataBytes || w.in.ensure(int(dataBytes)) != nil {
+				return nil
+			}
+			return w.in.withPrefix(prefix)
+		}))
 	if err != nil {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
@@ -83,8 +93,9 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 		w.vol.F32 = w.in.float32s(voxels)
 	}
 	var stats segment.Stats
+	w.inflatedInto = rd.InflatedInto()
 	if rd.Seekable() {
-		if stats, err = r.readAt(ctx, rd, w, threads, track, t); err != nil {
+		if stats, err = r.readAt(ctx, rd, w, threads, w.inflatedInto, track, t); err != nil {
 			return err
 		}
 	} else if stats, err = r.readSequential(ctx, rd, w, track, t); err != nil {
@@ -150,14 +161,15 @@ var readPiece = 1 << 20
 // readAt reads an uncompressed volume by position: nz is cut into `threads` contiguous
 // z-ranges, one per goroutine, each reading its range in pieces of about readPiece bytes with
 // ReadAt and adding every piece to its own statistics right after reading it, while it is in
-// cache. The parts are merged in z order at the end, and the result equals the sequential
+// cache. inPlace: the volume is already in the input buffer (inflated into it at Open): only
+// the statistics are made. The parts are merged in z order at the end, and the result equals the sequential
 // statistics bit for bit: int16 sums are exact in any split; float32 ones are kept one part
 // per slab of the sequential path (the ranges are cut at slab boundaries), each summed from the
 // volume's first value as origin, exactly as AddFloat32 sums one slab (segment.StatsFrom,
 // AddFloat32Piece, Stats.Merge). Timing rows: one `read` row from t (the file's opening) until
 // every range is read with its statistics, so that the statistics, fused into the read, are in
 // it; one `stats` row for the merge.
-func (r *runner) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads int, track string, t time.Time) (segment.Stats, error) {
+func (r *runner) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads int, inPlace bool, track string, t time.Time) (segment.Stats, error) {
 	nz, plane := w.vol.NZ, w.vol.NX*w.vol.NY
 	asInt16 := w.vol.I16 != nil
 	sampleSize, unit := 2, 1 // unit: the ranges are cut at multiples of it
@@ -165,8 +177,10 @@ func (r *runner) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads 
 	if !asInt16 {
 		sampleSize, unit = 4, r.cfg.Slab
 		// The first value is the origin of the float32 sums: read it (with its plane) first.
-		if _, err := rd.ReadSlicesFloat32At(w.vol.F32[:plane], 0, 1); err != nil {
-			return segment.Stats{}, err
+		if !inPlace {
+			if _, err := rd.ReadSlicesFloat32At(w.vol.F32[:plane], 0, 1); err != nil {
+				return segment.Stats{}, err
+			}
 		}
 		origin = w.vol.F32[0]
 	}
@@ -194,13 +208,17 @@ func (r *runner) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads 
 					end = min(z1, z-z%unit+unit)
 				}
 				want := min(piece, end-z)
-				var n int
+				n := want
 				var err error
 				if asInt16 {
-					n, err = rd.ReadSlicesInt16At(w.vol.I16[z*plane:], z, want)
+					if !inPlace {
+						n, err = rd.ReadSlicesInt16At(w.vol.I16[z*plane:], z, want)
+					}
 					part.AddInt16(w.vol.I16[z*plane : (z+n)*plane])
 				} else {
-					n, err = rd.ReadSlicesFloat32At(w.vol.F32[z*plane:], z, want)
+					if !inPlace {
+						n, err = rd.ReadSlicesFloat32At(w.vol.F32[z*plane:], z, want)
+					}
 					part.AddFloat32Piece(w.vol.F32[z*plane : (z+n)*plane])
 				}
 				if err == nil && n != want {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -28,6 +29,22 @@ func WithInflateThreads(n int) OpenOption {
 	return func(c *openConfig) { c.inflateThreads = n }
 }
 
+// WithInflateInto lets Open inflate a gzipped data file of one volume (WithInflateThreads) into
+// memory the caller owns instead of its own. When the parallel inflate applies, Open calls into
+// with the bytes before the voxels in the uncompressed file (vox_offset), the voxels' bytes,
+// their datatype and whether their byte order differs from the host's; into returns a slice of
+// exactly prefix + dataBytes bytes, whose [prefix:] then receives the voxels as stored (no
+// conversion), or nil to decline (Open then inflates into its own memory, as without the
+// option). InflatedInto reports whether it happened. If the inflate fails, the slice holds
+// garbage and the file streams as usual.
+func WithInflateInto(into func(prefix int, dataBytes int64, dt DataType, swapped bool) []byte) OpenOption {
+	return func(c *openConfig) { c.inflateInto = into }
+}
+
+// InflatedInto reports whether Open inflated the data into the caller's memory
+// (WithInflateInto): the volume is then already in it. Reads still work (they copy from it).
+func (r *Reader) InflatedInto() bool { return r.mem != nil && !r.mem.own }
+
 // WithContext makes Open stop inflating a file whole (WithInflateThreads) soon after ctx is
 // done, returning the context's cause. The streaming reads that follow Open do not use it.
 func WithContext(ctx context.Context) OpenOption {
@@ -36,22 +53,27 @@ func WithContext(ctx context.Context) OpenOption {
 
 // inflated is a data file decompressed into memory.
 type inflated struct {
-	data []byte // the whole uncompressed file, from hostmem.Map
+	data []byte // the whole uncompressed file
+	own  bool   // data is from hostmem.Map (else the caller's: WithInflateInto)
 	once sync.Once
 }
 
-// release frees the memory; later calls do nothing (Close, and the cleanup of a Reader dropped
-// without Close).
+// release frees the memory if it is the Reader's; later calls do nothing (Close, and the
+// cleanup of a Reader dropped without Close).
 func (m *inflated) release() error {
 	var err error
-	m.once.Do(func() { err = hostmem.Unmap(m.data) })
+	m.once.Do(func() {
+		if m.own {
+			err = hostmem.Unmap(m.data)
+		}
+	})
 	return err
 }
 
-// inflateWhole decompresses ds (whose uncompressed size must be size) on threads goroutines.
-// It returns nil when that cannot be done (the caller streams the file), and an error only
-// when ctx stopped it.
-func inflateWhole(ctx context.Context, ds *source, size int64, threads int) (*inflated, error) {
+// inflateWhole decompresses ds (whose uncompressed size must be size) on threads goroutines,
+// into the memory that into (nil, or declining) gives, else its own. It returns nil when that
+// cannot be done (the caller streams the file), and an error only when ctx stopped it.
+func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into func() []byte) (*inflated, error) {
 	if threads < 2 || ds.size < minParallelGzip || size <= 0 || int64(int(size)) != size {
 		return nil, nil
 	}
@@ -60,18 +82,26 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int) (*in
 		return nil, nil
 	}
 	defer hostmem.Unmap(src)
-	dst, err := hostmem.Map(int(size))
-	if err != nil {
-		return nil, nil
+	m := &inflated{}
+	if into != nil {
+		if m.data = into(); m.data != nil && int64(len(m.data)) != size {
+			return nil, fmt.Errorf("nifti: WithInflateInto gave %d bytes for a %d-byte file", len(m.data), size)
+		}
 	}
-	if err := inflate.GunzipContext(ctx, src, dst, threads); err != nil {
-		hostmem.Unmap(dst)
+	if m.data == nil {
+		if m.data, err = hostmem.Map(int(size)); err != nil {
+			return nil, nil
+		}
+		m.own = true
+	}
+	if err := inflate.GunzipContext(ctx, src, m.data, threads); err != nil {
+		m.release()
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
 		return nil, nil
 	}
-	return &inflated{data: dst}, nil
+	return m, nil
 }
 
 // readerAt serves positional reads from the inflated file.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -178,4 +179,114 @@ func TestInflateThreadsContext(t *testing.T) {
 		t.Fatalf("streaming open with a done context: %v", err)
 	}
 	r.Close()
+}
+
+// WithInflateInto puts the voxels, as stored, into the caller's memory after the header's bytes;
+// it is asked only for one-volume files, may decline, and a damaged file streams (and fails)
+// as without it, never reporting InflatedInto.
+func TestInflateInto(t *testing.T) {
+	inflateAlways(t)
+	const nx, ny, nz = 37, 29, 11
+	for _, c := range []struct {
+		dt    DataType
+		order binary.ByteOrder
+	}{{Int16, binary.LittleEndian}, {Float32, binary.BigEndian}, {Uint8, binary.LittleEndian}} {
+		t.Run(fmt.Sprintf("%s_%s", c.dt, orderName(c.order)), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "v.nii.gz")
+			h := testHeader(c.dt, 1, c.order, nx, ny, nz)
+			if err := Write(path, h, formulaData(c.dt, nx, ny, nz, 1), DefaultWriteOptions()); err != nil {
+				t.Fatal(err)
+			}
+			want := readSeq(t, path, nil, c.dt.Size(), (*Reader).ReadSlicesRaw)
+			var mem []byte
+			calls := 0
+			r, err := Open(path, WithInflateThreads(4), WithInflateInto(func(prefix int, dataBytes int64, dt DataType, swapped bool) []byte {
+				calls++
+				if dt != c.dt || swapped != (c.order != hostOrder) || dataBytes != int64(len(want)) || prefix < sizeofHdr1 {
+					t.Errorf("asked for prefix %d, %d bytes of %s, swapped %v", prefix, dataBytes, dt, swapped)
+				}
+				mem = make([]byte, int64(prefix)+dataBytes)
+				return mem
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if calls != 1 || !r.InflatedInto() {
+				t.Fatalf("into called %d times, InflatedInto %v", calls, r.InflatedInto())
+			}
+			stored := bytes.Clone(want) // ReadSlicesRaw gives host order
+			if c.order != hostOrder {
+				for i := 0; i < len(stored); i += c.dt.Size() {
+					slices.Reverse(stored[i : i+c.dt.Size()])
+				}
+			}
+			if got := mem[len(mem)-len(want):]; !bytes.Equal(got, stored) {
+				t.Error("the caller's memory does not hold the voxels as stored")
+			}
+			if raw := readAt(t, r, 3, c.dt.Size(), r.ReadSlicesRawAt); !bytes.Equal(raw, want) {
+				t.Error("positional reads differ from the streaming read")
+			}
+			r.Close()
+			if mem[len(mem)-1] != stored[len(stored)-1] {
+				t.Error("Close touched the caller's memory")
+			}
+		})
+	}
+	path := writeFormula(t, "v.nii.gz", Int16, nx, ny, nz, DefaultWriteOptions())
+	t.Run("declined", func(t *testing.T) {
+		r, err := Open(path, WithInflateThreads(4), WithInflateInto(func(int, int64, DataType, bool) []byte { return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if r.InflatedInto() || !r.Seekable() {
+			t.Errorf("declined: InflatedInto %v, Seekable %v (want false, true: inflated into its own memory)", r.InflatedInto(), r.Seekable())
+		}
+	})
+	t.Run("wrong size", func(t *testing.T) {
+		r, err := Open(path, WithInflateThreads(4), WithInflateInto(func(prefix int, n int64, _ DataType, _ bool) []byte {
+			return make([]byte, int64(prefix)+n-1)
+		}))
+		if err == nil {
+			r.Close()
+			t.Fatal("a slice of the wrong size was accepted")
+		}
+	})
+	t.Run("4D", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "4d.nii.gz")
+		if err := Write(p, testHeader(Int16, 1, binary.LittleEndian, nx, ny, nz, 2), formulaData(Int16, nx, ny, nz, 2), DefaultWriteOptions()); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(p, WithVolume(1), WithInflateThreads(4), WithInflateInto(func(int, int64, DataType, bool) []byte {
+			t.Error("asked for memory for a volume of a 4D file")
+			return nil
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+	})
+	t.Run("damaged", func(t *testing.T) {
+		gz, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gz[len(gz)-8] ^= 0xff // the trailer's CRC
+		bad := filepath.Join(t.TempDir(), "bad.nii.gz")
+		if err := os.WriteFile(bad, gz, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(bad, WithInflateThreads(4), WithInflateInto(func(prefix int, n int64, _ DataType, _ bool) []byte {
+			return make([]byte, int64(prefix)+n)
+		}))
+		if err == nil {
+			if r.InflatedInto() {
+				t.Error("a file failing its CRC reported InflatedInto")
+			}
+			_, err = r.ReadSlicesRaw(make([]byte, nx*ny*nz*2), nz)
+			r.Close()
+		}
+		wantErr(t, err, ErrCorrupt, bad)
+	})
 }

@@ -21,6 +21,7 @@ type openConfig struct {
 	// (WithInflateThreads), stopping when ctx (nil: never) is done.
 	inflateThreads int
 	ctx            context.Context
+	inflateInto    func(prefix int, dataBytes int64, dt DataType, swapped bool) []byte
 }
 
 // WithVolume selects volume t (0-based, counting over dims 4..7 in file order) of a
@@ -159,8 +160,12 @@ func (r *Reader) open(cfg openConfig) error {
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		if r.mem, err = inflateWhole(ctx, ds, fileEnd, cfg.inflateThreads); err != nil {
-			return err // stopped: not a reason to stream the file instead
+		var into func() []byte
+		if cfg.inflateInto != nil && r.g.volumes == 1 {
+			into = func() []byte { return cfg.inflateInto(int(start), r.g.volBytes, r.g.dt, h.ByteOrder != hostOrder) }
+		}
+		if r.mem, err = inflateWhole(ctx, ds, fileEnd, cfg.inflateThreads, into); err != nil {
+			return err // stopped, or the caller's memory does not fit: not a reason to stream the file instead
 		}
 	}
 	switch {
