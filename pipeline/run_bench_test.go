@@ -149,3 +149,25 @@ func BenchmarkRunOneVolume(b *testing.B) {
 	b.ReportMetric(sum.WriteMS/n, "write-ms")
 	b.ReportMetric(sum.WallMS/n, "wall-ms")
 }
+
+// BenchmarkReadDir times the read stage alone (ReadAll, one reader, as `voxpipe bench
+// --read-only --readers 1`) on the volumes of VOXPIPE_BENCH_READ_DIR, buffers allocated afresh
+// each time as in a single-volume run; with -test.cpuprofile it shows where a read's CPU goes.
+// Skipped without the variable.
+func BenchmarkReadDir(b *testing.B) {
+	dir := os.Getenv("VOXPIPE_BENCH_READ_DIR")
+	if dir == "" {
+		b.Skip("VOXPIPE_BENCH_READ_DIR not set")
+	}
+	jobs, err := Discover([]string{dir}, false, b.TempDir(), "{name}_mask.nii.gz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var voxels int64
+	for b.Loop() {
+		if _, voxels, err = ReadAll(context.Background(), jobs, 1, 64); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(voxels)/1e6, "Mvox")
+}
