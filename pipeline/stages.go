@@ -161,12 +161,12 @@ var readPiece = 1 << 20
 // readAt reads an uncompressed volume by position: nz is cut into `threads` contiguous
 // z-ranges, one per goroutine, each reading its range in pieces of about readPiece bytes with
 // ReadAt and adding every piece to its own statistics right after reading it, while it is in
-// cache. inPlace: the volume is already in the input buffer (inflated into it at Open): only
-// the statistics are made. The parts are merged in z order at the end, and the result equals the sequential
-// statistics bit for bit: int16 sums are exact in any split; float32 ones are kept one part
-// per slab of the sequential path (the ranges are cut at slab boundaries), each summed from the
-// volume's first value as origin, exactly as AddFloat32 sums one slab (segment.StatsFrom,
-// AddFloat32Piece, Stats.Merge). Timing rows: one `read` row from t (the file's opening) until
+// cache (inPlace: the volume is already in the input buffer, inflated into it at Open, and
+// only the statistics are made). The parts are merged in z order at the end, and the result
+// equals the sequential statistics bit for bit: int16 sums are exact in any split; float32 ones
+// are kept one part per slab of the sequential path (the ranges are cut at slab boundaries),
+// each summed from the volume's first value as origin, exactly as AddFloat32 sums one slab
+// (segment.StatsFrom, AddFloat32Piece, Stats.Merge). Timing rows: one `read` row from t (the file's opening) until
 // every range is read with its statistics, so that the statistics, fused into the read, are in
 // it; one `stats` row for the merge.
 func (r *runner) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads int, inPlace bool, track string, t time.Time) (segment.Stats, error) {
