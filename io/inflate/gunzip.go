@@ -146,7 +146,25 @@ type chunk struct {
 type piece struct {
 	n   int
 	crc uint32
+	// op appends n zero bytes to a CRC (crc32x.ZerosOp), made where crc is, mostly in parallel:
+	// made one after the other at the end, the operators of a 524 MB file's ~300 pieces took
+	// 15 ms of one core.
+	op crc32x.Matrix
 }
+
+// newPiece is the piece of data b.
+func newPiece(b []byte) *piece {
+	p := &piece{n: len(b), crc: crc32.ChecksumIEEE(b)}
+	if len(b) == windowSize {
+		p.op = windowOp()
+	} else {
+		p.op = crc32x.ZerosOp(int64(len(b)))
+	}
+	return p
+}
+
+// windowOp is the operator of a piece of 32 KiB, every adopted chunk's tail.
+var windowOp = sync.OnceValue(func() crc32x.Matrix { return crc32x.ZerosOp(windowSize) })
 
 type stitcher struct {
 	ctx    context.Context
@@ -383,7 +401,7 @@ func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, e
 		if o+len(out) > len(s.dst) {
 			return 0, 0, false, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
 		}
-		s.pieces = append(s.pieces, &piece{n: len(out), crc: crc32.ChecksumIEEE(out)})
+		s.pieces = append(s.pieces, newPiece(out))
 		copy(s.dst[o:], out)
 		pos, o = d.br.bitPos(), o+len(out)
 		if final || pos >= stop {
@@ -407,13 +425,12 @@ func (s *stitcher) adopt(j, o int) (int, error) {
 		return 0, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
 	}
 	split := max(0, n-windowSize)
-	body, tail := &piece{n: split}, &piece{n: n - split}
-	s.pieces = append(s.pieces, body, tail)
 	if err := place(s.dst, o, syms, bytes, split, n); err != nil {
 		s.release(j)
 		return 0, err
 	}
-	tail.crc = crc32.ChecksumIEEE(s.dst[o+split : o+n])
+	body := new(piece) // filled in the background
+	s.pieces = append(s.pieces, body, newPiece(s.dst[o+split:o+n]))
 	s.wg.Go(func() {
 		defer s.release(j)
 		if err := place(s.dst, o, syms, bytes, 0, split); err != nil {
@@ -422,7 +439,7 @@ func (s *stitcher) adopt(j, o int) (int, error) {
 			s.mu.Unlock()
 			return
 		}
-		body.crc = crc32.ChecksumIEEE(s.dst[o : o+split])
+		*body = *newPiece(s.dst[o : o+split])
 	})
 	return o + n, nil
 }
@@ -438,7 +455,7 @@ func cmpErr(old, err error) error {
 func (s *stitcher) crc() uint32 {
 	var crc uint32
 	for _, p := range s.pieces {
-		crc = crc32x.Combine(crc, p.crc, int64(p.n))
+		crc = p.op.Times(crc) ^ p.crc
 	}
 	return crc
 }

@@ -81,7 +81,9 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into
 	if err != nil {
 		return nil, nil
 	}
-	defer hostmem.Unmap(src)
+	// Unmapped in the background: freeing a 326 MB mapping took 19 ms of the read's critical
+	// path on the GPU machine, and nothing waits for it.
+	defer func() { go hostmem.Unmap(src) }()
 	m := &inflated{}
 	if into != nil {
 		if m.data = into(); m.data != nil && int64(len(m.data)) != size {
