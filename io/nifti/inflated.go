@@ -72,7 +72,8 @@ func (m *inflated) release() error {
 
 // inflateWhole decompresses ds (whose uncompressed size must be size) on threads goroutines,
 // into the memory that into (nil, or declining) gives, else its own. It returns nil when that
-// cannot be done (the caller streams the file), and an error only when ctx stopped it.
+// cannot be done (the caller streams the file), and an error only when ctx stopped it or into
+// gave memory of the wrong size (a caller's mistake).
 func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into func() []byte) (*inflated, error) {
 	if threads < 2 || ds.size < minParallelGzip || size <= 0 || int64(int(size)) != size {
 		return nil, nil
