@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"golang.org/x/sync/errgroup"
+	"sync/atomic"
 
 	"voxpipe/internal/hostmem"
 	"voxpipe/io/inflate"
@@ -73,18 +72,20 @@ func (m *inflated) release() error {
 // inflateWhole decompresses ds (whose uncompressed size must be size) on threads goroutines,
 // into the memory that into (nil, or declining) gives, else its own. It returns nil when that
 // cannot be done (the caller streams the file), and an error only when ctx stopped it or into
-// gave memory of the wrong size (a caller's mistake).
+// gave memory of the wrong size (a caller's mistake). The compressed file is read while it is
+// inflated (gzipArrival): into's allocation and the first chunks' decoding overlap the read.
 func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into func() []byte) (*inflated, error) {
 	if threads < 2 || ds.size < minParallelGzip || size <= 0 || int64(int(size)) != size {
 		return nil, nil
 	}
-	src, err := readGzipWhole(ds.f, ds.size, threads)
+	src, err := startGzipRead(ctx, ds.f, ds.size, threads)
 	if err != nil {
 		return nil, nil
 	}
-	// Unmapped in the background: freeing a 326 MB mapping took 19 ms of the read's critical
-	// path on the GPU machine, and nothing waits for it.
-	defer func() { go hostmem.Unmap(src) }()
+	// Released in the background: the readers may still be finishing after a failed inflate,
+	// and unmapping a 326 MB mapping took 19 ms of the read's critical path on the GPU
+	// machine; nothing waits for either.
+	defer func() { go src.release() }()
 	m := &inflated{}
 	if into != nil {
 		if m.data = into(); m.data != nil && int64(len(m.data)) != size {
@@ -97,7 +98,7 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into
 		}
 		m.own = true
 	}
-	if err := inflate.GunzipContext(ctx, src, m.data, threads); err != nil {
+	if err := inflate.GunzipArriving(ctx, src.buf, src.ready, m.data, threads); err != nil {
 		m.release()
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
@@ -110,30 +111,107 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into
 // readerAt serves positional reads from the inflated file.
 func (m *inflated) readerAt() *bytes.Reader { return bytes.NewReader(m.data) }
 
-// readGzipWhole reads a compressed file into memory outside the heap (hostmem.Map), in pieces
-// on threads goroutines. It reads rather than maps the file: a mapped file cut short by another
-// process while it is read (an export still being written, say) would crash the process with
-// SIGBUS, where a short read only sends the file down the streaming path.
-func readGzipWhole(f dataFile, size int64, threads int) ([]byte, error) {
-	if int64(int(size)) != size {
-		return nil, errors.New("nifti: file too large to read whole")
+// gzipArrival is a compressed file being read into memory outside the heap (hostmem.Map) by
+// goroutines that take its pieces in order, while inflate.GunzipArriving decodes what has
+// arrived. It reads rather than maps the file: a mapped file cut short by another process
+// while it is read (an export still being written, say) would crash the process with SIGBUS,
+// where a short read only sends the file down the streaming path.
+type gzipArrival struct {
+	buf  []byte
+	stop atomic.Bool // the readers take no more pieces
+	wg   sync.WaitGroup
+	// stopWatch ends the watch on the context (context.AfterFunc).
+	stopWatch func() bool
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	arrived []bool // per piece
+	mark    int    // buf[:mark] has arrived
+	err     error  // the first failed read, or the context's cause
+}
+
+// gzipPiece is what one read call reads: small, so that the inflate's first chunks (a few
+// MiB each) start soon after their bytes are in.
+const gzipPiece = 1 << 20
+
+// startGzipRead maps size bytes, reads the file's last 8 bytes (the gzip trailer, which the
+// inflate checks first), and starts threads readers on the rest.
+func startGzipRead(ctx context.Context, f dataFile, size int64, threads int) (*gzipArrival, error) {
+	if int64(int(size)) != size || size < 8 {
+		return nil, errors.New("nifti: compressed file too large or too small to read whole")
 	}
 	b, err := hostmem.Map(int(size))
 	if err != nil {
 		return nil, err
 	}
-	const piece = 8 << 20
-	var g errgroup.Group
-	g.SetLimit(threads)
-	for off := 0; off < len(b); off += piece {
-		g.Go(func() error {
-			_, err := f.ReadAt(b[off:min(off+piece, len(b))], int64(off))
-			return err // a short read is an error (io.EOF) here
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if _, err := f.ReadAt(b[size-8:], size-8); err != nil {
 		hostmem.Unmap(b)
 		return nil, err
 	}
-	return b, nil
+	pieces := (len(b) + gzipPiece - 1) / gzipPiece
+	a := &gzipArrival{buf: b, arrived: make([]bool, pieces)}
+	a.cond = sync.NewCond(&a.mu)
+	a.stopWatch = context.AfterFunc(ctx, func() { a.failed(-1, context.Cause(ctx)) })
+	var next atomic.Int64
+	for range min(threads, pieces) {
+		a.wg.Go(func() {
+			for !a.stop.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= pieces {
+					return
+				}
+				lo, hi := i*gzipPiece, min((i+1)*gzipPiece, len(b))
+				if _, err := f.ReadAt(b[lo:hi], int64(lo)); err != nil { // a short read is an error (io.EOF) here
+					a.failed(i, err)
+					return
+				}
+				a.done(i)
+			}
+		})
+	}
+	return a, nil
+}
+
+func (a *gzipArrival) done(i int) {
+	a.mu.Lock()
+	a.arrived[i] = true
+	for a.mark < len(a.buf) && a.arrived[a.mark/gzipPiece] {
+		a.mark = min(a.mark+gzipPiece, len(a.buf))
+	}
+	a.cond.Broadcast()
+	a.mu.Unlock()
+}
+
+func (a *gzipArrival) failed(i int, err error) {
+	a.stop.Store(true)
+	a.mu.Lock()
+	if a.err == nil {
+		if i >= 0 {
+			err = fmt.Errorf("read compressed data at %d: %w", int64(i)*gzipPiece, err)
+		}
+		a.err = err
+	}
+	a.cond.Broadcast()
+	a.mu.Unlock()
+}
+
+// ready waits until buf[:n] has arrived, or returns the error that stopped the reading.
+func (a *gzipArrival) ready(n int) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.mark < n && a.err == nil {
+		a.cond.Wait()
+	}
+	if a.mark >= n {
+		return nil
+	}
+	return a.err
+}
+
+// release stops the readers, waits for them and unmaps the memory.
+func (a *gzipArrival) release() {
+	a.stop.Store(true)
+	a.wg.Wait()
+	a.stopWatch()
+	hostmem.Unmap(a.buf)
 }
