@@ -589,6 +589,14 @@ func TestChunkBounds(t *testing.T) {
 				small++
 			}
 		}
+		// Slots: a full chunk holds slotsPerChunk, a quarter chunk one.
+		st := &stitcher{bounds: b, bits: int64(c.size) * 8}
+		for j := range len(b) - 1 {
+			size, w := int(b[j+1]-b[j])/8, st.weight(j)
+			if w < 1 || w > slotsPerChunk || size == c.size && w != slotsPerChunk || size*4 <= c.size && w != 1 {
+				t.Fatalf("%+v: chunk %d of %d bytes holds %d slots", c, j, size, w)
+			}
+		}
 		// Tapered: the last threads chunks' worth in quarter chunks, the rest whole.
 		if want := 0; c.tapered {
 			want = 4*c.threads - 1

@@ -134,8 +134,16 @@ type gzipArrival struct {
 // MiB each) start soon after their bytes are in.
 const gzipPiece = 1 << 20
 
+// gzipReaders is how many goroutines read a compressed file for an inflate on threads: a
+// quarter of them, 1 to 4 (four read several times faster than 16 inflate). As many as the
+// inflate's threads kept every P in a pread (a goroutine in a system call keeps its P until
+// the scheduler's monitor takes it back, after up to 10 ms when it has been idle), so the
+// goroutines they woke, the inflate's, waited: its first chunk started 24 ms late on the GPU
+// machine, after the whole file was read (docs/perf.md).
+func gzipReaders(threads int) int { return min(max(threads/4, 1), 4) }
+
 // startGzipRead maps size bytes, reads the file's last 8 bytes (the gzip trailer, which the
-// inflate checks first), and starts threads readers on the rest.
+// inflate checks first), and starts gzipReaders(threads) goroutines reading the rest.
 func startGzipRead(ctx context.Context, f dataFile, size int64, threads int) (*gzipArrival, error) {
 	if int64(int(size)) != size || size < 8 {
 		return nil, errors.New("nifti: compressed file too large or too small to read whole")
@@ -153,7 +161,7 @@ func startGzipRead(ctx context.Context, f dataFile, size int64, threads int) (*g
 	a.cond = sync.NewCond(&a.mu)
 	a.stopWatch = context.AfterFunc(ctx, func() { a.failed(-1, context.Cause(ctx)) })
 	var next atomic.Int64
-	for range min(threads, pieces) {
+	for range min(gzipReaders(threads), pieces) {
 		a.wg.Go(func() {
 			for !a.stop.Load() {
 				i := int(next.Add(1) - 1)
