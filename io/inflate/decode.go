@@ -82,21 +82,42 @@ func (br *bitReader) read(n uint) uint64 {
 	return v
 }
 
-// Huffman tables: a primary table indexed by the next primaryBits bits, whose entries are a
-// symbol and its code length, or a link to a subtable for longer codes.
+// Huffman tables: a primary table indexed by the next tableBits bits (litBits, distBits or
+// clBits), whose entries give a symbol and its code length, or a link to a subtable for longer
+// codes. An entry is value<<16 | flags | extra<<8 | length. What value and the flags hold is
+// the table's choice (build's vals): the literal/length and distance tables fold in what
+// decoding the symbol needs (literal byte, length or distance base and its extra bits), so a
+// symbol costs one lookup.
+//
+// A literal/length table that decodes a block also gets a pair table (buildPairs), indexed by
+// the next pairBits bits, that decodes two literals at once where both codes fit in them: the
+// high and low bytes of int16 volumes take about 3 and 9 bits.
 const (
-	primaryBits = 10
-	entryLink   = 1 << 15 // the entry links to sub[value:] indexed by the next (entry & 0xff) bits
-	maxCodeLen  = 15
+	litBits  = 10
+	distBits = 10
+	clBits   = 7 // code length codes are at most 7 bits: no subtables, and a small table to fill
+	pairBits = 12
+
+	maxTableBits = max(litBits, distBits, clBits)
+	maxCodeLen   = 15
+
+	entryLink    = 1 << 15 // links to sub[value:], indexed by the (length) bits after the primary's
+	entryLiteral = 1 << 14 // value is a literal byte
+	entryBase    = 1 << 13 // value is a length or distance base; extra bits in bits 8-11
+	entryEnd     = 1 << 12 // end of block
+	entryPair    = 1 << 7  // (pair table) two literals: value is the first | the second<<8
+	// A literal/length or distance entry with a length but none of these flags is a symbol that
+	// may not occur (value: the symbol); one of length 0 is no code at all.
 )
 
 type huffman struct {
-	primary [1 << primaryBits]uint32 // value<<16 | flags | length; length 0: no such code
-	sub     []uint32
+	primary [1 << maxTableBits]uint32 // length 0: no such code
+	sub     []uint32                  // entries hold the whole code length, primary bits included
 	// linked[slot] == gen: the slot's subtable belongs to this build (entries are not cleared
 	// between builds).
-	linked [1 << primaryBits]uint32
+	linked [1 << maxTableBits]uint32
 	gen    uint32
+	pairs  *[1 << pairBits]uint32 // buildPairs's; allocated on first use
 }
 
 // errBadCode: code lengths that do not form a prefix code deflate allows.
@@ -111,10 +132,11 @@ var (
 	errNoEnd       = fmt.Errorf("%w: no end-of-block code", ErrCorrupt)
 )
 
-// build makes the decoding table of the canonical code with these lengths (0: unused). Like
-// zlib, it accepts only complete codes, and the single code of length 1 (a distance code
-// with one symbol, or none).
-func (h *huffman) build(lengths []uint8) error {
+// build makes the decoding table of the canonical code with these lengths (0: unused), with a
+// primary table of tableBits bits. Like zlib, it accepts only complete codes, and the single
+// code of length 1 (a distance code with one symbol, or none). vals[sym] is what the entries
+// of sym hold besides the code length; nil: sym<<16.
+func (h *huffman) build(lengths []uint8, tableBits int, vals []uint32) error {
 	var count [maxCodeLen + 1]int
 	maxLen := 0
 	for _, l := range lengths {
@@ -135,10 +157,11 @@ func (h *huffman) build(lengths []uint8) error {
 	if !complete && !(maxLen == 1 && count[1] == 1) && maxLen != 0 {
 		return errBadCode // incomplete
 	}
+	primary := h.primary[:1<<tableBits]
 	// A complete code fills every entry of the primary table and of each subtable, so only an
 	// incomplete one needs them cleared (and it has no long codes).
 	if !complete {
-		clear(h.primary[:])
+		clear(primary)
 	}
 	h.sub = h.sub[:0]
 	if maxLen == 0 {
@@ -154,8 +177,8 @@ func (h *huffman) build(lengths []uint8) error {
 	}
 	// Subtables: one per primary slot that long codes share, sized for the longest of them.
 	// Codes are assigned in canonical order, so the long codes of one slot need at most
-	// 2^(maxLen-primaryBits) entries.
-	subBits := max(maxLen-primaryBits, 0)
+	// 2^(maxLen-tableBits) entries.
+	subBits := max(maxLen-tableBits, 0)
 	for sym, l := range lengths {
 		if l == 0 {
 			continue
@@ -163,19 +186,22 @@ func (h *huffman) build(lengths []uint8) error {
 		code := next[l]
 		next[l]++
 		rev := int(bits.Reverse16(uint16(code)) >> (16 - l))
-		if int(l) <= primaryBits {
-			e := uint32(sym)<<16 | uint32(l)
-			for i := rev; i < len(h.primary); i += 1 << l {
-				h.primary[i] = e
+		e := uint32(sym)<<16 | uint32(l)
+		if vals != nil {
+			e = vals[sym] | uint32(l)
+		}
+		if int(l) <= tableBits {
+			for i := rev; i < len(primary); i += 1 << l {
+				primary[i] = e
 			}
 			continue
 		}
-		slot := rev & (1<<primaryBits - 1)
-		link := h.primary[slot]
+		slot := rev & (1<<tableBits - 1)
+		link := primary[slot]
 		if h.linked[slot] != h.gen {
 			h.linked[slot] = h.gen
 			link = uint32(len(h.sub))<<16 | entryLink | uint32(subBits)
-			h.primary[slot] = link
+			primary[slot] = link
 			n := len(h.sub) + 1<<subBits
 			if n > cap(h.sub) {
 				h.sub = append(h.sub[:cap(h.sub)], make([]uint32, n-cap(h.sub))...)
@@ -183,20 +209,44 @@ func (h *huffman) build(lengths []uint8) error {
 			h.sub = h.sub[:n]
 		}
 		base := int(link >> 16)
-		e := uint32(sym)<<16 | uint32(int(l)-primaryBits)
-		for i := rev >> primaryBits; i < 1<<subBits; i += 1 << (int(l) - primaryBits) {
+		for i := rev >> tableBits; i < 1<<subBits; i += 1 << (int(l) - tableBits) {
 			h.sub[base+i] = e
 		}
 	}
 	return nil
 }
 
-// decodeSym reads one symbol; br must hold at least maxCodeLen bits.
+// buildPairs makes h's pair table from its primary table (built with litBits and litVals):
+// single and paired literals and length codes of up to pairBits bits; 0 where decoding needs
+// the primary table (longer codes, end of block, no code). The block finder builds tables for
+// many positions that it rejects: only a decoder builds this one, once per block.
+func (h *huffman) buildPairs() {
+	if h.pairs == nil {
+		h.pairs = new([1 << pairBits]uint32)
+	}
+	for i := range h.pairs {
+		e := h.primary[i&(1<<litBits-1)]
+		if e&entryLiteral != 0 {
+			l := e & 15
+			// i>>l: the pairBits-l bits after the first code; the second code counts only
+			// if it lies within them (its entry is decided by its own bits alone).
+			e2 := h.primary[i>>l&(1<<litBits-1)]
+			if e2&entryLiteral != 0 && l+e2&15 <= pairBits {
+				e = (e>>16|e2>>16<<8)<<16 | entryLiteral | entryPair | (l + e2&15)
+			}
+		} else if e&entryBase == 0 {
+			e = 0
+		}
+		h.pairs[i] = e
+	}
+}
+
+// decodeSym reads one symbol of a table built with clBits and no vals; br must hold at least
+// maxCodeLen bits.
 func (h *huffman) decodeSym(br *bitReader) (int, error) {
-	e := h.primary[br.bits&(1<<primaryBits-1)]
+	e := h.primary[br.bits&(1<<clBits-1)]
 	if e&entryLink != 0 {
-		br.consume(primaryBits)
-		e = h.sub[int(e>>16)+int(br.bits&(1<<(e&0xff)-1))]
+		e = h.sub[int(e>>16)+int(br.bits>>clBits&(1<<(e&15)-1))]
 	}
 	l := uint(e & 0xff)
 	if l == 0 {
@@ -207,37 +257,44 @@ func (h *huffman) decodeSym(br *bitReader) (int, error) {
 }
 
 var (
-	lengthBase  [29]uint16
-	lengthExtra [29]uint8
-	distBase    [30]uint32
-	distExtra   [30]uint8
-	fixedLit    huffman
-	fixedDist   huffman
+	// litVals and distVals: the table entries of each symbol, less its code length.
+	litVals   [288]uint32
+	distVals  [32]uint32
+	fixedLit  huffman
+	fixedDist huffman
 )
 
 // clOrder is the order of the code length code's lengths in a dynamic block header.
 var clOrder = [19]uint8{16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15}
 
 func init() {
+	for i := range 256 {
+		litVals[i] = uint32(i)<<16 | entryLiteral
+	}
+	litVals[256] = 256<<16 | entryEnd
 	base := 3
-	for i := range lengthBase {
+	for i := range 29 {
 		e := 0
 		if i >= 8 && i < 28 {
 			e = i/4 - 1
 		}
-		lengthBase[i], lengthExtra[i] = uint16(base), uint8(e)
+		if i == 28 {
+			base = 258
+		}
+		litVals[257+i] = uint32(base)<<16 | entryBase | uint32(e)<<8
 		base += 1 << e
 	}
-	lengthBase[28], lengthExtra[28] = 258, 0
+	litVals[286], litVals[287] = 286<<16, 287<<16 // may not occur
 	dbase := 1
-	for i := range distBase {
+	for i := range 30 {
 		e := 0
 		if i >= 4 {
 			e = i/2 - 1
 		}
-		distBase[i], distExtra[i] = uint32(dbase), uint8(e)
+		distVals[i] = uint32(dbase)<<16 | entryBase | uint32(e)<<8
 		dbase += 1 << e
 	}
+	distVals[30], distVals[31] = 30<<16, 31<<16 // may not occur
 	var lit [288]uint8
 	for i := range lit {
 		switch {
@@ -255,9 +312,10 @@ func init() {
 	for i := range dist {
 		dist[i] = 5
 	}
-	if fixedLit.build(lit[:]) != nil || fixedDist.build(dist[:]) != nil {
+	if fixedLit.build(lit[:], litBits, litVals[:]) != nil || fixedDist.build(dist[:], distBits, distVals[:]) != nil {
 		panic("inflate: fixed Huffman tables")
 	}
+	fixedLit.buildPairs()
 }
 
 // readDynamicHeader reads a dynamic block's code lengths (after BFINAL and BTYPE) and builds
@@ -286,7 +344,7 @@ func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint
 	if kraft != 128 { // cheap: the block finder rejects most candidates here
 		return errBadCode
 	}
-	if err := cl.build(cll[:]); err != nil {
+	if err := cl.build(cll[:], clBits, nil); err != nil {
 		return err
 	}
 	n := nlit + ndist
@@ -327,10 +385,10 @@ func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint
 	if lengths[256] == 0 {
 		return errNoEnd
 	}
-	if err := lit.build(lengths[:nlit]); err != nil {
+	if err := lit.build(lengths[:nlit], litBits, litVals[:]); err != nil {
 		return err
 	}
-	return dist.build(lengths[nlit:n])
+	return dist.build(lengths[nlit:n], distBits, distVals[:])
 }
 
 // errPastLimit: a block ran past the decoder's limit (the end of the data, give or take the
@@ -480,6 +538,7 @@ func (d *decoder) block() (final bool, err error) {
 		if err := readDynamicHeader(br, &d.lit, &d.dist, &d.cl, &d.lengths); err != nil {
 			return false, err
 		}
+		d.lit.buildPairs()
 		return final, d.codes(&d.lit, &d.dist)
 	default:
 		return false, fmt.Errorf("%w: reserved block type 3", ErrCorrupt)
@@ -526,75 +585,113 @@ func stored[T symbol](br *bitReader, out []T) ([]T, error) {
 
 // codes appends the symbols of a Huffman-coded block to out, until its end-of-block code.
 func codes[T symbol](br *bitReader, out []T, limit int64, lit, dist *huffman) ([]T, error) {
+	// br's state in locals, written back on the way out: the compiler keeps locals in
+	// registers, where it stores and reloads br's fields around every symbol.
+	data, pos, bits, nb := br.data, br.pos, br.bits, br.n
+	pairs := lit.pairs
 	o := len(out)
 	out = out[:cap(out)]
+	var err error
 	for {
-		if o+maxMatch+8 > len(out) {
+		// Room for a match, or for the literals decoded without coming back here: at most one
+		// per bit of a full bit buffer, and the pair loop's store one past them.
+		if o+maxMatch+64 > len(out) {
 			grown := make([]T, len(out)*2)
 			copy(grown, out[:o])
 			out = grown
 		}
-		if br.n < 48 { // longest length/distance pair: 15+5+15+13 bits
-			br.refill()
-			if br.bitPos() > limit {
-				return out[:o], errPastLimit
+		if nb < 48 { // longest length/distance pair: 15+5+15+13 bits
+			if pos+8 <= len(data) { // refill, inlined
+				bits |= binary.LittleEndian.Uint64(data[pos:]) << (nb & 63)
+				pos += int((63 - nb) >> 3)
+				nb |= 56
+			} else {
+				br.pos, br.bits, br.n = pos, bits, nb
+				br.refill()
+				pos, bits, nb = br.pos, br.bits, br.n
+			}
+			if int64(pos)*8-int64(nb) > limit {
+				err = errPastLimit
+				break
 			}
 		}
-		e := lit.primary[br.bits&(1<<primaryBits-1)]
-		if e&entryLink != 0 {
-			br.consume(primaryBits)
-			e = lit.sub[int(e>>16)+int(br.bits&(1<<(e&0xff)-1))]
-		}
-		l := uint(e & 0xff)
-		if l == 0 {
-			return out[:o], fmt.Errorf("%w: invalid literal/length code", ErrCorrupt)
-		}
-		br.consume(l)
-		sym := int(e >> 16)
-		if sym < 256 {
-			out[o] = T(sym)
-			o++
-			// Literals come in runs: decode on while the bits for a code and the room last.
-			for br.n >= maxCodeLen && o+maxMatch+8 <= len(out) {
-				e = lit.primary[br.bits&(1<<primaryBits-1)]
-				if e&entryLink != 0 || e>>16 >= 256 || e&0xff == 0 {
+		e := pairs[bits&(1<<pairBits-1)]
+		if e&entryLiteral != 0 {
+			// Literals come in runs: decode on while the bits for a pair table entry last.
+			for {
+				n := uint(e & 15)
+				bits >>= n
+				nb -= n
+				out[o] = T(e >> 16 & 0xff)
+				out[o+1] = T(e >> 24) // the second literal, or slack overwritten later
+				o += 1 + int(e>>7&1)
+				if nb < pairBits {
 					break
 				}
-				br.consume(uint(e & 0xff))
-				out[o] = T(e >> 16)
-				o++
+				if e = pairs[bits&(1<<pairBits-1)]; e&entryLiteral == 0 {
+					break
+				}
 			}
 			continue
 		}
-		if sym == 256 {
-			return out[:o], nil
+		if e == 0 { // not in the pair table
+			e = lit.primary[bits&(1<<litBits-1)]
+			if e&entryLink != 0 {
+				e = lit.sub[int(e>>16)+int(bits>>litBits&(1<<(e&15)-1))]
+			}
+			if e&entryLiteral != 0 {
+				n := uint(e & 15)
+				bits >>= n
+				nb -= n
+				out[o] = T(e >> 16)
+				o++
+				continue
+			}
 		}
-		sym -= 257
-		if sym >= 29 {
-			return out[:o], fmt.Errorf("%w: invalid length symbol %d", ErrCorrupt, sym+257)
+		l := uint(e & 0xff)
+		if e&entryBase == 0 {
+			if l == 0 {
+				err = fmt.Errorf("%w: invalid literal/length code", ErrCorrupt)
+				break
+			}
+			bits >>= l & 63
+			nb -= l
+			if e&entryEnd != 0 {
+				break
+			}
+			err = fmt.Errorf("%w: invalid length symbol %d", ErrCorrupt, e>>16)
+			break
 		}
-		x := uint(lengthExtra[sym])
-		length := int(lengthBase[sym]) + int(br.peek(x))
-		br.consume(x)
-		e = dist.primary[br.bits&(1<<primaryBits-1)]
+		bits >>= l & 63
+		nb -= l
+		x := uint(e>>8) & 15
+		length := int(e>>16) + int(bits&(1<<x-1))
+		bits >>= x
+		nb -= x
+		e = dist.primary[bits&(1<<distBits-1)]
 		if e&entryLink != 0 {
-			br.consume(primaryBits)
-			e = dist.sub[int(e>>16)+int(br.bits&(1<<(e&0xff)-1))]
+			e = dist.sub[int(e>>16)+int(bits>>distBits&(1<<(e&15)-1))]
 		}
 		l = uint(e & 0xff)
-		if l == 0 {
-			return out[:o], fmt.Errorf("%w: invalid distance code", ErrCorrupt)
+		if e&entryBase == 0 {
+			if l == 0 {
+				err = fmt.Errorf("%w: invalid distance code", ErrCorrupt)
+				break
+			}
+			bits >>= l & 63
+			nb -= l
+			err = fmt.Errorf("%w: invalid distance symbol %d", ErrCorrupt, e>>16)
+			break
 		}
-		br.consume(l)
-		ds := int(e >> 16)
-		if ds >= 30 {
-			return out[:o], fmt.Errorf("%w: invalid distance symbol %d", ErrCorrupt, ds)
-		}
-		x = uint(distExtra[ds])
-		distance := int(distBase[ds]) + int(br.peek(x))
-		br.consume(x)
+		bits >>= l & 63
+		nb -= l
+		x = uint(e>>8) & 15
+		distance := int(e>>16) + int(bits&(1<<x-1))
+		bits >>= x
+		nb -= x
 		if distance > o {
-			return out[:o], fmt.Errorf("%w: distance %d reaches before the window", ErrCorrupt, distance)
+			err = fmt.Errorf("%w: distance %d reaches before the window", ErrCorrupt, distance)
+			break
 		}
 		src := o - distance
 		switch {
@@ -620,4 +717,6 @@ func codes[T symbol](br *bitReader, out []T, limit int64, lit, dist *huffman) ([
 		}
 		o += length
 	}
+	br.pos, br.bits, br.n = pos, bits, nb
+	return out[:o], err
 }
