@@ -3,7 +3,11 @@
 // Package hostmem allocates large host buffers; without mmap (not unix), in the Go heap.
 package hostmem
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"os"
+)
 
 // Map returns n bytes of zeroed memory from the Go heap.
 func Map(n int) ([]byte, error) {
@@ -11,6 +15,11 @@ func Map(n int) ([]byte, error) {
 		return nil, fmt.Errorf("hostmem: allocation of %d bytes", n)
 	}
 	return make([]byte, n), nil
+}
+
+// MapFile is not available without mmap.
+func MapFile(f *os.File, n int) ([]byte, error) {
+	return nil, errors.New("hostmem: no mmap on this system")
 }
 
 // Unmap does nothing: the garbage collector frees the memory.

@@ -30,7 +30,34 @@ func Map(n int) ([]byte, error) {
 	return b[:n], nil
 }
 
-// Unmap releases memory from Map (b as Map returned it, or any reslice of it from its start).
+// MapFile maps the first n bytes of f read-only (shared: the page cache's own pages, nothing
+// copied), with the kernel asked to read ahead the whole range. Reading the memory faults
+// (SIGBUS) where the file has meanwhile been cut shorter than n: callers read it with
+// runtime/debug.SetPanicOnFault set and recover. Release it with Unmap.
+func MapFile(f *os.File, n int) ([]byte, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("hostmem: mmap of %d bytes of %s", n, f.Name())
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("hostmem: mmap %s: %w", f.Name(), err)
+	}
+	var b []byte
+	var merr error
+	if err := rc.Control(func(fd uintptr) {
+		b, merr = syscall.Mmap(int(fd), 0, n, syscall.PROT_READ, syscall.MAP_SHARED)
+	}); err != nil {
+		return nil, fmt.Errorf("hostmem: mmap %s: %w", f.Name(), err)
+	}
+	if merr != nil {
+		return nil, fmt.Errorf("hostmem: mmap %s: %w", f.Name(), merr)
+	}
+	_ = syscall.Madvise(b, syscall.MADV_WILLNEED) // advice only: start reading a cold file
+	return b, nil
+}
+
+// Unmap releases memory from Map or MapFile (b as returned, or any reslice of it from its
+// start).
 func Unmap(b []byte) error {
 	if err := syscall.Munmap(b[:cap(b)]); err != nil {
 		return fmt.Errorf("hostmem: munmap: %w", err)

@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"runtime"
+	"runtime/debug"
 	"sync"
 
 	"voxpipe/io/internal/crc32x"
@@ -33,7 +35,22 @@ var (
 	// ErrUnsupported: a valid gzip file this package does not handle (several members, or a
 	// size other than the caller expects); read it with compress/gzip instead.
 	ErrUnsupported = errors.New("inflate: unsupported gzip layout")
+	// ErrFault: reading src faulted, as a memory-mapped file does where another process has cut
+	// it short meanwhile.
+	ErrFault = errors.New("inflate: the compressed data could not be read (a mapped file cut short?)")
 )
+
+// faultErr is ErrFault, with the address, when r (a recovered panic) is a memory fault that
+// debug.SetPanicOnFault turned into a panic; nil for any other panic.
+func faultErr(r any) error {
+	if f, ok := r.(interface {
+		runtime.Error
+		Addr() uintptr
+	}); ok {
+		return fmt.Errorf("%w: fault at %#x", ErrFault, f.Addr())
+	}
+	return nil
+}
 
 // Tuning, variables for tests.
 var (
@@ -66,7 +83,19 @@ func GunzipContext(ctx context.Context, src, dst []byte, threads int) error {
 // src is whole. src's last 8 bytes (the gzip trailer) must be in place from the call on.
 // Nothing of src[:len(src)-8] is read before ready has confirmed it: each chunk waits for its
 // own compressed bytes and a margin, so the first chunks decode while the rest still arrives.
-func GunzipArriving(ctx context.Context, src []byte, ready func(n int) error, dst []byte, threads int) error {
+//
+// src may be a memory-mapped file (all the Gunzip functions): a fault reading it, where
+// another process has cut the file short, makes them return ErrFault instead of crashing
+// (the goroutines that read src run with debug.SetPanicOnFault).
+func GunzipArriving(ctx context.Context, src []byte, ready func(n int) error, dst []byte, threads int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if err = faultErr(r); err == nil {
+				panic(r)
+			}
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	if len(src) < 8 {
 		return fmt.Errorf("%w: not gzip", ErrCorrupt)
 	}
@@ -287,6 +316,7 @@ func newStitcher(ctx context.Context, body, dst []byte, threads int, ready func(
 	})
 	for range threads {
 		s.wg.Go(func() {
+			debug.SetPanicOnFault(true) // src may fault (GunzipArriving); decodeChunk recovers
 			var scratch decoder
 			for j := range todo {
 				s.decodeChunk(j, &scratch)
@@ -393,6 +423,15 @@ func (s *stitcher) viewTooShort(view []byte, d *decoder, err error) bool {
 func (s *stitcher) decodeChunk(j int, scratch *decoder) {
 	c := &s.chunks[j]
 	defer close(c.done)
+	defer func() {
+		if r := recover(); r != nil {
+			err := faultErr(r)
+			if err == nil {
+				panic(r)
+			}
+			c.start, c.err = -1, err // the stitching then reads there itself, and fails
+		}
+	}()
 	from, stop := s.bounds[j], s.bounds[j+1]
 	limit := stop + maxOvershoot*8
 	if j == len(s.chunks)-1 {

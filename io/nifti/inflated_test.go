@@ -371,3 +371,38 @@ func TestGzipArrival(t *testing.T) {
 		}
 	})
 }
+
+// A .nii.gz cut short by another process while it is inflated from its mapping streams
+// instead, and fails as a short file does: no crash (the mapping's SIGBUS is recovered).
+func TestInflateMappedFileCutShort(t *testing.T) {
+	inflateAlways(t)
+	// Stored blocks, 4 MiB: a third of it is more than Open's 1 MiB read buffer holds.
+	const nx, ny, nz = 256, 256, 32
+	path := writeFormula(t, "v.nii.gz", Int16, nx, ny, nz, WriteOptions{Level: 0})
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := false
+	afterGzipMapped = func(p string) {
+		mapped = true
+		if err := os.Truncate(p, st.Size()/3); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { afterGzipMapped = nil })
+	r, err := Open(path, WithInflateThreads(4))
+	if err == nil {
+		_, err = r.ReadSlicesRaw(make([]byte, nx*ny*nz*2), nz)
+		r.Close()
+	}
+	if !mapped {
+		t.Skip("the file was not mapped (no mmap here)")
+	}
+	if err == nil {
+		t.Fatal("a file cut short while inflated read without error")
+	}
+	if !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrCorrupt) {
+		t.Errorf("got %v, want ErrTruncated or ErrCorrupt", err)
+	}
+}
