@@ -32,8 +32,10 @@ var errGzipClosed = errors.New("gzip writer closed")
 // computed once), so for writes of at least a block no pass over the data runs on the caller
 // or any other single goroutine. Independent 1 MiB blocks compress about as well as pgzip's,
 // which primed each block with the previous one's last 16 KiB (level 1: 0.9 % smaller on
-// labelMask, 4 % smaller on largeMask, 0.25 % larger on the int16 smoothVolume). The output
-// bytes depend on the level and on the sizes of the writes, never on the number of workers.
+// labelMask, 4 % smaller on largeMask, 0.25 % larger on the int16 smoothVolume). Blocks start
+// every blockSize bytes of the input whatever the sizes of the writes, so the output bytes
+// depend on the data and the level only: the same mask is the same file, however the
+// pipeline's slabs happened to reach the writer.
 // A file that fits in one block is compressed on the caller, without starting goroutines.
 //
 // Header: no name, comment or extra field, MTIME 0 ("no time stamp", RFC 1952; pgzip wrote
@@ -42,8 +44,8 @@ var errGzipClosed = errors.New("gzip writer closed")
 //
 // Write's contract is io.Writer's: p is not modified, and not retained once Write returns.
 // Within that contract a Write of at least blockSize bytes is not copied by the caller: its
-// blocks are handed to the workers as they are (after the pending bytes of earlier small writes,
-// which go first as a block of their own), the last one possibly shorter than blockSize, and
+// whole blocks are handed to the workers as they are (after the pending bytes of earlier
+// writes, completed from its start into a block), the rest gathered for the next block, and
 // Write returns once the workers are done reading them. The last `workers` blocks of such a
 // write are copied by their worker into a pooled buffer before compressing (so Write returns
 // when they are copied rather than compressed, and the next Write's blocks can fill the idle
@@ -171,18 +173,24 @@ func (z *blockGzip) Write(p []byte) (int, error) {
 		z.gather(p[k:])
 		return n, z.error()
 	}
-	if len(z.cur) > 0 {
+	if len(z.cur) > 0 { // the pending block first, completed from p
+		k := z.blockSize - len(z.cur)
+		z.gather(p[:k])
 		z.handOff(false)
+		p = p[k:]
 	}
-	blocks := (len(p) + z.blockSize - 1) / z.blockSize
+	blocks := len(p) / z.blockSize
 	for i := 0; i < blocks && !z.stop.Load(); i++ {
 		j := z.getJob()
-		j.in = p[i*z.blockSize : min(len(p), (i+1)*z.blockSize)]
+		j.in = p[i*z.blockSize : (i+1)*z.blockSize]
 		j.n, j.borrow, j.copyIn = len(j.in), &z.call, i >= blocks-z.workers
 		z.call.Add(1)
 		z.dispatch(j)
 	}
 	z.call.Wait() // p is not read any more
+	if !z.stop.Load() {
+		z.gather(p[blocks*z.blockSize:]) // less than a block: it starts the next one
+	}
 	return n, z.error()
 }
 

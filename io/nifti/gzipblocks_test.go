@@ -114,6 +114,7 @@ func TestBlockGzipRoundTrip(t *testing.T) {
 						if bs == gzipBlockSize {
 							cutSets = cutSets[1:]
 						}
+						var first []byte // the same bytes whatever the writes' sizes
 						for ci, cuts := range cutSets {
 							z, err := newBlockGzip(level, workers, bs)
 							if err != nil {
@@ -127,6 +128,12 @@ func TestBlockGzipRoundTrip(t *testing.T) {
 							}
 							if got := gunzipStd(t, out.Bytes(), level); !bytes.Equal(got, data) {
 								t.Fatalf("%s cuts %d: %d bytes back, want %d, equal prefix %d", name, ci, len(got), len(data), commonPrefix(got, data))
+							}
+							if ci == 0 {
+								first = out.Bytes()
+							} else if !bytes.Equal(out.Bytes(), first) {
+								t.Fatalf("%s cuts %d: the file differs from cuts 0's (equal prefix %d): its bytes depend on the writes' sizes",
+									name, ci, commonPrefix(out.Bytes(), first))
 							}
 						}
 					}
@@ -446,6 +453,17 @@ func FuzzBlockGzip(f *testing.F) {
 		}
 		if got := gunzipStd(t, out.Bytes(), int(level%10)); !bytes.Equal(got, data) {
 			t.Fatalf("round trip differs")
+		}
+		var whole bytes.Buffer // one write: the same bytes
+		z.reset(&whole)
+		if _, err := z.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := z.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(whole.Bytes(), out.Bytes()) {
+			t.Fatalf("the file depends on the writes' sizes (equal prefix %d of %d)", commonPrefix(whole.Bytes(), out.Bytes()), out.Len())
 		}
 	})
 }
