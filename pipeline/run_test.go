@@ -391,6 +391,16 @@ func TestRunBuffersAreBounded(t *testing.T) {
 	if live := eng.live.Load(); live != 0 {
 		t.Errorf("%d host buffers not freed", live)
 	}
+	// LeaveBuffers: Run returns with its buffers still allocated (the process's exit frees them).
+	left := allocatingEngine{&signEngine{}}
+	out = runBatch(t, context.Background(), newBatch(t, 3), left, func(c *Config) { c.LeaveBuffers = true })
+	if out.res.OK != 3 {
+		t.Fatalf("%+v", out.res)
+	}
+	// (Buffers replaced when a larger volume came were freed then: not all allocations are live.)
+	if live := left.live.Load(); live == 0 {
+		t.Errorf("LeaveBuffers: none of %d host buffers still allocated", left.allocs.Load())
+	}
 }
 
 func TestDiscover(t *testing.T) {

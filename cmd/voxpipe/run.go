@@ -111,8 +111,9 @@ func runAction(c *cli.Context) error {
 		Slab:    c.Int("slab"), Readers: c.Int("readers"), Writers: c.Int("writers"),
 		Write:     nifti.WriteOptions{Level: level},
 		Overwrite: c.Bool("overwrite"), FailFast: c.Bool("fail-fast"),
-		RunID:   orDefault(c.String("run-id"), newRunID()),
-		Timings: timings, Summary: summary, Log: log, Progress: progress,
+		LeaveBuffers: true, // the process exits after the run: its exit frees them sooner
+		RunID:        orDefault(c.String("run-id"), newRunID()),
+		Timings:      timings, Summary: summary, Log: log, Progress: progress,
 	}
 	if c.String("trace") != "" {
 		cfg.Trace = &timing.Trace{}
