@@ -260,8 +260,9 @@ var testHook func(*stitcher)
 // chunkBounds cuts a body of n bytes into chunks of size bytes, but for its last threads*size
 // bytes (when the body has three times that), cut into chunks of a quarter of that size: the
 // workers then run out of chunks within a short chunk's time of each other, where with equal
-// chunks most of them idled for half a chunk's decoding at the end (~13 ms of a 524 MB
-// volume's inflate on 16 cores, docs/perf.md). Bit positions, first 0, last 8n.
+// chunks most of them idled for up to a chunk's decoding at the end (~15 ms of a 524 MB
+// volume's inflate on 16 cores; ~9 ms with the taper, docs/perf.md). Bit positions, first 0,
+// last 8n.
 func chunkBounds(n, size, threads int) []int64 {
 	bounds := []int64{0}
 	tail, small := n, size
