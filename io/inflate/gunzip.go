@@ -655,6 +655,29 @@ func place(dst []byte, o int, syms []uint16, bytes []byte, lo, hi int) error {
 func resolve(dst []byte, o int, syms []uint16, lo, hi int) error {
 	out, in := dst[o+lo:o+hi], syms[lo:hi]
 	window := o - windowSize
+	if window >= 0 {
+		// Every symbol through one table, literals to themselves and markers to the window's
+		// bytes: no branch per symbol, where markers and literals mix (GNU gzip's files keep
+		// markers to a chunk's end in runs of background copied from themselves).
+		var lut [1 << 16]byte // indexed by any uint16; markers end at windowMarker+windowSize
+		for i := range windowMarker {
+			lut[i] = byte(i)
+		}
+		copy(lut[windowMarker:], dst[window:o])
+		for i := 0; i < len(in); i += 8 {
+			if i+8 <= len(in) {
+				v := (*[8]uint16)(in[i:])
+				w := (*[8]byte)(out[i:])
+				w[0], w[1], w[2], w[3] = lut[v[0]], lut[v[1]], lut[v[2]], lut[v[3]]
+				w[4], w[5], w[6], w[7] = lut[v[4]], lut[v[5]], lut[v[6]], lut[v[7]]
+				continue
+			}
+			for k := i; k < len(in); k++ {
+				out[k] = lut[in[k]]
+			}
+		}
+		return nil
+	}
 	for i := 0; i < len(in); i += 8 {
 		if i+8 <= len(in) {
 			// Past a chunk's first 32 KiB markers are rare: eight bytes at once without them.

@@ -44,3 +44,29 @@ func BenchmarkResolveSwitched(b *testing.B) {
 		}
 	}
 }
+
+// markedSyms is n symbols with markers throughout (every third symbol in runs, as in a GNU
+// gzip file's background whose markers never die out).
+func markedSyms(n int) []uint16 {
+	syms := make([]uint16, n)
+	for i := range syms {
+		syms[i] = uint16(i % 251)
+		if (i/64)%3 != 0 && i%5 != 0 {
+			syms[i] = windowMarker + uint16((i*7)%windowSize)
+		}
+	}
+	return syms
+}
+
+// BenchmarkResolveMarked: a chunk whose markers last to its end.
+func BenchmarkResolveMarked(b *testing.B) {
+	const n = 4 << 20
+	syms := markedSyms(n)
+	dst := make([]byte, windowSize+n)
+	b.SetBytes(n)
+	for b.Loop() {
+		if err := resolve(dst, windowSize, syms, 0, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
