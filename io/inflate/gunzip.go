@@ -73,21 +73,11 @@ func Gunzip(src, dst []byte, threads int) error {
 
 // GunzipContext is Gunzip that stops, with the context's cause, soon after ctx is done (each
 // goroutine finishes the chunk it is decoding, a few MiB).
-func GunzipContext(ctx context.Context, src, dst []byte, threads int) error {
-	return GunzipArriving(ctx, src, nil, dst, threads)
-}
-
-// GunzipArriving is GunzipContext on a src that is still being filled from its start onwards
-// (the compressed file read while it is inflated): ready(n) returns nil once src[:n] holds its
-// bytes, or the error that ended the filling, which GunzipArriving then returns; nil ready:
-// src is whole. src's last 8 bytes (the gzip trailer) must be in place from the call on.
-// Nothing of src[:len(src)-8] is read before ready has confirmed it: each chunk waits for its
-// own compressed bytes and a margin, so the first chunks decode while the rest still arrives.
 //
-// src may be a memory-mapped file (all the Gunzip functions): a fault reading it, where
-// another process has cut the file short, makes them return ErrFault instead of crashing
-// (the goroutines that read src run with debug.SetPanicOnFault).
-func GunzipArriving(ctx context.Context, src []byte, ready func(n int) error, dst []byte, threads int) (err error) {
+// src may be a memory-mapped file: a fault reading it, where another process has cut the file
+// short, makes Gunzip and GunzipContext return ErrFault instead of crashing (the goroutines
+// that read src run with debug.SetPanicOnFault).
+func GunzipContext(ctx context.Context, src, dst []byte, threads int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if err = faultErr(r); err == nil {
@@ -96,13 +86,7 @@ func GunzipArriving(ctx context.Context, src []byte, ready func(n int) error, ds
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	if len(src) < 8 {
-		return fmt.Errorf("%w: not gzip", ErrCorrupt)
-	}
-	if ready == nil {
-		ready = func(int) error { return nil }
-	}
-	start, err := arrivedHeaderLen(src, ready)
+	start, err := headerLen(src)
 	if err != nil {
 		return err
 	}
@@ -114,7 +98,7 @@ func GunzipArriving(ctx context.Context, src []byte, ready func(n int) error, ds
 	if isize := binary.LittleEndian.Uint32(src[len(src)-4:]); isize != uint32(len(dst)) {
 		return fmt.Errorf("%w: the trailer gives %d bytes (mod 2^32), the caller expects %d", ErrUnsupported, isize, len(dst))
 	}
-	s := newStitcher(ctx, body, dst, max(1, threads), func(n int64) error { return ready(start + int(n)) })
+	s := newStitcher(ctx, body, dst, max(1, threads))
 	defer s.wait()
 	if err := s.run(); err != nil {
 		return err
@@ -130,24 +114,6 @@ func GunzipArriving(ctx context.Context, src []byte, ready func(n int) error, ds
 		return fmt.Errorf("%w: CRC-32 %08x, the trailer says %08x", ErrCorrupt, crc, wantCRC)
 	}
 	return nil
-}
-
-// arrivedHeaderLen is headerLen on a src still arriving (GunzipArriving): it parses the header
-// from the first 64 KiB, and waits for the whole src only if the header is longer than that (a
-// long name or comment) or src shorter.
-func arrivedHeaderLen(src []byte, ready func(n int) error) (int, error) {
-	n := min(len(src), 64<<10)
-	if err := ready(n); err != nil {
-		return 0, err
-	}
-	p, err := headerLen(src[:n])
-	if err != nil && n < len(src) {
-		if err := ready(len(src)); err != nil {
-			return 0, err
-		}
-		p, err = headerLen(src)
-	}
-	return p, err
 }
 
 // headerLen parses a gzip member header (RFC 1952) and returns its length.
@@ -231,7 +197,6 @@ var windowOp = sync.OnceValue(func() crc32x.Matrix { return crc32x.ZerosOp(windo
 type stitcher struct {
 	ctx    context.Context
 	body   []byte
-	ready  func(n int64) error // body[:n] has arrived (view)
 	dst    []byte
 	chunks []chunk
 	bounds []int64 // chunk j covers bits bounds[j] .. bounds[j+1] of the body
@@ -284,13 +249,13 @@ func chunkBounds(n, size, threads int) []int64 {
 // inflate on 16 cores).
 const slotsPerChunk = 4
 
-func newStitcher(ctx context.Context, body, dst []byte, threads int, ready func(n int64) error) *stitcher {
+func newStitcher(ctx context.Context, body, dst []byte, threads int) *stitcher {
 	size := min(max(len(body)/(4*threads), minChunk), maxChunk)
 	bounds := chunkBounds(max(len(body), 1), size, threads)
 	// Chunks decoded ahead of the stitching: enough that no worker waits for it (stitching is
 	// quick), few enough to bound the memory (each holds its output).
 	inFlight := threads + max(2, threads/2)
-	s := &stitcher{ctx: ctx, body: body, ready: ready, dst: dst, chunks: make([]chunk, len(bounds)-1), bounds: bounds,
+	s := &stitcher{ctx: ctx, body: body, dst: dst, chunks: make([]chunk, len(bounds)-1), bounds: bounds,
 		bits: int64(size) * 8, slots: make(chan struct{}, inFlight*slotsPerChunk), free: make(chan outBuf, inFlight+2),
 		quit: make(chan struct{})}
 	for i := range s.chunks {
@@ -317,7 +282,7 @@ func newStitcher(ctx context.Context, body, dst []byte, threads int, ready func(
 	})
 	for range threads {
 		s.wg.Go(func() {
-			debug.SetPanicOnFault(true) // src may fault (GunzipArriving); decodeChunk recovers
+			debug.SetPanicOnFault(true) // src may fault (GunzipContext); decodeChunk recovers
 			var scratch decoder
 			for j := range todo {
 				s.decodeChunk(j, &scratch)
@@ -397,28 +362,6 @@ func (s *stitcher) weight(j int) int {
 	return int(min(max((n*slotsPerChunk+s.bits-1)/s.bits, 1), slotsPerChunk))
 }
 
-// viewMargin is how far past its end a chunk's first look at an arriving body reaches: blocks
-// of real encoders end well within it (tens of KiB compressed); one that does not is decoded
-// again once the body up to the chunk's limit is there (viewTooShort).
-const viewMargin = 256 << 10
-
-// view returns body[:n] (n clipped to the body) once it has arrived: the decoders get no more
-// than that, so they cannot read bytes still on their way.
-func (s *stitcher) view(n int64) ([]byte, error) {
-	n = min(max(n, 0), int64(len(s.body)))
-	if err := s.ready(n); err != nil {
-		return nil, err
-	}
-	return s.body[:n], nil
-}
-
-// viewTooShort reports whether a decoding of view that failed with err may have failed for
-// want of the bytes after it: it stopped within the last bits that a refill looks ahead, or
-// past them (the reader feeds zeros there), and more of the body exists.
-func (s *stitcher) viewTooShort(view []byte, d *decoder, err error) bool {
-	return err != nil && len(view) < len(s.body) && d.br.bitPos()+512 >= int64(len(view))*8
-}
-
 // decodeChunk finds chunk j's first block and decodes from it past the chunk's end, with the
 // worker's decoder (scratch).
 func (s *stitcher) decodeChunk(j int, scratch *decoder) {
@@ -434,49 +377,25 @@ func (s *stitcher) decodeChunk(j int, scratch *decoder) {
 		}
 	}()
 	from, stop := s.bounds[j], s.bounds[j+1]
-	limit := stop + maxOvershoot*8
 	if j == len(s.chunks)-1 {
 		stop = int64(len(s.body))*8 + 1 // to the final block
-	}
-	if j == 0 {
-		limit = int64(len(s.body))*8 + 64 // the stream's start is no guess: no bound
 	}
 	c.start = 0
 	if s.ctx.Err() != nil {
 		c.start = -1 // the stitching has stopped: not worth decoding
 		return
 	}
-	view, err := s.view(stop/8 + viewMargin)
-	if err != nil {
-		c.start, c.err = -1, err
-		return
-	}
-	if j > 0 {
-		if c.start = findBlock(view, from, stop, scratch); c.start < 0 {
+	d := scratch // the finder is done with its tables when the decoding starts
+	if j == 0 {
+		d.startBytes(s.body, 0, s.getBuf(), nil) // the stream's start: no window
+	} else {
+		if c.start = findBlock(s.body, from, stop, scratch); c.start < 0 {
 			return
 		}
+		d.startSymbols(s.body, c.start, s.getBuf())
+		d.limit = stop + maxOvershoot*8
 	}
-	d := scratch // the finder is done with its tables when the decoding starts
-	buf := s.getBuf()
-	for {
-		if j == 0 {
-			d.startBytes(view, 0, buf, nil) // the stream's start: no window
-		} else {
-			d.startSymbols(view, c.start, buf)
-		}
-		d.limit = min(d.limit, limit)
-		c.final, c.err = d.run(stop)
-		buf = d.buf
-		// Once more, on all the bytes the decoder may read (once: the view is then as long as
-		// the limit allows, and a failure is the chunk's own).
-		if wide := min(limit/8+8, int64(len(s.body))); int64(len(view)) >= wide || !s.viewTooShort(view, d, c.err) {
-			break
-		}
-		if view, err = s.view(limit/8 + 8); err != nil {
-			c.err = err
-			break
-		}
-	}
+	c.final, c.err = d.run(stop)
 	c.end, c.buf, c.switched = d.br.bitPos(), d.buf, d.switched
 	c.syms, c.bytes = d.output()
 }
@@ -551,24 +470,10 @@ func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, e
 		if err := s.ctx.Err(); err != nil {
 			return 0, 0, false, context.Cause(s.ctx)
 		}
-		target := min(stop, pos+s.bits)
-		view, err := s.view(target/8 + viewMargin)
-		if err != nil {
-			return 0, 0, false, err
-		}
 		d := &s.seq
-		var final bool
-		for {
-			d.startBytes(view, pos, buf, s.dst[max(0, o-windowSize):o])
-			final, err = d.run(target)
-			buf = d.buf
-			if !s.viewTooShort(view, d, err) {
-				break
-			}
-			if view, err = s.view(int64(len(s.body))); err != nil {
-				return 0, 0, false, err
-			}
-		}
+		d.startBytes(s.body, pos, buf, s.dst[max(0, o-windowSize):o])
+		final, err := d.run(min(stop, pos+s.bits))
+		buf = d.buf
 		if err != nil {
 			return 0, 0, false, err
 		}

@@ -14,9 +14,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	kgzip "github.com/klauspost/compress/gzip"
 )
@@ -450,114 +448,6 @@ func TestGunzipContext(t *testing.T) {
 		}
 		if err := GunzipContext(context.Background(), gz, dst, 3); err != nil || !bytes.Equal(dst, data) {
 			t.Errorf("afterwards: %v", err)
-		}
-	}
-}
-
-// arrivingSource stands in for a compressed file read while it is inflated. Lazy: the bytes
-// of src[:n] are copied in when ready(n) is first asked for them, so that any read of a byte
-// not confirmed first sees garbage and breaks the output. Background: a goroutine copies src in
-// small pieces, in order, and ready waits for it.
-type arrivingSource struct {
-	real, buf []byte
-	mu        sync.Mutex
-	cond      *sync.Cond
-	have      int
-	calls     []int // the n of each ready call
-	failAt    int   // ready(n) for n > failAt fails (0: never)
-}
-
-var errReadFailed = errors.New("test: the read failed")
-
-func newArriving(gz []byte, background bool, failAt int) *arrivingSource {
-	a := &arrivingSource{real: gz, buf: bytes.Repeat([]byte{0xa5}, len(gz)), failAt: failAt}
-	a.cond = sync.NewCond(&a.mu)
-	copy(a.buf[len(gz)-8:], gz[len(gz)-8:]) // the trailer, in place from the start
-	if background {
-		go func() {
-			for off := 0; off < len(gz); off += 4 << 10 {
-				time.Sleep(time.Microsecond)
-				a.mu.Lock()
-				end := min(off+4<<10, len(gz))
-				copy(a.buf[off:end], gz[off:end])
-				a.have = end
-				a.cond.Broadcast()
-				a.mu.Unlock()
-			}
-		}()
-	}
-	return a
-}
-
-func (a *arrivingSource) ready(background bool) func(int) error {
-	return func(n int) error {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		a.calls = append(a.calls, n)
-		if a.failAt > 0 && n > a.failAt {
-			return errReadFailed
-		}
-		if !background {
-			if n > a.have {
-				copy(a.buf[a.have:n], a.real[a.have:n])
-				a.have = n
-			}
-			return nil
-		}
-		for a.have < n {
-			a.cond.Wait()
-		}
-		return nil
-	}
-}
-
-// TestGunzipArriving: a src inflated while it arrives gives the same output as a whole one,
-// reads nothing it has not waited for (lazy: the bytes not asked for are garbage), asks for
-// it chunk by chunk rather than all at once, and stops with the filling's error.
-func TestGunzipArriving(t *testing.T) {
-	smallChunks(t, 16<<10, 64<<10)
-	stats := countStitching(t)
-	inputs := []struct {
-		name string
-		data []byte
-	}{
-		{"volume", volumeLike(3<<20, 21)},
-		{"mixed", mixed(3<<20, 22)},
-		{"random", randomBytes(1<<20, 23)},
-	}
-	encoders := []struct {
-		name string
-		enc  func([]byte) []byte
-	}{{"std-6", stdGzip(6)}, {"klauspost-1", klauspostGzip(1)}, {"std-store", stdGzip(gzip.NoCompression)}}
-	for _, in := range inputs {
-		for _, enc := range encoders {
-			gz := enc.enc(in.data)
-			for _, background := range []bool{false, true} {
-				name := fmt.Sprintf("%s/%s/background=%v", in.name, enc.name, background)
-				a := newArriving(gz, background, 0)
-				dst := make([]byte, len(in.data))
-				if err := GunzipArriving(context.Background(), a.buf, a.ready(background), dst, 4); err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				if !bytes.Equal(dst, in.data) {
-					t.Fatalf("%s: output differs", name)
-				}
-				partial := 0
-				for _, n := range a.calls {
-					if n < len(gz)-8 {
-						partial++
-					}
-				}
-				// (Random data is stored: no block for a chunk to find.)
-				if partial < 4 || in.name != "random" && enc.name != "std-store" && stats[0] < 2 {
-					t.Errorf("%s: %d of %d waits were for part of the data, %d chunks decoded in parallel used",
-						name, partial, len(a.calls), stats[0])
-				}
-			}
-			a := newArriving(gz, false, len(gz)/2)
-			if err := GunzipArriving(context.Background(), a.buf, a.ready(false), make([]byte, len(in.data)), 4); !errors.Is(err, errReadFailed) {
-				t.Errorf("%s/%s: the read failing half way: %v, want its error", in.name, enc.name, err)
-			}
 		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"voxpipe/internal/hostmem"
 	"voxpipe/io/inflate"
@@ -83,28 +84,25 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into
 		return nil, nil
 	}
 	// The compressed file is mapped (the page cache's pages, nothing copied) where it can be,
-	// else read while it is inflated (gzipArrival). Either is released in the background:
-	// unmapping a 326 MB copy took 19 ms of the read's critical path on the GPU machine, and
-	// the readers may still be finishing after a failed inflate; nothing waits for either.
+	// else read whole first. Either is released in the background: unmapping a 326 MB copy
+	// took 19 ms of the read's critical path on the GPU machine, and nothing waits for it.
 	var src []byte
-	var ready func(int) error
 	if f, ok := ds.f.(*os.File); ok && int64(int(ds.size)) == ds.size {
 		if b, err := hostmem.MapFile(f, int(ds.size)); err == nil {
 			src = b
-			defer func() { go hostmem.Unmap(b) }()
 			if afterGzipMapped != nil {
 				afterGzipMapped(f.Name())
 			}
 		}
 	}
 	if src == nil {
-		a, err := startGzipRead(ctx, ds.f, ds.size, threads)
+		b, err := readGzipWhole(ds.f, ds.size, threads)
 		if err != nil {
 			return nil, nil
 		}
-		defer func() { go a.release() }()
-		src, ready = a.buf, a.ready
+		src = b
 	}
+	defer func() { go hostmem.Unmap(src) }()
 	m := &inflated{}
 	if into != nil {
 		if m.data = into(); m.data != nil && int64(len(m.data)) != size {
@@ -119,7 +117,7 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into
 		m.own = true
 	}
 	// A mapped file cut short meanwhile fails here with inflate.ErrFault, and streams.
-	if err := inflate.GunzipArriving(ctx, src, ready, m.data, threads); err != nil {
+	if err := inflate.GunzipContext(ctx, src, m.data, threads); err != nil {
 		m.release()
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
@@ -132,113 +130,29 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into
 // readerAt serves positional reads from the inflated file.
 func (m *inflated) readerAt() *bytes.Reader { return bytes.NewReader(m.data) }
 
-// gzipArrival is a compressed file being read into memory outside the heap (hostmem.Map) by
-// goroutines that take its pieces in order, while inflate.GunzipArriving decodes what has
-// arrived: for files that cannot be mapped.
-type gzipArrival struct {
-	buf  []byte
-	stop atomic.Bool // the readers take no more pieces
-	wg   sync.WaitGroup
-	// stopWatch ends the watch on the context (context.AfterFunc).
-	stopWatch func() bool
-
-	mu      sync.Mutex
-	cond    *sync.Cond
-	arrived []bool // per piece
-	mark    int    // buf[:mark] has arrived
-	err     error  // the first failed read, or the context's cause
-}
-
-// gzipPiece is what one read call reads: small, so that the inflate's first chunks (a few
-// MiB each) start soon after their bytes are in.
-const gzipPiece = 1 << 20
-
-// gzipReaders is how many goroutines read a compressed file for an inflate on threads: a
-// quarter of them, 1 to 4 (four read several times faster than 16 inflate). As many as the
-// inflate's threads kept every P in a pread (a goroutine in a system call keeps its P until
-// the scheduler's monitor takes it back, after up to 10 ms when it has been idle), so the
-// goroutines they woke, the inflate's, waited: its first chunk started 24 ms late on the GPU
-// machine, after the whole file was read (docs/perf.md).
-func gzipReaders(threads int) int { return min(max(threads/4, 1), 4) }
-
-// startGzipRead maps size bytes, reads the file's last 8 bytes (the gzip trailer, which the
-// inflate checks first), and starts gzipReaders(threads) goroutines reading the rest.
-func startGzipRead(ctx context.Context, f dataFile, size int64, threads int) (*gzipArrival, error) {
-	if int64(int(size)) != size || size < 8 {
-		return nil, errors.New("nifti: compressed file too large or too small to read whole")
+// readGzipWhole reads a compressed file that cannot be mapped into memory outside the heap
+// (hostmem.Map), in pieces on threads goroutines. (Reading it while inflating it was no
+// faster on the GPU machine: the copy's CPU time is spent either way, docs/perf.md.)
+func readGzipWhole(f dataFile, size int64, threads int) ([]byte, error) {
+	if int64(int(size)) != size {
+		return nil, errors.New("nifti: file too large to read whole")
 	}
 	b, err := hostmem.Map(int(size))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.ReadAt(b[size-8:], size-8); err != nil {
+	const piece = 8 << 20
+	var g errgroup.Group
+	g.SetLimit(threads)
+	for off := 0; off < len(b); off += piece {
+		g.Go(func() error {
+			_, err := f.ReadAt(b[off:min(off+piece, len(b))], int64(off))
+			return err // a short read is an error (io.EOF) here
+		})
+	}
+	if err := g.Wait(); err != nil {
 		hostmem.Unmap(b)
 		return nil, err
 	}
-	pieces := (len(b) + gzipPiece - 1) / gzipPiece
-	a := &gzipArrival{buf: b, arrived: make([]bool, pieces)}
-	a.cond = sync.NewCond(&a.mu)
-	a.stopWatch = context.AfterFunc(ctx, func() { a.failed(-1, context.Cause(ctx)) })
-	var next atomic.Int64
-	for range min(gzipReaders(threads), pieces) {
-		a.wg.Go(func() {
-			for !a.stop.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= pieces {
-					return
-				}
-				lo, hi := i*gzipPiece, min((i+1)*gzipPiece, len(b))
-				if _, err := f.ReadAt(b[lo:hi], int64(lo)); err != nil { // a short read is an error (io.EOF) here
-					a.failed(i, err)
-					return
-				}
-				a.done(i)
-			}
-		})
-	}
-	return a, nil
-}
-
-func (a *gzipArrival) done(i int) {
-	a.mu.Lock()
-	a.arrived[i] = true
-	for a.mark < len(a.buf) && a.arrived[a.mark/gzipPiece] {
-		a.mark = min(a.mark+gzipPiece, len(a.buf))
-	}
-	a.cond.Broadcast()
-	a.mu.Unlock()
-}
-
-func (a *gzipArrival) failed(i int, err error) {
-	a.stop.Store(true)
-	a.mu.Lock()
-	if a.err == nil {
-		if i >= 0 {
-			err = fmt.Errorf("read compressed data at %d: %w", int64(i)*gzipPiece, err)
-		}
-		a.err = err
-	}
-	a.cond.Broadcast()
-	a.mu.Unlock()
-}
-
-// ready waits until buf[:n] has arrived, or returns the error that stopped the reading.
-func (a *gzipArrival) ready(n int) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for a.mark < n && a.err == nil {
-		a.cond.Wait()
-	}
-	if a.mark >= n {
-		return nil
-	}
-	return a.err
-}
-
-// release stops the readers, waits for them and unmaps the memory.
-func (a *gzipArrival) release() {
-	a.stop.Store(true)
-	a.wg.Wait()
-	a.stopWatch()
-	hostmem.Unmap(a.buf)
+	return b, nil
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 )
 
 // inflateAlways lets WithInflateThreads take files of any size.
@@ -293,17 +292,15 @@ func TestInflateInto(t *testing.T) {
 	})
 }
 
-// testFile is a dataFile over bytes whose positional reads can be slowed and made to fail.
+// testFile is a dataFile over bytes whose positional reads can be made to fail.
 type testFile struct {
 	*bytes.Reader
-	delay  time.Duration
 	failAt int64 // reads that cover this offset fail (-1: none)
 }
 
 var errTestRead = errors.New("test: read failed")
 
 func (f *testFile) ReadAt(p []byte, off int64) (int, error) {
-	time.Sleep(f.delay)
 	if f.failAt >= off && f.failAt < off+int64(len(p)) {
 		return 0, errTestRead
 	}
@@ -312,64 +309,24 @@ func (f *testFile) ReadAt(p []byte, off int64) (int, error) {
 
 func (f *testFile) Close() error { return nil }
 
-// gzipArrival delivers the file's bytes in order (ready(n) returns once buf[:n] is the file's),
-// with the trailer in place from the start; a failed read or a done context ends the waits
-// for what had not arrived, with their error; release waits for the readers.
-func TestGzipArrival(t *testing.T) {
-	data := make([]byte, 5*gzipPiece+12345)
+// readGzipWhole, for files that cannot be mapped, gives the file's bytes, and fails when a
+// read does.
+func TestReadGzipWhole(t *testing.T) {
+	data := make([]byte, 20<<20+12345)
 	for i := range data {
 		data[i] = byte(i * 7 / 3)
 	}
 	size := int64(len(data))
-	t.Run("whole", func(t *testing.T) {
-		a, err := startGzipRead(context.Background(), &testFile{bytes.NewReader(data), time.Millisecond, -1}, size, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a.buf[size-8:], data[size-8:]) {
-			t.Error("trailer not in place at the start")
-		}
-		for _, n := range []int{1, gzipPiece + 3, 3 * gzipPiece, len(data)} {
-			if err := a.ready(n); err != nil {
-				t.Fatalf("ready(%d): %v", n, err)
-			}
-			if !bytes.Equal(a.buf[:n], data[:n]) {
-				t.Fatalf("ready(%d) returned before buf[:%d] arrived", n, n)
-			}
-		}
-		a.release()
-	})
-	t.Run("read fails", func(t *testing.T) {
-		a, err := startGzipRead(context.Background(), &testFile{bytes.NewReader(data), 0, 3*gzipPiece + 5}, size, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.ready(2 * gzipPiece); err != nil {
-			t.Errorf("before the failure: %v", err)
-		}
-		if err := a.ready(len(data)); !errors.Is(err, errTestRead) {
-			t.Errorf("past the failure: %v, want the read's error", err)
-		}
-		a.release()
-	})
-	t.Run("context", func(t *testing.T) {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		a, err := startGzipRead(ctx, &testFile{bytes.NewReader(data), 20 * time.Millisecond, -1}, size, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := errors.New("stopped by the test")
-		cancel(stop)
-		if err := a.ready(len(data)); !errors.Is(err, stop) {
-			t.Errorf("after cancel: %v, want the cause", err)
-		}
-		a.release()
-	})
-	t.Run("trailer unreadable", func(t *testing.T) {
-		if _, err := startGzipRead(context.Background(), &testFile{bytes.NewReader(data), 0, size - 4}, size, 2); !errors.Is(err, errTestRead) {
-			t.Errorf("got %v, want the read's error", err)
-		}
-	})
+	b, err := readGzipWhole(&testFile{bytes.NewReader(data), -1}, size, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, data) {
+		t.Error("bytes differ from the file's")
+	}
+	if _, err := readGzipWhole(&testFile{bytes.NewReader(data), 9<<20 + 5}, size, 2); !errors.Is(err, errTestRead) {
+		t.Errorf("a read failing: %v, want its error", err)
+	}
 }
 
 // A .nii.gz cut short by another process while it is inflated from its mapping streams
