@@ -175,12 +175,10 @@ var readPiece = 1 << 20
 func (r *runner) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads int, inPlace bool, track string, t time.Time) (segment.Stats, error) {
 	nz, plane := w.vol.NZ, w.vol.NX*w.vol.NY
 	asInt16 := w.vol.I16 != nil
-	sampleSize, task := 2, 0 // task: planes per task
+	sampleSize := 2
 	var origin float32
-	if asInt16 {
-		task = max(1, readPiece/(plane*sampleSize))
-	} else {
-		sampleSize, task = 4, r.cfg.Slab
+	if !asInt16 {
+		sampleSize = 4
 		// The first value is the origin of the float32 sums: read it (with its plane) first.
 		if !inPlace {
 			if _, err := rd.ReadSlicesFloat32At(w.vol.F32[:plane], 0, 1); err != nil {
@@ -189,8 +187,13 @@ func (r *runner) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads 
 		}
 		origin = w.vol.F32[0]
 	}
-	// A float32 slab is read in pieces of about readPiece bytes, in order.
+	// A task is one piece of about readPiece bytes (int16), or a slab read in such pieces in
+	// order (float32).
 	piece := max(1, readPiece/(plane*sampleSize))
+	task := piece
+	if !asInt16 {
+		task = r.cfg.Slab
+	}
 	tasks := (nz + task - 1) / task
 	parts := make([]segment.Stats, tasks)
 	var next atomic.Int64
