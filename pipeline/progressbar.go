@@ -6,6 +6,8 @@ import (
 
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
+
+	"voxpipe/pipeline/timing"
 )
 
 // Bars shows progress as terminal bars: one for the batch, one per volume in flight (z-planes
@@ -49,7 +51,7 @@ func (b *Bars) PlanesDone(job Job, planes int) {
 	}
 }
 
-func (b *Bars) VolumeDone(job Job, status string) {
+func (b *Bars) VolumeDone(job Job, status timing.Status) {
 	b.mu.Lock()
 	bar := b.vols[job.Index]
 	delete(b.vols, job.Index)

@@ -369,11 +369,11 @@ func TestRunCancelLeavesNoPartialOutputs(t *testing.T) {
 // progressFunc calls f when the first volume starts.
 type progressFunc func()
 
-func (f progressFunc) Start(int)              {}
-func (f progressFunc) VolumeStarted(Job, int) { f() }
-func (f progressFunc) PlanesDone(Job, int)    {}
-func (f progressFunc) VolumeDone(Job, string) {}
-func (f progressFunc) Close()                 {}
+func (f progressFunc) Start(int)                     {}
+func (f progressFunc) VolumeStarted(Job, int)        { f() }
+func (f progressFunc) PlanesDone(Job, int)           {}
+func (f progressFunc) VolumeDone(Job, timing.Status) {}
+func (f progressFunc) Close()                        {}
 
 func TestRunBuffersAreBounded(t *testing.T) {
 	b := newBatch(t, 8)

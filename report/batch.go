@@ -14,7 +14,7 @@ import (
 
 // StatusNoSummaryRow is the status of a volume that has timings.csv rows but no summary.csv
 // row although its run has a summary.csv: it is listed apart, like failed volumes.
-const StatusNoSummaryRow = "no summary row"
+const StatusNoSummaryRow timing.Status = "no summary row"
 
 // Sources of a volume's end-to-end latency and of a run's span.
 const (
@@ -26,7 +26,7 @@ const (
 type Volume struct {
 	RunID  string
 	Name   string
-	Status string // timing.StatusOK, StatusSkipped, StatusFailed or StatusNoSummaryRow
+	Status timing.Status // a timing.Status, or StatusNoSummaryRow
 	Error  string
 	Dims   string
 	Engine string

@@ -246,11 +246,12 @@ func (t *table) kindFromHeader() (csvKind, error) {
 		Err: errors.New("neither a timings CSV (has a stage column) nor a summary CSV (has a status column)")}
 }
 
-// requireColumns checks that the header has every column of the schema struct.
+// requireColumns checks that the header has every column of the schema struct, but those
+// added to it later (timing.OptionalColumns), which files of older runs lack.
 func (t *table) requireColumns(schema any) error {
 	var missing []string
 	for _, name := range csvTags(schema) {
-		if _, ok := t.col[name]; !ok {
+		if _, ok := t.col[name]; !ok && !slices.Contains(timing.OptionalColumns, name) {
 			missing = append(missing, name)
 		}
 	}
@@ -400,6 +401,14 @@ var summaryStageColumns = []struct {
 	{"write", "write_ms", func(s *timing.Summary) float64 { return s.WriteMS }},
 }
 
+func statusList() string {
+	names := make([]string, len(timing.Statuses))
+	for i, s := range timing.Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
 func readSummaries(t *table) ([]timing.Summary, error) {
 	if err := t.requireColumns(timing.Summary{}); err != nil {
 		return nil, err
@@ -413,9 +422,8 @@ func readSummaries(t *table) ([]timing.Summary, error) {
 		if err := t.checkNonEmpty(i, "volume"); err != nil {
 			return nil, err
 		}
-		valid := []string{timing.StatusOK, timing.StatusSkipped, timing.StatusFailed}
-		if !slices.Contains(valid, r.Status) {
-			return nil, t.fieldError(i, "status", fmt.Errorf("unknown status %q (want %s)", r.Status, strings.Join(valid, ", ")))
+		if !slices.Contains(timing.Statuses, r.Status) {
+			return nil, t.fieldError(i, "status", fmt.Errorf("unknown status %q (want %s)", r.Status, statusList()))
 		}
 		errs := []error{
 			t.checkInt(i, "voxels", 0),

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"voxpipe/pipeline/timing"
 )
 
 // WriteMarkdown writes the summary: gate verdict, latency table, throughput, volumes that are
@@ -176,13 +178,14 @@ func spanText(b *Batch, tp Throughput) string {
 }
 
 func statusCounts(b *Batch) string {
-	counts := map[string]int{}
+	counts := map[timing.Status]int{}
 	for _, v := range b.Volumes {
 		counts[v.Status]++
 	}
 	var parts []string
-	for _, s := range []string{"ok", "skipped", "failed", StatusNoSummaryRow} {
-		if counts[s] > 0 || s != StatusNoSummaryRow {
+	// ok, skipped and failed always; the other statuses when some volume has them.
+	for _, s := range append(slices.Clone(timing.Statuses), StatusNoSummaryRow) {
+		if counts[s] > 0 || s == timing.StatusOK || s == timing.StatusSkipped || s == timing.StatusFailed {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
 		}
 	}

@@ -138,7 +138,7 @@ func TestSampleAgainstBaseline(t *testing.T) {
 	// Volumes not ok, listed apart.
 	var notOK []string
 	for _, v := range r.A.notOK() {
-		notOK = append(notOK, v.Name+":"+v.Status)
+		notOK = append(notOK, v.Name+":"+string(v.Status))
 	}
 	if got := strings.Join(notOK, " "); got != "v5:failed v6:skipped" {
 		t.Errorf("A not ok: %s, want v5:failed v6:skipped", got)
@@ -341,7 +341,7 @@ func TestBadInput(t *testing.T) {
 		{"bare quote", bad + "bare_quote_timings.csv", `bare_quote_timings.csv: line 3: byte 32: extraneous or missing " in quoted-field`},
 		{"missing column", bad + "missing_column_summary.csv", `missing_column_summary.csv: line 1: missing column(s) wall_ms`},
 		// Line 4, not record 3: the first record's error field spans lines 2-3.
-		{"status after a multi-line field", bad + "bad_status_summary.csv", `bad_status_summary.csv: line 4, column 3 (status): unknown status "okay" (want ok, skipped, failed)`},
+		{"status after a multi-line field", bad + "bad_status_summary.csv", `bad_status_summary.csv: line 4, column 3 (status): unknown status "okay" (want ok, skipped, failed, busy, conflict)`},
 		{"gocsv error after a multi-line field", bad + "bad_wall_summary.csv", `bad_wall_summary.csv: line 4, column 15 (wall_ms): strconv.ParseFloat: parsing "abc": invalid syntax`},
 		{"ok without wall", bad + "empty_wall_summary.csv", `empty_wall_summary.csv: line 2, column 15 (wall_ms): empty; a number of milliseconds is required`},
 		{"duplicate", bad + "duplicate_summary.csv", `duplicate_summary.csv: line 4: duplicate volume: volume "v1" of run "r" is already listed at testdata/bad/duplicate_summary.csv line 2`},

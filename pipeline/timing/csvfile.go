@@ -1,7 +1,7 @@
 package timing
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/csv"
 	"fmt"
 	"os"
@@ -10,13 +10,14 @@ import (
 	"github.com/gocarina/gocsv"
 )
 
-// CSVFile appends rows of one schema to a CSV file, header first, flushing after every Append so
-// that a run killed at any point leaves a file that parses. Safe for concurrent use.
+// CSVFile appends rows of one schema to a CSV file, header first. Each Append reaches the
+// file in one write(2) of whole records, so that a run killed at any point (kill -9 included)
+// leaves a file of whole records that parses. Safe for concurrent use.
 type CSVFile[T any] struct {
 	mu     sync.Mutex
 	path   string
 	f      *os.File
-	buf    *bufio.Writer
+	buf    bytes.Buffer // the records of one Append
 	w      *gocsv.SafeCSVWriter
 	header bool
 	err    error
@@ -24,12 +25,22 @@ type CSVFile[T any] struct {
 
 // CreateCSV truncates (or creates) path and writes the schema's header line.
 func CreateCSV[T any](path string) (*CSVFile[T], error) {
-	f, err := os.Create(path)
+	return openCSV[T](path, os.O_TRUNC)
+}
+
+// CreateNewCSV creates path, failing (with an error wrapping fs.ErrExist) if it exists: a run's
+// records never truncate or extend another's.
+func CreateNewCSV[T any](path string) (*CSVFile[T], error) {
+	return openCSV[T](path, os.O_EXCL)
+}
+
+func openCSV[T any](path string, mode int) (*CSVFile[T], error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|mode, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("timing: create %s: %w", path, err)
 	}
-	buf := bufio.NewWriter(f)
-	c := &CSVFile[T]{path: path, f: f, buf: buf, w: gocsv.NewSafeCSVWriter(csv.NewWriter(buf))}
+	c := &CSVFile[T]{path: path, f: f}
+	c.w = gocsv.NewSafeCSVWriter(csv.NewWriter(&c.buf))
 	// An empty batch still writes the header, so even a run with no volumes leaves a valid file.
 	if err := c.Append(); err != nil {
 		f.Close()
@@ -38,16 +49,21 @@ func CreateCSV[T any](path string) (*CSVFile[T], error) {
 	return c, nil
 }
 
-// Append writes rows and flushes them to the operating system.
+// Append writes rows to the operating system, in one write.
 func (c *CSVFile[T]) Append(rows ...T) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return c.err
 	}
+	if c.f == nil {
+		c.err = fmt.Errorf("timing: write %s: %w", c.path, os.ErrClosed)
+		return c.err
+	}
 	if rows == nil {
 		rows = []T{}
 	}
+	c.buf.Reset()
 	var err error
 	if !c.header {
 		err = gocsv.MarshalCSV(rows, c.w)
@@ -59,8 +75,8 @@ func (c *CSVFile[T]) Append(rows ...T) error {
 		c.w.Flush()
 		err = c.w.Error()
 	}
-	if err == nil {
-		err = c.buf.Flush()
+	if err == nil && c.buf.Len() > 0 {
+		_, err = c.f.Write(c.buf.Bytes())
 	}
 	if err != nil {
 		c.err = fmt.Errorf("timing: write %s: %w", c.path, err)
@@ -75,10 +91,7 @@ func (c *CSVFile[T]) Close() error {
 	if c.f == nil {
 		return c.err
 	}
-	err := c.buf.Flush()
-	if serr := c.f.Sync(); err == nil {
-		err = serr
-	}
+	err := c.f.Sync()
 	if cerr := c.f.Close(); err == nil {
 		err = cerr
 	}

@@ -19,7 +19,7 @@ type Row struct {
 type Summary struct {
 	RunID     string  `csv:"run_id"`
 	Volume    string  `csv:"volume"`
-	Status    string  `csv:"status"` // ok, skipped, failed
+	Status    Status  `csv:"status"`
 	Error     string  `csv:"error"`
 	Dims      string  `csv:"dims"` // NXxNYxNZ
 	Voxels    int64   `csv:"voxels"`
@@ -34,11 +34,27 @@ type Summary struct {
 	WallMS    float64 `csv:"wall_ms"` // from the volume's first read to its mask's rename
 	MVoxPerS  float64 `csv:"mvox_per_s"`
 	Output    string  `csv:"output"`
+	// Columns added after the first schema, at the end (readers find columns by name).
+	Reason     string `csv:"reason"`      // why the volume was (re)done or not: "new", "input changed", "mask up to date"...
+	FinishedAt string `csv:"finished_at"` // UTC wall-clock time the row was recorded (RFC 3339, ns)
+	Host       string `csv:"host"`        // host that recorded the row
 }
+
+// OptionalColumns are the summary.csv columns added after its first schema: files written
+// before them lack them, and readers take them as empty.
+var OptionalColumns = []string{"reason", "finished_at", "host"}
+
+// Status is a volume's outcome in summary.csv.
+type Status string
 
 // Status values.
 const (
-	StatusOK      = "ok"
-	StatusSkipped = "skipped"
-	StatusFailed  = "failed"
+	StatusOK       Status = "ok"
+	StatusSkipped  Status = "skipped"  // its mask exists, parses, and its provenance matches the input and model
+	StatusFailed   Status = "failed"   // see the error column
+	StatusBusy     Status = "busy"     // claimed by another live process, which is segmenting it
+	StatusConflict Status = "conflict" // a file that voxpipe did not write is at the mask's path (kept; --overwrite replaces it)
 )
+
+// Statuses lists every Status value.
+var Statuses = []Status{StatusOK, StatusSkipped, StatusFailed, StatusBusy, StatusConflict}

@@ -1,0 +1,220 @@
+// Package records lays out the records of runs that share an output folder, so that no run can
+// damage another's:
+//
+//	OUT/runs/<run_id>/timings.csv   one row per stage event of that run
+//	OUT/runs/<run_id>/summary.csv   one row per volume of that run
+//	OUT/volumes.csv                 one row per volume: its latest outcome over all runs
+//
+// A run creates its own folder exclusively and its CSVs with O_EXCL, and appends whole records
+// in single writes as volumes finish; it never opens another run's files for writing.
+// volumes.csv is derived from all runs' summary.csv: each run regenerates it at its end, under
+// a lock, into a temporary file renamed over the old table, so readers see the old table or the
+// new one, never a mix.
+package records
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/gocarina/gocsv"
+	"github.com/gofrs/flock"
+
+	"voxpipe/pipeline/timing"
+)
+
+// File and folder names under the output folder.
+const (
+	RunsDir     = "runs"
+	TimingsName = "timings.csv"
+	SummaryName = "summary.csv"
+	VolumesName = "volumes.csv"
+	// LockName serialises the regeneration of volumes.csv.
+	LockName = ".voxpipe-records.lock"
+)
+
+// ErrRunExists: the run id names a run already recorded in this output folder.
+var ErrRunExists = errors.New("records: run id already recorded in this output folder")
+
+// TimeFormat is the format of summary.csv's finished_at: UTC, fixed width, so that the text
+// sorts as the time does.
+const TimeFormat = "2006-01-02T15:04:05.000000000Z"
+
+// Stamp formats t for finished_at.
+func Stamp(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// RunDir is the folder of run id's records.
+func RunDir(out, id string) string { return filepath.Join(out, RunsDir, id) }
+
+// Run is one run's record files.
+type Run struct {
+	ID, Dir string
+	Timings *timing.CSVFile[timing.Row]
+	Summary *timing.CSVFile[timing.Summary]
+}
+
+// Create makes run id's folder and its two CSVs (headers only). It fails with ErrRunExists when
+// the folder exists, whoever made it.
+func Create(out, id string) (*Run, error) {
+	if id == "" || id == "." || id == ".." || filepath.Base(id) != id {
+		return nil, fmt.Errorf("records: run id %q must be a plain file name", id)
+	}
+	dir := RunDir(out, id)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w: %s", ErrRunExists, dir)
+		}
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	return CreateAt(id, filepath.Join(dir, TimingsName), filepath.Join(dir, SummaryName))
+}
+
+// CreateAt creates the two CSVs at the paths given (the CLI's --timings and --summary),
+// failing if either exists.
+func CreateAt(id, timingsPath, summaryPath string) (*Run, error) {
+	r := &Run{ID: id, Dir: filepath.Dir(summaryPath)}
+	var err error
+	if r.Timings, err = timing.CreateNewCSV[timing.Row](timingsPath); err != nil {
+		return nil, err
+	}
+	if r.Summary, err = timing.CreateNewCSV[timing.Summary](summaryPath); err != nil {
+		r.Timings.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close syncs and closes both files.
+func (r *Run) Close() error {
+	return errors.Join(r.Timings.Close(), r.Summary.Close())
+}
+
+// RunDirs lists the run folders under out, sorted by name.
+func RunDirs(out string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(out, RunsDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join(out, RunsDir, e.Name()))
+		}
+	}
+	return dirs, nil
+}
+
+// decisive outcomes supersede the others: a later skipped row (the mask was found up to date)
+// or busy row (another process had the volume) says nothing new about the volume's mask.
+func decisive(s timing.Status) bool {
+	return s == timing.StatusOK || s == timing.StatusFailed || s == timing.StatusConflict
+}
+
+// Latest reduces summary rows of any number of runs to one per volume: the latest decisive
+// outcome (ok, failed, conflict) by finished_at, then run id; a volume with none has its
+// latest row of any status. Rows of older runs without finished_at count as oldest. The result
+// is sorted by volume.
+func Latest(rows []timing.Summary) []timing.Summary {
+	byVolume := map[string]timing.Summary{}
+	newer := func(a, b timing.Summary) bool { // a is newer than b
+		if da, db := decisive(a.Status), decisive(b.Status); da != db {
+			return da
+		}
+		return cmp.Or(cmp.Compare(a.FinishedAt, b.FinishedAt), cmp.Compare(a.RunID, b.RunID)) > 0
+	}
+	for _, r := range rows {
+		if prev, ok := byVolume[r.Volume]; !ok || newer(r, prev) {
+			byVolume[r.Volume] = r
+		}
+	}
+	out := make([]timing.Summary, 0, len(byVolume))
+	for _, r := range byVolume {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b timing.Summary) int { return cmp.Compare(a.Volume, b.Volume) })
+	return out
+}
+
+// ReadSummaries reads the summary.csv of every run under out. Files that cannot be read or
+// parsed are left out and reported in the joined error; the rows of the others are returned.
+func ReadSummaries(out string) ([]timing.Summary, error) {
+	dirs, err := RunDirs(out)
+	if err != nil {
+		return nil, err
+	}
+	var rows []timing.Summary
+	var errs []error
+	for _, d := range dirs {
+		rs, err := timing.ReadCSV[timing.Summary](filepath.Join(d, SummaryName))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a run killed before it made its files
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rows = append(rows, rs...)
+	}
+	return rows, errors.Join(errs...)
+}
+
+// UpdateVolumes regenerates out/volumes.csv from every run's summary.csv, under the records
+// lock, atomically. It writes the table also when some run's file could not be read, and
+// returns that error.
+func UpdateVolumes(out string) error {
+	lock := flock.New(filepath.Join(out, LockName))
+	if err := lock.Lock(); err != nil {
+		return fmt.Errorf("records: lock %s: %w", lock.Path(), err)
+	}
+	defer lock.Unlock()
+	// Temporaries of a regeneration killed midway: nobody else writes one while we hold the lock.
+	if stale, err := filepath.Glob(filepath.Join(out, "."+VolumesName+".tmp-*")); err == nil {
+		for _, s := range stale {
+			os.Remove(s)
+		}
+	}
+	rows, readErr := ReadSummaries(out)
+	latest := Latest(rows)
+	if err := writeAtomic(filepath.Join(out, VolumesName), latest); err != nil {
+		return errors.Join(err, readErr)
+	}
+	return readErr
+}
+
+// writeAtomic writes rows to a temporary file next to path, syncs it and renames it to path.
+func writeAtomic(path string, rows []timing.Summary) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("records: %w", err)
+	}
+	tmp := f.Name()
+	err = gocsv.Marshal(&rows, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("records: write %s: %w", path, err)
+	}
+	return nil
+}
