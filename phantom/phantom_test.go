@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func TestSameSeedAnyWorkersSameBytes(t *testing.T) {
 			if !slices.Equal(got.Truth, want.Truth) {
 				t.Error("truth differs from the one-worker truth")
 			}
-			if *got.Header != *want.Header {
+			if !reflect.DeepEqual(got.Header, want.Header) {
 				t.Error("header differs")
 			}
 		})

@@ -228,10 +228,12 @@ func tooMany(h *Header, limit int64) error {
 	return fmt.Errorf("%w: dims %v exceed %d voxels", ErrTooLarge, h.Dim[1:h.Dim[0]+1], limit)
 }
 
-// encodeHeader lays out h as a NIfTI-1 or NIfTI-2 header followed by a zero extension flag
-// (no extensions are written). pair selects the "ni1"/"ni2" magic and vox_offset 0 of a
-// .hdr/.img pair; otherwise "n+1"/"n+2" and data right after the flag. Datatype, BitPix,
-// VoxOffset and Magic are derived, not taken from h.
+// encodeHeader lays out h as a NIfTI-1 or NIfTI-2 header, the 4-byte extender (all zero
+// without extensions, 1 0 0 0 with) and h.Extensions, each padded to a multiple of 16 bytes.
+// pair selects the "ni1"/"ni2" magic and vox_offset 0 of a .hdr/.img pair; otherwise
+// "n+1"/"n+2" and the data right after the extensions: vox_offset is the header size + 4 +
+// the extensions' sizes, a multiple of 16. Datatype, BitPix, VoxOffset, Magic and
+// ExtensionLen are derived, not taken from h.
 func encodeHeader(h *Header, pair bool) ([]byte, error) {
 	if _, err := checkGeometry(h); err != nil {
 		return nil, err
@@ -257,7 +259,16 @@ func encodeHeader(h *Header, pair bool) ([]byte, error) {
 	}
 	bitpix := int16(8 * h.Datatype.Size())
 	size := headerSize(version)
-	b := make([]byte, size+4)
+	area, err := extensionArea(h.Extensions)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, size+4, size+4+int(area))
+	if len(h.Extensions) > 0 {
+		b = appendExtensions(b, h.Extensions, order)
+		b[size] = 1
+	}
+	voxOffset := int64(len(b)) // at most maxExtensionBytes past the header: exact as a float32
 	w := fieldWriter{b: b, o: order}
 	w.i32(0, int32(size))
 	if version == 1 {
@@ -295,7 +306,7 @@ func encodeHeader(h *Header, pair bool) ([]byte, error) {
 			w.f32(76+4*i, p)
 		}
 		if !pair {
-			w.f32(108, dataStart1)
+			w.f32(108, float64(voxOffset))
 		}
 		w.f32(112, h.SclSlope)
 		w.f32(116, h.SclInter)
@@ -338,7 +349,7 @@ func encodeHeader(h *Header, pair bool) ([]byte, error) {
 		w.f64(104+8*i, p)
 	}
 	if !pair {
-		w.i64(168, dataStart2)
+		w.i64(168, voxOffset)
 	}
 	w.f64(176, h.SclSlope)
 	w.f64(184, h.SclInter)

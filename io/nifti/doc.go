@@ -16,4 +16,12 @@
 // (one standard gzip member whose 1 MiB deflate blocks are compressed and CRC'd by a pool of
 // goroutines: blockGzip). MaskHeader derives a uint8 label-mask header that keeps the
 // geometry, version and byte order of the image it segments.
+//
+// Header extensions (Header.Extensions: NIfTI ecode and edata, e.g. ExtCodeComment text) are
+// read by Open and ReadHeader from the bytes between the extender and vox_offset, or the rest
+// of a pair's .hdr, and written after the header when set, each padded with zeros to a
+// multiple of 16 bytes. edata is returned as stored, padding included (Extension.Text trims
+// it). Malformed extensions (an esize below 16, not a multiple of 16, or running past the
+// area) end the parse without failing the file: those before them are kept, as niftilib does.
+// At most 16 MiB of extensions are parsed or written. ReadHeader reads no voxels.
 package nifti

@@ -66,6 +66,11 @@ type Header struct {
 	IntentName   string // at most 16 bytes
 	Magic        string // "n+1", "ni1", "n+2", "ni2"
 	ExtensionLen int64  // bytes of header extensions between the header and VoxOffset (informational)
+
+	// Extensions are the header extensions, in file order. Readers fill them from the bytes
+	// between the extender and vox_offset (the rest of the .hdr of a pair), leniently (see
+	// Extension); writers write them after the extender and derive vox_offset from their size.
+	Extensions []Extension
 }
 
 // NX, NY, NZ are the volume's extents (1 for dimensions the file does not have).

@@ -22,6 +22,9 @@ type openConfig struct {
 	inflateThreads int
 	ctx            context.Context
 	inflateInto    func(prefix int, dataBytes int64, dt DataType, swapped bool) []byte
+	// headerOnly: Open stops after the header, its extensions and the checks against the
+	// files' sizes; the Reader cannot read voxels (ReadHeader).
+	headerOnly bool
 }
 
 // WithVolume selects volume t (0-based, counting over dims 4..7 in file order) of a
@@ -107,7 +110,7 @@ func (r *Reader) open(cfg openConfig) error {
 	if !single && !layout.pair {
 		return fmt.Errorf("open %s: %w: magic %q declares a .hdr/.img pair, but this is a single file", hs.name, ErrCorrupt, h.Magic)
 	}
-	if h.ExtensionLen, err = extensionLen(hs, h, single); err != nil {
+	if h.Extensions, h.ExtensionLen, err = readExtensions(hs, h, single); err != nil {
 		return err
 	}
 	r.g, err = checkGeometry(h)
@@ -141,6 +144,10 @@ func (r *Reader) open(cfg openConfig) error {
 		return fmt.Errorf("open %s: %w", ds.name, r.truncatedAt(maxSize-start))
 	case end > maxSize:
 		return fmt.Errorf("open %s: %w: the data needs %d bytes, more than a %d-byte gzip file can hold", ds.name, ErrTruncated, end, ds.size)
+	}
+	if cfg.headerOnly {
+		r.hdr = *h
+		return nil
 	}
 	if err := ds.skipTo(start); err != nil {
 		if errors.Is(err, io.EOF) && ds.consumed < h.VoxOffset {
@@ -222,28 +229,37 @@ func notNIfTIOrStream(err error, n int) error {
 	return classifyStreamErr(err, "header")
 }
 
-// extensionLen reads the 4-byte extension flag after the header and returns how many bytes of
-// extensions follow (they are skipped, never parsed).
-func extensionLen(s *source, h *Header, single bool) (int64, error) {
+// readExtensions reads the 4-byte extender after the header and, when its first byte is set,
+// parses the extensions that follow (parseExtensions: leniently, at most maxExtensionBytes).
+// The extension area is the bytes between the extender and vox_offset in a single file, the
+// rest of the .hdr in a pair. It also returns the area's length (Header.ExtensionLen).
+func readExtensions(s *source, h *Header, single bool) ([]Extension, int64, error) {
 	hsize := int64(headerSize(h.Version))
 	if single && h.VoxOffset < hsize+4 {
-		return 0, nil // no room for the flag: old writers put the data right after the header
+		return nil, 0, nil // no room for the extender: old writers put the data right after the header
 	}
 	var flag [4]byte
 	if _, err := io.ReadFull(s, flag[:]); err != nil || flag[0] == 0 {
-		return 0, nil // a .hdr without the flag is legal; a single file is checked later
+		return nil, 0, nil // a .hdr without the extender is legal; a single file is checked later
 	}
-	if single {
-		return h.VoxOffset - hsize - 4, nil
+	area := int64(-1) // a gzipped .hdr: up to the end of its stream
+	switch {
+	case single:
+		area = h.VoxOffset - hsize - 4
+	case s.gz == nil:
+		area = s.size - hsize - 4
 	}
-	if s.gz == nil {
-		return s.size - hsize - 4, nil
-	}
-	n, err := io.Copy(io.Discard, io.LimitReader(s, 64<<20))
+	exts, err := parseExtensions(s, area, h.ByteOrder)
 	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", s.name, classifyStreamErr(err, "header extensions"))
+		return nil, 0, fmt.Errorf("open %s: %w", s.name, classifyStreamErr(err, "header extensions"))
 	}
-	return n, nil
+	if area >= 0 {
+		return exts, area, nil
+	}
+	if _, err := io.Copy(io.Discard, io.LimitReader(s, 64<<20)); err != nil {
+		return nil, 0, fmt.Errorf("open %s: %w", s.name, classifyStreamErr(err, "header extensions"))
+	}
+	return exts, s.consumed - hsize - 4, nil
 }
 
 // effectiveScaling applies the rule of nibabel and niftilib: a zero or non-finite slope means
@@ -276,9 +292,11 @@ func (r *Reader) truncatedAt(have int64) error {
 	return fmt.Errorf("%w: the data ends inside z-slice %d of %d%s (%d of %d bytes)", ErrTruncated, z, r.g.nz, vol, have, r.g.volBytes)
 }
 
-// Header returns a copy of the header as read (Dim still lists every volume of a 4D file).
+// Header returns a copy of the header as read (Dim still lists every volume of a 4D file),
+// Extensions included.
 func (r *Reader) Header() *Header {
 	h := r.hdr
+	h.Extensions = cloneExtensions(h.Extensions)
 	return &h
 }
 

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -183,7 +184,7 @@ func headersIdentical(a, b *Header) bool {
 	for _, p := range floatPtrs(&cb) {
 		*p = 0
 	}
-	return ca == cb
+	return reflect.DeepEqual(ca, cb)
 }
 
 func floatPtrs(h *Header) []*float64 {

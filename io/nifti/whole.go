@@ -20,10 +20,12 @@ func ReadFloat32(path string, opts ...OpenOption) (*Header, []float32, error) {
 	return r.Header(), data, nil
 }
 
-// ReadHeader returns the header of path after the checks Open makes (on volume 0 of a
-// multi-volume file: use Header.Volumes to pick one for WithVolume).
+// ReadHeader returns the header of path, extensions included, after the checks Open makes on
+// the header and the files' sizes (on volume 0 of a multi-volume file: use Header.Volumes to
+// pick one for WithVolume). It reads no voxels: of a .nii.gz only the header and extensions
+// are inflated.
 func ReadHeader(path string) (*Header, error) {
-	r, err := Open(path, WithVolume(0))
+	r, err := Open(path, WithVolume(0), func(c *openConfig) { c.headerOnly = true })
 	if err != nil {
 		return nil, err
 	}

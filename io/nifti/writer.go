@@ -39,7 +39,9 @@ func DefaultWriteOptions() WriteOptions { return WriteOptions{Level: DefaultLeve
 // NIfTI version and byte order. The mask is a single volume: dims 4..7 are reset to 1 when the
 // reference has several volumes (dim[0] becomes 3), and kept as they are otherwise. The intent
 // is NIFTI_INTENT_LABEL, scaling identity, cal_min..cal_max = 0..maxLabel, and descrip
-// "voxpipe <descrip>" (callers name the model there), cut to 79 bytes.
+// "voxpipe <descrip>" (callers name the model there), cut to 79 bytes. The image's header
+// extensions are not carried over (they describe the image); callers set Extensions to record
+// the mask's own, e.g. its provenance as an ExtCodeComment.
 func MaskHeader(ref *Header, maxLabel uint8, descrip string) *Header {
 	h := *ref
 	if h.Dim[0] > 3 {
@@ -61,6 +63,7 @@ func MaskHeader(ref *Header, maxLabel uint8, descrip string) *Header {
 	h.CalMin, h.CalMax = 0, float64(maxLabel)
 	h.Descrip = truncateUTF8(strings.TrimSpace("voxpipe "+descrip), 79)
 	h.VoxOffset, h.ExtensionLen, h.Magic = 0, 0, ""
+	h.Extensions = nil
 	if h.ByteOrder == nil {
 		h.ByteOrder = hostOrder
 	}
@@ -150,8 +153,10 @@ type tempPart struct {
 // Create starts an atomic write of path: .nii, .nii.gz, or a .hdr/.img pair when path ends in
 // .hdr or .img (each gzipped when path ends in .gz; the data in parallel, see blockGzip). h
 // gives datatype, dims and every other field; version (0 means 1) and byte order (nil means
-// the host's) come from h too. BitPix, VoxOffset and Magic are derived and no extensions are written. The samples then
-// follow through WriteSlices, in host byte order.
+// the host's) come from h too. BitPix, VoxOffset and Magic are derived. h.Extensions, if any,
+// are written after the header (in the .hdr of a pair), each padded with zeros to a multiple
+// of 16 bytes, at most 16 MiB in all; vox_offset of a single file then follows them. The
+// samples follow through WriteSlices, in host byte order.
 func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 	lower := strings.ToLower(path)
 	gzipped := strings.HasSuffix(lower, ".gz")
