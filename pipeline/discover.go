@@ -6,12 +6,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline/provenance"
 )
 
 // ErrNoInputs is returned when the inputs name no volume at all.
 var ErrNoInputs = errors.New("pipeline: no NIfTI volumes found in the inputs")
+
+// ErrNotRegular fails an input that is not a regular file (a FIFO, device or socket): it is
+// refused without being opened, since opening or reading one can block forever.
+var ErrNotRegular = errors.New("pipeline: not a regular file")
+
+// ErrMaskIsInput: a mask path is one of the inputs (same path, a symbolic link to it, or a hard
+// link of it). voxpipe never writes or renames over an input.
+var ErrMaskIsInput = errors.New("pipeline: a mask would replace an input")
 
 // Job is one volume to segment.
 type Job struct {
@@ -19,6 +30,19 @@ type Job struct {
 	Name   string // relative name without extension, "sub/case_01"; unique in a batch
 	Input  string // path of the .nii, .nii.gz or .hdr
 	Output string // path of the mask
+	// Err, when set, fails the volume without opening it (ErrNotRegular).
+	Err error
+}
+
+// Discovery is what Discover found, and what it left out.
+type Discovery struct {
+	Jobs []Job
+	// OwnOutputs are files among the inputs that are voxpipe masks (by their provenance, or
+	// for masks of older versions, a uint8 volume whose descrip starts with "voxpipe"): never
+	// segmented again.
+	OwnOutputs []string
+	// SkippedFolders are folders not searched because they are the output folder.
+	SkippedFolders []string
 }
 
 // volumeExtensions are the file names that make a volume; .img files come with their .hdr.
@@ -41,69 +65,177 @@ func VolumeBase(path string) (string, bool) {
 func isTemporary(name string) bool { return strings.HasPrefix(name, ".") }
 
 // Discover lists the volumes named by inputs: files are taken as they are (a file that is not
-// NIfTI then fails on its own), folders are searched for NIfTI names, recursively when asked.
-// Masks go to outDir under the same relative folders, named by maskName ("{name}" is replaced by
-// the volume's name). Two volumes whose masks would collide are an error, not a silent overwrite.
-func Discover(inputs []string, recursive bool, outDir, maskName string) ([]Job, error) {
+// NIfTI then fails on its own), folders are searched for NIfTI names, recursively when asked,
+// leaving out the output folder and voxpipe's own masks. Files that are not regular are listed
+// with Job.Err set, without being opened. Masks go to outDir under the same relative folders,
+// named by maskName ("{name}" is replaced by the volume's name). Two volumes whose masks would
+// collide are an error, not a silent overwrite.
+func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discovery, error) {
 	if !strings.Contains(maskName, "{name}") {
 		return nil, fmt.Errorf("pipeline: mask name %q must contain {name}", maskName)
 	}
-	var jobs []Job
-	add := func(path, rel string) {
+	d := &Discovery{}
+	outInfo, _ := os.Stat(outDir) // the output folder may not exist yet: then it is in no input
+	add := func(path, rel string, info fs.FileInfo) {
+		var jobErr error
+		if !info.Mode().IsRegular() {
+			jobErr = fmt.Errorf("input %s: %w (%s)", path, ErrNotRegular, info.Mode().Type())
+		} else if isOwnOutput(path) {
+			d.OwnOutputs = append(d.OwnOutputs, path)
+			return
+		}
 		name, _ := VolumeBase(rel)
 		if dir := filepath.Dir(rel); dir != "." {
 			name = filepath.ToSlash(filepath.Join(dir, name))
 		}
 		out := filepath.Join(outDir, filepath.FromSlash(strings.ReplaceAll(maskName, "{name}", name)))
-		jobs = append(jobs, Job{Name: name, Input: path, Output: out})
+		d.Jobs = append(d.Jobs, Job{Name: name, Input: path, Output: out, Err: jobErr})
 	}
 	for _, in := range inputs {
-		st, err := os.Stat(in)
+		st, err := os.Stat(in) // follows links; never opens
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: input %w", err)
 		}
 		if !st.IsDir() {
-			add(in, filepath.Base(in))
+			add(in, filepath.Base(in), st)
 			continue
 		}
-		var found []string
-		err = filepath.WalkDir(in, func(path string, d fs.DirEntry, err error) error {
+		type entry struct {
+			path string
+			info fs.FileInfo
+		}
+		var found []entry
+		err = filepath.WalkDir(in, func(path string, de fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			if d.IsDir() {
-				if path != in && (!recursive || isTemporary(d.Name())) {
+			if de.IsDir() {
+				if path == in {
+					return nil
+				}
+				if !recursive || isTemporary(de.Name()) {
+					return filepath.SkipDir
+				}
+				if info, err := de.Info(); err == nil && outInfo != nil && os.SameFile(info, outInfo) {
+					d.SkippedFolders = append(d.SkippedFolders, path)
 					return filepath.SkipDir
 				}
 				return nil
 			}
-			if _, ok := VolumeBase(d.Name()); ok && !isTemporary(d.Name()) {
-				found = append(found, path)
+			if _, ok := VolumeBase(de.Name()); !ok || isTemporary(de.Name()) {
+				return nil
 			}
+			info, err := os.Stat(path) // a link's target: a link to a FIFO is a FIFO
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			if info.IsDir() {
+				return nil
+			}
+			found = append(found, entry{path, info})
 			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: search %s: %w", in, err)
 		}
-		sort.Strings(found)
-		for _, path := range found {
-			rel, err := filepath.Rel(in, path)
+		slices.SortFunc(found, func(a, b entry) int { return strings.Compare(a.path, b.path) })
+		for _, e := range found {
+			rel, err := filepath.Rel(in, e.path)
 			if err != nil {
 				return nil, fmt.Errorf("pipeline: %w", err)
 			}
-			add(path, rel)
+			add(e.path, rel, e.info)
 		}
 	}
-	if len(jobs) == 0 {
-		return nil, ErrNoInputs
+	if len(d.Jobs) == 0 {
+		return d, ErrNoInputs
 	}
 	byOutput := map[string]string{}
-	for i := range jobs {
-		jobs[i].Index = i
-		if prev, dup := byOutput[jobs[i].Output]; dup {
-			return nil, fmt.Errorf("pipeline: %s and %s would both write %s; rename one or use separate runs", prev, jobs[i].Input, jobs[i].Output)
+	for i := range d.Jobs {
+		d.Jobs[i].Index = i
+		if prev, dup := byOutput[d.Jobs[i].Output]; dup {
+			return nil, fmt.Errorf("pipeline: %s and %s would both write %s; rename one or use separate runs", prev, d.Jobs[i].Input, d.Jobs[i].Output)
 		}
-		byOutput[jobs[i].Output] = jobs[i].Input
+		byOutput[d.Jobs[i].Output] = d.Jobs[i].Input
 	}
-	return jobs, nil
+	return d, nil
+}
+
+// isOwnOutput reports whether path is a mask voxpipe wrote: it carries voxpipe provenance, or
+// (masks of versions before provenance) it is uint8 with a descrip starting with "voxpipe".
+// Only the header is read.
+func isOwnOutput(path string) bool {
+	h, _, err := provenance.Read(path)
+	if err == nil {
+		return true
+	}
+	return h != nil && h.Datatype == nifti.Uint8 && strings.HasPrefix(h.Descrip, "voxpipe")
+}
+
+// CheckOutputs fails with ErrMaskIsInput when a job's mask path is one of the inputs' files
+// (a .hdr/.img pair's both halves included): the same path once links are resolved, or the
+// same file (a hard link). It only looks files up.
+func CheckOutputs(jobs []Job) error {
+	type input struct {
+		job  int
+		path string
+		info fs.FileInfo
+	}
+	var inputs []input
+	byPath := map[string]int{}
+	for i, j := range jobs {
+		files, err := nifti.Files(j.Input)
+		if err != nil {
+			files = []string{j.Input}
+		}
+		for _, f := range files {
+			info, err := os.Stat(f)
+			if err != nil {
+				continue
+			}
+			inputs = append(inputs, input{i, f, info})
+			if p, err := resolve(f); err == nil {
+				byPath[p] = len(inputs) - 1
+			}
+		}
+	}
+	for _, j := range jobs {
+		if p, err := resolve(j.Output); err == nil {
+			if k, ok := byPath[p]; ok {
+				return fmt.Errorf("%w: the mask of %s would be %s, which is the input %s", ErrMaskIsInput, j.Input, j.Output, inputs[k].path)
+			}
+		}
+		info, err := os.Stat(j.Output)
+		if err != nil {
+			continue
+		}
+		for _, in := range inputs {
+			if os.SameFile(info, in.info) {
+				return fmt.Errorf("%w: the mask of %s would be %s, which is the same file as the input %s", ErrMaskIsInput, j.Input, j.Output, in.path)
+			}
+		}
+	}
+	return nil
+}
+
+// resolve returns the absolute path of p with the links of its folder resolved, and of p
+// itself when it exists. A folder that does not exist yet resolves as far as it exists.
+func resolve(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r, nil
+	}
+	dir, base := filepath.Split(abs)
+	dir = filepath.Clean(dir)
+	if dir == abs {
+		return abs, nil
+	}
+	rdir, err := resolve(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(rdir, base), nil
 }

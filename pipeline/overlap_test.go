@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"voxpipe/io/nifti"
+	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 )
@@ -25,7 +26,19 @@ func serialMask(t *testing.T, path, input string, mask []uint8, cfg Config) []by
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nifti.Write(path, nifti.MaskHeader(hdr, uint8(cfg.Classes-1), cfg.Descrip), mask, cfg.Write); err != nil {
+	// The provenance the pipeline records: the run's, with the input's fingerprint.
+	rec := cfg.Provenance
+	rec.Generator = provenance.Generator
+	var files []string
+	if rec.Input, files, err = provenance.Stat(input); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Input.XXH3, err = provenance.Hash(context.Background(), files); err != nil {
+		t.Fatal(err)
+	}
+	mh := nifti.MaskHeader(hdr, uint8(cfg.Classes-1), cfg.Descrip)
+	mh.Extensions = []nifti.Extension{rec.Extension()}
+	if err := nifti.Write(path, mh, mask, cfg.Write); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -37,10 +50,11 @@ func serialMask(t *testing.T, path, input string, mask []uint8, cfg Config) []by
 
 func inputsByName(t *testing.T, b *batch) map[string]string {
 	t.Helper()
-	jobs, err := Discover([]string{b.in}, false, b.out, "{name}.nii")
+	found, err := Discover([]string{b.in}, false, b.out, "{name}.nii")
 	if err != nil {
 		t.Fatal(err)
 	}
+	jobs := found.Jobs
 	m := map[string]string{}
 	for _, j := range jobs {
 		m[j.Name] = j.Input
@@ -74,10 +88,11 @@ func TestOverlappedMasksMatchSerialReference(t *testing.T) {
 			}
 			var cfg Config
 			out := runBatch(t, context.Background(), b, engines[0], func(c *Config) {
-				jobs, err := Discover([]string{b.in}, false, b.out, tc.maskName)
+				found, err := Discover([]string{b.in}, false, b.out, tc.maskName)
 				if err != nil {
 					t.Fatal(err)
 				}
+				jobs := found.Jobs
 				c.Jobs, c.Engines, c.Slab, c.Writers, c.Write = jobs, engines, tc.slab, tc.writers, tc.write
 				cfg = *c
 			})

@@ -101,6 +101,9 @@ func (b *hostBuffer) withPrefix(p int) []byte {
 	return b.all[b.headroom-p : b.headroom+len(b.bytes)]
 }
 
+// capacity is the bytes the buffer has allocated (headroom included).
+func (b *hostBuffer) capacity() int { return len(b.all) }
+
 func (b *hostBuffer) free() error {
 	var err error
 	if b.pinned != nil {

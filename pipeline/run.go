@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
+	"voxpipe/pipeline/claim"
+	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 )
@@ -38,8 +41,24 @@ type Config struct {
 	ReadThreads int
 	Writers     int // masks written in parallel
 	Write       nifti.WriteOptions
-	Overwrite   bool // redo volumes whose mask exists (default: skip them)
-	FailFast    bool // stop the batch at the first failed volume
+	// Overwrite redoes every volume, up-to-date masks and files voxpipe did not write
+	// included (default: skip up-to-date masks, report the others as conflicts).
+	Overwrite bool
+	FailFast  bool // stop the batch at the first failed volume
+	// Claims, when set, makes the run claim each volume before working on it, so that several
+	// processes can share the output folder; volumes claimed by live processes are recorded
+	// busy. nil: no claims (tests, benchmarks).
+	Claims *claim.Manager
+	// Provenance is recorded in every mask, its Input filled in per volume; its Model decides
+	// whether an existing mask is up to date. Generator is set by Run.
+	Provenance provenance.Record
+	// VerifyInputs makes the rerun check re-hash each input whose size and mtime match.
+	VerifyInputs bool
+	// MaxMemory bounds the bytes of host buffers (input and mask pools, inflate scratch)
+	// allocated at once; a volume that needs more than that alone fails before anything is
+	// allocated for it. 0: no bound.
+	MaxMemory int64
+	Host      string // summary.csv's host column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that
 	// exits right after it: the exit reclaims them faster than freeing them one by one
 	// (page-locked ones: `voxpipe run` on one volume took ~20 ms less on the GPU machine,
@@ -56,8 +75,11 @@ type Config struct {
 
 // Result counts the outcome of a run.
 type Result struct {
-	OK, Skipped, Failed int
+	OK, Skipped, Failed, Busy, Conflict int
 }
+
+// Done is the number of volumes with a row in the summary.
+func (r Result) Done() int { return r.OK + r.Skipped + r.Failed + r.Busy + r.Conflict }
 
 // ErrStoppedEarly is the cause recorded for volumes not finished because --fail-fast stopped
 // the batch.
@@ -65,8 +87,22 @@ var ErrStoppedEarly = errors.New("pipeline: batch stopped after a failure (fail-
 
 // work is one volume travelling through the stages, with the buffers it holds.
 type work struct {
-	job  Job
-	hdr  *nifti.Header
+	job Job
+	// From the producer: the input's header (read again by nifti.Open in the read stage), its
+	// fingerprint without the hash and its files, the claim (nil without Config.Claims), and
+	// why the volume is being done.
+	hdr    *nifti.Header
+	input  provenance.Input
+	files  []string
+	claim  *claim.Claim
+	reason string
+	// hash receives the input's XXH3-128 (or its error) once, from the goroutine the read
+	// stage starts.
+	hash chan hashResult
+	// Under Config.MaxMemory: bytes reserved and not yet allocated, the inflate scratch among
+	// them (see budget).
+	reserved, scratch int64
+
 	in   *hostBuffer
 	mask *hostBuffer
 	vol  segment.Volume
@@ -95,7 +131,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	r := &runner{cfg: cfg, t0: time.Now(), log: cfg.Log}
+	r := &runner{cfg: cfg, t0: time.Now(), log: cfg.Log, budget: newBudget(cfg.MaxMemory)}
+	r.cfg.Provenance.Generator = provenance.Generator
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	switch cause := context.Cause(runCtx); {
 	case errors.Is(cause, ErrStoppedEarly):
 		// The failure that stopped the batch is in the summary; the run itself went as asked.
-		r.log.Warn("fail-fast: batch stopped after a failed volume", "unprocessed", len(cfg.Jobs)-res.OK-res.Skipped-res.Failed)
+		r.log.Warn("fail-fast: batch stopped after a failed volume", "unprocessed", len(cfg.Jobs)-res.Done())
 		err = nil
 	case cause != nil:
 		err = cause
@@ -166,6 +203,7 @@ func (c *Config) validate() error {
 
 type runner struct {
 	cfg    Config
+	budget *budget // nil: no Config.MaxMemory
 	t0     time.Time
 	log    *slog.Logger
 	stop   context.CancelCauseFunc
@@ -215,14 +253,13 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	g.Go(func() error {
 		defer close(toRead)
 		for _, job := range r.cfg.Jobs {
-			if !r.cfg.Overwrite {
-				if _, err := os.Stat(job.Output); err == nil {
-					r.skip(job)
-					continue
-				}
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			w := &work{job: job}
-			w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.Output}
+			w := r.take(ctx, job)
+			if w == nil {
+				continue
+			}
 			select {
 			case toRead <- w:
 			case <-ctx.Done():
@@ -279,8 +316,15 @@ func (r *runner) prewarmMask(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	defer r.masks.Put(buf)
+	if r.budget != nil && !r.budget.sem.TryAcquire(voxels) {
+		return // under a tight budget: left to the volume's own reservation
+	}
+	before := buf.capacity()
 	_ = buf.ensure(int(voxels))
-	r.masks.Put(buf)
+	if r.budget != nil {
+		r.budget.release(voxels - int64(buf.capacity()-before))
+	}
 }
 
 // startStage starts n workers; out, if any, is closed once all of them have returned, which
@@ -318,4 +362,101 @@ func (r *runner) pump(ctx context.Context, in <-chan *work, out chan<- *work, do
 		}
 	}
 	return ctx.Err()
+}
+
+// take decides what to do with a job before any of its data is read: fail it (refused at
+// discovery, input unreadable), report it busy (claimed by a live process), skipped (its mask
+// is up to date) or a conflict (a file voxpipe did not write is at its mask's path), or return
+// it as work to do, claimed, with the reason.
+func (r *runner) take(ctx context.Context, job Job) *work {
+	w := &work{job: job}
+	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.Output}
+	if job.Err != nil {
+		r.fail(w, job.Err)
+		return nil
+	}
+	if r.cfg.Claims != nil {
+		c, err := r.cfg.Claims.Acquire(job.Output)
+		var busy *claim.BusyError
+		if errors.As(err, &busy) {
+			r.conclude(w, timing.StatusBusy, busy.Error())
+			return nil
+		}
+		if err != nil {
+			r.fail(w, err)
+			return nil
+		}
+		w.claim = c
+		if c.TookOver != nil {
+			r.log.Warn("took over the claim of a dead process", "volume", job.Name, "holder", c.TookOver.String())
+		}
+		r.removeStaleTemps(w)
+	}
+	var err error
+	if w.input, w.files, err = provenance.Stat(job.Input); err != nil {
+		r.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
+		return nil
+	}
+	if w.hdr, err = nifti.ReadHeader(job.Input); err != nil {
+		r.fail(w, err)
+		return nil
+	}
+	dims := [3]int{w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()}
+	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Provenance.Model,
+		provenance.Options{VerifyHash: r.cfg.VerifyInputs})
+	switch {
+	case verdict == provenance.UpToDate && !r.cfg.Overwrite:
+		r.conclude(w, timing.StatusSkipped, why)
+		return nil
+	case verdict == provenance.Conflict && (!r.cfg.Overwrite || !replaceable(job.Output)):
+		r.conclude(w, timing.StatusConflict, why)
+		return nil
+	case verdict != provenance.Redo:
+		why = "--overwrite: " + why
+	}
+	w.reason = why
+	w.sum.Reason = why
+	if why != "new" {
+		r.log.Info("redo", "volume", job.Name, "reason", why)
+	}
+	return w
+}
+
+// replaceable reports whether a rename can put a mask at path: not over a folder.
+func replaceable(path string) bool {
+	st, err := os.Lstat(path)
+	return err != nil || !st.IsDir()
+}
+
+// removeStaleTemps removes what dead processes left for a volume this run has just claimed:
+// mask temporaries (only a claim's holder writes them, so they are not a live process's) and
+// temporary claim files.
+func (r *runner) removeStaleTemps(w *work) {
+	removed := w.claim.RemoveStaleTemps()
+	if tmps, err := filepath.Glob(nifti.TempPattern(w.job.Output)); err == nil {
+		for _, t := range tmps {
+			if os.Remove(t) == nil {
+				removed = append(removed, t)
+			}
+		}
+	}
+	if len(removed) > 0 {
+		r.log.Info("removed temporaries left by a dead process", "volume", w.job.Name, "files", removed)
+	}
+}
+
+// hashResult is the input's hash, or why it could not be made.
+type hashResult struct {
+	sum string
+	err error
+}
+
+// startHash hashes the input's files in the background, beside the read; the writer waits for
+// it before writing the mask's header, which records it.
+func (r *runner) startHash(ctx context.Context, w *work) {
+	w.hash = make(chan hashResult, 1)
+	go func() {
+		sum, err := provenance.Hash(ctx, w.files)
+		w.hash <- hashResult{sum, err}
+	}()
 }

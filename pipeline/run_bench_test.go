@@ -102,10 +102,11 @@ func BenchmarkRunOneVolume(b *testing.B) {
 	slabs := (nz + slab - 1) / slab
 	eng := &replayEngine{mask: ph.Truth, perSlab: engine / time.Duration(slabs)}
 	out := filepath.Join(dir, "out")
-	jobs, err := Discover([]string{input}, false, out, "{name}_mask.nii.gz")
+	found, err := Discover([]string{input}, false, out, "{name}_mask.nii.gz")
 	if err != nil {
 		b.Fatal(err)
 	}
+	jobs := found.Jobs
 	os.MkdirAll(out, 0o755)
 	var sum timing.Summary
 	for i := -1; i < b.N; i++ { // run -1 is a warm-up: it allocates (and faults in) the buffers
@@ -159,10 +160,11 @@ func BenchmarkReadDir(b *testing.B) {
 	if dir == "" {
 		b.Skip("VOXPIPE_BENCH_READ_DIR not set")
 	}
-	jobs, err := Discover([]string{dir}, false, b.TempDir(), "{name}_mask.nii.gz")
+	found, err := Discover([]string{dir}, false, b.TempDir(), "{name}_mask.nii.gz")
 	if err != nil {
 		b.Fatal(err)
 	}
+	jobs := found.Jobs
 	var voxels int64
 	for b.Loop() {
 		if _, voxels, err = ReadAll(context.Background(), jobs, 1, 64); err != nil {

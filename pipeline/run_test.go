@@ -205,10 +205,11 @@ type runOutput struct {
 
 func runBatch(t *testing.T, ctx context.Context, b *batch, eng segment.Engine, mutate func(*Config)) runOutput {
 	t.Helper()
-	jobs, err := Discover([]string{b.in}, false, b.out, "{name}_mask.nii.gz")
+	found, err := Discover([]string{b.in}, false, b.out, "{name}_mask.nii.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
+	jobs := found.Jobs
 	os.MkdirAll(b.out, 0o755)
 	tpath, spath := filepath.Join(b.out, "timings.csv"), filepath.Join(b.out, "summary.csv")
 	timings, err := timing.CreateCSV[timing.Row](tpath)
@@ -416,17 +417,19 @@ func TestDiscover(t *testing.T) {
 		}
 		return strings.Join(s, " ")
 	}
-	jobs, err := Discover([]string{dir}, false, "/out", "{name}_mask.nii.gz")
+	found, err := Discover([]string{dir}, false, "/out", "{name}_mask.nii.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
+	jobs := found.Jobs
 	if got, want := names(jobs), "a=a_mask.nii.gz b=b_mask.nii.gz c=c_mask.nii.gz"; got != want {
 		t.Errorf("flat: %s, want %s", got, want)
 	}
-	jobs, err = Discover([]string{dir}, true, "/out", "{name}.seg.nii")
+	found, err = Discover([]string{dir}, true, "/out", "{name}.seg.nii")
 	if err != nil {
 		t.Fatal(err)
 	}
+	jobs = found.Jobs
 	if got, want := names(jobs), "a=a.seg.nii b=b.seg.nii c=c.seg.nii sub/deeper/g=g.seg.nii sub/f=f.seg.nii"; got != want {
 		t.Errorf("recursive: %s, want %s", got, want)
 	}

@@ -15,6 +15,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
+	"voxpipe/pipeline/claim"
+	"voxpipe/pipeline/provenance"
+	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 )
@@ -42,12 +45,23 @@ func (r *runner) read(ctx context.Context, reader int, w *work) bool {
 		return false
 	}
 	w.in = buf
-	if err := r.decode(ctx, reader, w); err != nil {
+	if err := r.admit(ctx, w); err != nil {
+		r.fail(w, err)
+		return false
+	}
+	r.startHash(ctx, w)
+	err = r.decode(ctx, reader, w)
+	r.releaseScratch(w) // decode has closed the reader and with it any inflate memory
+	if err != nil {
 		r.fail(w, err)
 		return false
 	}
 	return true
 }
+
+// ErrInputChanged fails a volume whose input changed while voxpipe read it: the mask would
+// match neither version.
+var ErrInputChanged = errors.New("pipeline: input changed while it was read")
 
 func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	track := fmt.Sprintf("reader %d", reader)
@@ -59,7 +73,7 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 			// engine reads (int16 or float32 in host order): no copy, no second volume in memory.
 			asInt16 := nifti.Int16Exact(dt)
 			if swapped || !(asInt16 && dt == nifti.Int16 || !asInt16 && dt == nifti.Float32) ||
-				int64(int(dataBytes)) != dataBytes || w.in.ensure(int(dataBytes)) != nil {
+				int64(int(dataBytes)) != dataBytes || r.grow(w, w.in, int(dataBytes)) != nil {
 				return nil
 			}
 			return w.in.withPrefix(prefix)
@@ -71,6 +85,11 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 		return err
 	}
 	defer rd.Close()
+	if h, was := rd.Header(), w.hdr; was != nil &&
+		(h.NX() != was.NX() || h.NY() != was.NY() || h.NZ() != was.NZ() || h.Datatype != was.Datatype) {
+		// What was admitted (and budgeted) is not what is read.
+		return fmt.Errorf("read %s: %w (its header now declares other dims or datatype)", w.job.Input, ErrInputChanged)
+	}
 	w.hdr = rd.Header()
 	nx, ny, nz := w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()
 	plane := nx * ny
@@ -85,7 +104,7 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	if asInt16 {
 		sampleSize = 2
 	}
-	if err := w.in.ensure(voxels * sampleSize); err != nil {
+	if err := r.grow(w, w.in, voxels*sampleSize); err != nil {
 		return err
 	}
 	if asInt16 {
@@ -301,7 +320,9 @@ func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w 
 	}
 	w.mask = buf
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
-	if err := w.mask.ensure(voxels); err != nil {
+	err = r.grow(w, w.mask, voxels)
+	r.releaseReservation(w) // every buffer the volume needs is now sized
+	if err != nil {
 		r.fail(w, err)
 		return
 	}
@@ -351,7 +372,7 @@ func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w 
 	if !sawSegment {
 		r.span(w, StageSegment, -1, device, fmt.Sprintf("engine %d", worker), start, end, 0, int64(voxels))
 	}
-	r.inputs.Put(w.in)
+	r.putBack(r.inputs, w.in)
 	w.in = nil
 	if err != nil && segCtx.Err() != nil {
 		err = context.Cause(segCtx) // the run's cause, or the writer's failure
@@ -460,6 +481,8 @@ func (r *runner) writeMask(ctx context.Context, writer int, w *work) error {
 			}
 			select {
 			case <-w.seg.wake:
+			case <-w.claimLost():
+				return fmt.Errorf("write %s: %w", w.job.Output, claim.ErrLost)
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
@@ -471,7 +494,7 @@ func (r *runner) writeMask(ctx context.Context, writer int, w *work) error {
 		z1 := min(ready, written+r.cfg.Slab)
 		start := time.Now()
 		if out == nil {
-			if out, err = r.createMask(w); err != nil {
+			if out, err = r.createMask(ctx, w); err != nil {
 				return err
 			}
 		}
@@ -482,6 +505,12 @@ func (r *runner) writeMask(ctx context.Context, writer int, w *work) error {
 			return err
 		}
 		written = z1
+	}
+	if w.claim != nil {
+		// Paused past the claim's timeout, this process may have lost the volume to another.
+		if err := w.claim.Check(); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	err := out.Commit()
@@ -495,12 +524,38 @@ func (r *runner) writeMask(ctx context.Context, writer int, w *work) error {
 	return nil
 }
 
-func (r *runner) createMask(w *work) (*nifti.Writer, error) {
+// createMask starts the mask's temporary file, its header recording the provenance: it waits
+// for the input's hash, then checks that the input has not changed since the volume was taken.
+func (r *runner) createMask(ctx context.Context, w *work) (*nifti.Writer, error) {
+	var h hashResult
+	select {
+	case h = <-w.hash:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if h.err != nil {
+		return nil, fmt.Errorf("read %s: %w", w.job.Input, h.err)
+	}
+	if now, _, err := provenance.Stat(w.job.Input); err != nil || !now.SameFiles(w.input) {
+		return nil, fmt.Errorf("read %s: %w", w.job.Input, ErrInputChanged)
+	}
+	rec := r.cfg.Provenance
+	rec.Input = w.input
+	rec.Input.XXH3 = h.sum
 	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
 		return nil, fmt.Errorf("write %s: %w", w.job.Output, err)
 	}
 	hdr := nifti.MaskHeader(w.hdr, uint8(r.cfg.Classes-1), r.cfg.Descrip)
+	hdr.Extensions = []nifti.Extension{rec.Extension()}
 	return nifti.Create(w.job.Output, hdr, r.cfg.Write)
+}
+
+// claimLost is closed when the volume's claim was taken over (never, without claims).
+func (w *work) claimLost() <-chan struct{} {
+	if w.claim == nil {
+		return nil
+	}
+	return w.claim.Lost()
 }
 
 // setErr records the volume's first failure; later ones are consequences of it.
@@ -525,7 +580,7 @@ func (r *runner) release(w *work) {
 		r.fail(w, err)
 		return
 	}
-	r.masks.Put(w.mask)
+	r.putBack(r.masks, w.mask)
 	w.mask = nil
 	w.mu.Lock()
 	w.sum.Status = timing.StatusOK
@@ -537,24 +592,27 @@ func (r *runner) release(w *work) {
 	r.finish(w)
 }
 
-// skip records a volume whose mask already exists.
-func (r *runner) skip(job Job) {
-	r.log.Info("skip: mask exists (use --overwrite to redo)", "volume", job.Name, "mask", job.Output)
-	r.progress().VolumeDone(job, timing.StatusSkipped)
-	r.summarise(timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Status: timing.StatusSkipped,
-		Error: "mask exists", Output: job.Output})
+// conclude records a volume that is not processed (skipped, busy, conflict) and why.
+func (r *runner) conclude(w *work, status timing.Status, why string) {
+	r.log.Info(string(status), "volume", w.job.Name, "mask", w.job.Output, "reason", why)
+	w.sum.Status, w.sum.Reason = status, why
+	if status != timing.StatusSkipped {
+		w.sum.Output = ""
+	}
+	r.finish(w)
 }
 
 // fail records a failed volume and gives back whatever buffers it holds.
 func (r *runner) fail(w *work, err error) {
 	if w.in != nil {
-		r.inputs.Put(w.in)
+		r.putBack(r.inputs, w.in)
 		w.in = nil
 	}
 	if w.mask != nil {
-		r.masks.Put(w.mask)
+		r.putBack(r.masks, w.mask)
 		w.mask = nil
 	}
+	r.releaseReservation(w)
 	if err == nil {
 		err = errors.New("unknown error")
 	}
@@ -576,8 +634,13 @@ func (r *runner) fail(w *work, err error) {
 	r.finish(w)
 }
 
+// finish records the volume's summary row, then releases its claim: a process killed between
+// the two leaves a claim that the next run takes over, never a mask without its row while the
+// claim is free.
 func (r *runner) finish(w *work) {
 	w.mu.Lock()
+	w.sum.FinishedAt = records.Stamp(time.Now())
+	w.sum.Host = r.cfg.Host
 	sum := w.sum
 	w.mu.Unlock()
 	if sum.Status == timing.StatusOK {
@@ -586,6 +649,11 @@ func (r *runner) finish(w *work) {
 	}
 	r.progress().VolumeDone(w.job, sum.Status)
 	r.summarise(sum)
+	if w.claim != nil {
+		if err := w.claim.Release(); err != nil {
+			r.log.Warn("release claim", "volume", w.job.Name, "err", err)
+		}
+	}
 }
 
 func (r *runner) summarise(sum timing.Summary) {
@@ -595,6 +663,10 @@ func (r *runner) summarise(sum timing.Summary) {
 		r.result.OK++
 	case timing.StatusSkipped:
 		r.result.Skipped++
+	case timing.StatusBusy:
+		r.result.Busy++
+	case timing.StatusConflict:
+		r.result.Conflict++
 	default:
 		r.result.Failed++
 	}

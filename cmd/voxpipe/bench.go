@@ -194,10 +194,11 @@ func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, h
 		}
 		writes = append(writes, time.Since(t))
 
-		jobs, err := pipeline.Discover([]string{input}, false, filepath.Join(out, "e2e"), "{name}_mask.nii.gz")
+		found, err := pipeline.Discover([]string{input}, false, filepath.Join(out, "e2e"), "{name}_mask.nii.gz")
 		if err != nil {
 			return "", err
 		}
+		jobs := found.Jobs
 		os.MkdirAll(filepath.Join(out, "e2e"), 0o755)
 		timings, err := timing.CreateCSV[timing.Row](filepath.Join(out, "e2e", "timings.csv"))
 		if err != nil {
@@ -295,10 +296,11 @@ func benchReadOnly(c *cli.Context, dir string) error {
 	if readers < 1 {
 		return usageError{errors.New("bench: --readers must be >= 1")}
 	}
-	jobs, err := pipeline.Discover([]string{dir}, false, c.String("output"), "{name}")
+	found, err := pipeline.Discover([]string{dir}, false, c.String("output"), "{name}")
 	if err != nil {
 		return usageError{err}
 	}
+	jobs := found.Jobs
 	wall, voxels, err := pipeline.ReadAll(context.Background(), jobs, readers, c.Int("slab"))
 	if err != nil {
 		return err

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/fixtures"
+	"voxpipe/pipeline/provenance"
 	"voxpipe/segment"
 )
 
@@ -25,6 +27,19 @@ func loadModel(path string) (*segment.Model, string, error) {
 		return nil, "", err
 	}
 	return m, filepath.Base(path), nil
+}
+
+// modelIdentity names and hashes the weights at path (the embedded model when empty), for
+// provenance.
+func modelIdentity(path, name string) (provenance.Model, error) {
+	if path == "" {
+		return provenance.ModelOf(name, fixtures.DefaultModel), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return provenance.Model{}, err
+	}
+	return provenance.ModelOf(name, b), nil
 }
 
 // engineFlags are the flags openModelAndEngines reads; devices is the --devices default.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -20,7 +21,11 @@ import (
 
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline"
+	"voxpipe/pipeline/claim"
+	"voxpipe/pipeline/provenance"
+	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
 )
 
 func init() {
@@ -28,20 +33,28 @@ func init() {
 		Name:      "run",
 		Usage:     "segment every NIfTI volume in the inputs (files or folders) and write masks and timing CSVs",
 		ArgsUsage: "INPUT...",
+		Description: "Safe to run unattended and concurrently on one output folder: each volume is claimed\n" +
+			"before it is worked on, inputs are never written, and each run keeps its own records\n" +
+			"under OUT/runs/<run id>/ (README: Running unattended).\n" +
+			"Exit codes: 0 every volume ok, skipped (up to date) or busy (claimed by another live process);\n" +
+			"1 a volume failed or is in conflict; 2 usage; 130/143 stopped by SIGINT/SIGTERM.",
 		Flags: append(engineFlags("all"),
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "output folder for masks and CSVs"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "output folder for masks and records"},
 			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "search input folders recursively (masks mirror the sub-folders)"},
 			&cli.IntFlag{Name: "slab", Value: 32, Usage: "z-slices per slab"},
 			&cli.IntFlag{Name: "readers", Value: 2, Usage: "volumes read in parallel"},
 			&cli.IntFlag{Name: "writers", Value: 1, Usage: "masks written in parallel"},
 			&cli.StringFlag{Name: "mask-name", Value: "{name}_mask.nii.gz", Usage: "mask file name; {name} is the volume's name; .nii for uncompressed"},
 			&cli.IntFlag{Name: "compression", Value: -1, Usage: "gzip level of .nii.gz masks: 0 (store) to 9, -1 default"},
-			&cli.BoolFlag{Name: "overwrite", Usage: "redo volumes whose mask exists (default: skip them)"},
+			&cli.BoolFlag{Name: "overwrite", Usage: "redo every volume, replacing up-to-date masks and files voxpipe did not write (default: skip up-to-date masks, report other files as conflicts)"},
+			&cli.BoolFlag{Name: "verify-inputs", Usage: "before skipping a volume, also re-hash its input (default: size and mtime must match)"},
 			&cli.BoolFlag{Name: "fail-fast", Usage: "stop at the first failed volume (default: go on)"},
-			&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/timings.csv)"},
-			&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/summary.csv)"},
+			&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},
+			&cli.DurationFlag{Name: "claim-timeout", Value: claim.DefaultTimeout, Usage: "a claim whose heartbeat is older than this, held by another host, is taken over"},
+			&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
+			&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Chrome/Perfetto trace (JSON) of every stage and slab"},
-			&cli.StringFlag{Name: "run-id", Usage: "run id in the CSVs (default: time and random suffix)"},
+			&cli.StringFlag{Name: "run-id", Usage: "run id in the records (default: UTC time and random suffix); must be new to OUT"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only errors on stderr, no progress bar"},
 		),
@@ -54,6 +67,10 @@ const (
 	exitSIGINT  = 130
 	exitSIGTERM = 143
 )
+
+// signalGrace is how long a signalled run may take to stop cleanly before it removes its
+// temporaries, releases its claims and exits anyway (a CPU slab, a hung file system).
+var signalGrace = 1500 * time.Millisecond
 
 func runAction(c *cli.Context) error {
 	if c.NArg() == 0 {
@@ -68,52 +85,121 @@ func runAction(c *cli.Context) error {
 	if level < -1 || level > 9 {
 		return usageError{fmt.Errorf("run: --compression must be -1..9, not %d", level)}
 	}
-	jobs, err := pipeline.Discover(c.Args().Slice(), c.Bool("recursive"), outDir, c.String("mask-name"))
+	for _, f := range []string{"slab", "readers", "writers"} {
+		if c.Int(f) < 1 {
+			return usageError{fmt.Errorf("run: --%s must be at least 1, not %d", f, c.Int(f))}
+		}
+	}
+	maskName := c.String("mask-name")
+	if err := checkMaskName(maskName); err != nil {
+		return usageError{fmt.Errorf("run: %w", err)}
+	}
+	maxMemory, err := parseMemory(c.String("max-memory"))
+	if err != nil {
+		return usageError{fmt.Errorf("run: %w", err)}
+	}
+	if c.Duration("claim-timeout") < time.Second {
+		return usageError{fmt.Errorf("run: --claim-timeout %v is too short", c.Duration("claim-timeout"))}
+	}
+	runID := orDefault(c.String("run-id"), newRunID())
+	if runID == "." || runID == ".." || filepath.Base(runID) != runID {
+		return usageError{fmt.Errorf("run: --run-id %q must be a plain name (no /)", runID)}
+	}
+
+	// Bars on a terminal, log lines otherwise; logs print above the bars.
+	logOut := &switchWriter{w: os.Stderr}
+	quiet := c.Bool("quiet")
+	log := newLogger(logOut, logFormat, quiet)
+
+	found, err := pipeline.Discover(c.Args().Slice(), c.Bool("recursive"), outDir, maskName)
+	if errors.Is(err, pipeline.ErrNoInputs) {
+		noteDiscovery(log, found)
+		log.Info("nothing to do: no NIfTI volumes in the inputs", "inputs", c.Args().Slice())
+		return nil
+	}
 	if err != nil {
 		return usageError{err}
 	}
+	noteDiscovery(log, found)
+	jobs := found.Jobs
+	if err := pipeline.CheckOutputs(jobs); err != nil {
+		return usageError{err}
+	}
+
+	// Everything the run will write is checked before any work.
+	if err := checkWritable(outDir); err != nil {
+		return usageError{fmt.Errorf("run: %w", err)}
+	}
+	if path := c.String("trace"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return usageError{fmt.Errorf("run: --trace: %w", err)}
+		}
+		f.Close()
+	}
+	if need := maskBytesEstimate(jobs); need > 0 {
+		if free, err := freeBytes(outDir); err == nil && free < need {
+			log.Warn("the output folder's file system may be too full for the masks", "free_bytes", free, "estimated_bytes", need)
+		}
+	}
+
 	model, modelName, engines, err := openModelAndEngines(c)
 	if err != nil {
 		return err
 	}
 	defer closeEngines(engines)
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	modelID, err := modelIdentity(c.String("model"), modelName)
+	if err != nil {
+		return usageError{err}
+	}
+
+	var rec *records.Run
+	if c.String("timings") != "" || c.String("summary") != "" {
+		rec, err = records.CreateAt(runID,
+			orDefault(c.String("timings"), filepath.Join(records.RunDir(outDir, runID), records.TimingsName)),
+			orDefault(c.String("summary"), filepath.Join(records.RunDir(outDir, runID), records.SummaryName)))
+	} else {
+		rec, err = records.Create(outDir, runID)
+	}
+	if err != nil {
+		return usageError{fmt.Errorf("run: %w", err)}
+	}
+	defer rec.Close()
+	claims, err := claim.NewManager(outDir, claim.Options{RunID: runID, Timeout: c.Duration("claim-timeout")})
+	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	timingsPath := orDefault(c.String("timings"), filepath.Join(outDir, "timings.csv"))
-	summaryPath := orDefault(c.String("summary"), filepath.Join(outDir, "summary.csv"))
-	timings, err := timing.CreateCSV[timing.Row](timingsPath)
-	if err != nil {
-		return err
-	}
-	defer timings.Close()
-	summary, err := timing.CreateCSV[timing.Summary](summaryPath)
-	if err != nil {
-		return err
-	}
-	defer summary.Close()
+	stopHeartbeat := make(chan struct{})
+	defer close(stopHeartbeat)
+	go claims.Heartbeat(stopHeartbeat)
 
-	// Bars on a terminal, log lines otherwise; logs print above the bars.
-	logOut := &switchWriter{w: os.Stderr}
 	var progress pipeline.Progress
-	quiet := c.Bool("quiet")
 	if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 		bars := pipeline.NewBars(os.Stderr)
 		progress = bars
 		logOut.set(bars.Writer())
 		defer logOut.set(os.Stderr) // the bars are gone once the run returns
 	}
-	log := newLogger(logOut, logFormat, quiet)
-
+	kind, _, _ := strings.Cut(engines[0].Name(), ":")
+	precision := segment.PrecisionFP32
+	if kind != "cpu" {
+		precision = c.String("precision")
+	}
+	host, _ := os.Hostname()
 	cfg := pipeline.Config{
 		Jobs: jobs, Engines: engines, Classes: model.Classes,
-		Descrip: "voxpipe " + modelName,
+		Descrip: fmt.Sprintf("%s model %s", versionString(), modelName),
 		Slab:    c.Int("slab"), Readers: c.Int("readers"), Writers: c.Int("writers"),
 		Write:     nifti.WriteOptions{Level: level},
 		Overwrite: c.Bool("overwrite"), FailFast: c.Bool("fail-fast"),
 		LeaveBuffers: true, // the process exits after the run: its exit frees them sooner
-		RunID:        orDefault(c.String("run-id"), newRunID()),
-		Timings:      timings, Summary: summary, Log: log, Progress: progress,
+		Claims:       claims,
+		Provenance:   provenance.Record{Version: versionString(), Model: modelID, Engine: kind, Precision: precision},
+		VerifyInputs: c.Bool("verify-inputs"),
+		MaxMemory:    maxMemory,
+		Host:         host,
+		RunID:        runID,
+		Timings:      rec.Timings, Summary: rec.Summary, Log: log, Progress: progress,
 	}
 	if c.String("trace") != "" {
 		cfg.Trace = &timing.Trace{}
@@ -122,9 +208,16 @@ func runAction(c *cli.Context) error {
 	for i, e := range engines {
 		names[i] = e.Name()
 	}
-	log.Info("run", "run_id", cfg.RunID, "volumes", len(jobs), "engines", names, "model", modelName, "output", outDir)
+	log.Info("run", "run_id", cfg.RunID, "volumes", len(jobs), "engines", names, "model", modelName,
+		"output", outDir, "records", rec.Dir, "max_memory_bytes", maxMemory)
 
-	ctx, sig := signalContext(context.Background(), log)
+	// A signal stops the run; if it has not stopped within signalGrace, what it holds is
+	// cleaned up and the process exits anyway.
+	ctx, sig := signalContext(context.Background(), log, func(code int) {
+		removeClaimed(claims)
+		rec.Close()
+		os.Exit(code)
+	})
 	defer sig.stop()
 	res, runErr := pipeline.Run(ctx, cfg)
 	logOut.set(os.Stderr)
@@ -133,13 +226,14 @@ func runAction(c *cli.Context) error {
 			log.Error("trace", "err", err)
 		}
 	}
-	for _, f := range []interface{ Close() error }{timings, summary} {
-		if err := f.Close(); err != nil && runErr == nil {
-			runErr = err
-		}
+	if err := rec.Close(); err != nil && runErr == nil {
+		runErr = err
 	}
-	log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "failed", res.Failed,
-		"timings", timingsPath, "summary", summaryPath)
+	if err := records.UpdateVolumes(outDir); err != nil {
+		log.Warn("volumes.csv", "err", err)
+	}
+	log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
+		"failed", res.Failed, "records", rec.Dir)
 	switch {
 	case sig.received() == syscall.SIGINT:
 		return cli.Exit("interrupted", exitSIGINT)
@@ -147,20 +241,48 @@ func runAction(c *cli.Context) error {
 		return cli.Exit("terminated", exitSIGTERM)
 	case runErr != nil:
 		return cli.Exit(runErr.Error(), exitFailed)
-	case res.Failed > 0:
-		return cli.Exit(fmt.Sprintf("%d of %d volumes failed (see %s)", res.Failed, len(jobs), summaryPath), exitFailed)
+	case res.Failed > 0 || res.Conflict > 0:
+		return cli.Exit(fmt.Sprintf("%d of %d volumes failed, %d in conflict (see %s)", res.Failed, len(jobs), res.Conflict, rec.Dir), exitFailed)
 	}
 	return nil
 }
 
-// signals cancels a context on the first SIGINT/SIGTERM; a second one exits at once.
+// noteDiscovery says once what discovery left out.
+func noteDiscovery(log *slog.Logger, d *pipeline.Discovery) {
+	if d == nil {
+		return
+	}
+	if n := len(d.OwnOutputs); n > 0 {
+		log.Info("left out voxpipe masks found among the inputs", "count", n, "first", d.OwnOutputs[0])
+	}
+	for _, f := range d.SkippedFolders {
+		log.Info("left out the output folder found inside an input folder", "folder", f)
+	}
+}
+
+// removeClaimed removes the temporaries of the volumes this process has claimed and releases
+// the claims: what a run stopped by force leaves behind otherwise.
+func removeClaimed(m *claim.Manager) {
+	for _, c := range m.Held() {
+		if tmps, err := filepath.Glob(nifti.TempPattern(c.Mask())); err == nil {
+			for _, t := range tmps {
+				os.Remove(t)
+			}
+		}
+		c.Release()
+	}
+}
+
+// signals cancels a context on the first SIGINT/SIGTERM. If the run has not returned
+// signalGrace later, or on a second signal, it calls force with the exit code, which must
+// clean up and exit.
 type signals struct {
 	ch     chan os.Signal
 	got    chan os.Signal
 	cancel context.CancelFunc
 }
 
-func signalContext(parent context.Context, log *slog.Logger) (context.Context, *signals) {
+func signalContext(parent context.Context, log *slog.Logger, force func(code int)) (context.Context, *signals) {
 	ctx, cancel := context.WithCancel(parent)
 	s := &signals{ch: make(chan os.Signal, 2), got: make(chan os.Signal, 1), cancel: cancel}
 	signal.Notify(s.ch, syscall.SIGINT, syscall.SIGTERM)
@@ -170,12 +292,22 @@ func signalContext(parent context.Context, log *slog.Logger) (context.Context, *
 			return
 		}
 		s.got <- first
-		log.Warn("stopping: removing temporaries and flushing CSVs (signal again to exit at once)", "signal", first.String())
-		cancel()
-		if second, ok := <-s.ch; ok {
-			log.Error("exiting at once", "signal", second.String())
-			os.Exit(exitSIGINT)
+		code := exitSIGINT
+		if first == syscall.SIGTERM {
+			code = exitSIGTERM
 		}
+		log.Warn("stopping: removing temporaries and releasing claims (signal again to exit at once)", "signal", first.String())
+		cancel()
+		select {
+		case second, ok := <-s.ch:
+			if !ok {
+				return
+			}
+			log.Error("exiting at once", "signal", second.String())
+		case <-time.After(signalGrace):
+			log.Error("the run did not stop in time; exiting", "grace", signalGrace.String())
+		}
+		force(code)
 	}()
 	return ctx, s
 }

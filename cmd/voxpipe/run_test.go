@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"voxpipe/io/nifti"
+	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 )
@@ -132,19 +133,28 @@ func directMask(t *testing.T, m *segment.Model, path string) []uint8 {
 	return out
 }
 
+// runSummary reads the summary.csv of run id under out.
+func runSummary(t *testing.T, out, id string) []timing.Summary {
+	t.Helper()
+	s, err := timing.ReadCSV[timing.Summary](filepath.Join(records.RunDir(out, id), records.SummaryName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestRunEndToEnd(t *testing.T) {
 	in := badBatch(t, 3, "40x36x20")
 	out := filepath.Join(t.TempDir(), "out")
 	modelPath, model := testModel(t)
-	args := []string{"voxpipe", "run", "--quiet", "--model", modelPath, "--engine", "cpu", "--slab", "7", in, "-o", out}
-	if code := run(args); code != exitFailed {
+	args := func(id string, extra ...string) []string {
+		return append([]string{"voxpipe", "run", "--quiet", "--model", modelPath, "--engine", "cpu", "--slab", "7", "--run-id", id, in, "-o", out}, extra...)
+	}
+	if code := run(args("first")); code != exitFailed {
 		t.Fatalf("exit code %d, want %d (some volumes failed)", code, exitFailed)
 	}
-	summary, err := timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := timing.ReadCSV[timing.Row](filepath.Join(out, "timings.csv"))
+	summary := runSummary(t, out, "first")
+	rows, err := timing.ReadCSV[timing.Row](filepath.Join(records.RunDir(out, "first"), records.TimingsName))
 	if err != nil || len(rows) == 0 {
 		t.Fatalf("timings.csv: %d rows, %v", len(rows), err)
 	}
@@ -153,14 +163,17 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	wantErr := map[string]string{"corrupt": "corrupt.nii.gz", "truncated": "truncated.nii", "notnifti": "notnifti.nii"}
 	for _, s := range summary {
+		if s.FinishedAt == "" || s.Host == "" {
+			t.Errorf("%s: finished_at %q host %q", s.Volume, s.FinishedAt, s.Host)
+		}
 		if frag, bad := wantErr[s.Volume]; bad {
 			if s.Status != timing.StatusFailed || !strings.Contains(s.Error, frag) {
 				t.Errorf("%s: status %s error %q, want failed naming %s", s.Volume, s.Status, s.Error, frag)
 			}
 			continue
 		}
-		if s.Status != timing.StatusOK {
-			t.Fatalf("%s: %s %s", s.Volume, s.Status, s.Error)
+		if s.Status != timing.StatusOK || s.Reason != "new" {
+			t.Fatalf("%s: %s %s (reason %q)", s.Volume, s.Status, s.Error, s.Reason)
 		}
 		_, mask, err := nifti.ReadUint8(s.Output)
 		if err != nil {
@@ -173,21 +186,38 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	assertNoTemps(t, out)
 
-	// Again: the done volumes are skipped, the bad ones fail again.
-	if code := run(args); code != exitFailed {
+	// Again: the done volumes are skipped, the bad ones fail again; the first run's records
+	// are untouched.
+	before, _ := os.ReadFile(filepath.Join(records.RunDir(out, "first"), records.SummaryName))
+	if code := run(args("second")); code != exitFailed {
 		t.Fatalf("rerun exit code %d", code)
 	}
-	summary, _ = timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
-	if n := countStatus(summary, timing.StatusSkipped); n != 3 {
+	if n := countStatus(runSummary(t, out, "second"), timing.StatusSkipped); n != 3 {
 		t.Errorf("rerun skipped %d volumes, want 3", n)
 	}
+	if after, _ := os.ReadFile(filepath.Join(records.RunDir(out, "first"), records.SummaryName)); !bytes.Equal(before, after) {
+		t.Error("the rerun changed the first run's summary.csv")
+	}
+	// A run id already used is refused before any work.
+	if code := run(args("second")); code != exitUsage {
+		t.Errorf("reused run id: exit code %d, want %d", code, exitUsage)
+	}
 	// --overwrite redoes them.
-	if code := run(append(args, "--overwrite")); code != exitFailed {
+	if code := run(args("third", "--overwrite")); code != exitFailed {
 		t.Fatalf("overwrite exit code %d", code)
 	}
-	summary, _ = timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
-	if n := countStatus(summary, timing.StatusOK); n != 3 {
+	if n := countStatus(runSummary(t, out, "third"), timing.StatusOK); n != 3 {
 		t.Errorf("overwrite redid %d volumes, want 3", n)
+	}
+	// volumes.csv: one row per volume, the latest decisive outcome.
+	vols, err := timing.ReadCSV[timing.Summary](filepath.Join(out, records.VolumesName))
+	if err != nil || len(vols) != 6 {
+		t.Fatalf("volumes.csv: %d rows, %v", len(vols), err)
+	}
+	for _, v := range vols {
+		if _, bad := wantErr[v.Volume]; !bad && (v.Status != timing.StatusOK || v.RunID != "third") {
+			t.Errorf("volumes.csv %s: %s from run %s, want ok from run third", v.Volume, v.Status, v.RunID)
+		}
 	}
 	// Only good volumes: exit 0.
 	good := filepath.Join(t.TempDir(), "good")
@@ -226,7 +256,7 @@ func TestRunUsageErrors(t *testing.T) {
 	}
 }
 
-func countStatus(s []timing.Summary, status string) int {
+func countStatus(s []timing.Summary, status timing.Status) int {
 	n := 0
 	for _, r := range s {
 		if r.Status == status {
@@ -252,7 +282,7 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 	genRun(t, "--out", dir, "--dims", "64x64x48", "--count", "8", "--seed", "9")
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command(bin, "run", "--workers", "1", "--readers", "1", "--slab", "4", "--log-format", "json",
-		filepath.Join(dir, "volumes"), "-o", out)
+		"--run-id", "stopped", filepath.Join(dir, "volumes"), "-o", out)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -281,11 +311,11 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 		t.Fatalf("exit %v, want code %d\n%s", err, exitSIGTERM, stderr.String())
 	}
 	assertNoTemps(t, out)
-	summary, err := timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	summary, err := timing.ReadCSV[timing.Summary](filepath.Join(records.RunDir(out, "stopped"), records.SummaryName))
 	if err != nil {
 		t.Fatalf("summary.csv after SIGTERM: %v", err)
 	}
-	if _, err := timing.ReadCSV[timing.Row](filepath.Join(out, "timings.csv")); err != nil {
+	if _, err := timing.ReadCSV[timing.Row](filepath.Join(records.RunDir(out, "stopped"), records.TimingsName)); err != nil {
 		t.Fatalf("timings.csv after SIGTERM: %v", err)
 	}
 	masks, _ := filepath.Glob(filepath.Join(out, "*_mask.nii.gz"))

@@ -146,6 +146,7 @@ func Path(mask string) string {
 // Claim is a claim this process holds.
 type Claim struct {
 	m      *Manager
+	mask   string
 	path   string
 	holder Holder
 	// TookOver is the dead holder whose claim this one replaced, or nil.
@@ -160,6 +161,9 @@ func (c *Claim) Lost() <-chan struct{} { return c.lost }
 
 // Path is the claim file.
 func (c *Claim) Path() string { return c.path }
+
+// Mask is the mask path the claim is for.
+func (c *Claim) Mask() string { return c.mask }
 
 // Acquire claims the volume whose mask is at mask. It fails with a *BusyError (ErrBusy) when
 // a live process holds it; a dead holder's claim is taken over (Claim.TookOver).
@@ -177,7 +181,7 @@ func (m *Manager) Acquire(mask string) (*Claim, error) {
 		return nil, fmt.Errorf("claim %s: %w", mask, err)
 	}
 	defer os.Remove(tmp)
-	c := &Claim{m: m, path: path, holder: h, lost: make(chan struct{})}
+	c := &Claim{m: m, mask: mask, path: path, holder: h, lost: make(chan struct{})}
 	if err := linkOnce(tmp, path); err == nil {
 		m.add(c)
 		return c, nil
@@ -251,16 +255,21 @@ func (c *Claim) Release() error {
 	})
 }
 
-// ReleaseAll releases every claim still held (on the way out after a signal).
-func (m *Manager) ReleaseAll() error {
+// Held lists the claims this manager holds.
+func (m *Manager) Held() []*Claim {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	all := make([]*Claim, 0, len(m.held))
 	for c := range m.held {
 		all = append(all, c)
 	}
-	m.mu.Unlock()
+	return all
+}
+
+// ReleaseAll releases every claim still held.
+func (m *Manager) ReleaseAll() error {
 	var errs []error
-	for _, c := range all {
+	for _, c := range m.Held() {
 		errs = append(errs, c.Release())
 	}
 	return errors.Join(errs...)
@@ -277,13 +286,7 @@ func (m *Manager) Heartbeat(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		m.mu.Lock()
-		all := make([]*Claim, 0, len(m.held))
-		for c := range m.held {
-			all = append(all, c)
-		}
-		m.mu.Unlock()
-		for _, c := range all {
+		for _, c := range m.Held() {
 			if c.Check() == nil {
 				now := m.now()
 				os.Chtimes(c.path, now, now)
