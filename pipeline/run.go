@@ -301,7 +301,8 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 // pool at once (a one-volume run has exactly one); failures are left to the segment stage,
 // which sizes the buffer again.
 func (r *runner) prewarmMask(ctx context.Context) {
-	if len(r.cfg.Jobs) == 0 {
+	// Jobs refused at discovery (a FIFO) must not be opened.
+	if len(r.cfg.Jobs) == 0 || r.cfg.Jobs[0].Err != nil {
 		return
 	}
 	hdr, err := nifti.ReadHeader(r.cfg.Jobs[0].Input)

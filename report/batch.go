@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
 )
 
@@ -31,6 +32,8 @@ type Volume struct {
 	Dims   string
 	Engine string
 	Voxels int64 // from summary.csv, else inferred from timings.csv (0 when unknown)
+	// FinishedAt is summary.csv's finished_at (empty in older files, or without a row).
+	FinishedAt string
 
 	// EndToEndMS is summary.csv's wall_ms, or first start to last end of the volume's
 	// timings.csv rows when its run has no summary.csv (EndToEndFrom says which).
@@ -75,6 +78,7 @@ func LoadBatch(label string, paths []string) (*Batch, error) {
 	b := &Batch{Label: label}
 	var timings []timing.Row
 	var summaries []summaryAt
+	runOut := map[string]string{} // run id -> the output folder whose runs/ recorded it
 	for _, f := range files {
 		t, err := readTable(f.path)
 		if err != nil {
@@ -94,6 +98,11 @@ func LoadBatch(label string, paths []string) (*Batch, error) {
 				return nil, err
 			}
 			timings = append(timings, rows...)
+			for _, r := range rows {
+				if f.outDir != "" {
+					runOut[r.RunID] = f.outDir
+				}
+			}
 		case kindSummary:
 			rows, err := readSummaries(t)
 			if err != nil {
@@ -101,12 +110,17 @@ func LoadBatch(label string, paths []string) (*Batch, error) {
 			}
 			for i, r := range rows {
 				summaries = append(summaries, summaryAt{r, t.path, t.lines[i][t.col["volume"]]})
+				if f.outDir != "" {
+					runOut[r.RunID] = f.outDir
+				}
 			}
 		}
 	}
 	if err := b.merge(timings, summaries); err != nil {
 		return nil, err
 	}
+	b.keepLatest(runOut)
+	b.spans()
 	if len(b.Volumes) == 0 {
 		return nil, inputError(fmt.Errorf("%s (%s): the CSVs list no volumes", label, strings.Join(paths, ", ")))
 	}
@@ -167,6 +181,7 @@ func (b *Batch) merge(timings []timing.Row, summaries []summaryAt) error {
 		switch {
 		case listed:
 			v.Status, v.Error, v.Dims, v.Engine, v.Voxels = s.Status, s.Error, s.Dims, s.Engine, s.Voxels
+			v.FinishedAt = s.FinishedAt
 			v.EndToEndMS, v.EndToEndFrom = s.WallMS, FromSummary
 			if len(v.Events) == 0 {
 				for _, c := range summaryStageColumns {
@@ -189,7 +204,35 @@ func (b *Batch) merge(timings []timing.Row, summaries []summaryAt) error {
 	slices.SortFunc(b.Volumes, func(x, y *Volume) int {
 		return cmp.Or(cmp.Compare(x.RunID, y.RunID), cmp.Compare(x.Name, y.Name))
 	})
+	return nil
+}
 
+// keepLatest reduces the volumes of the runs recorded in each voxpipe output folder (runOut:
+// run id -> folder) to one per volume name, its latest outcome (records.Latest): merged runs of
+// one folder are the folder's state, not repeated samples. Other inputs are kept as they are.
+func (b *Batch) keepLatest(runOut map[string]string) {
+	type key struct{ out, name string }
+	groups := map[key][]timing.Summary{}
+	for _, v := range b.Volumes {
+		if out, ok := runOut[v.RunID]; ok {
+			k := key{out, v.Name}
+			groups[k] = append(groups[k], timing.Summary{RunID: v.RunID, Volume: v.Name, Status: v.Status, FinishedAt: v.FinishedAt})
+		}
+	}
+	keep := map[volumeKey]bool{}
+	for _, rows := range groups {
+		latest := records.Latest(rows)[0]
+		keep[volumeKey{latest.RunID, latest.Volume}] = true
+	}
+	b.Volumes = slices.DeleteFunc(b.Volumes, func(v *Volume) bool {
+		_, grouped := runOut[v.RunID]
+		return grouped && !keep[volumeKey{v.RunID, v.Name}]
+	})
+}
+
+// spans computes each run's span from its volumes.
+func (b *Batch) spans() {
+	b.Spans = nil
 	runs := map[string]bool{}
 	for _, v := range b.Volumes {
 		runs[v.RunID] = true
@@ -211,7 +254,6 @@ func (b *Batch) merge(timings []timing.Row, summaries []summaryAt) error {
 			b.Spans = append(b.Spans, RunSpan{RunID: run, SpanMS: wallSum, From: FromSummary})
 		}
 	}
-	return nil
 }
 
 var errDuplicate = errors.New("duplicate volume")

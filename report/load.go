@@ -16,6 +16,7 @@ import (
 
 	"github.com/gocarina/gocsv"
 
+	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
 )
 
@@ -78,11 +79,15 @@ func (k csvKind) String() string {
 type csvFile struct {
 	path string
 	kind csvKind // 0 until known (explicit files are classified by their header)
+	// outDir: the file is a run's record under this voxpipe output folder (OUT/runs/<id>/),
+	// whose runs are merged keeping each volume's latest outcome.
+	outDir string
 }
 
 // discover expands the paths of one side into CSV files. A folder contributes the files named
 // timings*.csv, *timings.csv, summary*.csv or *summary.csv in it and in its immediate
-// subfolders (shards); a file is classified later by its header.
+// subfolders (shards), and, when it is a voxpipe output folder, those of every run recorded in
+// it (OUT/runs/<id>/); a file is classified later by its header.
 func discover(paths []string) ([]csvFile, error) {
 	var files []csvFile
 	seen := map[string]bool{}
@@ -110,8 +115,22 @@ func discover(paths []string) ([]csvFile, error) {
 		if err != nil {
 			return nil, err
 		}
+		runDirs, err := records.RunDirs(p)
+		if err != nil {
+			return nil, inputError(err)
+		}
+		for _, d := range runDirs {
+			inRun, err := csvFilesIn(d)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range inRun {
+				f.outDir = p
+				found = append(found, f)
+			}
+		}
 		if len(found) == 0 {
-			return nil, inputError(fmt.Errorf("%s: no timings*.csv or summary*.csv in the folder or its subfolders", p))
+			return nil, inputError(fmt.Errorf("%s: no timings*.csv or summary*.csv in the folder, its subfolders or its runs/", p))
 		}
 		for _, f := range found {
 			add(f)
@@ -138,6 +157,9 @@ func csvFilesIn(dir string) ([]csvFile, error) {
 		}
 	}
 	for _, sub := range subdirs {
+		if filepath.Base(sub) == records.RunsDir {
+			continue // run records: discover reads them as one output folder's runs
+		}
 		entries, err := os.ReadDir(sub)
 		if err != nil {
 			return nil, inputError(err)

@@ -347,7 +347,7 @@ func TestBadInput(t *testing.T) {
 		{"duplicate", bad + "duplicate_summary.csv", `duplicate_summary.csv: line 4: duplicate volume: volume "v1" of run "r" is already listed at testdata/bad/duplicate_summary.csv line 2`},
 		{"empty file", bad + "empty.csv", `empty.csv: line 1: empty file: no header`},
 		{"unknown schema", bad + "unknown_kind.csv", `unknown_kind.csv: line 1: neither a timings CSV (has a stage column) nor a summary CSV (has a status column)`},
-		{"folder without CSVs", bad + "nocsv", `nocsv: no timings*.csv or summary*.csv in the folder or its subfolders`},
+		{"folder without CSVs", bad + "nocsv", `nocsv: no timings*.csv or summary*.csv in the folder, its subfolders or its runs/`},
 		{"missing path", bad + "nope", `nope: no such file or directory`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,9 +45,10 @@ TIME=""
 for d in "$W/g/volumes" "$W/z6"; do
 	for i in 1 2 3; do for b in voxpipe-old voxpipe-cuda; do
 		s=$(date +%s%N)
-		$TIME bin/$b run -q "$d" -o "$W/o-$b" --slab 64 --overwrite >>"$W/time.txt" 2>&1
+		sum="$W/o-$b-$(basename "$d")-$i-summary.csv" # a new file each run: runs never reuse records
+		$TIME bin/$b run -q "$d" -o "$W/o-$b" --slab 64 --overwrite --summary "$sum" --timings "$sum.timings.csv" >>"$W/time.txt" 2>&1
 		e=$(date +%s%N)
-		echo "$(basename "$d") $b process_ms $(((e - s) / 1000000)) $(tail -1 "$W/time.txt") $(tail -1 "$W/o-$b/summary.csv" | cut -d, -f8-15)" >>"$o"
+		echo "$(basename "$d") $b process_ms $(((e - s) / 1000000)) $(tail -1 "$W/time.txt") $(tail -1 "$sum" | cut -d, -f8-15)" >>"$o"
 	done; done
 	cmp <(gzip -dc "$W"/o-voxpipe-old/*_mask.nii.gz) <(gzip -dc "$W"/o-voxpipe-cuda/*_mask.nii.gz) && echo "masks identical" >>"$o"
 done

@@ -15,8 +15,10 @@ func init() {
 		Name:      "report",
 		Usage:     "compare the latencies of run(s) A against baseline run(s) B",
 		UsageText: "voxpipe report --run A [--run A2 ...] --baseline B [--baseline B2 ...] [-o DIR] [--fail-if-slower PCT [--gate-stage STAGE]]",
-		Description: "A and B are output folders (their timings*.csv and summary*.csv, and those of their\n" +
-			"immediate subfolders, are read) or the CSV files themselves; repeated flags merge shards.\n" +
+		Description: "A and B are voxpipe output folders (every run recorded in OUT/runs/, merged: each volume's\n" +
+			"latest outcome), one run's folder (OUT/runs/<id>), folders of CSVs (their timings*.csv and\n" +
+			"summary*.csv, and those of their immediate subfolders), or the CSV files themselves;\n" +
+			"repeated flags merge shards.\n" +
 			"Writes a Markdown summary to stdout and report.md, report.csv and report.html to DIR.\n" +
 			"Exit codes: 0 ok, 2 bad usage or input, 3 the --fail-if-slower gate failed.",
 		Flags: []cli.Flag{
