@@ -1,0 +1,121 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// bytesEngine is a signEngine whose host buffers count live bytes, like the CUDA engine's
+// page-locked allocator.
+type bytesEngine struct {
+	*signEngine
+	live, peak atomic.Int64
+}
+
+type bytesBuffer struct {
+	b []byte
+	e *bytesEngine
+}
+
+func (c *bytesBuffer) Bytes() []byte { return c.b }
+func (c *bytesBuffer) Free() error {
+	c.e.live.Add(-int64(len(c.b)))
+	c.b = nil
+	return nil
+}
+
+func (e *bytesEngine) AllocHost(n int) (segment.HostBuffer, error) {
+	live := e.live.Add(int64(n))
+	for p := e.peak.Load(); live > p && !e.peak.CompareAndSwap(p, live); p = e.peak.Load() {
+	}
+	return &bytesBuffer{b: make([]byte, n), e: e}, nil
+}
+
+func TestMemoryBudget(t *testing.T) {
+	// One of newBatch's volumes needs ~64 KiB of input headroom, ~2 KiB of int16 voxels and ~1
+	// KiB of mask.
+	one := int64(inputHeadroom + 3<<10)
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		ok     int
+	}{
+		{"room for one volume at a time", one + one/2, 4},
+		{"room for two", 2*one + one/2, 4},
+		{"room for none", inputHeadroom / 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBatch(t, 4)
+			eng := &bytesEngine{signEngine: &signEngine{delay: time.Millisecond}}
+			done := make(chan runOutput, 1)
+			go func() {
+				done <- runBatch(t, context.Background(), b, eng, func(c *Config) {
+					c.MaxMemory, c.Readers, c.Writers, c.Slab = tc.budget, 3, 2, 2
+				})
+			}()
+			var out runOutput
+			select {
+			case out = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("run did not finish: deadlocked on the budget?")
+			}
+			if out.err != nil || out.res.OK != tc.ok {
+				t.Fatalf("%+v %v", out.res, out.err)
+			}
+			if p := eng.peak.Load(); p > tc.budget {
+				t.Errorf("peak host buffers %d bytes, over the %d-byte budget", p, tc.budget)
+			}
+			for _, s := range out.summary {
+				if _, good := b.good[s.Volume]; good && s.Status != timing.StatusOK &&
+					!strings.Contains(s.Error, "--max-memory") {
+					t.Errorf("%s: %s %q, want it failed by the budget", s.Volume, s.Status, s.Error)
+				}
+			}
+		})
+	}
+}
+
+// A volume too large for the budget fails alone, before anything is allocated for it; the
+// others are done.
+func TestMemoryBudgetFailsTheLargeVolumeAlone(t *testing.T) {
+	b := newBatch(t, 3)
+	writeVolume(t, filepath.Join(b.in, "huge.nii"), 200, 100, 40, 1) // 1.6 MB of int16
+	eng := &bytesEngine{signEngine: &signEngine{}}
+	budget := int64(1 << 20)
+	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.MaxMemory = budget })
+	if out.err != nil || out.res.OK != 3 {
+		t.Fatalf("%+v %v", out.res, out.err)
+	}
+	s := statusByVolume(out.summary)["huge"]
+	if s.Status != timing.StatusFailed || !strings.Contains(s.Error, "budget") {
+		t.Fatalf("huge: %s %q", s.Status, s.Error)
+	}
+	if p := eng.peak.Load(); p > budget {
+		t.Errorf("peak %d bytes over the budget %d", p, budget)
+	}
+	var r runner
+	r.budget = newBudget(budget)
+	w := &work{job: Job{Input: filepath.Join(b.in, "huge.nii")}, in: &hostBuffer{headroom: inputHeadroom}}
+	w.hdr = mustHeader(t, w.job.Input)
+	if err := r.admit(context.Background(), w); !errors.Is(err, ErrMemoryBudget) {
+		t.Errorf("admit: %v, want ErrMemoryBudget", err)
+	}
+}
+
+func mustHeader(t *testing.T, path string) *nifti.Header {
+	t.Helper()
+	h, err := nifti.ReadHeader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
