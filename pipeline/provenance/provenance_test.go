@@ -1,0 +1,152 @@
+package provenance
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"voxpipe/io/nifti"
+)
+
+func writeVol(t *testing.T, path string, nx, ny, nz int, ext []nifti.Extension) {
+	t.Helper()
+	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Uint8, BitPix: 8,
+		Dim: [8]int64{3, int64(nx), int64(ny), int64(nz), 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1},
+		SclSlope: 1, Magic: "n+1", Extensions: ext}
+	data := make([]byte, nx*ny*nz)
+	for i := range data {
+		data[i] = byte(i % 3)
+	}
+	if err := nifti.Write(path, h, data, nifti.WriteOptions{Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHashMatchesXXH128Sum(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.nii.gz")
+	writeVol(t, p, 30, 20, 10, nil)
+	got, err := Hash(context.Background(), []string{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 32 {
+		t.Fatalf("hash %q", got)
+	}
+	if _, err := exec.LookPath("xxh128sum"); err != nil {
+		t.Skip("xxh128sum not installed (Debian package xxhash)")
+	}
+	out, err := exec.Command("xxh128sum", p).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Fields(string(out))[0]; got != want {
+		t.Errorf("Hash %s, xxh128sum %s", got, want)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o644)
+	h0, err := Hash(context.Background(), []string{empty})
+	out, _ = exec.Command("xxh128sum", empty).Output()
+	if err != nil || h0 != strings.Fields(string(out))[0] {
+		t.Errorf("empty file: %s %v, xxh128sum %s", h0, err, out)
+	}
+}
+
+func TestRecordRoundTripAndCheck(t *testing.T) {
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.nii")
+	writeVol(t, input, 8, 6, 4, nil)
+	cur, files, err := Stat(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, _ := os.Stat(input)
+	if cur.XXH3, err = Hash(context.Background(), files); err != nil {
+		t.Fatal(err)
+	}
+	model := ModelOf("m", []byte("weights"))
+	rec := Record{Generator: Generator, Version: "v1", Model: model, Engine: "cpu", Precision: "fp32", Input: cur}
+	mask := filepath.Join(dir, "in_mask.nii.gz")
+	writeVol(t, mask, 8, 6, 4, []nifti.Extension{rec.Extension()})
+	_, got, err := Read(mask)
+	if err != nil || got.Input.XXH3 != cur.XXH3 || got.Model != model || !got.Input.SameFiles(cur) {
+		t.Fatalf("Read: %+v %v", got, err)
+	}
+	if !IsVoxpipeOutput(mask) || IsVoxpipeOutput(input) {
+		t.Error("IsVoxpipeOutput")
+	}
+	dims := [3]int{8, 6, 4}
+	check := func(mask string, cur Input, model Model, opt Options) (Verdict, string) {
+		return Check(context.Background(), mask, dims, cur, files, model, opt)
+	}
+	if v, why := check(mask, cur, model, Options{VerifyHash: true}); v != UpToDate {
+		t.Fatalf("fresh mask: %v %s", v, why)
+	}
+	if v, why := check(filepath.Join(dir, "none.nii.gz"), cur, model, Options{}); v != Redo || why != "new" {
+		t.Errorf("no mask: %v %s", v, why)
+	}
+	if v, why := check(mask, cur, ModelOf("m", []byte("other weights")), Options{}); v != Redo || !strings.Contains(why, "model changed") {
+		t.Errorf("other model: %v %s", v, why)
+	}
+	// The input touched: same content, new mtime.
+	later := time.Now().Add(time.Hour)
+	os.Chtimes(input, later, later)
+	touched, _, _ := Stat(input)
+	if v, why := check(mask, touched, model, Options{}); v != Redo || !strings.Contains(why, "input changed") || !strings.Contains(why, "modified") {
+		t.Errorf("touched input: %v %s", v, why)
+	}
+	// Content changed with size and mtime kept: only the hash sees it.
+	b, _ := os.ReadFile(input)
+	b[len(b)-1] ^= 1
+	os.WriteFile(input, b, 0o644)
+	os.Chtimes(input, orig.ModTime(), orig.ModTime())
+	same, _, _ := Stat(input)
+	if v, _ := check(mask, same, model, Options{}); v != UpToDate {
+		t.Errorf("size and mtime kept: %v, want up to date without VerifyHash", v)
+	}
+	if v, why := check(mask, same, model, Options{VerifyHash: true}); v != Redo || !strings.Contains(why, "content changed") {
+		t.Errorf("VerifyHash: %v %s", v, why)
+	}
+	// Other dims, or a mask cut short, are redone.
+	if v, why := Check(context.Background(), mask, [3]int{8, 6, 5}, same, files, model, Options{}); v != Redo || !strings.Contains(why, "dims") {
+		t.Errorf("other dims: %v %s", v, why)
+	}
+	cut := filepath.Join(dir, "cut_mask.nii")
+	writeVol(t, cut, 8, 6, 4, []nifti.Extension{rec.Extension()})
+	raw, _ := os.ReadFile(cut)
+	os.WriteFile(cut, raw[:len(raw)-10], 0o644)
+	if v, why := check(cut, same, model, Options{}); v != Redo && v != Conflict {
+		t.Errorf("truncated mask: %v %s", v, why)
+	}
+}
+
+// Whatever voxpipe did not write at the mask's path is a conflict, never up to date.
+func TestCheckConflicts(t *testing.T) {
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.nii")
+	writeVol(t, input, 4, 4, 4, nil)
+	cur, files, _ := Stat(input)
+	model := ModelOf("m", nil)
+	cases := map[string]func(p string){
+		"empty file":   func(p string) { os.WriteFile(p, nil, 0o644) },
+		"garbage":      func(p string) { os.WriteFile(p, []byte(strings.Repeat("garbage ", 100)), 0o644) },
+		"folder":       func(p string) { os.Mkdir(p, 0o755) },
+		"foreign mask": func(p string) { writeVol(t, p, 4, 4, 4, nil) },
+		"fifo":         func(p string) { exec.Command("mkfifo", p).Run() },
+	}
+	for name, make := range cases {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+"_mask.nii.gz")
+		make(p)
+		if _, err := os.Lstat(p); err != nil {
+			t.Skipf("%s: %v", name, err)
+		}
+		if v, why := Check(context.Background(), p, [3]int{4, 4, 4}, cur, files, model, Options{}); v != Conflict {
+			t.Errorf("%s: %v (%s), want conflict", name, v, why)
+		}
+	}
+}
