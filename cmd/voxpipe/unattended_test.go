@@ -1,0 +1,500 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline/claim"
+	"voxpipe/pipeline/provenance"
+	"voxpipe/pipeline/records"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// smallVolumes generates n small phantoms (format nii or nii.gz) and returns their folder.
+func smallVolumes(t *testing.T, n int, format string) string {
+	t.Helper()
+	dir := t.TempDir()
+	genRun(t, "--out", dir, "--dims", "20x16x10", "--count", strconv.Itoa(n), "--seed", "3", "--format", format)
+	return filepath.Join(dir, "volumes")
+}
+
+// snapshot maps every file under dir to its bytes.
+func snapshot(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	m := map[string][]byte{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			b, _ := os.ReadFile(p)
+			m[p] = b
+		}
+		return nil
+	})
+	return m
+}
+
+func assertUnchanged(t *testing.T, before map[string][]byte) {
+	t.Helper()
+	for p, b := range before {
+		now, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(now, b) {
+			t.Errorf("input %s changed (%v)", p, err)
+		}
+	}
+}
+
+// runArgs is a quiet CPU run with the test model.
+func runArgs(model string, rest ...string) []string {
+	return append([]string{"voxpipe", "run", "-q", "--engine", "cpu", "--model", model}, rest...)
+}
+
+// A mask path that is an input, by name, symbolic link or hard link, is a usage error before
+// any work, whatever the flags.
+func TestRunNeverWritesInputs(t *testing.T) {
+	model, _ := testModel(t)
+	in := smallVolumes(t, 2, "nii")
+	before := snapshot(t, in)
+	for _, extra := range [][]string{{"--overwrite"}, nil} {
+		args := runArgs(model, append([]string{in, "-o", in, "--mask-name", "{name}.nii"}, extra...)...)
+		if code := run(args); code != exitUsage {
+			t.Errorf("mask named as the input %v: exit %d, want %d", extra, code, exitUsage)
+		}
+	}
+	assertUnchanged(t, before)
+	assertNoTemps(t, in)
+
+	input := filepath.Join(in, "phantom_000.nii")
+	links := map[string]func(string) error{
+		"symlink":   func(p string) error { return os.Symlink(input, p) },
+		"hard link": func(p string) error { return os.Link(input, p) },
+	}
+	for name, link := range links {
+		out := t.TempDir()
+		if err := link(filepath.Join(out, "phantom_000_mask.nii")); err != nil {
+			t.Fatal(err)
+		}
+		if code := run(runArgs(model, in, "-o", out, "--mask-name", "{name}_mask.nii", "--overwrite")); code != exitUsage {
+			t.Errorf("%s to an input at the mask's path: exit %d, want %d", name, code, exitUsage)
+		}
+	}
+	assertUnchanged(t, before)
+
+	// A .hdr/.img pair: the mask path is a hard link of the .img.
+	pair := t.TempDir()
+	h, data := readRaw(t, input)
+	h.Magic = "ni1"
+	if err := nifti.Write(filepath.Join(pair, "p.hdr"), h, data[h.VoxOffset:], nifti.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	os.Link(filepath.Join(pair, "p.img"), filepath.Join(out, "p_mask.nii"))
+	pairBefore := snapshot(t, pair)
+	if code := run(runArgs(model, pair, "-o", out, "--mask-name", "{name}_mask.nii", "--overwrite")); code != exitUsage {
+		t.Errorf("mask path a hard link of a pair's .img: exit %d, want %d", code, exitUsage)
+	}
+	assertUnchanged(t, pairBefore)
+}
+
+// Output folders in or equal to the input folder: reruns never segment masks or nest folders.
+func TestRunOutputInsideInputs(t *testing.T) {
+	model, _ := testModel(t)
+	in := smallVolumes(t, 2, "nii.gz")
+	for i := range 3 {
+		if code := run(runArgs(model, in, "-o", in)); code != 0 {
+			t.Fatalf("run %d into the input folder: exit %d", i, code)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(in, "*_mask_mask*")); len(m) > 0 {
+		t.Errorf("masks of masks: %v", m)
+	}
+	if m, _ := filepath.Glob(filepath.Join(in, "*_mask.nii.gz")); len(m) != 2 {
+		t.Errorf("%d masks, want 2", len(m))
+	}
+
+	in = smallVolumes(t, 2, "nii.gz")
+	out := filepath.Join(in, "out")
+	for i := range 3 {
+		if code := run(runArgs(model, "-r", in, "-o", out)); code != 0 {
+			t.Fatalf("recursive run %d: exit %d", i, code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "out")); err == nil {
+		t.Error("the output folder was searched as an input: out/out exists")
+	}
+	if m, _ := filepath.Glob(filepath.Join(out, "*_mask.nii.gz")); len(m) != 2 {
+		t.Errorf("%d masks, want 2", len(m))
+	}
+}
+
+// A rerun trusts a mask only when it parses and its provenance matches; anything else at the
+// mask's path is a conflict, kept unless --overwrite.
+func TestRunResumeTrustsOnlyCheckedMasks(t *testing.T) {
+	model, _ := testModel(t)
+	in := smallVolumes(t, 5, "nii.gz")
+	out := t.TempDir()
+	id := 0
+	runID := func() string { id++; return "r" + strconv.Itoa(id) }
+	must := func(want int, extra ...string) []timing.Summary {
+		t.Helper()
+		rid := runID()
+		if code := run(runArgs(model, append([]string{in, "-o", out, "--run-id", rid}, extra...)...)); code != want {
+			t.Fatalf("run %s: exit %d, want %d", rid, code, want)
+		}
+		return runSummary(t, out, rid)
+	}
+	must(0)
+	mask := func(i int) string { return filepath.Join(out, "phantom_00"+strconv.Itoa(i)+"_mask.nii.gz") }
+	h, err := nifti.ReadHeader(mask(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(h.Descrip, "voxpipe voxpipe") || !strings.HasPrefix(h.Descrip, "voxpipe ") || !strings.Contains(h.Descrip, "model ") {
+		t.Errorf("descrip %q", h.Descrip)
+	}
+
+	// A 0-byte file, garbage and a folder at mask paths: conflicts, left as they are.
+	os.WriteFile(mask(0), nil, 0o644)
+	os.WriteFile(mask(1), []byte("garbage, not a mask"), 0o644)
+	os.Remove(mask(2))
+	os.Mkdir(mask(2), 0o755)
+	// Input 3 touched, input 4 replaced by other content.
+	later := time.Now().Add(time.Minute)
+	os.Chtimes(filepath.Join(in, "phantom_003.nii.gz"), later, later)
+	b, _ := os.ReadFile(filepath.Join(in, "phantom_000.nii.gz"))
+	os.WriteFile(filepath.Join(in, "phantom_004.nii.gz"), b, 0o644)
+
+	s := statusByVolume(must(exitFailed))
+	for i, want := range []timing.Status{timing.StatusConflict, timing.StatusConflict, timing.StatusConflict, timing.StatusOK, timing.StatusOK} {
+		v := s["phantom_00"+strconv.Itoa(i)]
+		if v.Status != want {
+			t.Errorf("phantom_00%d: %s (%s), want %s", i, v.Status, v.Reason, want)
+		}
+	}
+	if r := s["phantom_003"].Reason; !strings.Contains(r, "input changed") {
+		t.Errorf("touched input redone because %q", r)
+	}
+	if st, err := os.Stat(mask(0)); err != nil || st.Size() != 0 {
+		t.Error("the 0-byte file at a mask path was replaced without --overwrite")
+	}
+	// --overwrite replaces the files, not the folder.
+	s = statusByVolume(must(exitFailed, "--overwrite"))
+	if s["phantom_000"].Status != timing.StatusOK || s["phantom_001"].Status != timing.StatusOK || s["phantom_002"].Status != timing.StatusConflict {
+		t.Errorf("--overwrite: %v %v %v", s["phantom_000"].Status, s["phantom_001"].Status, s["phantom_002"].Status)
+	}
+	os.Remove(mask(2))
+	must(0)
+	// Another model: everything is redone, and the summary says why.
+	other := filepath.Join(t.TempDir(), "other.safetensors")
+	data, err := segment.RandomModel(8, 4, 8).MarshalSafetensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(other, data, 0o644)
+	rid := runID()
+	if code := run([]string{"voxpipe", "run", "-q", "--engine", "cpu", "--model", other, in, "-o", out, "--run-id", rid}); code != 0 {
+		t.Fatalf("other model: exit %d", code)
+	}
+	for _, v := range runSummary(t, out, rid) {
+		if v.Status != timing.StatusOK || !strings.Contains(v.Reason, "model changed") {
+			t.Errorf("%s with another model: %s %q", v.Volume, v.Status, v.Reason)
+		}
+	}
+	// The mask records its provenance.
+	_, rec, err := provenance.Read(mask(0))
+	if err != nil || rec.Model.Name != "other.safetensors" || rec.Engine != "cpu" || rec.Input.XXH3 == "" || rec.Version == "" {
+		t.Errorf("provenance %+v %v", rec, err)
+	}
+}
+
+// What a process killed with -9 leaves (mask temporaries, its claim, a half-made claim) is
+// removed by the next run, which then does the volume.
+func TestRunRemovesWhatDeadProcessesLeft(t *testing.T) {
+	model, _ := testModel(t)
+	in := smallVolumes(t, 2, "nii.gz")
+	out := t.TempDir()
+	dead := exec.Command("true")
+	dead.Run()
+	host, _ := os.Hostname()
+	bootID, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	holder := claim.Holder{Host: host, BootID: strings.TrimSpace(string(bootID)), PID: dead.Process.Pid, RunID: "killed", Token: "dead"}
+	hb, _ := json.Marshal(holder)
+	mask := filepath.Join(out, "phantom_000_mask.nii.gz")
+	left := []string{
+		filepath.Join(out, ".phantom_000_mask.nii.gz.tmp-12345"),
+		filepath.Join(out, ".phantom_001_mask.nii.gz.tmp-999"),
+		claim.Path(mask),
+		claim.Path(mask) + ".dead.tmp",
+	}
+	for _, p := range left {
+		os.WriteFile(p, hb, 0o644)
+	}
+	if code := run(runArgs(model, in, "-o", out, "--run-id", "next")); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, p := range left {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left in place", p)
+		}
+	}
+	if n := countStatus(runSummary(t, out, "next"), timing.StatusOK); n != 2 {
+		t.Errorf("%d volumes ok, want 2", n)
+	}
+}
+
+// A volume claimed by a live process is busy: not done, not failed, exit 0.
+func TestRunBusyVolume(t *testing.T) {
+	model, _ := testModel(t)
+	in := smallVolumes(t, 2, "nii.gz")
+	out := t.TempDir()
+	m, err := claim.NewManager(out, claim.Options{RunID: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.Acquire(filepath.Join(out, "phantom_001_mask.nii.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if code := run(runArgs(model, in, "-o", out, "--run-id", "r")); code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	s := statusByVolume(runSummary(t, out, "r"))
+	if s["phantom_001"].Status != timing.StatusBusy || !strings.Contains(s["phantom_001"].Reason, "other") {
+		t.Errorf("claimed volume: %+v", s["phantom_001"])
+	}
+	if s["phantom_000"].Status != timing.StatusOK {
+		t.Errorf("free volume: %s", s["phantom_000"].Status)
+	}
+	if _, err := os.Stat(c.Path()); err != nil {
+		t.Error("the other process's claim was removed")
+	}
+}
+
+// A FIFO among the inputs is refused without being opened; the run ends.
+func TestRunRefusesFIFO(t *testing.T) {
+	model, _ := testModel(t)
+	in := smallVolumes(t, 1, "nii.gz")
+	if err := syscall.Mkfifo(filepath.Join(in, "pipe.nii"), 0o644); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	out := t.TempDir()
+	done := make(chan int, 1)
+	go func() { done <- run(runArgs(model, in, "-o", out, "--run-id", "r")) }()
+	select {
+	case code := <-done:
+		if code != exitFailed {
+			t.Errorf("exit %d, want %d", code, exitFailed)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run blocked on a FIFO")
+	}
+	s := statusByVolume(runSummary(t, out, "r"))
+	if s["pipe"].Status != timing.StatusFailed || !strings.Contains(s["pipe"].Error, "not a regular file") {
+		t.Errorf("FIFO: %+v", s["pipe"])
+	}
+	if s["phantom_000"].Status != timing.StatusOK {
+		t.Errorf("phantom_000: %s", s["phantom_000"].Status)
+	}
+}
+
+func TestRunEmptyInboxIsNothingToDo(t *testing.T) {
+	model, _ := testModel(t)
+	out := filepath.Join(t.TempDir(), "out")
+	if code := run(runArgs(model, t.TempDir(), "-o", out)); code != 0 {
+		t.Errorf("empty inbox: exit %d, want 0", code)
+	}
+	if _, err := os.Stat(filepath.Join(out, records.RunsDir)); err == nil {
+		t.Error("an idle tick left run records")
+	}
+}
+
+// Bad mask names, unwritable trace and output paths are usage errors found before any work.
+func TestRunChecksBeforeWork(t *testing.T) {
+	model, _ := testModel(t)
+	in := smallVolumes(t, 1, "nii.gz")
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, nil, 0o644)
+	cases := map[string][]string{
+		"png mask":            {"--mask-name", "{name}.png"},
+		"mask outside OUT":    {"--mask-name", "../{name}.nii.gz"},
+		"trace under a file":  {"--trace", filepath.Join(file, "trace.json")},
+		"timings that exists": {"--timings", file},
+		"bad max-memory":      {"--max-memory", "lots"},
+		"run id with a slash": {"--run-id", "a/b"},
+	}
+	for name, extra := range cases {
+		out := t.TempDir()
+		if code := run(runArgs(model, append([]string{in, "-o", out}, extra...)...)); code != exitUsage {
+			t.Errorf("%s: exit %d, want %d", name, code, exitUsage)
+		}
+		if m, _ := filepath.Glob(filepath.Join(out, "*.nii*")); len(m) > 0 {
+			t.Errorf("%s: work was done: %v", name, m)
+		}
+	}
+	if code := run(runArgs(model, in, "-o", filepath.Join(file, "out"))); code != exitUsage {
+		t.Errorf("output under a file: exit %d, want %d", code, exitUsage)
+	}
+	// A read-only output folder, where this test may mount one.
+	ro := t.TempDir()
+	if err := syscall.Mount("tmpfs", ro, "tmpfs", syscall.MS_RDONLY, "size=1m"); err == nil {
+		defer syscall.Unmount(ro, 0)
+		if code := run(runArgs(model, in, "-o", ro)); code != exitUsage {
+			t.Errorf("read-only output folder: exit %d, want %d", code, exitUsage)
+		}
+	} else {
+		t.Logf("read-only mount not possible here (%v): that case is not run", err)
+	}
+}
+
+// A header that declares far more than the budget (a sparse file: nothing stored) fails alone,
+// before anything is allocated; the process stays small.
+func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
+	bin := testBinary(t)
+	model, _ := testModel(t)
+	in := smallVolumes(t, 2, "nii.gz")
+	// sparse writes a 1x1x1 volume, then declares n^3 in its header (NIfTI-1 dim[1..3] at byte
+	// 42) and extends the file with a hole to the size that declares.
+	sparse := func(name string, dt nifti.DataType, bitpix int16, n int64) {
+		h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: dt, BitPix: bitpix,
+			Dim: [8]int64{3, 1, 1, 1, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
+		p := filepath.Join(in, name)
+		if err := nifti.Write(p, h, make([]byte, bitpix/8), nifti.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var dims [6]byte
+		for i := range 3 {
+			binary.LittleEndian.PutUint16(dims[2*i:], uint16(n))
+		}
+		f.WriteAt(dims[:], 42)
+		if err := f.Truncate(352 + n*n*n*int64(bitpix/8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sparse("huge.nii", nifti.Int16, 16, 1024) // 2 GiB of int16 + 1 GiB of mask
+	out := t.TempDir()
+	cmd := exec.Command(bin, "run", "-q", "--engine", "cpu", "--model", model, "--max-memory", "1G", "--run-id", "r", in, "-o", out)
+	if b, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
+		t.Fatalf("exit %v, want %d\n%s", err, exitFailed, b)
+	}
+	s := statusByVolume(runSummary(t, out, "r"))
+	if s["huge"].Status != timing.StatusFailed || !strings.Contains(s["huge"].Error, "--max-memory") {
+		t.Errorf("huge: %s %q", s["huge"].Status, s["huge"].Error)
+	}
+	if s["phantom_000"].Status != timing.StatusOK || s["phantom_001"].Status != timing.StatusOK {
+		t.Errorf("the other volumes: %v %v", s["phantom_000"].Status, s["phantom_001"].Status)
+	}
+	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss; rss > 400<<10 {
+		t.Errorf("peak RSS %d KiB", rss)
+	}
+
+	// The default budget (half the memory) refuses a header that needs ~80 GiB.
+	total, err := usableMemory()
+	if err != nil || total/2 >= 80<<30 {
+		t.Skipf("this machine's memory (%d bytes) admits 80 GiB", total)
+	}
+	os.Remove(filepath.Join(in, "huge.nii"))
+	sparse("huger.nii", nifti.Float32, 32, 2048) // 32 GiB of float32 + 8 GiB of mask...
+	cmd = exec.Command(bin, "run", "-q", "--engine", "cpu", "--model", model, "--run-id", "r2", in, "-o", out)
+	if b, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
+		t.Fatalf("default budget: exit %v\n%s", err, b)
+	}
+	if s := statusByVolume(runSummary(t, out, "r2"))["huger"]; s.Status != timing.StatusFailed || !strings.Contains(s.Error, "budget") {
+		t.Errorf("huger: %s %q", s.Status, s.Error)
+	}
+}
+
+// After SIGTERM the process exits with 143 within 2 s, leaving no temporaries or claims, even
+// while the CPU engine is in the middle of a long slab.
+func TestRunSIGTERMWithinTwoSeconds(t *testing.T) {
+	bin := testBinary(t)
+	dir := t.TempDir()
+	genRun(t, "--out", dir, "--dims", "160x160x64", "--count", "2", "--seed", "2")
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(bin, "run", "-q", "--workers", "1", "--slab", "64", "--run-id", "r", filepath.Join(dir, "volumes"), "-o", out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the first volume is claimed and being segmented.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if c, _ := filepath.Glob(filepath.Join(out, ".*.claim")); len(c) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no claim after a minute\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	sent := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	took := time.Since(sent)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitSIGTERM {
+		t.Fatalf("exit %v, want %d\n%s", err, exitSIGTERM, stderr.String())
+	}
+	if took > 2*time.Second {
+		t.Errorf("exited %v after SIGTERM, want within 2 s", took)
+	}
+	assertNoTemps(t, out)
+	if c, _ := filepath.Glob(filepath.Join(out, ".*.claim*")); len(c) > 0 {
+		t.Errorf("claims left: %v", c)
+	}
+	if _, err := timing.ReadCSV[timing.Summary](filepath.Join(records.RunDir(out, "r"), records.SummaryName)); err != nil {
+		t.Errorf("summary.csv: %v", err)
+	}
+}
+
+// A run that does not stop after the signal is ended by force, with the signal's exit code,
+// once the grace period is over.
+func TestSignalForcesExitAfterGrace(t *testing.T) {
+	old := signalGrace
+	signalGrace = 200 * time.Millisecond
+	defer func() { signalGrace = old }()
+	forced := make(chan int, 1)
+	ctx, s := signalContext(context.Background(), slog.New(slog.DiscardHandler), func(code int) { forced <- code })
+	defer s.stop()
+	sent := time.Now()
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	<-ctx.Done() // the run is asked to stop, and (here) never does
+	select {
+	case code := <-forced:
+		if code != exitSIGTERM {
+			t.Errorf("forced exit code %d, want %d", code, exitSIGTERM)
+		}
+		if took := time.Since(sent); took < signalGrace {
+			t.Errorf("forced after %v, before the %v grace", took, signalGrace)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no forced exit")
+	}
+}
+
+func statusByVolume(s []timing.Summary) map[string]timing.Summary {
+	m := map[string]timing.Summary{}
+	for _, r := range s {
+		m[r.Volume] = r
+	}
+	return m
+}
