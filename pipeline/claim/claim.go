@@ -31,6 +31,7 @@ package claim
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -101,8 +102,11 @@ type Options struct {
 
 // Manager claims volumes for one process.
 type Manager struct {
-	lock      *flock.Flock
-	self      Holder
+	lock *flock.Flock
+	self Holder
+	// hostKey identifies this host and boot in the names of temporary claim files, so that
+	// one left empty by a process killed before it wrote it can still be judged.
+	hostKey   string
 	timeout   time.Duration
 	heartbeat time.Duration
 	now       func() time.Time // tests
@@ -128,8 +132,9 @@ func NewManager(root string, opt Options) (*Manager, error) {
 	}
 	self := Holder{Host: host, BootID: bootID(), PID: os.Getpid(), RunID: opt.RunID}
 	self.PIDStart, _ = processStart(self.PID)
+	key := sha256.Sum256([]byte(self.Host + "\n" + self.BootID))
 	return &Manager{
-		lock: flock.New(filepath.Join(root, LockName)), self: self,
+		lock: flock.New(filepath.Join(root, LockName)), self: self, hostKey: hex.EncodeToString(key[:6]),
 		timeout: opt.Timeout, heartbeat: opt.Heartbeat, now: time.Now,
 		held: map[*Claim]struct{}{},
 	}, nil
@@ -176,7 +181,7 @@ func (m *Manager) Acquire(mask string) (*Claim, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmp := path + "." + h.Token + ".tmp"
+	tmp := fmt.Sprintf("%s.%s-%d-%d-%s.tmp", path, m.hostKey, h.PID, h.PIDStart, h.Token)
 	if err := os.WriteFile(tmp, append(content, '\n'), 0o644); err != nil {
 		return nil, fmt.Errorf("claim %s: %w", mask, err)
 	}
@@ -295,9 +300,11 @@ func (m *Manager) Heartbeat(stop <-chan struct{}) {
 	}
 }
 
-// RemoveStaleTemps removes the temporary claim files (".<mask>.claim.<token>.tmp") that
-// processes left when they died between writing and linking them: those whose holder is dead
-// by the rules of Acquire. It returns the paths removed.
+// RemoveStaleTemps removes the temporary claim files
+// (".<mask>.claim.<hostkey>-<pid>-<start>-<token>.tmp") that processes left when they died
+// between creating and removing them: those whose holder is dead by the rules of Acquire,
+// judged by their content, or by their name when they died before writing it. It returns the
+// paths removed.
 func (c *Claim) RemoveStaleTemps() []string {
 	dir, base := filepath.Split(c.path)
 	entries, _ := os.ReadDir(dir)
@@ -309,7 +316,13 @@ func (c *Claim) RemoveStaleTemps() []string {
 		}
 		tmp := filepath.Join(dir, name)
 		h, mtime, err := c.m.read(tmp)
-		if err != nil || h.Token == c.holder.Token || c.m.alive(h, mtime) {
+		if err != nil {
+			continue
+		}
+		if h.Host == "" {
+			h = c.m.holderFromTempName(strings.TrimSuffix(strings.TrimPrefix(name, base+"."), ".tmp"))
+		}
+		if h.Token == c.holder.Token || c.m.alive(h, mtime) {
 			continue
 		}
 		if os.Remove(tmp) == nil {
@@ -317,6 +330,21 @@ func (c *Claim) RemoveStaleTemps() []string {
 		}
 	}
 	return removed
+}
+
+// holderFromTempName reads "<hostkey>-<pid>-<start>-<token>": a holder on this host when the
+// key is this host's, else nobody known (judged by age).
+func (m *Manager) holderFromTempName(s string) Holder {
+	parts := strings.Split(s, "-")
+	if len(parts) != 4 || parts[0] != m.hostKey {
+		return Holder{}
+	}
+	pid, err1 := strconv.Atoi(parts[1])
+	start, err2 := strconv.ParseUint(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return Holder{}
+	}
+	return Holder{Host: m.self.Host, BootID: m.self.BootID, PID: pid, PIDStart: start, Token: parts[3]}
 }
 
 func (c *Claim) markLost() { c.lostOnce.Do(func() { close(c.lost) }) }

@@ -3,10 +3,12 @@ package claim
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -282,16 +284,25 @@ func TestReleaseAllAndStaleTemps(t *testing.T) {
 	liveTmp := Path(mask) + ".cafe.tmp"
 	b, _ = json.Marshal(Holder{Host: self.Host, BootID: self.BootID, PID: os.Getpid(), PIDStart: self.PIDStart, Token: "cafe"})
 	os.WriteFile(liveTmp, b, 0o644)
+	// Killed before writing: empty, judged by its name (this host's key, a dead pid), or by
+	// its age when the key is another host's.
+	emptyDead := fmt.Sprintf("%s.%s-%d-0-aa.tmp", Path(mask), m.hostKey, deadPID(t))
+	os.WriteFile(emptyDead, nil, 0o644)
+	emptyOther := Path(mask) + ".0123456789ab-77-5-bb.tmp"
+	os.WriteFile(emptyOther, nil, 0o644)
 	c, err := m.Acquire(mask)
 	if err != nil {
 		t.Fatal(err)
 	}
 	removed := c.RemoveStaleTemps()
-	if len(removed) != 1 || removed[0] != deadTmp {
-		t.Errorf("removed %v, want only %s", removed, deadTmp)
+	slices.Sort(removed)
+	if want := []string{emptyDead, deadTmp}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
 	}
-	if _, err := os.Stat(liveTmp); err != nil {
-		t.Errorf("a live process's temporary was removed: %v", err)
+	for _, kept := range []string{liveTmp, emptyOther} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("%s was removed: %v", kept, err)
+		}
 	}
 }
 
