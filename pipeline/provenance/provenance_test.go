@@ -150,3 +150,19 @@ func TestCheckConflicts(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHash hashes a 256 MiB file (page cache): the cost of the input's fingerprint.
+func BenchmarkHash(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "big")
+	data := make([]byte, 256<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	os.WriteFile(p, data, 0o644)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Hash(context.Background(), []string{p}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
