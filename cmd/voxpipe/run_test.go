@@ -189,6 +189,7 @@ func TestRunEndToEnd(t *testing.T) {
 	// Again: the done volumes are skipped, the bad ones fail again; the first run's records
 	// are untouched.
 	before, _ := os.ReadFile(filepath.Join(records.RunDir(out, "first"), records.SummaryName))
+	beforeTimings, _ := os.ReadFile(filepath.Join(records.RunDir(out, "first"), records.TimingsName))
 	if code := run(args("second")); code != exitFailed {
 		t.Fatalf("rerun exit code %d", code)
 	}
@@ -197,6 +198,9 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(records.RunDir(out, "first"), records.SummaryName)); !bytes.Equal(before, after) {
 		t.Error("the rerun changed the first run's summary.csv")
+	}
+	if after, _ := os.ReadFile(filepath.Join(records.RunDir(out, "first"), records.TimingsName)); !bytes.Equal(beforeTimings, after) {
+		t.Error("the rerun changed the first run's timings.csv")
 	}
 	// A run id already used is refused before any work.
 	if code := run(args("second")); code != exitUsage {

@@ -359,6 +359,28 @@ func TestRunChecksBeforeWork(t *testing.T) {
 	}
 }
 
+// A file system too small for the estimated masks gets a warning before the work.
+func TestRunWarnsWhenTheDiskLooksFull(t *testing.T) {
+	bin := testBinary(t)
+	model, _ := testModel(t)
+	dir := t.TempDir()
+	genRun(t, "--out", dir, "--dims", "64x64x48", "--count", "2", "--seed", "1")
+	small := t.TempDir()
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skip("cannot mount a small tmpfs here:", err)
+	}
+	defer syscall.Unmount(small, 0)
+	cmd := exec.Command(bin, "run", "--log-format", "json", "--engine", "cpu", "--model", model, filepath.Join(dir, "volumes"), "-o", small)
+	b, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(b), "may be too full") {
+		t.Errorf("no disk-space warning:\n%s", b)
+	}
+	// The warning comes before any volume is done.
+	if i, j := strings.Index(string(b), "may be too full"), strings.Index(string(b), "volume done"); j >= 0 && j < i {
+		t.Errorf("warning after the work:\n%s", b)
+	}
+}
+
 // A header that declares far more than the budget (a sparse file: nothing stored) fails alone,
 // before anything is allocated; the process stays small.
 func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
