@@ -293,17 +293,7 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the first mask is done, then stop the run while the next is in flight.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if m, _ := filepath.Glob(filepath.Join(out, "*_mask.nii.gz")); len(m) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no mask after 2 minutes:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForFile(t, cmd, &stderr, filepath.Join(out, "*_mask.nii.gz"))
 	time.Sleep(100 * time.Millisecond)
 	stopped := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)

@@ -457,17 +457,7 @@ func TestRunSIGTERMWithinTwoSeconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the first volume is claimed and being segmented.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if c, _ := filepath.Glob(filepath.Join(out, ".*.claim")); len(c) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no claim after a minute\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForFile(t, cmd, &stderr, filepath.Join(out, ".*.claim"))
 	time.Sleep(500 * time.Millisecond)
 	sent := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -519,4 +509,20 @@ func statusByVolume(s []timing.Summary) map[string]timing.Summary {
 		m[r.Volume] = r
 	}
 	return m
+}
+
+// waitForFile waits up to two minutes for a file matching pattern, while cmd runs.
+func waitForFile(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, pattern string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no %s after 2 minutes:\n%s", pattern, stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
