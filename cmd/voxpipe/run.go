@@ -72,6 +72,9 @@ const (
 // temporaries, releases its claims and exits anyway (a CPU slab, a hung file system).
 var signalGrace = 1500 * time.Millisecond
 
+// forceCleanup bounds the clean-up of a run ended by force.
+const forceCleanup = 300 * time.Millisecond
+
 func runAction(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usageError{errors.New("run: give at least one input file or folder")}
@@ -214,8 +217,18 @@ func runAction(c *cli.Context) error {
 	// A signal stops the run; if it has not stopped within signalGrace, what it holds is
 	// cleaned up and the process exits anyway.
 	ctx, sig := signalContext(context.Background(), log, func(code int) {
-		removeClaimed(claims)
-		rec.Close()
+		// Bounded too: a lock held by a stopped process or a hung file system must not
+		// keep the process alive.
+		done := make(chan struct{})
+		go func() {
+			removeClaimed(claims)
+			rec.Close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(forceCleanup):
+		}
 		os.Exit(code)
 	})
 	defer sig.stop()
