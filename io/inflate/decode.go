@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"sync"
 )
 
 // The deflate decoder (RFC 1951) of this package. A decoder started in the middle of a stream
@@ -395,6 +396,49 @@ func readDynamicHeader(br *bitReader, lit, dist, cl *huffman, lengths *[320]uint
 // zeros fed past it, or a speculative decoder's bound).
 var errPastLimit = fmt.Errorf("%w: deflate block runs past the end of the data", ErrCorrupt)
 
+// errOutputLimit: the decoder's output went past what it was allowed (decoder.allow) and no
+// more could be had. The stitcher turns it into a verdict only where the count is exact.
+var errOutputLimit = fmt.Errorf("%w: more output than the destination can take", ErrCorrupt)
+
+// noLimit is the allowance of a decoder that may output without bound (it leaves room for the
+// sums of codes' index arithmetic).
+const noLimit = 1 << 62
+
+// grantStep is how much more output a speculative decoder draws from its budget at a time:
+// large enough that drawing costs nothing next to decoding (a lock per 256 KiB, about 0.3 ms
+// of a core's decoding), small enough that what decoders hold beyond their output is small.
+const grantStep = 256 << 10
+
+// budget is the output that the speculative decoders may hold between them, in values
+// (symbols or bytes), shared through a lock.
+type budget struct {
+	mu   sync.Mutex
+	left int
+}
+
+// take draws between least and most values (as many as are left), or none if fewer than
+// least are left.
+func (b *budget) take(least, most int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.left < least {
+		return 0
+	}
+	n := min(most, b.left)
+	b.left -= n
+	return n
+}
+
+// give returns n values drawn by take.
+func (b *budget) give(n int) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.left += n
+	b.mu.Unlock()
+}
+
 // outBuf holds a decoder's output, in buffers reused from one chunk to the next.
 type outBuf struct {
 	syms  []uint16
@@ -418,6 +462,12 @@ type decoder struct {
 	lastMarker, scanned int
 	lit, dist, cl       huffman
 	lengths             [320]uint8
+
+	// allow is how many values (after the window or the markers) the decoder may output; past
+	// it, it draws more from share (nil: none) while allow stays at most ceiling, else it stops
+	// with errOutputLimit. The start methods lift the bound (noLimit, no share).
+	allow, ceiling int
+	share          *budget
 }
 
 // room returns b emptied, with room for the window and at least 64 KiB.
@@ -440,6 +490,7 @@ func (d *decoder) startSymbols(data []byte, bit int64, buf outBuf) {
 	d.buf, d.win = outBuf{syms, buf.bytes[:0]}, 0
 	d.inBytes, d.switched = false, false
 	d.lastMarker, d.scanned = windowSize-1, windowSize
+	d.allow, d.ceiling, d.share = noLimit, noLimit, nil
 }
 
 // startBytes (re)starts d at bit of data, into buf, after window (the output before bit, up
@@ -448,6 +499,32 @@ func (d *decoder) startBytes(data []byte, bit int64, buf outBuf, window []byte) 
 	d.br, d.limit = newBitReader(data, bit), int64(len(data))*8+64
 	d.buf, d.win = outBuf{buf.syms[:0], append(room(buf.bytes), window...)}, len(window)
 	d.inBytes, d.switched = true, false
+	d.allow, d.ceiling, d.share = noLimit, noLimit, nil
+}
+
+// produced is how many values d has output (what output returns, in all).
+func (d *decoder) produced() int {
+	n := len(d.buf.bytes) - d.win
+	if len(d.buf.syms) > 0 {
+		n += len(d.buf.syms) - windowSize
+	}
+	return n
+}
+
+// more raises d.allow past what d has produced, by at least grantStep where share and ceiling
+// allow; it reports whether it could.
+func (d *decoder) more() bool {
+	if d.share == nil {
+		return false
+	}
+	least := d.produced() + 1 - d.allow
+	most := min(max(least, grantStep), d.ceiling-d.allow)
+	if most < least {
+		return false
+	}
+	got := d.share.take(least, most)
+	d.allow += got
+	return got > 0
 }
 
 // output returns what d decoded: symbols, then bytes.
@@ -469,6 +546,10 @@ func (d *decoder) run(stop int64) (final bool, err error) {
 		}
 		if d.br.overran() {
 			return false, fmt.Errorf("%w: deflate stream truncated", ErrCorrupt)
+		}
+		// codes stops within a symbol of the allowance, a stored block within 64 KiB.
+		if d.produced() > d.allow && !d.more() {
+			return false, errOutputLimit
 		}
 		if final || d.br.bitPos() >= stop {
 			return final, nil
@@ -545,13 +626,30 @@ func (d *decoder) block() (final bool, err error) {
 	}
 }
 
+// codes decodes a Huffman-coded block within d's allowance, drawing more as it runs out.
 func (d *decoder) codes(lit, dist *huffman) (err error) {
-	if d.inBytes {
-		d.buf.bytes, err = codes(d.br, d.buf.bytes, d.limit, lit, dist)
-	} else {
-		d.buf.syms, err = codes(d.br, d.buf.syms, d.limit, lit, dist)
+	for {
+		left := d.allow - d.produced()
+		if d.inBytes {
+			d.buf.bytes, err = codes(d.br, d.buf.bytes, d.limit, len(d.buf.bytes)+left, lit, dist)
+		} else {
+			d.buf.syms, err = codes(d.br, d.buf.syms, d.limit, len(d.buf.syms)+left, lit, dist)
+		}
+		if err != errOutputLimit || !d.more() {
+			return err
+		}
 	}
-	return err
+}
+
+// grow returns out, holding o values, with a length of most or, where that is beyond its
+// capacity, of at least o+maxMatch+64 in a buffer of twice the capacity.
+func grow[T symbol](out []T, o, most int) []T {
+	if most <= cap(out) {
+		return out[:most]
+	}
+	grown := make([]T, max(2*cap(out), o+maxMatch+64))
+	copy(grown, out[:o])
+	return grown[:min(len(grown), most)]
 }
 
 // stored appends a stored block's bytes to out.
@@ -583,22 +681,33 @@ func stored[T symbol](br *bitReader, out []T) ([]T, error) {
 	return out, nil
 }
 
-// codes appends the symbols of a Huffman-coded block to out, until its end-of-block code.
-func codes[T symbol](br *bitReader, out []T, limit int64, lit, dist *huffman) ([]T, error) {
+// codes appends the symbols of a Huffman-coded block to out, until its end-of-block code. It
+// stops with errOutputLimit, between two symbols (codes may be called again to go on), once
+// len(out) has passed maxOut; a block may also end up to a match past maxOut, which the
+// caller checks. The check comes with the one for room, so costs nothing per symbol.
+func codes[T symbol](br *bitReader, out []T, limit int64, maxOut int, lit, dist *huffman) ([]T, error) {
+	o := len(out)
+	if o > maxOut {
+		return out, errOutputLimit
+	}
 	// br's state in locals, written back on the way out: the compiler keeps locals in
 	// registers, where it stores and reloads br's fields around every symbol.
 	data, pos, bits, nb := br.data, br.pos, br.bits, br.n
 	pairs := lit.pairs
-	o := len(out)
-	out = out[:cap(out)]
+	// out's length: room for the writes of a symbol beyond maxOut, no more, so that running
+	// out of room is when the bound is checked.
+	most := maxOut + maxMatch + 64
+	out = out[:min(cap(out), most)]
 	var err error
 	for {
 		// Room for a match, or for the literals decoded without coming back here: at most one
 		// per bit of a full bit buffer, and the pair loop's store one past them.
 		if o+maxMatch+64 > len(out) {
-			grown := make([]T, len(out)*2)
-			copy(grown, out[:o])
-			out = grown
+			if o > maxOut {
+				err = errOutputLimit
+				break
+			}
+			out = grow(out, o, most)
 		}
 		if nb < 48 { // longest length/distance pair: 15+5+15+13 bits
 			if pos+8 <= len(data) { // refill, inlined

@@ -66,7 +66,9 @@ var (
 
 // Gunzip decompresses src, a whole gzip file of one member, into dst, whose length must be the
 // uncompressed size (the trailer's ISIZE, modulo 2^32, is checked against it), using up to
-// threads goroutines. dst is filled only if Gunzip returns nil.
+// threads goroutines. dst is filled only if Gunzip returns nil. A stream that inflates to more
+// than len(dst) (its ISIZE agreeing modulo 2^32) is refused with ErrCorrupt having inflated
+// and held no more than about len(dst) and 1.25 MiB per chunk in flight, whatever its size.
 func Gunzip(src, dst []byte, threads int) error {
 	return GunzipContext(context.Background(), src, dst, threads)
 }
@@ -169,6 +171,10 @@ type chunk struct {
 	bytes      []byte
 	err        error
 	done       chan struct{}
+
+	// produced is how many values it output (all of them, also where it stopped with
+	// errOutputLimit); held how many it drew from the stitcher's budget, given back on release.
+	produced, held int
 }
 
 // piece is a run of dst whose CRC is known once done.
@@ -207,6 +213,14 @@ type stitcher struct {
 	free  chan outBuf // chunk buffers to reuse
 	quit  chan struct{}
 	wg    sync.WaitGroup
+
+	// budget bounds the output the chunks hold between them (values, two bytes each while
+	// symbols). The chunks in flight of a valid stream hold disjoint parts of the rest of dst,
+	// plus what each drew ahead of its output, which the budget's slack covers. A stream that
+	// inflates to far more than dst (a gzip bomb whose trailer agrees with dst's size modulo
+	// 2^32) exhausts it instead: the chunks stop, and the stitching, decoding in order where a
+	// chunk stopped, stops at dst's end.
+	budget budget
 
 	seq    decoder // the stitching's own decoder (sequential)
 	pieces []*piece
@@ -249,15 +263,22 @@ func chunkBounds(n, size, threads int) []int64 {
 // inflate on 16 cores).
 const slotsPerChunk = 4
 
+// chunksInFlight is how many full-size chunks are decoded ahead of the stitching: enough that no
+// worker waits for it (stitching is quick), few enough to bound the memory (each holds its
+// output).
+func chunksInFlight(threads int) int { return threads + max(2, threads/2) }
+
 func newStitcher(ctx context.Context, body, dst []byte, threads int) *stitcher {
 	size := min(max(len(body)/(4*threads), minChunk), maxChunk)
 	bounds := chunkBounds(max(len(body), 1), size, threads)
-	// Chunks decoded ahead of the stitching: enough that no worker waits for it (stitching is
-	// quick), few enough to bound the memory (each holds its output).
-	inFlight := threads + max(2, threads/2)
+	inFlight := chunksInFlight(threads)
 	s := &stitcher{ctx: ctx, body: body, dst: dst, chunks: make([]chunk, len(bounds)-1), bounds: bounds,
 		bits: int64(size) * 8, slots: make(chan struct{}, inFlight*slotsPerChunk), free: make(chan outBuf, inFlight+2),
 		quit: make(chan struct{})}
+	// Beyond dst's size: what the chunks draw ahead of their output (a grantStep at most each;
+	// at most one chunk per slot), and as much again per full chunk in flight for the output
+	// of false block starts, which is thrown away.
+	s.budget.left = len(dst) + (cap(s.slots)+inFlight)*grantStep
 	for i := range s.chunks {
 		s.chunks[i].done = make(chan struct{})
 	}
@@ -350,6 +371,8 @@ func (s *stitcher) release(j int) {
 	c := &s.chunks[j]
 	s.putBuf(c.buf)
 	c.buf, c.syms, c.bytes = outBuf{}, nil, nil
+	s.budget.give(c.held)
+	c.held = 0
 	for range s.weight(j) {
 		<-s.slots
 	}
@@ -363,11 +386,16 @@ func (s *stitcher) weight(j int) int {
 }
 
 // decodeChunk finds chunk j's first block and decodes from it past the chunk's end, with the
-// worker's decoder (scratch).
+// worker's decoder (scratch), its output drawn from the budget: no more than dst's size, as a
+// chunk's output placed anywhere in dst must fit.
 func (s *stitcher) decodeChunk(j int, scratch *decoder) {
 	c := &s.chunks[j]
 	defer close(c.done)
+	scratch.share = nil // set when the decoding starts
 	defer func() {
+		if scratch.share != nil {
+			c.held = scratch.allow
+		}
 		if r := recover(); r != nil {
 			err := faultErr(r)
 			if err == nil {
@@ -395,9 +423,11 @@ func (s *stitcher) decodeChunk(j int, scratch *decoder) {
 		d.startSymbols(s.body, c.start, s.getBuf())
 		d.limit = stop + maxOvershoot*8
 	}
+	d.allow, d.ceiling, d.share = 0, len(s.dst), &s.budget
 	c.final, c.err = d.run(stop)
 	c.end, c.buf, c.switched = d.br.bitPos(), d.buf, d.switched
 	c.syms, c.bytes = d.output()
+	c.produced = d.produced()
 }
 
 // run stitches the chunks in order into dst.
@@ -417,6 +447,12 @@ func (s *stitcher) run() error {
 		case <-c.done:
 		case <-s.ctx.Done():
 			return context.Cause(s.ctx)
+		}
+		if c.err == errOutputLimit && c.start == pos && o+c.produced > len(s.dst) {
+			// Decoded from where the stream is (its count is exact, whatever the window): the
+			// stream holds more than dst, and is refused before anything more is inflated.
+			s.release(j)
+			return fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
 		}
 		if c.start < 0 || c.err != nil || c.start < pos {
 			s.release(j) // no block start found, a false one, or one the stream already passed
@@ -461,7 +497,8 @@ func (s *stitcher) run() error {
 // sequential decodes from bit pos, whose preceding output is dst[:o], until a block ends at or
 // after stop (or the final block), into dst. It knows the window, so it decodes bytes, into a
 // buffer (the decoder writes past its output, and corrupt data past dst) that it copies; a
-// chunk's worth at a time, so that its memory stays bounded and a cancelled context stops it.
+// chunk's worth of compressed data at a time, and no more output than dst has room for, so
+// that its memory stays bounded and a cancelled context stops it.
 func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, error) {
 	s.sequentialRuns++
 	buf := s.getBuf()
@@ -472,15 +509,16 @@ func (s *stitcher) sequential(pos int64, o int, stop int64) (int64, int, bool, e
 		}
 		d := &s.seq
 		d.startBytes(s.body, pos, buf, s.dst[max(0, o-windowSize):o])
+		d.allow = len(s.dst) - o
 		final, err := d.run(min(stop, pos+s.bits))
 		buf = d.buf
+		if err == errOutputLimit {
+			return 0, 0, false, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
+		}
 		if err != nil {
 			return 0, 0, false, err
 		}
 		_, out := d.output()
-		if o+len(out) > len(s.dst) {
-			return 0, 0, false, fmt.Errorf("%w: more data than the trailer's %d bytes", ErrCorrupt, len(s.dst))
-		}
 		s.pieces = append(s.pieces, newPiece(out))
 		copy(s.dst[o:], out)
 		pos, o = d.br.bitPos(), o+len(out)

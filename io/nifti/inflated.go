@@ -78,7 +78,10 @@ var afterGzipMapped func(path string)
 // inflateWhole decompresses ds (whose uncompressed size must be size) on threads goroutines,
 // into the memory that into (nil, or declining) gives, else its own. It returns nil when that
 // cannot be done (the caller streams the file), and an error only when ctx stopped it or into
-// gave memory of the wrong size (a caller's mistake).
+// gave memory of the wrong size (a caller's mistake). A stream that inflates to more than size,
+// its trailer agreeing modulo 2^32, is one that cannot be done: the inflate gives up within a
+// few MiB per goroutine past size (io/inflate bounds its chunks' output), and the streaming
+// decoder refuses the file as it reaches the end of the data (gzipSlack).
 func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into func() []byte) (*inflated, error) {
 	if threads < 2 || ds.size < minParallelGzip || size <= 0 || int64(int(size)) != size {
 		return nil, nil

@@ -2,6 +2,7 @@ package nifti
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/klauspost/compress/gzip"
@@ -13,9 +14,11 @@ import (
 const (
 	aheadBlockSize = 1 << 20
 	aheadBlocks    = 4
-	// tailLimit bounds how much trailing data is decompressed after the last needed byte to
-	// reach the gzip trailer and verify the checksum.
-	tailLimit = 1 << 20
+	// gzipSlack is how far a gzip stream may run past the end of the data its header implies
+	// (vox_offset + volumes x bytes per volume), for the padding some writers add. A stream
+	// holding more is refused as corrupt once that much more has been inflated: reading on to
+	// its trailer could take without bound (a 4 MB file can inflate to 4 GiB).
+	gzipSlack = 64 << 10
 )
 
 type aheadChunk struct {
@@ -33,10 +36,11 @@ type prefetcher struct {
 	err         error
 }
 
-// startPrefetch delivers exactly want bytes of src, then io.EOF; with verifyTail it first reads
-// on to the end of src (at most tailLimit bytes) so that a gzip checksum error surfaces as the
+// startPrefetch delivers exactly want bytes of src, then io.EOF; with verifyTail (want ends
+// the data the header implies) it first reads on to the end of src, at most gzipSlack bytes,
+// so that a gzip checksum error or a stream longer than the header implies surfaces as the
 // final error instead of passing unnoticed.
-func startPrefetch(src io.Reader, want int64, verifyTail bool) *prefetcher {
+func startPrefetch(src *source, want int64, verifyTail bool) *prefetcher {
 	p := &prefetcher{
 		full:     make(chan aheadChunk, aheadBlocks),
 		free:     make(chan []byte, aheadBlocks+1),
@@ -50,7 +54,7 @@ func startPrefetch(src io.Reader, want int64, verifyTail bool) *prefetcher {
 	return p
 }
 
-func (p *prefetcher) run(src io.Reader, want int64, verifyTail bool) {
+func (p *prefetcher) run(src *source, want int64, verifyTail bool) {
 	defer close(p.done)
 	for want > 0 {
 		var buf []byte
@@ -102,11 +106,15 @@ func readFullRaw(r io.Reader, b []byte) (int, error) {
 	return n, nil
 }
 
-func drainToEOF(r io.Reader) error {
+// drainToEOF reads s to its end, which must come within gzipSlack bytes.
+func drainToEOF(s *source) error {
+	implied := s.consumed
 	var scratch [32 << 10]byte
-	for read := 0; read < tailLimit; {
-		n, err := r.Read(scratch[:])
-		read += n
+	for read := 0; ; {
+		n, err := s.Read(scratch[:min(len(scratch), gzipSlack+1-read)])
+		if read += n; read > gzipSlack {
+			return overlongError{implied}
+		}
 		if endOfMembers(err) {
 			return nil
 		}
@@ -114,8 +122,17 @@ func drainToEOF(r io.Reader) error {
 			return err
 		}
 	}
-	return nil // long trailing data: give up verifying rather than inflate it all
 }
+
+// overlongError: a gzip stream runs more than gzipSlack bytes past the implied bytes that its
+// header declares. It wraps ErrCorrupt.
+type overlongError struct{ implied int64 }
+
+func (e overlongError) Error() string {
+	return fmt.Sprintf("%v: the gzip stream holds more than the %d bytes its header implies", ErrCorrupt, e.implied)
+}
+
+func (e overlongError) Unwrap() error { return ErrCorrupt }
 
 // endOfMembers: the gzip stream ended cleanly after the last member, or what follows it is not
 // another member (zero padding, which Python's gzip skips too). Either way the members' checksums

@@ -152,10 +152,14 @@ func (s *source) Close() error {
 // classifyStreamErr maps decoder errors onto the package sentinels, keeping the original. The
 // inflater reports some damaged streams as flate.InternalError (a code-length symbol out of
 // range: "unexpected length code"); when decoding, that comes from the input, so it is corruption.
+// A stream longer than its header implies (overlongError) is reported as it is.
 func classifyStreamErr(err error, what string) error {
 	var corrupt flate.CorruptInputError
 	var internal flate.InternalError
+	var overlong overlongError
 	switch {
+	case errors.As(err, &overlong):
+		return err
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w: file ends inside the %s", ErrTruncated, what)
 	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader), errors.As(err, &corrupt), errors.As(err, &internal):

@@ -1,0 +1,222 @@
+package inflate
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"voxpipe/io/internal/crc32x"
+)
+
+// zerosCRC is the CRC-32 of n zero bytes, by doubling.
+func zerosCRC(n int64) uint32 {
+	var crc uint32 // of the zeros counted so far (none: 0)
+	unit, m := crc32.ChecksumIEEE([]byte{0}), int64(1)
+	for ; n > 0; n >>= 1 {
+		if n&1 != 0 {
+			crc = crc32x.Combine(crc, unit, m)
+		}
+		unit = crc32x.Combine(unit, unit, m)
+		m *= 2
+	}
+	return crc
+}
+
+// zeroMiB is the deflate data of 1 MiB of zeros from a fresh compressor, ended by a flush: a
+// byte-aligned run of non-final blocks that refers only to its own output, so copies of it
+// may follow any output (about 1 KiB each).
+var zeroMiB = func() []byte {
+	var b bytes.Buffer
+	w, _ := flate.NewWriter(&b, 6)
+	w.Write(make([]byte, 1<<20))
+	w.Flush()
+	return b.Bytes()
+}()
+
+// zerosBomb is a gzip file of prefix followed by mib MiB of zeros, made in milliseconds
+// whatever its inflated size, with a consistent trailer: the CRC-32 of all of it and ISIZE
+// its length modulo 2^32 (mib a multiple of 4096: len(prefix), though it inflates to
+// mib MiB more).
+func zerosBomb(prefix []byte, mib int) []byte {
+	b := bytes.NewBuffer([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255})
+	w, _ := flate.NewWriter(b, 6)
+	w.Write(prefix)
+	w.Flush()
+	for range mib {
+		b.Write(zeroMiB)
+	}
+	b.Write([]byte{3, 0}) // a final, empty block (fixed Huffman)
+	zeros := int64(mib) << 20
+	crc := crc32x.Combine(crc32.ChecksumIEEE(prefix), zerosCRC(zeros), zeros)
+	return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(b.Bytes(), crc), uint32(int64(len(prefix))+zeros))
+}
+
+// allocatedDuring returns the bytes the process allocated on the heap while f ran (the tests
+// of this package run one at a time).
+func allocatedDuring(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// The bomb files are what they claim: klauspost/compress reads one, checksum and all.
+func TestZerosBomb(t *testing.T) {
+	prefix := volumeLike(100000, 20)
+	got, err := reference(t, zerosBomb(prefix, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(prefix)+3<<20 || !bytes.Equal(got[:len(prefix)], prefix) || slices.ContainsFunc(got[len(prefix):], isSet) {
+		t.Fatalf("%d bytes, not the prefix and 3 MiB of zeros", len(got))
+	}
+}
+
+// TestGunzipBomb: a stream that inflates to 4 GiB more than dst, its trailer agreeing with
+// dst's size modulo 2^32, is refused with ErrCorrupt quickly and with memory far below what it
+// inflates to (the chunks' output is bounded by the budget; before, every chunk decoded on to
+// its end: GBs); also where the overflow starts after megabytes of data that the chunks decode
+// as usual.
+func TestGunzipBomb(t *testing.T) {
+	cases := []struct {
+		name   string
+		prefix int
+		lo, hi int // chunk sizes, 0: the package's
+	}{
+		{"1 MiB", 1 << 20, 0, 0},
+		{"1 MiB, small chunks", 1 << 20, 64 << 10, 128 << 10},
+		{"16 MiB, small chunks", 16 << 20, 64 << 10, 128 << 10},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.lo > 0 {
+				smallChunks(t, c.lo, c.hi)
+			}
+			prefix := volumeLike(c.prefix, 21)
+			gz := zerosBomb(prefix, 4096)
+			dst := make([]byte, len(prefix))
+			for _, threads := range []int{1, 2, 4, 8} {
+				var err error
+				start := time.Now()
+				alloc := allocatedDuring(func() { err = Gunzip(gz, dst, threads) })
+				t.Logf("%d threads: %v, %d KiB allocated in %v", threads, err, alloc>>10, time.Since(start))
+				if !errors.Is(err, ErrCorrupt) {
+					t.Errorf("%d threads: %v, want ErrCorrupt", threads, err)
+				}
+				// All allocated, not the peak, in buffers grown by doubling: the in-order
+				// decoder's (up to dst's size: 2x), the chunks' (the budget, dst's size and
+				// 1.25 MiB per chunk in flight, in symbols of 2 bytes: 4x), and each chunk
+				// buffer's first 3 MiB. Before the bound: 270 MiB to 8 GiB.
+				if bound := 6*len(dst) + chunksInFlight(threads)*11<<20; alloc > uint64(bound) {
+					t.Errorf("%d threads: %d MiB allocated for %d MiB of output", threads, alloc>>20, len(dst)>>20)
+				}
+				if d := time.Since(start); d > 2*time.Second*raceSlowdown {
+					t.Errorf("%d threads: took %v", threads, d)
+				}
+			}
+		})
+	}
+}
+
+// A valid stream that inflates about 1000:1 (long runs of zeros) still decodes in parallel:
+// the budget covers the chunks of a stream no longer than dst.
+func TestGunzipHighRatio(t *testing.T) {
+	smallChunks(t, 8<<10, 16<<10)
+	stats := countStitching(t)
+	prefix := volumeLike(1<<20, 22)
+	gz := zerosBomb(prefix, 64)
+	for _, threads := range []int{2, 4, 8} {
+		dst := make([]byte, len(prefix)+64<<20)
+		if err := Gunzip(gz, dst, threads); err != nil {
+			t.Fatalf("%d threads: %v", threads, err)
+		}
+		if !bytes.Equal(dst[:len(prefix)], prefix) || slices.ContainsFunc(dst[len(prefix):], isSet) {
+			t.Fatalf("%d threads: output differs", threads)
+		}
+		if stats[0] < 4 {
+			t.Errorf("%d threads: %d chunks decoded in parallel were used (%d runs in order)", threads, stats[0], stats[1])
+		}
+	}
+}
+
+// The decoder stops once its output passes its allowance, drawing more from a shared budget
+// where it has one, and only from there; between two draws it resumes mid-block, with the
+// same output as without a bound.
+func TestDecoderAllowance(t *testing.T) {
+	data := volumeLike(4<<20, 23)
+	gz := klauspostGzip(6)(data)
+	start, _ := headerLen(gz)
+	body := gz[start : len(gz)-8]
+	end := int64(len(body))*8 + 1
+	n := len(data)
+
+	// output returns what d decoded as bytes: a decoder started on symbols at the stream's
+	// start has no markers to resolve.
+	output := func(d *decoder) []byte {
+		syms, b := d.output()
+		out := make([]byte, 0, len(syms)+len(b))
+		for _, s := range syms {
+			if s >= windowMarker {
+				t.Fatal("a marker at the stream's start")
+			}
+			out = append(out, byte(s))
+		}
+		return append(out, b...)
+	}
+	var d decoder
+	for _, symbols := range []bool{false, true} {
+		begin := func() {
+			if symbols {
+				d.startSymbols(body, 0, outBuf{})
+			} else {
+				d.startBytes(body, 0, outBuf{}, nil)
+			}
+		}
+		begin()
+		d.allow = n
+		if _, err := d.run(end); err != nil || !bytes.Equal(output(&d), data) {
+			t.Fatalf("symbols %v, allowed all: %v", symbols, err)
+		}
+		begin()
+		d.allow = n - 1
+		if _, err := d.run(end); err != errOutputLimit {
+			t.Fatalf("symbols %v, allowed one byte less: %v", symbols, err)
+		}
+		if p := d.produced(); p < n-1 || p > n+maxMatch+64 {
+			t.Errorf("symbols %v: stopped after %d values, allowed %d", symbols, p, n-1)
+		}
+
+		// From a budget of exactly the output: many draws, the same output, all of it held.
+		share := &budget{left: n}
+		begin()
+		d.allow, d.ceiling, d.share = 0, noLimit, share
+		if _, err := d.run(end); err != nil || !bytes.Equal(output(&d), data) {
+			t.Fatalf("symbols %v, from a budget: %v", symbols, err)
+		}
+		if d.allow+share.left != n || d.allow != n {
+			t.Errorf("symbols %v: the decoder holds %d, the budget has %d left, of %d", symbols, d.allow, share.left, n)
+		}
+		// A budget of half, or a ceiling of half: it stops within a block's reach of it.
+		for _, half := range []struct{ left, ceiling int }{{n / 2, noLimit}, {n, n / 2}} {
+			share := &budget{left: half.left}
+			begin()
+			d.allow, d.ceiling, d.share = 0, half.ceiling, share
+			if _, err := d.run(end); err != errOutputLimit {
+				t.Fatalf("symbols %v, %+v: %v", symbols, half, err)
+			}
+			if d.allow > n/2 || d.produced() <= d.allow || d.produced() > n/2+1<<16+maxMatch+64 {
+				t.Errorf("symbols %v, %+v: allowed %d, stopped after %d", symbols, half, d.allow, d.produced())
+			}
+			if d.allow+share.left != half.left {
+				t.Errorf("symbols %v, %+v: the decoder holds %d, the budget has %d left", symbols, half, d.allow, share.left)
+			}
+		}
+	}
+}
