@@ -49,13 +49,14 @@ func (r *runner) read(ctx context.Context, reader int, w *work) bool {
 		r.fail(w, err)
 		return false
 	}
-	r.startHash(ctx, w)
 	err = r.decode(ctx, reader, w)
 	r.releaseScratch(w) // decode has closed the reader and with it any inflate memory
 	if err != nil {
 		r.fail(w, err)
 		return false
 	}
+	// After the read, which may use every core (the parallel inflate), while the engine works.
+	r.startHash(ctx, w)
 	return true
 }
 

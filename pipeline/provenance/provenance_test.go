@@ -3,6 +3,7 @@ package provenance
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,33 +28,58 @@ func writeVol(t *testing.T, path string, nx, ny, nz int, ext []nifti.Extension) 
 	}
 }
 
-func TestHashMatchesXXH128Sum(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "a.nii.gz")
-	writeVol(t, p, 30, 20, 10, nil)
-	got, err := Hash(context.Background(), []string{p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 32 {
-		t.Fatalf("hash %q", got)
-	}
+// Hash is the documented tree: xxh128sum of each piece, the digests' bytes concatenated, and
+// xxh128sum of that; pieces span file boundaries (a pair's .hdr and .img).
+func TestHashIsTheDocumentedTree(t *testing.T) {
 	if _, err := exec.LookPath("xxh128sum"); err != nil {
 		t.Skip("xxh128sum not installed (Debian package xxhash)")
 	}
-	out, err := exec.Command("xxh128sum", p).Output()
-	if err != nil {
-		t.Fatal(err)
+	xxh := func(p string) []byte {
+		out, err := exec.Command("xxh128sum", p).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := hex.DecodeString(strings.Fields(string(out))[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	if want := strings.Fields(string(out))[0]; got != want {
-		t.Errorf("Hash %s, xxh128sum %s", got, want)
+	dir := t.TempDir()
+	old := hashPiece
+	defer func() { hashPiece = old }()
+	hashPiece = 64 << 10
+	a, b := make([]byte, 100<<10+7), make([]byte, 150<<10+3)
+	for i := range a {
+		a[i] = byte(i * 31)
 	}
+	for i := range b {
+		b[i] = byte(i*17 + 5)
+	}
+	pa, pb := filepath.Join(dir, "a.hdr"), filepath.Join(dir, "a.img")
+	os.WriteFile(pa, a, 0o644)
+	os.WriteFile(pb, b, 0o644)
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, nil, 0o644)
-	h0, err := Hash(context.Background(), []string{empty})
-	out, _ = exec.Command("xxh128sum", empty).Output()
-	if err != nil || h0 != strings.Fields(string(out))[0] {
-		t.Errorf("empty file: %s %v, xxh128sum %s", h0, err, out)
+	for _, files := range [][]string{{pa, pb}, {pb}, {empty}, {pa, empty, pb}} {
+		var all []byte
+		for _, f := range files {
+			c, _ := os.ReadFile(f)
+			all = append(all, c...)
+		}
+		var digests []byte
+		for off := 0; off < len(all) || off == 0; off += hashPiece {
+			piece := filepath.Join(dir, "piece")
+			os.WriteFile(piece, all[off:min(off+hashPiece, len(all))], 0o644)
+			digests = append(digests, xxh(piece)...)
+		}
+		tree := filepath.Join(dir, "digests")
+		os.WriteFile(tree, digests, 0o644)
+		want := hex.EncodeToString(xxh(tree))
+		got, err := Hash(context.Background(), files)
+		if err != nil || got != want {
+			t.Errorf("%v: Hash %s %v, the tree by xxh128sum %s", files, got, err, want)
+		}
 	}
 }
 
