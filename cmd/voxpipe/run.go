@@ -52,7 +52,7 @@ func init() {
 			&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},
 			&cli.DurationFlag{Name: "claim-timeout", Value: claim.DefaultTimeout, Usage: "a claim whose heartbeat is older than this, held by another host, is taken over"},
 			&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
-			&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist"},
+			&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist; elsewhere, the run is not in OUT/volumes.csv"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Chrome/Perfetto trace (JSON) of every stage and slab"},
 			&cli.StringFlag{Name: "run-id", Usage: "run id in the records (default: UTC time and random suffix); must be new to OUT"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
