@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"voxpipe/internal/gzbomb"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/claim"
 	"voxpipe/pipeline/provenance"
@@ -356,6 +357,41 @@ func TestRunChecksBeforeWork(t *testing.T) {
 		}
 	} else {
 		t.Logf("read-only mount not possible here (%v): that case is not run", err)
+	}
+}
+
+// A 4 MB .nii.gz whose stream inflates to 4 GiB more than its header implies, its trailer
+// consistent, fails alone, quickly, in little memory.
+func TestRunGzipBombFailsAlone(t *testing.T) {
+	bin := testBinary(t)
+	model, _ := testModel(t)
+	in := smallVolumes(t, 2, "nii.gz")
+	plain := filepath.Join(t.TempDir(), "v.nii")
+	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Int16, BitPix: 16,
+		Dim: [8]int64{3, 64, 64, 64, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
+	if err := nifti.Write(plain, h, make([]byte, 2*64*64*64), nifti.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	prefix, _ := os.ReadFile(plain)
+	bomb := gzbomb.Zeros(prefix, 4096)
+	os.WriteFile(filepath.Join(in, "bomb.nii.gz"), bomb, 0o644)
+	out := t.TempDir()
+	start := time.Now()
+	// One reader: the volume gets both cores, so the parallel inflate takes it.
+	cmd := exec.Command(bin, "run", "-q", "--engine", "cpu", "--model", model, "--readers", "1", "--run-id", "r", in, "-o", out)
+	if b, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s", cmd.ProcessState.ExitCode(), exitFailed, b)
+	}
+	t.Logf("%d-byte bomb: run took %v, peak RSS %d KiB", len(bomb), time.Since(start), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+	s := statusByVolume(runSummary(t, out, "r"))
+	if s["bomb"].Status != timing.StatusFailed || !strings.Contains(s["bomb"].Error, "more than") {
+		t.Errorf("bomb: %s %q", s["bomb"].Status, s["bomb"].Error)
+	}
+	if s["phantom_000"].Status != timing.StatusOK || s["phantom_001"].Status != timing.StatusOK {
+		t.Errorf("the other volumes: %v %v", s["phantom_000"].Status, s["phantom_001"].Status)
+	}
+	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss; rss > 400<<10 {
+		t.Errorf("peak RSS %d KiB", rss)
 	}
 }
 

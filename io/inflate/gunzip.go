@@ -26,7 +26,7 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"voxpipe/io/internal/crc32x"
+	"voxpipe/internal/crc32x"
 )
 
 var (

@@ -2,60 +2,14 @@ package inflate
 
 import (
 	"bytes"
-	"compress/flate"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
-	"voxpipe/io/internal/crc32x"
+	"voxpipe/internal/gzbomb"
 )
-
-// zerosCRC is the CRC-32 of n zero bytes, by doubling.
-func zerosCRC(n int64) uint32 {
-	var crc uint32 // of the zeros counted so far (none: 0)
-	unit, m := crc32.ChecksumIEEE([]byte{0}), int64(1)
-	for ; n > 0; n >>= 1 {
-		if n&1 != 0 {
-			crc = crc32x.Combine(crc, unit, m)
-		}
-		unit = crc32x.Combine(unit, unit, m)
-		m *= 2
-	}
-	return crc
-}
-
-// zeroMiB is the deflate data of 1 MiB of zeros from a fresh compressor, ended by a flush: a
-// byte-aligned run of non-final blocks that refers only to its own output, so copies of it
-// may follow any output (about 1 KiB each).
-var zeroMiB = func() []byte {
-	var b bytes.Buffer
-	w, _ := flate.NewWriter(&b, 6)
-	w.Write(make([]byte, 1<<20))
-	w.Flush()
-	return b.Bytes()
-}()
-
-// zerosBomb is a gzip file of prefix followed by mib MiB of zeros, made in milliseconds
-// whatever its inflated size, with a consistent trailer: the CRC-32 of all of it and ISIZE
-// its length modulo 2^32 (mib a multiple of 4096: len(prefix), though it inflates to
-// mib MiB more).
-func zerosBomb(prefix []byte, mib int) []byte {
-	b := bytes.NewBuffer([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255})
-	w, _ := flate.NewWriter(b, 6)
-	w.Write(prefix)
-	w.Flush()
-	for range mib {
-		b.Write(zeroMiB)
-	}
-	b.Write([]byte{3, 0}) // a final, empty block (fixed Huffman)
-	zeros := int64(mib) << 20
-	crc := crc32x.Combine(crc32.ChecksumIEEE(prefix), zerosCRC(zeros), zeros)
-	return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(b.Bytes(), crc), uint32(int64(len(prefix))+zeros))
-}
 
 // allocatedDuring returns the bytes the process allocated on the heap while f ran (the tests
 // of this package run one at a time).
@@ -70,7 +24,7 @@ func allocatedDuring(f func()) uint64 {
 // The bomb files are what they claim: klauspost/compress reads one, checksum and all.
 func TestZerosBomb(t *testing.T) {
 	prefix := volumeLike(100000, 20)
-	got, err := reference(t, zerosBomb(prefix, 3))
+	got, err := reference(t, gzbomb.Zeros(prefix, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +54,7 @@ func TestGunzipBomb(t *testing.T) {
 				smallChunks(t, c.lo, c.hi)
 			}
 			prefix := volumeLike(c.prefix, 21)
-			gz := zerosBomb(prefix, 4096)
+			gz := gzbomb.Zeros(prefix, 4096)
 			dst := make([]byte, len(prefix))
 			for _, threads := range []int{1, 2, 4, 8} {
 				var err error
@@ -131,7 +85,7 @@ func TestGunzipHighRatio(t *testing.T) {
 	smallChunks(t, 8<<10, 16<<10)
 	stats := countStitching(t)
 	prefix := volumeLike(1<<20, 22)
-	gz := zerosBomb(prefix, 64)
+	gz := gzbomb.Zeros(prefix, 64)
 	for _, threads := range []int{2, 4, 8} {
 		dst := make([]byte, len(prefix)+64<<20)
 		if err := Gunzip(gz, dst, threads); err != nil {

@@ -2,11 +2,9 @@ package nifti
 
 import (
 	"bytes"
-	"compress/flate"
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,51 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/io/internal/crc32x"
+	"voxpipe/internal/gzbomb"
 )
-
-// zerosCRC is the CRC-32 of n zero bytes, by doubling.
-func zerosCRC(n int64) uint32 {
-	var crc uint32 // of the zeros counted so far (none: 0)
-	unit, m := crc32.ChecksumIEEE([]byte{0}), int64(1)
-	for ; n > 0; n >>= 1 {
-		if n&1 != 0 {
-			crc = crc32x.Combine(crc, unit, m)
-		}
-		unit = crc32x.Combine(unit, unit, m)
-		m *= 2
-	}
-	return crc
-}
-
-// zeroMiB is the deflate data of 1 MiB of zeros from a fresh compressor, ended by a flush: a
-// byte-aligned run of non-final blocks that refers only to its own output, so copies of it
-// may follow any output (about 1 KiB each).
-var zeroMiB = func() []byte {
-	var b bytes.Buffer
-	w, _ := flate.NewWriter(&b, 6)
-	w.Write(make([]byte, 1<<20))
-	w.Flush()
-	return b.Bytes()
-}()
-
-// zerosBomb is a gzip file of prefix followed by mib MiB of zeros, made in milliseconds
-// whatever its inflated size, with a consistent trailer: the CRC-32 of all of it and ISIZE
-// its length modulo 2^32 (mib a multiple of 4096: len(prefix), though it inflates to
-// mib MiB more).
-func zerosBomb(prefix []byte, mib int) []byte {
-	b := bytes.NewBuffer([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255})
-	w, _ := flate.NewWriter(b, 6)
-	w.Write(prefix)
-	w.Flush()
-	for range mib {
-		b.Write(zeroMiB)
-	}
-	b.Write([]byte{3, 0}) // a final, empty block (fixed Huffman)
-	zeros := int64(mib) << 20
-	crc := crc32x.Combine(crc32.ChecksumIEEE(prefix), zerosCRC(zeros), zeros)
-	return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(b.Bytes(), crc), uint32(int64(len(prefix))+zeros))
-}
 
 const bombN = 64 // the bombs' volume: 64^3 int16, 512 KiB
 
@@ -138,9 +93,9 @@ func TestGzipBomb(t *testing.T) {
 		implied          int
 		wholeTried       bool // the parallel inflate takes it (trailer consistent)
 	}{
-		{"consistent trailer", "", write("c.nii.gz", zerosBomb(single, 4096)), len(single), true},
-		{"1 GiB longer", "", write("l.nii.gz", zerosBomb(single, 1024)), len(single), false},
-		{"pair", filepath.Join(dir, "p.hdr.gz"), write("p.img.gz", zerosBomb(pair, 4096)), len(pair), true},
+		{"consistent trailer", "", write("c.nii.gz", gzbomb.Zeros(single, 4096)), len(single), true},
+		{"1 GiB longer", "", write("l.nii.gz", gzbomb.Zeros(single, 1024)), len(single), false},
+		{"pair", filepath.Join(dir, "p.hdr.gz"), write("p.img.gz", gzbomb.Zeros(pair, 4096)), len(pair), true},
 	}
 	var mapped int
 	afterGzipMapped = func(string) { mapped++ }

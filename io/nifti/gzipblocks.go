@@ -10,7 +10,7 @@ import (
 
 	"github.com/klauspost/compress/flate"
 
-	"voxpipe/io/internal/crc32x"
+	"voxpipe/internal/crc32x"
 )
 
 // gzipBlockSize is the input of one deflate block of blockGzip.
