@@ -2,12 +2,9 @@ package pipeline
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sync/semaphore"
 
@@ -64,8 +61,8 @@ func (r *runner) volumeNeeds(h *nifti.Header, input string) (in, mask, scratch i
 		volumes *= max(1, h.Dim[d])
 	}
 	files, err := nifti.Files(input)
-	gz := err == nil && isGzip(files[len(files)-1])
-	direct := volumes == 1 && h.ByteOrder == hostByteOrder &&
+	gz := err == nil && nifti.Gzipped(files[len(files)-1])
+	direct := volumes == 1 && !h.Swapped() &&
 		(asInt16 && h.Datatype == nifti.Int16 || !asInt16 && h.Datatype == nifti.Float32)
 	if gz && r.cfg.readThreads() > 1 && !direct && volumes <= 2 {
 		scratch = h.VoxOffset + volumes*voxels*int64(h.BitPix/8)
@@ -160,17 +157,6 @@ func (r *runner) putBack(p *Pool[*hostBuffer], buf *hostBuffer) {
 	}
 	p.Put(buf)
 }
-
-// hostByteOrder is this machine's byte order, as nifti.Header.ByteOrder gives a file's.
-var hostByteOrder binary.ByteOrder = func() binary.ByteOrder {
-	x := uint16(1)
-	if *(*byte)(unsafe.Pointer(&x)) == 1 {
-		return binary.LittleEndian
-	}
-	return binary.BigEndian
-}()
-
-func isGzip(path string) bool { return strings.HasSuffix(strings.ToLower(path), ".gz") }
 
 func gib(n int64) string {
 	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))

@@ -114,7 +114,7 @@ func maskBytesEstimate(jobs []pipeline.Job) int64 {
 			continue
 		}
 		n := int64(h.NX())*int64(h.NY())*int64(h.NZ()) + 352
-		if strings.HasSuffix(strings.ToLower(j.Output), ".gz") {
+		if nifti.Gzipped(j.Output) {
 			n /= 4
 		}
 		total += n

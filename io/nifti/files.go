@@ -58,7 +58,7 @@ func CheckComplete(path string, h *Header) error {
 	if err != nil {
 		return err
 	}
-	if !isGzipName(data) {
+	if !Gzipped(data) {
 		if st.Size() < end {
 			return fmt.Errorf("check %s: %w: %d bytes, the header declares %d", data, ErrTruncated, st.Size(), end)
 		}
@@ -77,6 +77,7 @@ func CheckComplete(path string, h *Header) error {
 	return nil
 }
 
-func isGzipName(path string) bool {
+// Gzipped reports whether path names a gzipped file (.gz, any case).
+func Gzipped(path string) bool {
 	return len(path) > 3 && strings.EqualFold(path[len(path)-3:], ".gz")
 }

@@ -74,6 +74,9 @@ type Header struct {
 }
 
 // NX, NY, NZ are the volume's extents (1 for dimensions the file does not have).
+// Swapped reports whether the file's byte order differs from this machine's.
+func (h *Header) Swapped() bool { return h.ByteOrder != hostOrder }
+
 func (h *Header) NX() int { return dimOr1(h, 1) }
 func (h *Header) NY() int { return dimOr1(h, 2) }
 func (h *Header) NZ() int { return dimOr1(h, 3) }
