@@ -32,6 +32,8 @@ type Job struct {
 	Output string // path of the mask
 	// Err, when set, fails the volume without opening it (ErrNotRegular).
 	Err error
+	// Voxels is what the input's header declared at discovery (0 if it could not be read).
+	Voxels int64
 }
 
 // Discovery is what Discover found, and what it left out.
@@ -78,18 +80,25 @@ func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discov
 	outInfo, _ := os.Stat(outDir) // the output folder may not exist yet: then it is in no input
 	add := func(path, rel string, info fs.FileInfo) {
 		var jobErr error
+		var voxels int64
 		if !info.Mode().IsRegular() {
 			jobErr = fmt.Errorf("input %s: %w (%s)", path, ErrNotRegular, info.Mode().Type())
-		} else if isOwnOutput(path) {
-			d.OwnOutputs = append(d.OwnOutputs, path)
-			return
+		} else {
+			h, own := readDiscovered(path)
+			if own {
+				d.OwnOutputs = append(d.OwnOutputs, path)
+				return
+			}
+			if h != nil {
+				voxels = int64(h.NX()) * int64(h.NY()) * int64(h.NZ())
+			}
 		}
 		name, _ := VolumeBase(rel)
 		if dir := filepath.Dir(rel); dir != "." {
 			name = filepath.ToSlash(filepath.Join(dir, name))
 		}
 		out := filepath.Join(outDir, filepath.FromSlash(strings.ReplaceAll(maskName, "{name}", name)))
-		d.Jobs = append(d.Jobs, Job{Name: name, Input: path, Output: out, Err: jobErr})
+		d.Jobs = append(d.Jobs, Job{Name: name, Input: path, Output: out, Err: jobErr, Voxels: voxels})
 	}
 	for _, in := range inputs {
 		st, err := os.Stat(in) // follows links; never opens
@@ -161,15 +170,15 @@ func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discov
 	return d, nil
 }
 
-// isOwnOutput reports whether path is a mask voxpipe wrote: it carries voxpipe provenance, or
-// (masks of versions before provenance) it is uint8 with a descrip starting with "voxpipe".
-// Only the header is read.
-func isOwnOutput(path string) bool {
+// readDiscovered reads the header of the file at path (nil if it cannot) and whether the file
+// is a mask voxpipe wrote: it carries voxpipe provenance, or (masks of versions before
+// provenance) it is uint8 with a descrip starting with "voxpipe".
+func readDiscovered(path string) (*nifti.Header, bool) {
 	h, _, err := provenance.Read(path)
 	if err == nil {
-		return true
+		return h, true
 	}
-	return h != nil && h.Datatype == nifti.Uint8 && strings.HasPrefix(h.Descrip, "voxpipe")
+	return h, h != nil && h.Datatype == nifti.Uint8 && strings.HasPrefix(h.Descrip, "voxpipe")
 }
 
 // CheckOutputs fails with ErrMaskIsInput when a job's mask path is one of the inputs' files

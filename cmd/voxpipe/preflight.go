@@ -102,18 +102,14 @@ func checkWritable(dir string) error {
 
 // maskBytesEstimate is about what the masks of jobs take on disk: uncompressed, one byte a
 // voxel; gzipped, a quarter of that (label masks compress far better; this errs high). Inputs
-// whose header cannot be read count for nothing: they will fail.
+// whose header could not be read at discovery count for nothing: they will fail.
 func maskBytesEstimate(jobs []pipeline.Job) int64 {
 	var total int64
 	for _, j := range jobs {
-		if j.Err != nil {
+		if j.Voxels == 0 {
 			continue
 		}
-		h, err := nifti.ReadHeader(j.Input)
-		if err != nil {
-			continue
-		}
-		n := int64(h.NX())*int64(h.NY())*int64(h.NZ()) + 352
+		n := j.Voxels + 352
 		if nifti.Gzipped(j.Output) {
 			n /= 4
 		}
