@@ -57,7 +57,7 @@ note "== rerun finding the mask up to date (new), whole process ms"
 for i in 1 2 3; do
 	s=$(date +%s%N)
 	$NEW run -q "$W/nii/volumes" -o "$W/o-nii-new-1" --slab 64 --run-id "again-$i" >/dev/null 2>&1
-	note "skip run $i rc=$? process_ms $(ms "$s") status $(col "$W/o-nii-new-1/runs/again-$i/summary.csv" status)"
+	note "skip run $i rc=$? process_ms $(ms "$s") records left: $(ls -d "$W/o-nii-new-1/runs/again-$i" 2>/dev/null || echo none)"
 done
 
 note "== batch of 8 .nii.gz: 1 process, then 3 processes on one output folder (new), wall ms"

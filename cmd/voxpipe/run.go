@@ -157,7 +157,8 @@ func runAction(c *cli.Context) error {
 	}
 
 	var rec *records.Run
-	if c.String("timings") != "" || c.String("summary") != "" {
+	defaultRecords := c.String("timings") == "" && c.String("summary") == ""
+	if !defaultRecords {
 		rec, err = records.CreateAt(runID,
 			orDefault(c.String("timings"), filepath.Join(records.RunDir(outDir, runID), records.TimingsName)),
 			orDefault(c.String("summary"), filepath.Join(records.RunDir(outDir, runID), records.SummaryName)))
@@ -242,8 +243,18 @@ func runAction(c *cli.Context) error {
 	if err := rec.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	if err := records.UpdateVolumes(outDir); err != nil {
-		log.Warn("volumes.csv", "err", err)
+	switch {
+	case defaultRecords && runErr == nil && sig.received() == nil && res.Skipped == len(jobs):
+		// Every mask was up to date: a scheduled tick over a finished folder leaves nothing.
+		if err := os.RemoveAll(rec.Dir); err != nil {
+			log.Warn("remove the records of a run with nothing to do", "err", err)
+		}
+		log.Info("nothing to do: every mask is up to date", "volumes", len(jobs))
+		return nil
+	default:
+		if err := records.UpdateVolumes(outDir); err != nil {
+			log.Warn("volumes.csv", "err", err)
+		}
 	}
 	log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
 		"failed", res.Failed, "records", rec.Dir)

@@ -322,6 +322,35 @@ func TestRunEmptyInboxIsNothingToDo(t *testing.T) {
 	}
 }
 
+// A rerun that finds every mask up to date exits 0 and leaves no records: a scheduled tick
+// over a finished folder adds nothing.
+func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
+	model, _ := testModel(t)
+	in := smallVolumes(t, 2, "nii.gz")
+	out := t.TempDir()
+	if code := run(runArgs(model, in, "-o", out, "--run-id", "first")); code != 0 {
+		t.Fatalf("first run: exit %d", code)
+	}
+	vols, _ := os.ReadFile(filepath.Join(out, records.VolumesName))
+	if code := run(runArgs(model, in, "-o", out, "--run-id", "tick")); code != 0 {
+		t.Fatalf("rerun: exit %d", code)
+	}
+	if _, err := os.Stat(records.RunDir(out, "tick")); err == nil {
+		t.Error("an all-up-to-date rerun left its run folder")
+	}
+	if now, _ := os.ReadFile(filepath.Join(out, records.VolumesName)); !bytes.Equal(now, vols) {
+		t.Error("an all-up-to-date rerun changed volumes.csv")
+	}
+	// Asked for explicitly, the records are kept.
+	sum := filepath.Join(t.TempDir(), "s.csv")
+	if code := run(runArgs(model, in, "-o", out, "--summary", sum)); code != 0 {
+		t.Fatalf("rerun with --summary: exit %d", code)
+	}
+	if rows, err := timing.ReadCSV[timing.Summary](sum); err != nil || countStatus(rows, timing.StatusSkipped) != 2 {
+		t.Errorf("--summary of an all-skipped run: %d rows, %v", len(rows), err)
+	}
+}
+
 // Bad mask names, unwritable trace and output paths are usage errors found before any work.
 func TestRunChecksBeforeWork(t *testing.T) {
 	model, _ := testModel(t)

@@ -77,10 +77,15 @@ func Create(out, id string) (*Run, error) {
 	return CreateAt(id, filepath.Join(dir, TimingsName), filepath.Join(dir, SummaryName))
 }
 
-// CreateAt creates the two CSVs at the paths given (the CLI's --timings and --summary),
-// failing if either exists.
+// CreateAt creates the two CSVs at the paths given (the CLI's --timings and --summary), and
+// their folders, failing if either file exists.
 func CreateAt(id, timingsPath, summaryPath string) (*Run, error) {
 	r := &Run{ID: id, Dir: filepath.Dir(summaryPath)}
+	for _, p := range []string{timingsPath, summaryPath} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, fmt.Errorf("records: %w", err)
+		}
+	}
 	var err error
 	if r.Timings, err = timing.CreateNewCSV[timing.Row](timingsPath); err != nil {
 		return nil, err
