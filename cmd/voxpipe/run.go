@@ -105,8 +105,8 @@ func runAction(c *cli.Context) error {
 		return usageError{fmt.Errorf("run: --claim-timeout %v is too short", c.Duration("claim-timeout"))}
 	}
 	runID := orDefault(c.String("run-id"), newRunID())
-	if runID == "." || runID == ".." || filepath.Base(runID) != runID {
-		return usageError{fmt.Errorf("run: --run-id %q must be a plain name (no /)", runID)}
+	if err := records.CheckRunID(runID); err != nil {
+		return usageError{fmt.Errorf("run: --run-id: %w", err)}
 	}
 
 	// Bars on a terminal, log lines otherwise; logs print above the bars.

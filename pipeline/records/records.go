@@ -48,6 +48,14 @@ const TimeFormat = "2006-01-02T15:04:05.000000000Z"
 // Stamp formats t for finished_at.
 func Stamp(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
+// CheckRunID refuses run ids that are not a plain folder name.
+func CheckRunID(id string) error {
+	if id == "" || id == "." || id == ".." || filepath.Base(id) != id {
+		return fmt.Errorf("records: run id %q must be a plain folder name (no /)", id)
+	}
+	return nil
+}
+
 // RunDir is the folder of run id's records.
 func RunDir(out, id string) string { return filepath.Join(out, RunsDir, id) }
 
@@ -61,8 +69,8 @@ type Run struct {
 // Create makes run id's folder and its two CSVs (headers only). It fails with ErrRunExists when
 // the folder exists, whoever made it.
 func Create(out, id string) (*Run, error) {
-	if id == "" || id == "." || id == ".." || filepath.Base(id) != id {
-		return nil, fmt.Errorf("records: run id %q must be a plain file name", id)
+	if err := CheckRunID(id); err != nil {
+		return nil, err
 	}
 	dir := RunDir(out, id)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
