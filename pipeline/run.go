@@ -59,6 +59,7 @@ type Config struct {
 	// allocated for it. 0: no bound.
 	MaxMemory int64
 	Host      string // summary.csv's host column
+	Shard     string // summary.csv's shard column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that
 	// exits right after it: the exit reclaims them faster than freeing them one by one
 	// (page-locked ones: `voxpipe run` on one volume took ~20 ms less on the GPU machine,
@@ -371,7 +372,7 @@ func (r *runner) pump(ctx context.Context, in <-chan *work, out chan<- *work, do
 // it as work to do, claimed, with the reason.
 func (r *runner) take(ctx context.Context, job Job) *work {
 	w := &work{job: job}
-	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.Output}
+	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.Output, Shard: r.cfg.Shard}
 	if job.Err != nil {
 		r.fail(w, job.Err)
 		return nil

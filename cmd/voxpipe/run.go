@@ -51,6 +51,8 @@ func init() {
 			&cli.BoolFlag{Name: "fail-fast", Usage: "stop at the first failed volume (default: go on)"},
 			&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},
 			&cli.DurationFlag{Name: "claim-timeout", Value: claim.DefaultTimeout, Usage: "a claim whose heartbeat is older than this, held by another host, is taken over"},
+			&cli.StringFlag{Name: "shard", Usage: "do one part of the batch: i/n, or auto (a Slurm array task, or a Kubernetes Indexed Job pod with --shard-count); volumes are split by a stable hash of their names"},
+			&cli.IntFlag{Name: "shard-count", Usage: "the number of shards for --shard auto under a Kubernetes Indexed Job (default $" + pipeline.EnvShardCount + ")"},
 			&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
 			&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist; elsewhere, the run is not in OUT/volumes.csv"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Chrome/Perfetto trace (JSON) of every stage and slab"},
@@ -109,6 +111,11 @@ func runAction(c *cli.Context) error {
 		return usageError{fmt.Errorf("run: --run-id: %w", err)}
 	}
 
+	shard, err := pipeline.ParseShard(c.String("shard"), c.Int("shard-count"), os.Getenv)
+	if err != nil {
+		return usageError{fmt.Errorf("run: --shard: %w", err)}
+	}
+
 	// Bars on a terminal, log lines otherwise; logs print above the bars.
 	logOut := &switchWriter{w: os.Stderr}
 	quiet := c.Bool("quiet")
@@ -127,6 +134,10 @@ func runAction(c *cli.Context) error {
 	jobs := found.Jobs
 	if err := pipeline.CheckOutputs(jobs); err != nil {
 		return usageError{err}
+	}
+	if jobs = shard.Filter(jobs); len(jobs) == 0 {
+		log.Info("nothing to do: no volume falls in this shard", "shard", shard.String(), "volumes", len(found.Jobs))
+		return nil
 	}
 
 	// Everything the run will write is checked before any work.
@@ -202,6 +213,7 @@ func runAction(c *cli.Context) error {
 		VerifyInputs: c.Bool("verify-inputs"),
 		MaxMemory:    maxMemory,
 		Host:         host,
+		Shard:        shard.String(),
 		RunID:        runID,
 		Timings:      rec.Timings, Summary: rec.Summary, Log: log, Progress: progress,
 	}
@@ -212,7 +224,7 @@ func runAction(c *cli.Context) error {
 	for i, e := range engines {
 		names[i] = e.Name()
 	}
-	log.Info("run", "run_id", cfg.RunID, "volumes", len(jobs), "engines", names, "model", modelName,
+	log.Info("run", "run_id", cfg.RunID, "volumes", len(jobs), "shard", cfg.Shard, "engines", names, "model", modelName,
 		"output", outDir, "records", rec.Dir, "max_memory_bytes", maxMemory)
 
 	// A signal stops the run; if it has not stopped within signalGrace, what it holds is

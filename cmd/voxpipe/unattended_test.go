@@ -351,6 +351,41 @@ func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
 	}
 }
 
+// Shards split a folder: together they do every volume once, and their rows say which shard.
+func TestRunShards(t *testing.T) {
+	model, _ := testModel(t)
+	in := smallVolumes(t, 6, "nii.gz")
+	out := t.TempDir()
+	done := map[string]string{}
+	for i := range 3 {
+		id := "shard" + strconv.Itoa(i)
+		t.Setenv("SLURM_ARRAY_TASK_ID", strconv.Itoa(10+i))
+		t.Setenv("SLURM_ARRAY_TASK_MIN", "10")
+		t.Setenv("SLURM_ARRAY_TASK_COUNT", "3")
+		if code := run(runArgs(model, in, "-o", out, "--shard", "auto", "--run-id", id)); code != 0 {
+			t.Fatalf("shard %d: exit %d", i, code)
+		}
+		if _, err := os.Stat(records.RunDir(out, id)); err != nil {
+			continue // no volume fell in this shard
+		}
+		for _, s := range runSummary(t, out, id) {
+			if prev, dup := done[s.Volume]; dup {
+				t.Errorf("%s done by %s and %s", s.Volume, prev, s.Shard)
+			}
+			if s.Status != timing.StatusOK || s.Shard != strconv.Itoa(i)+"/3" {
+				t.Errorf("%s: %s in shard %q, want ok in %d/3", s.Volume, s.Status, s.Shard, i)
+			}
+			done[s.Volume] = s.Shard
+		}
+	}
+	if len(done) != 6 {
+		t.Errorf("%d of 6 volumes done by the shards", len(done))
+	}
+	if code := run(runArgs(model, in, "-o", out, "--shard", "3/3")); code != exitUsage {
+		t.Errorf("--shard 3/3: exit %d, want %d", code, exitUsage)
+	}
+}
+
 // Bad mask names, unwritable trace and output paths are usage errors found before any work.
 func TestRunChecksBeforeWork(t *testing.T) {
 	model, _ := testModel(t)

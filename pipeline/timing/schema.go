@@ -38,11 +38,12 @@ type Summary struct {
 	Reason     string `csv:"reason"`      // why the volume was (re)done or not: "new", "input changed", "mask up to date"...
 	FinishedAt string `csv:"finished_at"` // UTC wall-clock time the row was recorded (RFC 3339, ns)
 	Host       string `csv:"host"`        // host that recorded the row
+	Shard      string `csv:"shard"`       // "i/n" of a run split into shards (--shard), else empty
 }
 
 // OptionalColumns are the summary.csv columns added after its first schema: files written
 // before them lack them, and readers take them as empty.
-var OptionalColumns = []string{"reason", "finished_at", "host"}
+var OptionalColumns = []string{"reason", "finished_at", "host", "shard"}
 
 // Status is a volume's outcome in summary.csv.
 type Status string
