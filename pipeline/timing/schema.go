@@ -39,11 +39,15 @@ type Summary struct {
 	FinishedAt string `csv:"finished_at"` // UTC wall-clock time the row was recorded (RFC 3339, ns)
 	Host       string `csv:"host"`        // host that recorded the row
 	Shard      string `csv:"shard"`       // "i/n" of a run split into shards (--shard), else empty
+	// QueueMS is the part of WallMS the volume spent waiting rather than being worked on: for
+	// an engine after its read; under watch, also from its arrival to its read. Service time
+	// is WallMS - QueueMS.
+	QueueMS float64 `csv:"queue_ms"`
 }
 
 // OptionalColumns are the summary.csv columns added after its first schema: files written
 // before them lack them, and readers take them as empty.
-var OptionalColumns = []string{"reason", "finished_at", "host", "shard"}
+var OptionalColumns = []string{"reason", "finished_at", "host", "shard", "queue_ms"}
 
 // Status is a volume's outcome in summary.csv.
 type Status string
