@@ -119,3 +119,32 @@ func mustHeader(t *testing.T, path string) *nifti.Header {
 	}
 	return h
 }
+
+// Volumes that wait for the one engine have that wait in queue_ms, not in their service time.
+func TestQueueTime(t *testing.T) {
+	b := newBatch(t, 4)
+	const delay = 20 * time.Millisecond // per slab: each volume takes >= 60 ms in the engine
+	out := runBatch(t, context.Background(), b, &signEngine{delay: delay}, func(c *Config) { c.Readers = 4 })
+	if out.res.OK != 4 {
+		t.Fatalf("%+v", out.res)
+	}
+	var queued int
+	for _, s := range out.summary {
+		if s.Status != timing.StatusOK {
+			continue
+		}
+		if s.QueueMS < 0 || s.QueueMS > s.WallMS {
+			t.Errorf("%s: queue %.1f ms of wall %.1f ms", s.Volume, s.QueueMS, s.WallMS)
+		}
+		// Service (wall - queue) is about the volume's own stages, not its neighbours'.
+		if service := s.WallMS - s.QueueMS; service > s.ReadMS+s.StatsMS+s.SegmentMS+s.WriteMS+50 {
+			t.Errorf("%s: service %.1f ms, but its stages take %.1f", s.Volume, service, s.ReadMS+s.StatsMS+s.SegmentMS+s.WriteMS)
+		}
+		if s.QueueMS > float64(2*delay/time.Millisecond) {
+			queued++
+		}
+	}
+	if queued < 2 {
+		t.Errorf("%d volumes queued behind the engine, want at least 2 of 4", queued)
+	}
+}

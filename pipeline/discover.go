@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
@@ -34,6 +35,9 @@ type Job struct {
 	Err error
 	// Voxels is what the input's header declared at discovery (0 if it could not be read).
 	Voxels int64
+	// Arrived, when set (voxpipe watch), is when the file was found complete: its wall time
+	// and queue time start there.
+	Arrived time.Time
 }
 
 // Discovery is what Discover found, and what it left out.

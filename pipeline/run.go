@@ -114,7 +114,10 @@ type work struct {
 	sum        timing.Summary
 	kernelsEnd float64 // under mu: the latest end of a kernels span, ms since the run's start
 	err        error   // first failure of the volume, under mu (see setErr)
-	start      time.Time
+	// start: the volume's arrival (Job.Arrived) or the reader taking it; readStart, readEnd:
+	// its decode; segStart: its engine call (under mu). wall_ms runs from start; queue_ms is
+	// the waits between them (queueMS).
+	start, readStart, readEnd, segStart time.Time
 
 	// From the start of its segmentation the volume is held by two goroutines at once, its
 	// engine worker and its writer (see the comment on runner.segment): holders counts them,

@@ -39,6 +39,9 @@ var ErrNonFinite = errors.New("pipeline: volume has NaN or infinite values")
 // (readAt), slab by slab in order for the other gzipped ones (readSequential).
 func (r *runner) read(ctx context.Context, reader int, w *work) bool {
 	w.start = time.Now()
+	if !w.job.Arrived.IsZero() {
+		w.start = w.job.Arrived // a watched file's sojourn starts when it is complete
+	}
 	buf, err := r.inputs.Get(ctx)
 	if err != nil {
 		r.fail(w, context.Cause(ctx))
@@ -49,7 +52,9 @@ func (r *runner) read(ctx context.Context, reader int, w *work) bool {
 		r.fail(w, err)
 		return false
 	}
+	w.readStart = time.Now()
 	err = r.decode(ctx, reader, w)
+	w.readEnd = time.Now()
 	r.releaseScratch(w) // decode has closed the reader and with it any inflate memory
 	if err != nil {
 		r.fail(w, err)
@@ -340,10 +345,11 @@ func (r *runner) segment(ctx context.Context, worker int, eng segment.Engine, w 
 	}
 
 	device := eng.Name()
+	start := time.Now()
 	w.mu.Lock()
 	w.sum.Engine = device
+	w.segStart = start
 	w.mu.Unlock()
-	start := time.Now()
 	sawSegment := false
 	plane := int64(w.vol.NX) * int64(w.vol.NY)
 	err = eng.Segment(segCtx, &w.vol, w.mask.bytes[:voxels], segment.Options{
@@ -559,6 +565,21 @@ func (w *work) claimLost() <-chan struct{} {
 	return w.claim.Lost()
 }
 
+// queueMS is the time the volume waited within its wall time (under w.mu): from its start
+// (arrival, or the reader taking it) to its read (an input buffer, the memory budget), and
+// from its read's end to its engine call (a free engine, a mask buffer). Stages not reached
+// count for nothing.
+func (w *work) queueMS() float64 {
+	var q time.Duration
+	if !w.readStart.IsZero() {
+		q += w.readStart.Sub(w.start)
+	}
+	if !w.segStart.IsZero() && !w.readEnd.IsZero() {
+		q += w.segStart.Sub(w.readEnd)
+	}
+	return ms(q)
+}
+
 // setErr records the volume's first failure; later ones are consequences of it.
 func (w *work) setErr(err error) {
 	w.mu.Lock()
@@ -586,6 +607,7 @@ func (r *runner) release(w *work) {
 	w.mu.Lock()
 	w.sum.Status = timing.StatusOK
 	w.sum.WallMS = ms(w.committed.Sub(w.start))
+	w.sum.QueueMS = w.queueMS()
 	if w.sum.WallMS > 0 {
 		w.sum.MVoxPerS = float64(w.sum.Voxels) / 1e3 / w.sum.WallMS
 	}
@@ -626,6 +648,7 @@ func (r *runner) fail(w *work, err error) {
 	w.sum.Output = ""
 	if !w.start.IsZero() {
 		w.sum.WallMS = ms(time.Since(w.start))
+		w.sum.QueueMS = w.queueMS()
 	}
 	w.mu.Unlock()
 	r.log.Error("volume failed", "volume", w.job.Name, "input", w.job.Input, "err", err)
