@@ -66,6 +66,13 @@ func VolumeBase(path string) (string, bool) {
 	return base, false
 }
 
+// IsVolumeName reports whether a file name makes a volume input: a NIfTI name, not hidden (no
+// temporary of voxpipe's or anyone's).
+func IsVolumeName(name string) bool {
+	_, ok := VolumeBase(name)
+	return ok && !isTemporary(name)
+}
+
 // isTemporary reports files voxpipe itself leaves while writing (".name.tmp-XXXX") and other
 // hidden files, which are never inputs.
 func isTemporary(name string) bool { return strings.HasPrefix(name, ".") }
@@ -83,26 +90,12 @@ func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discov
 	d := &Discovery{}
 	outInfo, _ := os.Stat(outDir) // the output folder may not exist yet: then it is in no input
 	add := func(path, rel string, info fs.FileInfo) {
-		var jobErr error
-		var voxels int64
-		if !info.Mode().IsRegular() {
-			jobErr = fmt.Errorf("input %s: %w (%s)", path, ErrNotRegular, info.Mode().Type())
-		} else {
-			h, own := readDiscovered(path)
-			if own {
-				d.OwnOutputs = append(d.OwnOutputs, path)
-				return
-			}
-			if h != nil {
-				voxels = int64(h.NX()) * int64(h.NY()) * int64(h.NZ())
-			}
+		job, own := JobFor(path, rel, info, outDir, maskName)
+		if own {
+			d.OwnOutputs = append(d.OwnOutputs, path)
+			return
 		}
-		name, _ := VolumeBase(rel)
-		if dir := filepath.Dir(rel); dir != "." {
-			name = filepath.ToSlash(filepath.Join(dir, name))
-		}
-		out := filepath.Join(outDir, filepath.FromSlash(strings.ReplaceAll(maskName, "{name}", name)))
-		d.Jobs = append(d.Jobs, Job{Name: name, Input: path, Output: out, Err: jobErr, Voxels: voxels})
+		d.Jobs = append(d.Jobs, job)
 	}
 	for _, in := range inputs {
 		st, err := os.Stat(in) // follows links; never opens
@@ -172,6 +165,32 @@ func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discov
 		byOutput[d.Jobs[i].Output] = d.Jobs[i].Input
 	}
 	return d, nil
+}
+
+// JobFor makes the job of the volume file at path (rel: its path relative to its input folder;
+// info: its os.Stat), its mask under outDir named by maskName, or reports that the file is a
+// voxpipe mask (own). A file that is not regular gets Job.Err without being opened; otherwise
+// its header is read for Job.Voxels (and to recognise masks).
+func JobFor(path, rel string, info fs.FileInfo, outDir, maskName string) (job Job, own bool) {
+	var jobErr error
+	var voxels int64
+	if !info.Mode().IsRegular() {
+		jobErr = fmt.Errorf("input %s: %w (%s)", path, ErrNotRegular, info.Mode().Type())
+	} else {
+		h, own := readDiscovered(path)
+		if own {
+			return Job{}, true
+		}
+		if h != nil {
+			voxels = int64(h.NX()) * int64(h.NY()) * int64(h.NZ())
+		}
+	}
+	name, _ := VolumeBase(rel)
+	if dir := filepath.Dir(rel); dir != "." {
+		name = filepath.ToSlash(filepath.Join(dir, name))
+	}
+	out := filepath.Join(outDir, filepath.FromSlash(strings.ReplaceAll(maskName, "{name}", name)))
+	return Job{Name: name, Input: path, Output: out, Err: jobErr, Voxels: voxels}, false
 }
 
 // readDiscovered reads the header of the file at path (nil if it cannot) and whether the file

@@ -27,7 +27,10 @@ import (
 
 // Config describes one batch run.
 type Config struct {
-	Jobs    []Job
+	Jobs []Job
+	// Source, when set, hands the jobs in instead of Jobs, for as long as it stays open (the
+	// watch service): Run returns once it is closed and its jobs are done.
+	Source  <-chan Job
 	Engines []segment.Engine // one worker per engine, all pulling from one queue
 	Classes int              // labels written are 0..Classes-1
 	Descrip string           // descrip field of the written masks ("voxpipe <model>")
@@ -157,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// Each reader and each engine holds at most one input volume; each engine and each writer
 	// at most one mask. With these pools full, nothing more is ever allocated.
 	// A batch of fewer volumes than that never uses more than one buffer per volume.
-	jobs := max(1, len(cfg.Jobs))
+	jobs := max(1, cfg.jobCount())
 	r.inputs = NewPool(newBuffers(min(cfg.Readers+len(cfg.Engines), jobs), inputHeadroom)...)
 	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Writers, jobs), 0)...)
 	if !cfg.LeaveBuffers {
@@ -186,7 +189,15 @@ func (c *Config) readThreads() int {
 	if c.ReadThreads > 0 {
 		return c.ReadThreads
 	}
-	return max(1, runtime.GOMAXPROCS(0)/max(1, min(c.Readers, len(c.Jobs))))
+	return max(1, runtime.GOMAXPROCS(0)/max(1, min(c.Readers, c.jobCount())))
+}
+
+// jobCount is the number of jobs, or for a Source as many as can be in flight at once.
+func (c *Config) jobCount() int {
+	if c.Source != nil {
+		return c.Readers + len(c.Engines) + c.Writers
+	}
+	return len(c.Jobs)
 }
 
 func (c *Config) validate() error {
@@ -256,8 +267,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 
 	g.Go(func() error {
 		defer close(toRead)
-		for _, job := range r.cfg.Jobs {
-			if ctx.Err() != nil {
+		next := r.jobs(ctx)
+		for {
+			job, ok := next()
+			if !ok {
 				return ctx.Err()
 			}
 			w := r.take(ctx, job)
@@ -267,10 +280,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 			select {
 			case toRead <- w:
 			case <-ctx.Done():
+				r.fail(w, context.Cause(ctx))
 				return ctx.Err()
 			}
 		}
-		return nil
 	})
 	startStage(g, r.cfg.Readers, toSegment, func(i int) error {
 		return r.pump(ctx, toRead, toSegment, func(w *work) bool { return r.read(ctx, i, w) })
@@ -306,7 +319,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 // which sizes the buffer again.
 func (r *runner) prewarmMask(ctx context.Context) {
 	// Jobs refused at discovery (a FIFO) must not be opened.
-	if len(r.cfg.Jobs) == 0 || r.cfg.Jobs[0].Err != nil {
+	if r.cfg.Source != nil || len(r.cfg.Jobs) == 0 || r.cfg.Jobs[0].Err != nil {
 		return
 	}
 	hdr, err := nifti.ReadHeader(r.cfg.Jobs[0].Input)
@@ -367,6 +380,30 @@ func (r *runner) pump(ctx context.Context, in <-chan *work, out chan<- *work, do
 		}
 	}
 	return ctx.Err()
+}
+
+// jobs returns the next job of Config.Jobs or Config.Source, false when there are no more or
+// ctx is done.
+func (r *runner) jobs(ctx context.Context) func() (Job, bool) {
+	i := 0
+	return func() (Job, bool) {
+		if ctx.Err() != nil {
+			return Job{}, false
+		}
+		if r.cfg.Source == nil {
+			if i >= len(r.cfg.Jobs) {
+				return Job{}, false
+			}
+			i++
+			return r.cfg.Jobs[i-1], true
+		}
+		select {
+		case job, ok := <-r.cfg.Source:
+			return job, ok
+		case <-ctx.Done():
+			return Job{}, false
+		}
+	}
 }
 
 // take decides what to do with a job before any of its data is read: fail it (refused at

@@ -1,0 +1,404 @@
+// Package inbox watches folders for volumes that arrive and hands each one to the pipeline
+// once it is complete, once per version (size and modification time) of the file.
+//
+// A volume is complete when:
+//   - it is complete the first time it is seen (its header parses and the file holds all the
+//     data the header declares: nifti.CheckComplete), which is how a file moved in by rename,
+//     or one already there at start, looks; it is taken at once;
+//   - a marker file "<name>.ready" (Options.ReadySuffix) exists next to it; or
+//   - it has been unchanged in size and mtime for Options.Settle (a writer filling it in place,
+//     or anything the first two rules cannot judge, which the pipeline then accepts or fails).
+//
+// Changes are seen through inotify (github.com/fsnotify/fsnotify) and, because network file
+// systems deliver no events, through a rescan of the folders every Options.Rescan.
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline"
+)
+
+// Defaults of Options.
+const (
+	DefaultSettle      = 10 * time.Second
+	DefaultRescan      = 30 * time.Second
+	DefaultReadySuffix = ".ready"
+)
+
+// Options configures an Inbox.
+type Options struct {
+	Folders   []string
+	Recursive bool
+	// OutDir and MaskName name the masks as pipeline.Discover does; the output folder is not
+	// watched when it lies inside an inbox.
+	OutDir, MaskName string
+	Settle           time.Duration
+	Rescan           time.Duration
+	ReadySuffix      string
+	Log              *slog.Logger
+}
+
+// Inbox hands complete volumes out on Jobs.
+type Inbox struct {
+	opt     Options
+	watcher *fsnotify.Watcher
+	outInfo fs.FileInfo
+	jobs    chan pipeline.Job
+	wake    chan struct{}
+
+	mu      sync.Mutex
+	files   map[string]*entry // candidate volume files, by path
+	dirs    map[string]string // watched folder -> its inbox root
+	queue   []pipeline.Job
+	next    int
+	ignored map[string]bool // own masks seen, said once
+}
+
+// entry is what the inbox knows of one file.
+type entry struct {
+	root    string    // the inbox folder it is under
+	size    int64     // last seen
+	mtime   time.Time // last seen
+	changed time.Time // when size or mtime last changed, as observed
+	sent    bool      // this version (size, mtime) was handed out
+}
+
+// New watches the folders (which must exist).
+func New(opt Options) (*Inbox, error) {
+	if opt.Settle <= 0 {
+		opt.Settle = DefaultSettle
+	}
+	if opt.Rescan <= 0 {
+		opt.Rescan = DefaultRescan
+	}
+	if opt.ReadySuffix == "" {
+		opt.ReadySuffix = DefaultReadySuffix
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	b := &Inbox{opt: opt, watcher: w, jobs: make(chan pipeline.Job), wake: make(chan struct{}, 1),
+		files: map[string]*entry{}, dirs: map[string]string{}, ignored: map[string]bool{}}
+	b.outInfo, _ = os.Stat(opt.OutDir)
+	for _, f := range opt.Folders {
+		st, err := os.Stat(f)
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("inbox: %w", err)
+		}
+		if !st.IsDir() {
+			w.Close()
+			return nil, fmt.Errorf("inbox: %s is not a folder", f)
+		}
+		if err := b.watchTree(f, f); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// Jobs is where complete volumes are handed out; it is closed when Run returns.
+func (b *Inbox) Jobs() <-chan pipeline.Job { return b.jobs }
+
+// Pending is the number of complete volumes not yet taken from Jobs.
+func (b *Inbox) Pending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// Run scans the folders, then follows their events and rescans them until ctx is done; then it
+// closes Jobs. onTick, when set, runs at every settle tick (a liveness signal: the systemd
+// watchdog).
+func (b *Inbox) Run(ctx context.Context, onTick func()) error {
+	defer b.watcher.Close()
+	feeder := make(chan struct{})
+	go func() {
+		defer close(feeder)
+		b.feed(ctx)
+	}()
+	defer func() {
+		<-feeder
+		close(b.jobs)
+	}()
+	b.rescan()
+	tick := time.NewTicker(min(max(b.opt.Settle/4, 20*time.Millisecond), time.Second))
+	defer tick.Stop()
+	rescan := time.NewTicker(b.opt.Rescan)
+	defer rescan.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-b.watcher.Events:
+			if !ok {
+				return errors.New("inbox: the file watcher stopped")
+			}
+			b.event(ev)
+		case err, ok := <-b.watcher.Errors:
+			if !ok {
+				return errors.New("inbox: the file watcher stopped")
+			}
+			// An overflow loses events: the rescan finds what they said.
+			b.opt.Log.Warn("inbox: file events lost; rescanning", "err", err)
+			b.rescan()
+		case <-tick.C:
+			b.settle()
+			if onTick != nil {
+				onTick()
+			}
+		case <-rescan.C:
+			b.rescan()
+		}
+	}
+}
+
+// feed hands the queued jobs out in order, as the pipeline takes them.
+func (b *Inbox) feed(ctx context.Context) {
+	for {
+		b.mu.Lock()
+		var job pipeline.Job
+		have := len(b.queue) > 0
+		if have {
+			job = b.queue[0]
+		}
+		b.mu.Unlock()
+		if !have {
+			select {
+			case <-b.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case b.jobs <- job:
+			b.mu.Lock()
+			b.queue = b.queue[1:]
+			b.mu.Unlock()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (b *Inbox) event(ev fsnotify.Event) {
+	path := ev.Name
+	name := filepath.Base(path)
+	switch {
+	case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
+		b.mu.Lock()
+		delete(b.files, path)
+		delete(b.dirs, path)
+		b.mu.Unlock()
+	case strings.HasSuffix(name, b.opt.ReadySuffix):
+		vol := strings.TrimSuffix(path, b.opt.ReadySuffix)
+		if pipeline.IsVolumeName(filepath.Base(vol)) {
+			b.observe(vol, b.rootOf(filepath.Dir(path)), true)
+		}
+	case ev.Has(fsnotify.Create):
+		root := b.rootOf(filepath.Dir(path))
+		if st, err := os.Stat(path); err == nil && st.IsDir() {
+			if b.opt.Recursive && root != "" {
+				if err := b.watchTree(root, path); err != nil {
+					b.opt.Log.Warn("inbox: cannot watch a new folder", "folder", path, "err", err)
+				}
+			}
+			return
+		}
+		if pipeline.IsVolumeName(name) {
+			// A new name: a file renamed in (complete at once) or a writer's new file.
+			b.mu.Lock()
+			delete(b.files, path)
+			b.mu.Unlock()
+			b.observe(path, root, false)
+		}
+	case ev.Has(fsnotify.Write) || ev.Has(fsnotify.Chmod):
+		if pipeline.IsVolumeName(name) {
+			b.observe(path, b.rootOf(filepath.Dir(path)), false)
+		}
+	}
+}
+
+// observe looks at the volume file at path (under inbox root) and hands it out when it is
+// complete (see the package doc). marked: its .ready marker appeared.
+func (b *Inbox) observe(path, root string, marked bool) {
+	if root == "" {
+		return
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		b.mu.Lock()
+		delete(b.files, path)
+		b.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	b.mu.Lock()
+	e, known := b.files[path]
+	if !known {
+		e = &entry{root: root, size: st.Size(), mtime: st.ModTime(), changed: now}
+		b.files[path] = e
+	} else if st.Size() != e.size || !st.ModTime().Equal(e.mtime) {
+		e.size, e.mtime, e.changed, e.sent = st.Size(), st.ModTime(), now, false
+	}
+	if e.sent {
+		b.mu.Unlock()
+		return
+	}
+	settled := now.Sub(e.changed) >= b.opt.Settle
+	b.mu.Unlock()
+
+	ready := marked || settled || !st.Mode().IsRegular()
+	if !ready && !marked {
+		if _, err := os.Stat(path + b.opt.ReadySuffix); err == nil {
+			ready = true
+		}
+	}
+	if !ready && !known {
+		ready = complete(path)
+	}
+	if ready {
+		b.hand(path, root, st, now)
+	}
+}
+
+// complete reports whether the file at path holds all the data its header declares.
+func complete(path string) bool {
+	h, err := nifti.ReadHeader(path)
+	return err == nil && nifti.CheckComplete(path, h) == nil
+}
+
+// hand queues the job of the volume at path, once for this version.
+func (b *Inbox) hand(path, root string, st fs.FileInfo, arrived time.Time) {
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		return
+	}
+	job, own := pipeline.JobFor(path, rel, st, b.opt.OutDir, b.opt.MaskName)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.files[path]
+	if e == nil || e.sent {
+		return
+	}
+	e.sent = true
+	if own {
+		if !b.ignored[path] {
+			b.ignored[path] = true
+			b.opt.Log.Info("inbox: left out a voxpipe mask", "file", path)
+		}
+		return
+	}
+	job.Index = b.next
+	job.Arrived = arrived
+	b.next++
+	b.queue = append(b.queue, job)
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settle looks again at the files waiting to be complete.
+func (b *Inbox) settle() {
+	b.mu.Lock()
+	var waiting []string
+	roots := map[string]string{}
+	for p, e := range b.files {
+		if !e.sent {
+			waiting = append(waiting, p)
+			roots[p] = e.root
+		}
+	}
+	b.mu.Unlock()
+	for _, p := range waiting {
+		b.observe(p, roots[p], false)
+	}
+}
+
+// rescan walks the folders for files that events did not announce (network file systems,
+// lost events, files there before the start).
+func (b *Inbox) rescan() {
+	b.mu.Lock()
+	dirs := make(map[string]string, len(b.dirs))
+	for d, root := range b.dirs {
+		dirs[d] = root
+	}
+	b.mu.Unlock()
+	for d, root := range dirs {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, de := range entries {
+			p := filepath.Join(d, de.Name())
+			if de.IsDir() {
+				if b.opt.Recursive && !b.watched(p) && !strings.HasPrefix(de.Name(), ".") {
+					b.watchTree(root, p)
+				}
+				continue
+			}
+			if pipeline.IsVolumeName(de.Name()) {
+				b.observe(p, root, false)
+			}
+		}
+	}
+}
+
+func (b *Inbox) watched(dir string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.dirs[dir]
+	return ok
+}
+
+func (b *Inbox) rootOf(dir string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dirs[dir]
+}
+
+// watchTree watches dir (under inbox root) and, when recursive, its subfolders, but the output
+// folder and hidden folders.
+func (b *Inbox) watchTree(root, dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if p != dir && (!b.opt.Recursive || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if info, err := d.Info(); err == nil && b.outInfo != nil && p != root && os.SameFile(info, b.outInfo) {
+			return filepath.SkipDir
+		}
+		if err := b.watcher.Add(p); err != nil {
+			return fmt.Errorf("inbox: watch %s: %w", p, err)
+		}
+		b.mu.Lock()
+		b.dirs[p] = root
+		b.mu.Unlock()
+		return nil
+	})
+}
