@@ -38,27 +38,14 @@ func init() {
 			"under OUT/runs/<run id>/ (README: Running unattended).\n" +
 			"Exit codes: 0 every volume ok, skipped (up to date) or busy (claimed by another live process);\n" +
 			"1 a volume failed or is in conflict; 2 usage; 130/143 stopped by SIGINT/SIGTERM.",
-		Flags: append(engineFlags("all"),
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "output folder for masks and records"},
-			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "search input folders recursively (masks mirror the sub-folders)"},
-			&cli.IntFlag{Name: "slab", Value: 32, Usage: "z-slices per slab"},
-			&cli.IntFlag{Name: "readers", Value: 2, Usage: "volumes read in parallel"},
-			&cli.IntFlag{Name: "writers", Value: 1, Usage: "masks written in parallel"},
-			&cli.StringFlag{Name: "mask-name", Value: "{name}_mask.nii.gz", Usage: "mask file name; {name} is the volume's name; .nii for uncompressed"},
-			&cli.IntFlag{Name: "compression", Value: -1, Usage: "gzip level of .nii.gz masks: 0 (store) to 9, -1 default"},
+		Flags: append(append(engineFlags("all"), workFlags(2)...),
 			&cli.BoolFlag{Name: "overwrite", Usage: "redo every volume, replacing up-to-date masks and files voxpipe did not write (default: skip up-to-date masks, report other files as conflicts)"},
-			&cli.BoolFlag{Name: "verify-inputs", Usage: "before skipping a volume, also re-hash its input (default: size and mtime must match)"},
 			&cli.BoolFlag{Name: "fail-fast", Usage: "stop at the first failed volume (default: go on)"},
-			&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},
-			&cli.DurationFlag{Name: "claim-timeout", Value: claim.DefaultTimeout, Usage: "a claim whose heartbeat is older than this, held by another host, is taken over"},
 			&cli.StringFlag{Name: "shard", Usage: "do one part of the batch: i/n, or auto (a Slurm array task, or a Kubernetes Indexed Job pod with --shard-count); volumes are split by a stable hash of their names"},
 			&cli.IntFlag{Name: "shard-count", Usage: "the number of shards for --shard auto under a Kubernetes Indexed Job (default $" + pipeline.EnvShardCount + ")"},
 			&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
 			&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist; elsewhere, the run is not in OUT/volumes.csv"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Chrome/Perfetto trace (JSON) of every stage and slab"},
-			&cli.StringFlag{Name: "run-id", Usage: "run id in the records (default: UTC time and random suffix); must be new to OUT"},
-			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only errors on stderr, no progress bar"},
 		),
 		Action: runAction,
 	})
@@ -81,36 +68,11 @@ func runAction(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usageError{errors.New("run: give at least one input file or folder")}
 	}
-	outDir := c.String("output")
-	logFormat := c.String("log-format")
-	if logFormat != "text" && logFormat != "json" {
-		return usageError{fmt.Errorf("run: --log-format must be text or json, not %q", logFormat)}
-	}
-	level := c.Int("compression")
-	if level < -1 || level > 9 {
-		return usageError{fmt.Errorf("run: --compression must be -1..9, not %d", level)}
-	}
-	for _, f := range []string{"slab", "readers", "writers"} {
-		if c.Int(f) < 1 {
-			return usageError{fmt.Errorf("run: --%s must be at least 1, not %d", f, c.Int(f))}
-		}
-	}
-	maskName := c.String("mask-name")
-	if err := checkMaskName(maskName); err != nil {
-		return usageError{fmt.Errorf("run: %w", err)}
-	}
-	maxMemory, err := parseMemory(c.String("max-memory"))
+	ws, err := checkWorkFlags(c, "run")
 	if err != nil {
-		return usageError{fmt.Errorf("run: %w", err)}
+		return err
 	}
-	if c.Duration("claim-timeout") < time.Second {
-		return usageError{fmt.Errorf("run: --claim-timeout %v is too short", c.Duration("claim-timeout"))}
-	}
-	runID := orDefault(c.String("run-id"), newRunID())
-	if err := records.CheckRunID(runID); err != nil {
-		return usageError{fmt.Errorf("run: --run-id: %w", err)}
-	}
-
+	outDir, maskName, runID, maxMemory := ws.outDir, ws.maskName, ws.runID, ws.maxMemory
 	shard, err := pipeline.ParseShard(c.String("shard"), c.Int("shard-count"), os.Getenv)
 	if err != nil {
 		return usageError{fmt.Errorf("run: --shard: %w", err)}
@@ -119,7 +81,7 @@ func runAction(c *cli.Context) error {
 	// Bars on a terminal, log lines otherwise; logs print above the bars.
 	logOut := &switchWriter{w: os.Stderr}
 	quiet := c.Bool("quiet")
-	log := newLogger(logOut, logFormat, quiet)
+	log := newLogger(logOut, c.String("log-format"), quiet)
 
 	found, err := pipeline.Discover(c.Args().Slice(), c.Bool("recursive"), outDir, maskName)
 	if errors.Is(err, pipeline.ErrNoInputs) {
@@ -180,13 +142,11 @@ func runAction(c *cli.Context) error {
 		return usageError{fmt.Errorf("run: %w", err)}
 	}
 	defer rec.Close()
-	claims, err := claim.NewManager(outDir, claim.Options{RunID: runID, Timeout: c.Duration("claim-timeout")})
+	claims, stopClaims, err := startClaims(outDir, runID, c.Duration("claim-timeout"))
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	stopHeartbeat := make(chan struct{})
-	defer close(stopHeartbeat)
-	go claims.Heartbeat(stopHeartbeat)
+	defer stopClaims()
 
 	var progress pipeline.Progress
 	if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
@@ -195,55 +155,19 @@ func runAction(c *cli.Context) error {
 		logOut.set(bars.Writer())
 		defer logOut.set(os.Stderr) // the bars are gone once the run returns
 	}
-	kind, _, _ := strings.Cut(engines[0].Name(), ":")
-	precision := segment.PrecisionFP32
-	if kind != "cpu" {
-		precision = c.String("precision")
-	}
-	host, _ := os.Hostname()
-	cfg := pipeline.Config{
-		Jobs: jobs, Engines: engines, Classes: model.Classes,
-		Descrip: fmt.Sprintf("%s model %s", versionString(), modelName),
-		Slab:    c.Int("slab"), Readers: c.Int("readers"), Writers: c.Int("writers"),
-		Write:     nifti.WriteOptions{Level: level},
-		Overwrite: c.Bool("overwrite"), FailFast: c.Bool("fail-fast"),
-		LeaveBuffers: true, // the process exits after the run: its exit frees them sooner
-		Claims:       claims,
-		Provenance:   provenance.Record{Version: versionString(), Model: modelID, Engine: kind, Precision: precision},
-		VerifyInputs: c.Bool("verify-inputs"),
-		MaxMemory:    maxMemory,
-		Host:         host,
-		Shard:        shard.String(),
-		RunID:        runID,
-		Timings:      rec.Timings, Summary: rec.Summary, Log: log, Progress: progress,
-	}
+	cfg := workConfig(c, model, modelName, modelID, engines, claims, rec, log)
+	cfg.Jobs, cfg.Shard, cfg.Progress = jobs, shard.String(), progress
+	cfg.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
+	cfg.MaxMemory = maxMemory
 	if c.String("trace") != "" {
 		cfg.Trace = &timing.Trace{}
 	}
-	names := make([]string, len(engines))
-	for i, e := range engines {
-		names[i] = e.Name()
-	}
-	log.Info("run", "run_id", cfg.RunID, "volumes", len(jobs), "shard", cfg.Shard, "engines", names, "model", modelName,
+	log.Info("run", "run_id", cfg.RunID, "volumes", len(jobs), "shard", cfg.Shard, "engines", engineNames(engines), "model", modelName,
 		"output", outDir, "records", rec.Dir, "max_memory_bytes", maxMemory)
 
 	// A signal stops the run; if it has not stopped within signalGrace, what it holds is
 	// cleaned up and the process exits anyway.
-	ctx, sig := signalContext(context.Background(), log, func(code int) {
-		// Bounded too: a lock held by a stopped process or a hung file system must not
-		// keep the process alive.
-		done := make(chan struct{})
-		go func() {
-			removeClaimed(claims)
-			rec.Close()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(forceCleanup):
-		}
-		os.Exit(code)
-	})
+	ctx, sig := signalContext(context.Background(), log, func(code int) { forceExit(claims, rec, code) })
 	defer sig.stop()
 	res, runErr := pipeline.Run(ctx, cfg)
 	logOut.set(os.Stderr)
@@ -283,6 +207,98 @@ func runAction(c *cli.Context) error {
 	return nil
 }
 
+// workFlags are the flags that run and watch share (readers: --readers' default).
+func workFlags(readers int) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "output folder for masks and records"},
+		&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "search input folders recursively (masks mirror the sub-folders)"},
+		&cli.IntFlag{Name: "slab", Value: 32, Usage: "z-slices per slab"},
+		&cli.IntFlag{Name: "readers", Value: readers, Usage: "volumes read in parallel"},
+		&cli.IntFlag{Name: "writers", Value: 1, Usage: "masks written in parallel"},
+		&cli.StringFlag{Name: "mask-name", Value: "{name}_mask.nii.gz", Usage: "mask file name; {name} is the volume's name; .nii for uncompressed"},
+		&cli.IntFlag{Name: "compression", Value: -1, Usage: "gzip level of .nii.gz masks: 0 (store) to 9, -1 default"},
+		&cli.BoolFlag{Name: "verify-inputs", Usage: "before skipping a volume, also re-hash its input (default: size and mtime must match)"},
+		&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},
+		&cli.DurationFlag{Name: "claim-timeout", Value: claim.DefaultTimeout, Usage: "a claim whose heartbeat is older than this, held by another host, is taken over"},
+		&cli.StringFlag{Name: "run-id", Usage: "run id in the records (default: UTC time and random suffix); must be new to OUT"},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only errors on stderr, no progress bar"},
+	}
+}
+
+// workSettings are the checked values of workFlags.
+type workSettings struct {
+	outDir, maskName, runID string
+	maxMemory               int64
+}
+
+// checkWorkFlags checks workFlags' values (usage errors), the output folder included.
+func checkWorkFlags(c *cli.Context, cmd string) (workSettings, error) {
+	ws := workSettings{outDir: c.String("output"), maskName: c.String("mask-name"), runID: orDefault(c.String("run-id"), newRunID())}
+	if f := c.String("log-format"); f != "text" && f != "json" {
+		return ws, usageError{fmt.Errorf("%s: --log-format must be text or json, not %q", cmd, f)}
+	}
+	if level := c.Int("compression"); level < -1 || level > 9 {
+		return ws, usageError{fmt.Errorf("%s: --compression must be -1..9, not %d", cmd, level)}
+	}
+	for _, f := range []string{"slab", "readers", "writers"} {
+		if c.Int(f) < 1 {
+			return ws, usageError{fmt.Errorf("%s: --%s must be at least 1, not %d", cmd, f, c.Int(f))}
+		}
+	}
+	if err := checkMaskName(ws.maskName); err != nil {
+		return ws, usageError{fmt.Errorf("%s: %w", cmd, err)}
+	}
+	var err error
+	if ws.maxMemory, err = parseMemory(c.String("max-memory")); err != nil {
+		return ws, usageError{fmt.Errorf("%s: %w", cmd, err)}
+	}
+	if c.Duration("claim-timeout") < time.Second {
+		return ws, usageError{fmt.Errorf("%s: --claim-timeout %v is too short", cmd, c.Duration("claim-timeout"))}
+	}
+	if err := records.CheckRunID(ws.runID); err != nil {
+		return ws, usageError{fmt.Errorf("%s: --run-id: %w", cmd, err)}
+	}
+	return ws, nil
+}
+
+// startClaims makes the claim manager of a run or watch on outDir and starts its heartbeat;
+// stop ends the heartbeat.
+func startClaims(outDir, runID string, timeout time.Duration) (*claim.Manager, func(), error) {
+	claims, err := claim.NewManager(outDir, claim.Options{RunID: runID, Timeout: timeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := make(chan struct{})
+	go claims.Heartbeat(stop)
+	return claims, func() { close(stop) }, nil
+}
+
+// workConfig is the pipeline configuration that run and watch share: the engines, the flags
+// of the stages, claims, records and provenance.
+func workConfig(c *cli.Context, model *segment.Model, modelName string, modelID provenance.Model, engines []segment.Engine,
+	claims *claim.Manager, rec *records.Run, log *slog.Logger) pipeline.Config {
+	kind, _, _ := strings.Cut(engines[0].Name(), ":")
+	precision := segment.PrecisionFP32
+	if kind != "cpu" {
+		precision = c.String("precision")
+	}
+	host, _ := os.Hostname()
+	return pipeline.Config{
+		Engines: engines, Classes: model.Classes,
+		Descrip: fmt.Sprintf("%s model %s", versionString(), modelName),
+		Slab:    c.Int("slab"), Readers: c.Int("readers"), Writers: c.Int("writers"),
+		Write:        nifti.WriteOptions{Level: c.Int("compression")},
+		LeaveBuffers: true, // the process exits after the run: its exit frees them sooner
+		Claims:       claims,
+		Provenance:   provenance.Record{Version: versionString(), Model: modelID, Engine: kind, Precision: precision},
+		VerifyInputs: c.Bool("verify-inputs"),
+		Host:         host,
+		RunID:        rec.ID,
+		Timings:      rec.Timings, Summary: rec.Summary, Log: log,
+	}
+}
+
 // noteDiscovery says once what discovery left out.
 func noteDiscovery(log *slog.Logger, d *pipeline.Discovery) {
 	if d == nil {
@@ -294,6 +310,24 @@ func noteDiscovery(log *slog.Logger, d *pipeline.Discovery) {
 	for _, f := range d.SkippedFolders {
 		log.Info("left out the output folder found inside an input folder", "folder", f)
 	}
+}
+
+// forceExit ends a run or watch that did not stop in time: it removes the temporaries of its
+// claimed volumes, releases the claims, closes the records, and exits with code. The clean-up
+// is bounded too: a lock held by a stopped process or a hung file system must not keep the
+// process alive.
+func forceExit(claims *claim.Manager, rec *records.Run, code int) {
+	done := make(chan struct{})
+	go func() {
+		removeClaimed(claims)
+		rec.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(forceCleanup):
+	}
+	os.Exit(code)
 }
 
 // removeClaimed removes the temporaries of the volumes this process has claimed and releases

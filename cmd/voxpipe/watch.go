@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/urfave/cli/v2"
+
+	"voxpipe/pipeline"
+	"voxpipe/pipeline/inbox"
+	"voxpipe/pipeline/records"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:      "watch",
+		Usage:     "a service: segment every volume that arrives in the inbox folders, with the engine kept open",
+		ArgsUsage: "INBOX...",
+		Description: "A volume is taken when it is complete: moved in by rename (complete when first seen), marked\n" +
+			"by a <name>.ready file, or unchanged in size and mtime for --settle. It uses run's claims,\n" +
+			"records (one run folder for the service's life) and provenance, so watchers and runs can\n" +
+			"share an output folder. Under systemd (Type=notify) it reports READY, STOPPING and WATCHDOG.\n" +
+			"On SIGTERM or SIGINT it takes no new volume, finishes those in flight within --grace,\n" +
+			"releases its claims and exits 0; 143/130 when it had to abandon volumes at the grace's end.",
+		Flags: append(append(engineFlags("all"), workFlags(1)...),
+			&cli.DurationFlag{Name: "settle", Value: inbox.DefaultSettle, Usage: "a file unchanged in size and mtime this long is taken as complete"},
+			&cli.DurationFlag{Name: "rescan", Value: inbox.DefaultRescan, Usage: "rescan the inboxes this often (network file systems send no events)"},
+			&cli.StringFlag{Name: "ready-suffix", Value: inbox.DefaultReadySuffix, Usage: "a file <volume><suffix> marks the volume complete"},
+			&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "on SIGTERM, time to finish the volumes in flight"},
+		),
+		Action: watchAction,
+	})
+}
+
+// volumesRefresh is how often, at most, a watch regenerates volumes.csv as volumes finish.
+const volumesRefresh = 5 * time.Second
+
+func watchAction(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return usageError{errors.New("watch: give at least one inbox folder")}
+	}
+	ws, err := checkWorkFlags(c, "watch")
+	if err != nil {
+		return err
+	}
+	if c.Duration("settle") <= 0 || c.Duration("rescan") <= 0 || c.Duration("grace") < 0 {
+		return usageError{errors.New("watch: --settle and --rescan must be positive, --grace not negative")}
+	}
+	log := newLogger(os.Stderr, c.String("log-format"), c.Bool("quiet"))
+	for _, in := range c.Args().Slice() {
+		if st, err := os.Stat(in); err != nil || !st.IsDir() {
+			return usageError{fmt.Errorf("watch: inbox %s is not a folder (%v)", in, err)}
+		}
+	}
+	if err := checkWritable(ws.outDir); err != nil {
+		return usageError{fmt.Errorf("watch: %w", err)}
+	}
+	box, err := inbox.New(inbox.Options{Folders: c.Args().Slice(), Recursive: c.Bool("recursive"),
+		OutDir: ws.outDir, MaskName: ws.maskName, Settle: c.Duration("settle"), Rescan: c.Duration("rescan"),
+		ReadySuffix: c.String("ready-suffix"), Log: log})
+	if err != nil {
+		return usageError{fmt.Errorf("watch: %w", err)}
+	}
+
+	model, modelName, engines, err := openModelAndEngines(c)
+	if err != nil {
+		return err
+	}
+	defer closeEngines(engines)
+	modelID, err := modelIdentity(c.String("model"), modelName)
+	if err != nil {
+		return usageError{err}
+	}
+	// The engine is opened once, before anything is announced as ready.
+	for _, e := range engines {
+		if o, ok := e.(segment.BackgroundOpener); ok {
+			if err := o.Ready(); err != nil {
+				return fmt.Errorf("watch: %w", err)
+			}
+		}
+	}
+	rec, err := records.Create(ws.outDir, ws.runID)
+	if err != nil {
+		return usageError{fmt.Errorf("watch: %w", err)}
+	}
+	defer rec.Close()
+	claims, stopClaims, err := startClaims(ws.outDir, ws.runID, c.Duration("claim-timeout"))
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer stopClaims()
+
+	refresh := newVolumesRefresher(ws.outDir, log)
+	defer refresh.stop()
+	cfg := workConfig(c, model, modelName, modelID, engines, claims, rec, log)
+	cfg.Source, cfg.MaxMemory, cfg.Progress = box.Jobs(), ws.maxMemory, refresh
+
+	// SIGTERM/SIGINT: stop taking volumes at once, abandon those in flight after --grace, and
+	// exit by force if even that does not end the work (as run does).
+	intake, stopIntake := context.WithCancel(context.Background())
+	defer stopIntake()
+	work, abandon := context.WithCancel(context.Background())
+	defer abandon()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var got os.Signal
+	var abandoned bool
+	var mu sync.Mutex
+	go func() {
+		s, ok := <-sigs
+		if !ok {
+			return
+		}
+		mu.Lock()
+		got = s
+		mu.Unlock()
+		daemon.SdNotify(false, daemon.SdNotifyStopping)
+		log.Warn("stopping: no new volumes; finishing those in flight", "signal", s.String(), "grace", c.Duration("grace").String())
+		stopIntake()
+		select {
+		case <-time.After(c.Duration("grace")):
+		case <-sigs:
+		}
+		mu.Lock()
+		abandoned = true
+		mu.Unlock()
+		log.Error("abandoning the volumes in flight", "signal", s.String())
+		abandon()
+		time.Sleep(signalGrace)
+		forceExit(claims, rec, exitCodeFor(s))
+	}()
+
+	watchdog, _ := daemon.SdWatchdogEnabled(false)
+	lastPing := time.Now()
+	ping := func() {
+		if watchdog > 0 && time.Since(lastPing) >= watchdog/2 {
+			daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+			lastPing = time.Now()
+		}
+	}
+	inboxDone := make(chan error, 1)
+	go func() { inboxDone <- box.Run(intake, ping) }()
+	log.Info("watch", "run_id", ws.runID, "inboxes", c.Args().Slice(), "engines", engineNames(engines), "model", modelName,
+		"output", ws.outDir, "records", rec.Dir, "settle", c.Duration("settle").String())
+	daemon.SdNotify(false, daemon.SdNotifyReady)
+
+	res, runErr := pipeline.Run(work, cfg)
+	stopIntake()
+	if err := <-inboxDone; err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := rec.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	refresh.stop()
+	if err := records.UpdateVolumes(ws.outDir); err != nil {
+		log.Warn("volumes.csv", "err", err)
+	}
+	log.Info("watch finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
+		"failed", res.Failed, "records", rec.Dir)
+	mu.Lock()
+	sig, gaveUp := got, abandoned
+	mu.Unlock()
+	switch {
+	case sig != nil && gaveUp:
+		return cli.Exit("stopped; volumes in flight were abandoned", exitCodeFor(sig))
+	case sig != nil:
+		return nil // stopped as asked, nothing abandoned
+	case runErr != nil:
+		return cli.Exit(runErr.Error(), exitFailed)
+	}
+	return nil
+}
+
+func exitCodeFor(s os.Signal) int {
+	if s == syscall.SIGINT {
+		return exitSIGINT
+	}
+	return exitSIGTERM
+}
+
+func engineNames(engines []segment.Engine) []string {
+	names := make([]string, len(engines))
+	for i, e := range engines {
+		names[i] = e.Name()
+	}
+	return names
+}
+
+// volumesRefresher regenerates volumes.csv as volumes finish, at most every volumesRefresh.
+// It is the watch's pipeline.Progress.
+type volumesRefresher struct {
+	out  string
+	log  *slog.Logger
+	kick chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newVolumesRefresher(out string, log *slog.Logger) *volumesRefresher {
+	v := &volumesRefresher{out: out, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go v.loop()
+	return v
+}
+
+func (v *volumesRefresher) loop() {
+	var last time.Time
+	for {
+		select {
+		case <-v.done:
+			return
+		case <-v.kick:
+		}
+		if wait := volumesRefresh - time.Since(last); wait > 0 {
+			select {
+			case <-v.done:
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
+		if err := records.UpdateVolumes(v.out); err != nil {
+			v.log.Warn("volumes.csv", "err", err)
+		}
+	}
+}
+
+func (v *volumesRefresher) stop() { v.once.Do(func() { close(v.done) }) }
+
+func (v *volumesRefresher) Start(int)                       {}
+func (v *volumesRefresher) VolumeStarted(pipeline.Job, int) {}
+func (v *volumesRefresher) PlanesDone(pipeline.Job, int)    {}
+func (v *volumesRefresher) Close()                          {}
+func (v *volumesRefresher) VolumeDone(pipeline.Job, timing.Status) {
+	select {
+	case v.kick <- struct{}{}:
+	default:
+	}
+}
