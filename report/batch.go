@@ -39,6 +39,11 @@ type Volume struct {
 	// timings.csv rows when its run has no summary.csv (EndToEndFrom says which).
 	EndToEndMS   float64
 	EndToEndFrom string
+	// QueueMS is summary.csv's queue_ms: the part of EndToEndMS the volume waited rather than
+	// being worked on. 0 when unknown (QueueKnown false): files written before the column,
+	// the PyTorch baseline's, or no summary.csv.
+	QueueMS    float64
+	QueueKnown bool
 
 	// StageMS is the volume's latency per stage: the sum of the stage's durations in
 	// timings.csv (slab rows summed), or summary.csv's <stage>_ms columns (those > 0) when
@@ -109,7 +114,7 @@ func LoadBatch(label string, paths []string) (*Batch, error) {
 				return nil, err
 			}
 			for i, r := range rows {
-				summaries = append(summaries, summaryAt{r, t.path, t.lines[i][t.col["volume"]]})
+				summaries = append(summaries, summaryAt{r, t.path, t.lines[i][t.col["volume"]], t.queueKnown(i)})
 				if f.outDir != "" {
 					runOut[r.RunID] = f.outDir
 				}
@@ -130,8 +135,9 @@ func LoadBatch(label string, paths []string) (*Batch, error) {
 // summaryAt is a summary row and where it was read, to point at duplicates.
 type summaryAt struct {
 	timing.Summary
-	file string
-	line int
+	file       string
+	line       int
+	queueKnown bool // the row gives queue_ms
 }
 
 type volumeKey struct{ run, name string }
@@ -183,6 +189,7 @@ func (b *Batch) merge(timings []timing.Row, summaries []summaryAt) error {
 			v.Status, v.Error, v.Dims, v.Engine, v.Voxels = s.Status, s.Error, s.Dims, s.Engine, s.Voxels
 			v.FinishedAt = s.FinishedAt
 			v.EndToEndMS, v.EndToEndFrom = s.WallMS, FromSummary
+			v.QueueMS, v.QueueKnown = s.QueueMS, s.queueKnown
 			if len(v.Events) == 0 {
 				for _, c := range summaryStageColumns {
 					if ms := c.value(&s.Summary); ms > 0 {
@@ -287,6 +294,16 @@ func inferVoxels(events []timing.Row) int64 {
 		best = max(best, s)
 	}
 	return best
+}
+
+// ServiceMS is the volume's service time: its turnaround (EndToEndMS) less the time it
+// waited (QueueMS).
+func (v *Volume) ServiceMS() float64 { return v.EndToEndMS - v.QueueMS }
+
+// waited says whether some ok volume of the batch waited (queue_ms > 0), so that its service
+// latencies differ from its turnaround.
+func (b *Batch) waited() bool {
+	return slices.ContainsFunc(b.okVolumes(), func(v *Volume) bool { return v.QueueMS > 0 })
 }
 
 // okVolumes are the volumes whose latencies count.

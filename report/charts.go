@@ -78,7 +78,7 @@ func latencyBarsChart(r *Report, w, h vg.Length) (string, error) {
 	var stages []string
 	var valsA, valsB plotter.Values
 	for _, row := range r.Rows {
-		if row.Stage == EndToEnd {
+		if row.Stage == EndToEnd || row.Stage == Service { // whole-volume times; they would dwarf the stages
 			continue
 		}
 		stages = append(stages, row.Stage)
@@ -130,18 +130,28 @@ func horizontalGrid() *plotter.Grid {
 	return g
 }
 
-// cdfChart: empirical CDF of end-to-end latency per volume, A and B.
+// cdfChart: empirical CDF of turnaround (end_to_end) latency per volume, A and B, solid; and
+// of service latency, dashed, for a side where queue_ms makes it differ.
 func cdfChart(r *Report, w, h vg.Length) (string, error) {
 	p := newPlot()
-	p.X.Label.Text = "end-to-end latency per volume (ms)"
+	p.X.Label.Text = "latency per volume (ms)"
 	p.Y.Label.Text = "fraction of volumes ≤ x"
 	p.Y.Min, p.Y.Max = 0, 1.05 // the top step stays off the frame
 	p.Add(horizontalGrid())
-	for _, side := range []struct {
+	type curve struct {
 		label   string
 		samples []sample
 		clr     color.Color
-	}{{"A (run)", r.latenciesA[EndToEnd], colorA}, {"B (baseline)", r.latenciesB[EndToEnd], colorB}} {
+		dashed  bool
+	}
+	curves := []curve{{"A turnaround", r.latenciesA[EndToEnd], colorA, false}, {"B turnaround", r.latenciesB[EndToEnd], colorB, false}}
+	if r.A.waited() {
+		curves = append(curves, curve{"A service", r.latenciesA[Service], colorA, true})
+	}
+	if r.B.waited() {
+		curves = append(curves, curve{"B service", r.latenciesB[Service], colorB, true})
+	}
+	for _, side := range curves {
 		if len(side.samples) == 0 {
 			continue
 		}
@@ -167,6 +177,10 @@ func cdfChart(r *Report, w, h vg.Length) (string, error) {
 			return "", fmt.Errorf("cdf: %w", err)
 		}
 		dots.Color, dots.Shape, dots.Radius = side.clr, draw.CircleGlyph{}, vg.Points(3)
+		if side.dashed {
+			line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			dots.Shape = draw.RingGlyph{}
+		}
 		p.Add(line, dots)
 		p.Legend.Add(side.label, line, dots)
 	}

@@ -22,6 +22,8 @@ var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"num":     num,
 	"speedup": speedupText,
 	"cells":   statsCells,
+	"note":    stageNote,
+	"tooFew":  func(sp *Speedup) bool { return sp != nil && sp.TooFew },
 	"mvox":    func(voxels int64) float64 { return float64(voxels) / 1e6 },
 	"spanText": func(b *Batch, tp Throughput) string {
 		return spanText(b, tp)
@@ -69,6 +71,8 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		NotOK             []notOKRow
 		GateWord          string
 		GateText          string
+		GateClass         string
+		TooFewNote        bool
 		ThroughputRowsFor []throughputRow
 	}{
 		Report:   r,
@@ -85,12 +89,17 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 	data.ThroughputRowsFor = []throughputRow{{r.A, r.ThroughputA}, {r.B, r.ThroughputB}}
 	if r.Gate != nil {
-		data.GateWord = "passed"
-		if r.Gate.Failed {
-			data.GateWord = "FAILED"
+		data.GateWord, data.GateText = r.Gate.Verdict(), r.Gate.Detail()
+		switch {
+		case r.Gate.NotEvaluated:
+			data.GateClass = "undecided"
+		case r.Gate.Failed:
+			data.GateClass = "fail"
+		default:
+			data.GateClass = "pass"
 		}
-		data.GateText = strings.TrimPrefix(r.Gate.Message(), "gate "+data.GateWord+": ")
 	}
+	data.TooFewNote = r.anyTooFew()
 	if err := htmlTemplate.Execute(w, data); err != nil {
 		return fmt.Errorf("html: %w", err)
 	}

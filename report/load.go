@@ -391,6 +391,10 @@ func readTimings(t *table) ([]timing.Row, error) {
 		return nil, err
 	}
 	for i, r := range rows {
+		if stage := strings.TrimSpace(r.Stage); stage == EndToEnd || stage == Service {
+			// Its samples would be mixed into the report's own row of that name.
+			return nil, t.fieldError(i, "stage", fmt.Errorf("%q is the name of a row the report computes, not a stage", stage))
+		}
 		for _, err := range []error{
 			t.checkNonEmpty(i, "volume"),
 			t.checkNonEmpty(i, "stage"),
@@ -454,6 +458,13 @@ func readSummaries(t *table) ([]timing.Summary, error) {
 		for _, c := range summaryStageColumns {
 			errs = append(errs, t.checkDuration(i, c.column, false, c.value(r)))
 		}
+		if t.hasQueue() {
+			errs = append(errs, t.checkDuration(i, "queue_ms", false, r.QueueMS))
+			if r.Status == timing.StatusOK && r.QueueMS > r.WallMS {
+				// The wait is part of wall_ms: more would make the service time negative.
+				errs = append(errs, t.fieldError(i, "queue_ms", fmt.Errorf("%g ms is more than wall_ms (%g ms), which includes it", r.QueueMS, r.WallMS)))
+			}
+		}
 		for _, err := range errs {
 			if err != nil {
 				return nil, err
@@ -461,4 +472,16 @@ func readSummaries(t *table) ([]timing.Summary, error) {
 		}
 	}
 	return rows, nil
+}
+
+// hasQueue says whether the summary file has the queue_ms column (files written before it
+// lack it: their volumes' queue is taken as 0).
+func (t *table) hasQueue() bool {
+	_, ok := t.col["queue_ms"]
+	return ok
+}
+
+// queueKnown says whether record i of a summary file gives its queue_ms.
+func (t *table) queueKnown(i int) bool {
+	return t.hasQueue() && strings.TrimSpace(t.records[i][t.col["queue_ms"]]) != ""
 }

@@ -21,11 +21,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("\n")
 
 	if r.Gate != nil {
-		word := "passed"
-		if r.Gate.Failed {
-			word = "FAILED"
-		}
-		fmt.Fprintf(&b, "**Gate %s**: %s.\n\n", word, strings.TrimPrefix(r.Gate.Message(), "gate "+word+": "))
+		fmt.Fprintf(&b, "**Gate %s**: %s.\n\n", r.Gate.Verdict(), r.Gate.Detail())
 	}
 
 	b.WriteString("## Latency per volume (ms)\n\n")
@@ -33,8 +29,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, row := range r.Rows {
 		stage := row.Stage
-		if stage == EndToEnd {
-			stage = "**" + stage + "**"
+		if note := stageNote(stage); note != "" {
+			stage = "**" + stage + "** (" + note + ")"
 		}
 		for i, side := range []struct {
 			label string
@@ -54,6 +50,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	b.WriteString("\n")
+	if r.anyTooFew() {
+		fmt.Fprintf(&b, "Speedups marked *too few volumes* rest on fewer than %d volumes on a side: their intervals are shown, but are no evidence of a difference (see Method).\n\n", r.MinVolumes)
+	}
 
 	b.WriteString("## Throughput\n\n")
 	b.WriteString("| side | ok volumes | Mvox | span (ms) | span measured as | vol/min | Mvox/s |\n")
@@ -100,8 +99,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString("- Only volumes with status ok count; skipped, failed and unlisted volumes are counted apart above.\n")
 	b.WriteString("- Percentiles interpolate linearly between closest ranks (numpy's default): p-th = x[k] + f·(x[k+1] − x[k]), h = (n−1)·p/100, k = ⌊h⌋, f = h − k.\n")
-	b.WriteString("- vol/min and Mvox/s: stage rows use the stage's busy time (n / sum of its latencies); end_to_end uses the batch's span (Throughput table). Shards of a batch are taken to run side by side: the span is the longest run's.\n")
+	b.WriteString("- end_to_end is the turnaround (sojourn) time: summary.csv's wall_ms, from the start of the volume's read (under voxpipe watch, its arrival) to its mask's rename, the time it waited (for an input buffer, memory or an engine) included: what one waits for a volume, which grows with the queue in front of it. service is the time the volume was worked on: wall_ms − queue_ms per volume; where queue_ms is missing (older runs, the PyTorch baseline) the wait counts as 0 and service equals turnaround.\n")
+	b.WriteString("- vol/min and Mvox/s: stage rows and service use their busy time (n / sum of their latencies); end_to_end uses the batch's span (Throughput table). Shards of a batch are taken to run side by side: the span is the longest run's.\n")
 	fmt.Fprintf(&b, "- Speedup > 1 means A is faster. Paired (volumes matched by name, when at least 2 match and at least half of the smaller side): median of per-volume ratios B/A, bootstrap resampling the ratios. Unpaired: median(B)/median(A), bootstrap resampling each side. %d resamples, seed %d, percentile interval.\n", r.Resamples, r.Seed)
+	fmt.Fprintf(&b, "- Too few volumes: a speedup drawn from fewer than %d volumes on either side (pairs when paired; --min-volumes sets the limit) is flagged too few volumes: with so few volumes the bootstrap interval is too narrow (it never reaches past the ratios observed), so two identical runs can look significantly different. The gate is not evaluated on such a comparison (it neither passes nor fails).\n", r.MinVolumes)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -127,8 +128,11 @@ func (b *Batch) Describe() string {
 
 // latencySources says where the batch's per-volume latencies come from.
 func (b *Batch) latencySources() string {
-	var timed, fromSummaryCols, e2eSummary, e2eTimings int
+	var timed, fromSummaryCols, e2eSummary, e2eTimings, queued int
 	for _, v := range b.okVolumes() {
+		if v.QueueKnown {
+			queued++
+		}
 		if len(v.Events) > 0 {
 			timed++
 		} else if len(v.StageMS) > 0 {
@@ -156,6 +160,14 @@ func (b *Batch) latencySources() string {
 	}
 	if len(parts) == 0 {
 		return "no ok volume"
+	}
+	switch ok := len(b.okVolumes()); {
+	case queued == ok:
+		parts = append(parts, fmt.Sprintf("service of %d from wall_ms − queue_ms", queued))
+	case queued > 0:
+		parts = append(parts, fmt.Sprintf("service of %d from wall_ms − queue_ms, of %d equal to end_to_end (no queue_ms)", queued, ok-queued))
+	default:
+		parts = append(parts, "service equal to end_to_end (no queue_ms)")
 	}
 	return strings.Join(parts, "; ")
 }
@@ -211,7 +223,32 @@ func speedupText(sp *Speedup) string {
 	if math.IsNaN(sp.Low) {
 		return fmt.Sprintf("%.2fx (no CI: too few volumes; %s)", sp.Value, how)
 	}
-	return fmt.Sprintf("%.2fx [%.2f, %.2f] (%s)", sp.Value, sp.Low, sp.High, how)
+	text := fmt.Sprintf("%.2fx [%.2f, %.2f] (%s)", sp.Value, sp.Low, sp.High, how)
+	if sp.TooFew {
+		text += fmt.Sprintf(": too few volumes (< %d)", sp.MinVolumes)
+	}
+	return text
+}
+
+// stageNote says what the report's own rows measure; "" for stages.
+func stageNote(stage string) string {
+	switch stage {
+	case EndToEnd:
+		return "turnaround / sojourn: queueing included"
+	case Service:
+		return "wall_ms − queue_ms: queueing excluded"
+	}
+	return ""
+}
+
+// anyTooFew says whether some row's speedup is flagged too few volumes.
+func (r *Report) anyTooFew() bool {
+	for _, row := range r.Rows {
+		if row.Speedup != nil && row.Speedup.TooFew {
+			return true
+		}
+	}
+	return false
 }
 
 // num formats v with prec decimals; "-" for NaN (unknown) and infinities.

@@ -16,8 +16,20 @@ import (
 	"voxpipe/pipeline/timing"
 )
 
-// EndToEnd names the end-to-end row (summary.csv wall_ms per volume).
-const EndToEnd = "end_to_end"
+// The report's own rows, after the stages. EndToEnd is the turnaround (sojourn time):
+// summary.csv's wall_ms per volume, from its read (under watch, its arrival) to its mask's
+// rename, the time it waited for an engine included. Service is the time it was worked on:
+// wall_ms - queue_ms (wall_ms where queue_ms is unknown).
+const (
+	EndToEnd = "end_to_end"
+	Service  = "service"
+)
+
+// DefaultMinVolumes is the fewest volumes on each side of a comparison (pairs when paired)
+// for its speedup's bootstrap interval to be taken as evidence, and for the gate to decide.
+// With fewer, the percentile bootstrap's interval spans little more than the few observed
+// ratios, so two identical runs can look significantly different.
+const DefaultMinVolumes = 10
 
 // stageOrder is the pipeline's order; other stages follow alphabetically.
 var stageOrder = []string{"read", "stats", "h2d", "kernels", "segment", "d2h", "write"}
@@ -36,39 +48,61 @@ type Options struct {
 	TimelineVolume string       // volume of A for the slab timeline; "" picks A's slowest
 	Resamples      int          // bootstrap resamples; 0 means DefaultResamples
 	Seed           uint64       // bootstrap seed: the same inputs and seed give the same report
+	// MinVolumes: speedups over fewer volumes on a side are flagged too few, and the gate is
+	// not evaluated on them; 0 means DefaultMinVolumes.
+	MinVolumes int
 }
 
 // GateOptions: fail when A's p50 of Stage is more than MaxSlowerPct percent above B's.
 type GateOptions struct {
-	Stage        string // EndToEnd or a stage name
+	Stage        string // EndToEnd, Service or a stage name
 	MaxSlowerPct float64
 }
 
 // GateResult is the gate's verdict. SlowerPct = (A p50 / B p50 - 1) * 100, negative when A is
-// faster; the gate fails when SlowerPct > MaxSlowerPct.
+// faster; the gate fails when SlowerPct > MaxSlowerPct. With fewer than MinVolumes volumes on
+// a side (N, the smaller side's: pairs when paired) it neither passes nor fails: NotEvaluated.
 type GateResult struct {
 	GateOptions
-	AP50, BP50 float64
-	SlowerPct  float64
-	Failed     bool
+	AP50, BP50   float64
+	SlowerPct    float64
+	Failed       bool
+	NotEvaluated bool
+	N            int // volumes compared, on the smaller side
+	MinVolumes   int
 }
 
-// Message says what the gate compared and its verdict, in one line.
-func (g *GateResult) Message() string {
-	verdict := "passed"
-	if g.Failed {
-		verdict = "FAILED"
+// Verdict is "passed", "FAILED" or "not evaluated".
+func (g *GateResult) Verdict() string {
+	switch {
+	case g.NotEvaluated:
+		return "not evaluated"
+	case g.Failed:
+		return "FAILED"
 	}
+	return "passed"
+}
+
+// Detail says what the gate compared and why it decided so, in one line.
+func (g *GateResult) Detail() string {
 	rel := fmt.Sprintf("A is %.1f%% slower than B", g.SlowerPct)
 	if g.SlowerPct < 0 {
 		rel = fmt.Sprintf("A is %.1f%% faster than B", -g.SlowerPct)
 	}
-	return fmt.Sprintf("gate %s: %s p50 A %.1f ms vs B %.1f ms: %s (limit: slower by at most %g%%)",
-		verdict, g.Stage, g.AP50, g.BP50, rel, g.MaxSlowerPct)
+	cmpText := fmt.Sprintf("%s p50 A %.1f ms vs B %.1f ms", g.Stage, g.AP50, g.BP50)
+	if g.NotEvaluated {
+		return fmt.Sprintf("too few volumes (n=%d < %d): %s; --min-volumes N lowers the limit", g.N, g.MinVolumes, cmpText)
+	}
+	return fmt.Sprintf("%s: %s (limit: slower by at most %g%%)", cmpText, rel, g.MaxSlowerPct)
 }
 
-// Row is one line of the comparison table: one stage, or EndToEnd. A or B is nil when that
-// side has no volume with the stage; Speedup is nil unless both have it.
+// Message is the gate's verdict and detail in one line.
+func (g *GateResult) Message() string {
+	return "gate " + g.Verdict() + ": " + g.Detail()
+}
+
+// Row is one line of the comparison table: one stage, Service or EndToEnd. A or B is nil when
+// that side has no volume with the stage; Speedup is nil unless both have it.
 type Row struct {
 	Stage   string
 	A, B    *Stats
@@ -103,13 +137,14 @@ type TimelineBar struct {
 // Report is the comparison of batch A against baseline B.
 type Report struct {
 	A, B        *Batch
-	Rows        []Row // stages in pipeline order, then EndToEnd
+	Rows        []Row // stages in pipeline order, then Service and EndToEnd
 	ThroughputA Throughput
 	ThroughputB Throughput
 	Gate        *GateResult // nil without a gate
 	Timeline    *Timeline   // nil when A has no timings.csv
 	Resamples   int
 	Seed        uint64
+	MinVolumes  int
 	latenciesA  map[string][]sample
 	latenciesB  map[string][]sample
 }
@@ -136,8 +171,11 @@ func Generate(runs, baselines []string, opts Options) (*Report, error) {
 
 // Compare builds the report of a against b.
 func Compare(a, b *Batch, opts Options) (*Report, error) {
+	if opts.MinVolumes < 0 {
+		return nil, inputError(fmt.Errorf("the fewest volumes for a comparison must be at least 1, not %d", opts.MinVolumes))
+	}
 	r := &Report{A: a, B: b, Resamples: cmp.Or(opts.Resamples, DefaultResamples), Seed: opts.Seed,
-		latenciesA: latencies(a), latenciesB: latencies(b)}
+		MinVolumes: cmp.Or(opts.MinVolumes, DefaultMinVolumes), latenciesA: latencies(a), latenciesB: latencies(b)}
 	r.ThroughputA, r.ThroughputB = throughput(a), throughput(b)
 
 	stages := map[string]bool{}
@@ -148,7 +186,8 @@ func Compare(a, b *Batch, opts Options) (*Report, error) {
 		stages[s] = true
 	}
 	delete(stages, EndToEnd)
-	for _, stage := range append(orderStages(slices.Collect(maps.Keys(stages))), EndToEnd) {
+	delete(stages, Service)
+	for _, stage := range append(orderStages(slices.Collect(maps.Keys(stages))), Service, EndToEnd) {
 		row := Row{Stage: stage}
 		sa, sb := r.latenciesA[stage], r.latenciesB[stage]
 		if len(sa) > 0 {
@@ -167,6 +206,10 @@ func Compare(a, b *Batch, opts Options) (*Report, error) {
 		}
 		if row.A != nil && row.B != nil {
 			row.Speedup = speedup(sa, sb, r.Resamples, r.Seed)
+			if sp := row.Speedup; sp != nil {
+				sp.MinVolumes = r.MinVolumes
+				sp.TooFew = sp.Volumes() < r.MinVolumes
+			}
 		}
 		r.Rows = append(r.Rows, row)
 	}
@@ -198,11 +241,12 @@ func orderStages(stages []string) []string {
 	return stages
 }
 
-// latencies gathers per-volume latencies of the ok volumes, per stage and EndToEnd.
+// latencies gathers per-volume latencies of the ok volumes, per stage, Service and EndToEnd.
 func latencies(b *Batch) map[string][]sample {
 	out := map[string][]sample{}
 	for _, v := range b.okVolumes() {
 		out[EndToEnd] = append(out[EndToEnd], sample{v.Name, v.EndToEndMS, v.Voxels})
+		out[Service] = append(out[Service], sample{v.Name, v.ServiceMS(), v.Voxels})
 		for stage, ms := range v.StageMS {
 			out[stage] = append(out[stage], sample{v.Name, ms, v.Voxels})
 		}
@@ -312,14 +356,21 @@ func (r *Report) gate(opts GateOptions) (*GateResult, error) {
 		return nil, inputError(fmt.Errorf("gate stage %q: not measured in both A and B (stages: %s)",
 			opts.Stage, strings.Join(r.stageNames(), ", ")))
 	}
-	g := &GateResult{GateOptions: opts, AP50: row.A.P50, BP50: row.B.P50}
+	g := &GateResult{GateOptions: opts, AP50: row.A.P50, BP50: row.B.P50, MinVolumes: r.MinVolumes}
 	switch {
 	case g.BP50 > 0:
 		g.SlowerPct = (g.AP50/g.BP50 - 1) * 100
 	case g.AP50 > 0:
 		g.SlowerPct = math.Inf(1)
 	}
-	g.Failed = g.SlowerPct > opts.MaxSlowerPct
+	// The volumes the comparison rests on: those the speedup used (pairs when paired), else
+	// each side's count.
+	g.N = min(row.A.Count, row.B.Count)
+	if row.Speedup != nil {
+		g.N = row.Speedup.Volumes()
+	}
+	g.NotEvaluated = g.N < r.MinVolumes
+	g.Failed = !g.NotEvaluated && g.SlowerPct > opts.MaxSlowerPct
 	return g, nil
 }
 
@@ -361,7 +412,8 @@ func timeline(a *Batch, name string) (*Timeline, error) {
 }
 
 // ExitCode maps Generate's outcome to the subcommand's exit code: 2 for bad input, 1 for
-// other errors, 3 when the gate failed, else 0.
+// other errors, 3 when the gate failed, else 0 (a gate not evaluated included: it neither
+// passed nor failed, and its message says so).
 func ExitCode(r *Report, err error) int {
 	switch {
 	case errors.Is(err, ErrInput):

@@ -35,6 +35,13 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 //
 // C: a PyTorch-like baseline with only summary.csv: case01..03, walls 250 300 450, read_ms 50
 // 60 80, segment_ms 170 200 310, 1e6 voxels each.
+//
+// A, B and C have no queue_ms column (older runs): their service latency is their wall_ms.
+//
+// Q: the issue's four identical fixtures through one CPU engine, summary.csv only, with
+// queue_ms: fix1..fix4 walls 5600 11300 16000 15700 (turnaround), queue_ms 0 5600 10500 10100,
+// so service 5600 5700 5500 5600; 1e6 voxels each; fix5 failed (empty queue_ms).
+// P: a PyTorch-like baseline of the same fixtures without queue_ms: walls 6000 6200 5800 6100.
 
 func loadSample(t *testing.T, runs, baselines []string, opts Options) *Report {
 	t.Helper()
@@ -72,7 +79,7 @@ func checkStats(t *testing.T, what string, got *Stats, want wantStats) {
 func TestSampleAgainstBaseline(t *testing.T) {
 	r := loadSample(t, []string{"testdata/A"}, []string{"testdata/B"}, Options{Seed: 1})
 
-	wantStages := []string{"read", "stats", "h2d", "kernels", "segment", "d2h", "write", EndToEnd}
+	wantStages := []string{"read", "stats", "h2d", "kernels", "segment", "d2h", "write", Service, EndToEnd}
 	if got := r.stageNames(); strings.Join(got, " ") != strings.Join(wantStages, " ") {
 		t.Fatalf("stages %v, want %v", got, wantStages)
 	}
@@ -84,6 +91,13 @@ func TestSampleAgainstBaseline(t *testing.T) {
 	// B: sorted 260 300 350 400 500: mean 362, p50 350, p90 460, p95 480, p99 496, max 500.
 	// Span 1810 ms: 5*60000/1810 = 165.746 vol/min; 6e6 voxels / 1.81 s = 3.315 Mvox/s.
 	checkStats(t, "B end_to_end", e2e.B, wantStats{5, 362, 350, 460, 480, 496, 500, 5 * 60000.0 / 1810, 6 / 1.81})
+
+	// No queue_ms in A or B: service is wall_ms, the same latencies, but its throughput is over
+	// the busy time like a stage's: A 4*60000/560 = 428.57 vol/min, 5e6/0.56 s = 8.93 Mvox/s;
+	// B 5*60000/1810, 6e6/1.81 s (B's volumes ran one after another: busy time = span).
+	svc := r.row(Service)
+	checkStats(t, "A service", svc.A, wantStats{4, 140, 130, 182, 191, 198.2, 200, 4 * 60000.0 / 560, 5 / 0.56})
+	checkStats(t, "B service", svc.B, wantStats{5, 362, 350, 460, 480, 496, 500, 5 * 60000.0 / 1810, 6 / 1.81})
 
 	// Kernels, A only (base 50): 70 65 91 95.5 99.1 100. Busy throughput: sum 50*5.6 = 280 ms,
 	// 4*60000/280 = 857.14 vol/min; 5e6 voxels / 0.28 s = 17.857 Mvox/s.
@@ -113,6 +127,7 @@ func TestSampleAgainstBaseline(t *testing.T) {
 		want, lo, high float64
 	}{
 		{EndToEnd, (2.5 + 400.0/140) / 2, 260.0 / 120, 3},
+		{Service, (2.5 + 400.0/140) / 2, 260.0 / 120, 3},
 		{"segment", (380.0/124 + 300/86.8) / 2, 200 / 74.4, 220.0 / 62},
 		{"read", (1.5 + 50.0/28) / 2, 1.25, 2},
 	} {
@@ -125,6 +140,10 @@ func TestSampleAgainstBaseline(t *testing.T) {
 		// TestPairedSpeedup for why).
 		approx(t, c.stage+" CI low", sp.Low, c.lo)
 		approx(t, c.stage+" CI high", sp.High, c.high)
+		// 4 pairs < DefaultMinVolumes: an interval that excludes 1, but from too few volumes.
+		if !sp.TooFew || sp.MinVolumes != DefaultMinVolumes {
+			t.Errorf("%s speedup %+v: want flagged too few volumes (4 < %d)", c.stage, sp, DefaultMinVolumes)
+		}
 	}
 
 	// Throughput tables.
@@ -291,12 +310,15 @@ func TestGate(t *testing.T) {
 		{"gate on a stage", b, a, "segment", 200, ExitGateFailed, (260/80.6 - 1) * 100},
 		// Equal p50s: 0% slower is not more than 0%.
 		{"equal passes a zero limit", a, a, EndToEnd, 0, ExitOK, 0},
+		// Without queue_ms the service p50s are the walls': the same verdict as end_to_end.
+		{"gate on service", b, a, Service, 10, ExitGateFailed, (350.0/130 - 1) * 100},
 		{"stage missing in B", a, b, "h2d", 10, ExitBadInput, 0},
 		{"unknown stage", a, b, "nope", 10, ExitBadInput, 0},
 		{"negative limit", a, b, EndToEnd, -5, ExitBadInput, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Generate([]string{tc.run}, []string{tc.base}, Options{Gate: &GateOptions{Stage: tc.stage, MaxSlowerPct: tc.pct}})
+			// A and B pair on 4 volumes: the gate decides only once the limit allows 4.
+			r, err := Generate([]string{tc.run}, []string{tc.base}, Options{MinVolumes: 4, Gate: &GateOptions{Stage: tc.stage, MaxSlowerPct: tc.pct}})
 			if code := ExitCode(r, err); code != tc.wantCode {
 				t.Fatalf("exit code %d (err %v), want %d", code, err, tc.wantCode)
 			}
@@ -307,6 +329,9 @@ func TestGate(t *testing.T) {
 				return
 			}
 			approx(t, "slower %", r.Gate.SlowerPct, tc.slowerPct)
+			if r.Gate.NotEvaluated || r.Gate.N != 4 {
+				t.Errorf("gate %+v: want evaluated over 4 volumes", r.Gate)
+			}
 			var md bytes.Buffer
 			if err := r.WriteMarkdown(&md); err != nil {
 				t.Fatal(err)
@@ -344,6 +369,9 @@ func TestBadInput(t *testing.T) {
 		{"status after a multi-line field", bad + "bad_status_summary.csv", `bad_status_summary.csv: line 4, column 3 (status): unknown status "okay" (want ok, skipped, failed, busy, conflict)`},
 		{"gocsv error after a multi-line field", bad + "bad_wall_summary.csv", `bad_wall_summary.csv: line 4, column 15 (wall_ms): strconv.ParseFloat: parsing "abc": invalid syntax`},
 		{"ok without wall", bad + "empty_wall_summary.csv", `empty_wall_summary.csv: line 2, column 15 (wall_ms): empty; a number of milliseconds is required`},
+		{"queue longer than wall", bad + "queue_over_wall_summary.csv", `queue_over_wall_summary.csv: line 3, column 22 (queue_ms): 12.5 ms is more than wall_ms (10 ms), which includes it`},
+		{"negative queue", bad + "negative_queue_summary.csv", `negative_queue_summary.csv: line 2, column 22 (queue_ms): "-1" is not a finite non-negative number`},
+		{"stage named like a report row", bad + "reserved_stage_timings.csv", `reserved_stage_timings.csv: line 3, column 3 (stage): "service" is the name of a row the report computes, not a stage`},
 		{"duplicate", bad + "duplicate_summary.csv", `duplicate_summary.csv: line 4: duplicate volume: volume "v1" of run "r" is already listed at testdata/bad/duplicate_summary.csv line 2`},
 		{"empty file", bad + "empty.csv", `empty.csv: line 1: empty file: no header`},
 		{"unknown schema", bad + "unknown_kind.csv", `unknown_kind.csv: line 1: neither a timings CSV (has a stage column) nor a summary CSV (has a status column)`},
@@ -424,7 +452,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestHTMLIsSelfContained(t *testing.T) {
-	r := loadSample(t, []string{"testdata/A"}, []string{"testdata/B"}, Options{Gate: &GateOptions{MaxSlowerPct: 10}})
+	r := loadSample(t, []string{"testdata/A"}, []string{"testdata/B"}, Options{MinVolumes: 4, Gate: &GateOptions{MaxSlowerPct: 10}})
 	dir := t.TempDir()
 	if err := r.WriteFiles(dir); err != nil {
 		t.Fatal(err)

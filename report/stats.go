@@ -71,11 +71,24 @@ func summarize(values []float64) Stats {
 // latency_B/latency_A, and the bootstrap resamples those ratios with replacement. Unpaired:
 // Value is median(B)/median(A), and the bootstrap resamples each side's volumes with
 // replacement independently.
+//
+// TooFew flags an interval drawn from fewer than MinVolumes volumes on a side (Volumes): it is
+// shown, but is no evidence of a difference.
 type Speedup struct {
 	Value, Low, High float64
 	Paired           bool
 	N                int // pairs when Paired, else volumes of A
 	NB               int // volumes of B when not Paired
+	TooFew           bool
+	MinVolumes       int // the limit TooFew was judged by
+}
+
+// Volumes is the number of volumes on the smaller side: the pairs when paired.
+func (sp *Speedup) Volumes() int {
+	if sp.Paired {
+		return sp.N
+	}
+	return min(sp.N, sp.NB)
 }
 
 // DefaultResamples is the bootstrap's number of resamples when Options leaves it zero.

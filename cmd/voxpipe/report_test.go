@@ -3,12 +3,14 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// reportCLI runs `voxpipe report ARGS... -o DIR` in-process on report/testdata and returns its
-// exit code, stderr and report.md.
+// reportCLI runs `voxpipe report ARGS... -o DIR` in-process, --run and --baseline naming
+// folders of report/testdata, and returns its exit code, stderr and report.md. It swaps
+// os.Stdout and os.Stderr meanwhile: not for parallel tests.
 func reportCLI(t *testing.T, args ...string) (code int, stderr, md string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -19,22 +21,17 @@ func reportCLI(t *testing.T, args ...string) (code int, stderr, md string) {
 		}
 		return f
 	}
+	args = slices.Clone(args)
+	for i := 1; i < len(args); i++ {
+		if args[i-1] == "--run" || args[i-1] == "--baseline" {
+			args[i] = filepath.Join("..", "..", "report", "testdata", args[i])
+		}
+	}
 	outF, errF := capture("stdout"), capture("stderr")
 	stdout, stderrWas := os.Stdout, os.Stderr
 	os.Stdout, os.Stderr = outF, errF
-	wd, err := os.Getwd()
-	if err == nil {
-		err = os.Chdir("../../report/testdata")
-	}
-	if err != nil {
-		os.Stdout, os.Stderr = stdout, stderrWas
-		t.Fatal(err)
-	}
 	code = run(append([]string{"voxpipe", "report", "-o", filepath.Join(dir, "out")}, args...))
 	os.Stdout, os.Stderr = stdout, stderrWas
-	if err := os.Chdir(wd); err != nil {
-		t.Fatal(err)
-	}
 	outF.Close()
 	errF.Close()
 	e, _ := os.ReadFile(filepath.Join(dir, "stderr"))
