@@ -61,8 +61,11 @@ type Config struct {
 	// allocated at once; a volume that needs more than that alone fails before anything is
 	// allocated for it. 0: no bound.
 	MaxMemory int64
-	Host      string // summary.csv's host column
-	Shard     string // summary.csv's shard column
+	// OnBusy, when set, takes the jobs claimed by live processes instead of a busy row (the
+	// watch service hands them out again later).
+	OnBusy func(Job)
+	Host   string // summary.csv's host column
+	Shard  string // summary.csv's shard column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that
 	// exits right after it: the exit reclaims them faster than freeing them one by one
 	// (page-locked ones: `voxpipe run` on one volume took ~20 ms less on the GPU machine,
@@ -421,6 +424,11 @@ func (r *runner) take(ctx context.Context, job Job) *work {
 		c, err := r.cfg.Claims.Acquire(job.Output)
 		var busy *claim.BusyError
 		if errors.As(err, &busy) {
+			if r.cfg.OnBusy != nil {
+				r.log.Info("busy: deferred", "volume", job.Name, "reason", busy.Error())
+				r.cfg.OnBusy(job)
+				return nil
+			}
 			r.conclude(w, timing.StatusBusy, busy.Error())
 			return nil
 		}

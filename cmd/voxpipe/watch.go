@@ -104,6 +104,10 @@ func watchAction(c *cli.Context) error {
 	defer refresh.stop()
 	cfg := workConfig(c, model, modelName, modelID, engines, claims, rec, log)
 	cfg.Source, cfg.MaxMemory, cfg.Progress = box.Jobs(), ws.maxMemory, refresh
+	// Claimed by a live process (another watcher, a run, or this one's previous version of
+	// the file): looked at again later, in case its holder fails or dies.
+	retry := max(c.Duration("settle"), c.Duration("claim-timeout")/4)
+	cfg.OnBusy = func(j pipeline.Job) { box.Defer(j.Input, retry) }
 
 	// SIGTERM/SIGINT: stop taking volumes at once, abandon those in flight after --grace, and
 	// exit by force if even that does not end the work (as run does).

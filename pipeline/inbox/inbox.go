@@ -74,6 +74,8 @@ type entry struct {
 	mtime   time.Time // last seen
 	changed time.Time // when size or mtime last changed, as observed
 	sent    bool      // this version (size, mtime) was handed out
+	// notBefore: a deferred volume (Defer) is handed out again from then on.
+	notBefore time.Time
 }
 
 // New watches the folders (which must exist).
@@ -225,16 +227,36 @@ func (b *Inbox) event(ev fsnotify.Event) {
 			return
 		}
 		if pipeline.IsVolumeName(name) {
-			// A new name: a file renamed in (complete at once) or a writer's new file.
-			b.mu.Lock()
-			delete(b.files, path)
-			b.mu.Unlock()
-			b.observe(path, root, false)
+			// A new file at this name: renamed in (complete at once) or a writer's new file.
+			b.observeNew(path, root)
 		}
 	case ev.Has(fsnotify.Write) || ev.Has(fsnotify.Chmod):
 		if pipeline.IsVolumeName(name) {
 			b.observe(path, b.rootOf(filepath.Dir(path)), false)
 		}
+	}
+}
+
+// observeNew looks at a file that a Create event announced: a version not seen before is
+// judged as at its first sighting (complete: taken at once).
+func (b *Inbox) observeNew(path, root string) {
+	if st, err := os.Stat(path); err == nil {
+		b.mu.Lock()
+		if e, ok := b.files[path]; ok && (st.Size() != e.size || !st.ModTime().Equal(e.mtime)) {
+			delete(b.files, path)
+		}
+		b.mu.Unlock()
+	}
+	b.observe(path, root, false)
+}
+
+// Defer hands the volume at path out again, at the earliest after delay: the pipeline found
+// it claimed by a live process, which may yet fail or die.
+func (b *Inbox) Defer(path string, delay time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, ok := b.files[path]; ok {
+		e.sent, e.notBefore = false, time.Now().Add(delay)
 	}
 }
 
@@ -258,14 +280,19 @@ func (b *Inbox) observe(path, root string, marked bool) {
 		e = &entry{root: root, size: st.Size(), mtime: st.ModTime(), changed: now}
 		b.files[path] = e
 	} else if st.Size() != e.size || !st.ModTime().Equal(e.mtime) {
-		e.size, e.mtime, e.changed, e.sent = st.Size(), st.ModTime(), now, false
+		e.size, e.mtime, e.changed, e.sent, e.notBefore = st.Size(), st.ModTime(), now, false, time.Time{}
 	}
-	if e.sent {
+	if e.sent || now.Before(e.notBefore) {
 		b.mu.Unlock()
 		return
 	}
 	settled := now.Sub(e.changed) >= b.opt.Settle
+	deferred := !e.notBefore.IsZero()
 	b.mu.Unlock()
+	if deferred {
+		b.hand(path, root, st, now) // complete before: it was handed out already
+		return
+	}
 
 	ready := marked || settled || !st.Mode().IsRegular()
 	if !ready && !marked {

@@ -207,3 +207,30 @@ func TestStopClosesJobs(t *testing.T) {
 	h.cancel = func() {}
 	h.done <- nil
 }
+
+// A deferred volume (claimed elsewhere) is handed out again after the delay, not before; a
+// Create event for a version already handed out hands nothing.
+func TestDeferAndRepeatedEvents(t *testing.T) {
+	h := start(t, time.Hour, false)
+	tmp := filepath.Join(t.TempDir(), "v.nii")
+	os.WriteFile(tmp, volumeBytes(t), 0o644)
+	p := filepath.Join(h.in, "v.nii")
+	os.Rename(tmp, p)
+	j, ok := h.next(t, 5*time.Second)
+	if !ok {
+		t.Fatal("not handed out")
+	}
+	h.box.observeNew(p, h.in) // the same version announced again (an event after the start's scan)
+	if j, ok := h.next(t, 200*time.Millisecond); ok {
+		t.Fatalf("handed out twice: %+v", j)
+	}
+	deferred := time.Now()
+	h.box.Defer(j.Input, 300*time.Millisecond)
+	j, ok = h.next(t, 5*time.Second)
+	if !ok || j.Name != "v" {
+		t.Fatalf("deferred volume: %+v %v", j, ok)
+	}
+	if since := time.Since(deferred); since < 250*time.Millisecond {
+		t.Errorf("handed out again after %v, before the delay", since)
+	}
+}
