@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks `voxpipe report` end to end on the sample CSVs in report/testdata and in a real browser:
-#   1. the exit codes: 0 when the gate passes, 3 when it fails, 2 for bad input or usage;
+#   1. the exit codes: 0 when the gate passes or is not evaluated (fewer than --min-volumes
+#      volumes on a side; the samples have 3 to 5), 3 when it fails, 2 for bad input or usage;
 #   2. report.html opened in headless Chromium (Debian's package, installed with apt-get when
 #      missing) and saved as a screenshot, which must exist and not be blank.
 # Usage: scripts/report-screenshot.sh [SCREENSHOT.png]
@@ -40,18 +41,25 @@ expect() {
 }
 
 echo "== exit codes"
-expect 0 --run A --baseline B -o "$work/pass" --fail-if-slower 10
+expect 0 --run A --baseline B -o "$work/pass" --fail-if-slower 10 --min-volumes 4
 grep -q '^\*\*Gate passed\*\*: end_to_end p50' "$work/stdout" || fail "Markdown does not say the gate passed"
-expect 3 --run B --baseline A -o "$work/fail" --fail-if-slower 10
+expect 3 --run B --baseline A -o "$work/fail" --fail-if-slower 10 --min-volumes 4
 grep -q '^\*\*Gate FAILED\*\*: end_to_end p50' "$work/stdout" || fail "Markdown does not say which gate failed"
 grep -q 'gate FAILED' "$work/stderr" || fail "stderr does not say the gate failed"
-expect 3 --run C --baseline A/shard-1 --baseline A/shard-0 -o "$work/stage" --fail-if-slower 100 --gate-stage read
+expect 3 --run C --baseline A/shard-1 --baseline A/shard-0 -o "$work/stage" --fail-if-slower 100 --gate-stage read --min-volumes 3
 grep -q "^\*\*Gate FAILED\*\*: read p50" "$work/stdout" || fail "Markdown does not name the failed stage gate"
+expect 0 --run B --baseline A -o "$work/few" --fail-if-slower 10
+grep -q '^\*\*Gate not evaluated\*\*: too few volumes (n=4 < 10)' "$work/stdout" || fail "Markdown does not say the gate was not evaluated"
+grep -q 'gate not evaluated: too few volumes (n=4 < 10)' "$work/stderr" || fail "stderr does not say the gate was not evaluated"
+expect 3 --run Q --baseline P -o "$work/turnaround" --fail-if-slower 10 --min-volumes 4
+expect 0 --run Q --baseline P -o "$work/service" --fail-if-slower 10 --min-volumes 4 --gate-stage service
+grep -q '^\*\*Gate passed\*\*: service p50' "$work/stdout" || fail "Markdown does not say the service gate passed"
 expect 2 --run bad/bad_float_timings.csv --baseline B -o "$work/bad"
 grep -q 'bad_float_timings.csv: line 4, column 7 (duration_ms)' "$work/stderr" || fail "bad CSV error lacks file, line and column"
 expect 2 --run A -o "$work/usage"
 expect 2 --run A --baseline B -o "$work/usage" --fail-if-slower ten
 expect 2 --run A --baseline B -o "$work/usage" --fail-if-slower 10 --gate-stage h2d
+expect 2 --run A --baseline B -o "$work/usage" --min-volumes 0
 for f in report.md report.csv report.html; do
 	[[ -s "$work/pass/$f" ]] || fail "$f missing or empty"
 done
