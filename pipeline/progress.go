@@ -19,3 +19,53 @@ func (nopProgress) VolumeStarted(Job, int)        {}
 func (nopProgress) PlanesDone(Job, int)           {}
 func (nopProgress) VolumeDone(Job, timing.Status) {}
 func (nopProgress) Close()                        {}
+
+// Observer sees every timings.csv and summary.csv row as it is recorded (metrics). Methods are
+// called from several goroutines.
+type Observer interface {
+	Row(timing.Row)
+	Summary(timing.Summary)
+}
+
+// MultiProgress hands every call to each of ps (nil ones left out).
+func MultiProgress(ps ...Progress) Progress {
+	var m multiProgress
+	for _, p := range ps {
+		if p != nil {
+			m = append(m, p)
+		}
+	}
+	return m
+}
+
+type multiProgress []Progress
+
+func (m multiProgress) Start(n int) {
+	for _, p := range m {
+		p.Start(n)
+	}
+}
+
+func (m multiProgress) VolumeStarted(j Job, planes int) {
+	for _, p := range m {
+		p.VolumeStarted(j, planes)
+	}
+}
+
+func (m multiProgress) PlanesDone(j Job, planes int) {
+	for _, p := range m {
+		p.PlanesDone(j, planes)
+	}
+}
+
+func (m multiProgress) VolumeDone(j Job, s timing.Status) {
+	for _, p := range m {
+		p.VolumeDone(j, s)
+	}
+}
+
+func (m multiProgress) Close() {
+	for _, p := range m {
+		p.Close()
+	}
+}

@@ -78,6 +78,7 @@ type Config struct {
 	Trace    *timing.Trace                   // may be nil
 	Log      *slog.Logger                    // may be nil
 	Progress Progress                        // may be nil
+	Observer Observer                        // may be nil
 }
 
 // Result counts the outcome of a run.

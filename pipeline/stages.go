@@ -698,6 +698,9 @@ func (r *runner) summarise(sum timing.Summary) {
 	if r.cfg.Summary != nil {
 		r.noteOutErr(r.cfg.Summary.Append(sum))
 	}
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.Summary(sum)
+	}
 }
 
 // span records a host stage event and adds it to the volume's stage totals.
@@ -739,6 +742,9 @@ func (r *runner) emit(w *work, s timing.Span) {
 	}
 	if r.cfg.Trace != nil {
 		r.cfg.Trace.Add(s)
+	}
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.Row(s.Row)
 	}
 }
 
