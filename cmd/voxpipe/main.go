@@ -6,6 +6,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -57,19 +59,42 @@ func run(args []string) int {
 	}
 	var ue usageError
 	var ec cli.ExitCoder
+	code, msg := exitFailed, err.Error()
 	switch {
 	case errors.As(err, &ec):
-		if msg := ec.Error(); msg != "" {
-			fmt.Fprintln(os.Stderr, "voxpipe:", msg)
-		}
-		return ec.ExitCode()
+		code, msg = ec.ExitCode(), ec.Error()
 	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "Required flag"):
-		fmt.Fprintln(os.Stderr, "voxpipe:", err)
-		return exitUsage
-	default:
-		fmt.Fprintln(os.Stderr, "voxpipe:", err)
-		return exitFailed
+		code = exitUsage
 	}
+	if msg != "" {
+		lastLine(os.Stderr, jsonLogs(args), msg, code)
+	}
+	return code
+}
+
+// lastLine writes why the command ends: "voxpipe: msg" or, when logs are JSON, a JSON log
+// line like the others, so that every line of stderr parses.
+func lastLine(w io.Writer, asJSON bool, msg string, code int) {
+	if !asJSON {
+		fmt.Fprintln(w, "voxpipe:", msg)
+		return
+	}
+	slog.New(slog.NewJSONHandler(w, nil)).Error(msg, "exit_code", code)
+}
+
+// jsonLogs reports whether the command line asks for --log-format json (also read when flag
+// parsing itself failed).
+func jsonLogs(args []string) bool {
+	for i, a := range args {
+		name := strings.TrimLeft(a, "-")
+		if a == "--" {
+			break
+		}
+		if name == "log-format=json" || name == "log-format" && i+1 < len(args) && args[i+1] == "json" {
+			return true
+		}
+	}
+	return false
 }
 
 // flagsFirst moves a subcommand's flags in front of its positional arguments, so that

@@ -154,6 +154,8 @@ func runAction(c *cli.Context) error {
 		progress = bars
 		logOut.set(bars.Writer())
 		defer logOut.set(os.Stderr) // the bars are gone once the run returns
+	} else if p := progressLog(c, log); p != nil {
+		progress = p
 	}
 	cfg := workConfig(c, model, modelName, modelID, engines, claims, rec, log)
 	cfg.Jobs, cfg.Shard, cfg.Progress = jobs, shard.String(), progress
@@ -223,7 +225,17 @@ func workFlags(readers int) []cli.Flag {
 		&cli.StringFlag{Name: "run-id", Usage: "run id in the records (default: UTC time and random suffix); must be new to OUT"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only errors on stderr, no progress bar"},
+		&cli.DurationFlag{Name: "progress-interval", Value: 30 * time.Second, Usage: "when stderr is not a terminal, log a progress line this often (volumes done, planes in flight, rate, ETA)"},
 	}
+}
+
+// progressLog is the progress lines of a run or watch whose stderr is not a terminal, or nil
+// when --quiet or --progress-interval 0.
+func progressLog(c *cli.Context, log *slog.Logger) pipeline.Progress {
+	if c.Bool("quiet") || c.Duration("progress-interval") <= 0 {
+		return nil
+	}
+	return pipeline.NewProgressLog(log, c.Duration("progress-interval"))
 }
 
 // workSettings are the checked values of workFlags.

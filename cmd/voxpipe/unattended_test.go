@@ -386,6 +386,45 @@ func TestRunShards(t *testing.T) {
 	}
 }
 
+// Without a terminal, progress lines come every --progress-interval; with --log-format json
+// every stderr line is JSON, the last one (why the command failed) too.
+func TestRunLogsWithoutATerminal(t *testing.T) {
+	bin := testBinary(t)
+	model, _ := testModel(t)
+	dir := t.TempDir()
+	genRun(t, "--out", dir, "--dims", "96x96x48", "--count", "3", "--seed", "6")
+	in := filepath.Join(dir, "volumes")
+	os.WriteFile(filepath.Join(in, "broken.nii"), []byte("not a volume"), 0o644)
+	cmd := exec.Command(bin, "run", "--engine", "cpu", "--workers", "1", "--model", model, "--log-format", "json",
+		"--progress-interval", "100ms", in, "-o", t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	progress := 0
+	for _, line := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Errorf("not JSON: %q", line)
+			continue
+		}
+		if m["msg"] == "progress" {
+			progress++
+		}
+	}
+	if progress == 0 {
+		t.Errorf("no progress line:\n%s", stderr.String())
+	}
+	var last map[string]any
+	json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+	if last["exit_code"] != float64(exitFailed) || !strings.Contains(last["msg"].(string), "failed") {
+		t.Errorf("last line %v", last)
+	}
+}
+
 // Bad mask names, unwritable trace and output paths are usage errors found before any work.
 func TestRunChecksBeforeWork(t *testing.T) {
 	model, _ := testModel(t)

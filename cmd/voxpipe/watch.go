@@ -103,7 +103,8 @@ func watchAction(c *cli.Context) error {
 	refresh := newVolumesRefresher(ws.outDir, log)
 	defer refresh.stop()
 	cfg := workConfig(c, model, modelName, modelID, engines, claims, rec, log)
-	cfg.Source, cfg.MaxMemory, cfg.Progress = box.Jobs(), ws.maxMemory, refresh
+	cfg.Source, cfg.MaxMemory = box.Jobs(), ws.maxMemory
+	cfg.Progress = pipeline.MultiProgress(refresh, progressLog(c, log))
 	// Claimed by a live process (another watcher, a run, or this one's previous version of
 	// the file): looked at again later, in case its holder fails or dies.
 	retry := max(c.Duration("settle"), c.Duration("claim-timeout")/4)
