@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,16 +29,25 @@ func init() {
 			"volume from a .nii file alone (run's read stage), writing its mask alone, and `run` on that file\n" +
 			"end to end.\n" +
 			"Writes OUT/timings.csv and OUT/summary.csv (one summary row per timed engine run) and\n" +
-			"prints medians with [min-max].",
+			"prints medians with [min-max]; on stderr, a line as each engine run ends (its time, and\n" +
+			"how long the engine runs left should take), unless --quiet.\n" +
+			"Defaults depend on the engine: a GPU times 512x512x1000 (the volume of the latency\n" +
+			"targets), --runs 10, --warmup 2, --file-runs 3; the CPU engine, on which that volume takes\n" +
+			"minutes a run, times 128x128x64 with --runs 3, --warmup 1, --file-runs 1 (seconds in all).\n" +
+			"Flags given explicitly are kept, on either engine.",
 		Flags: append(engineFlags("0"),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for the CSVs and the files it times"},
 			&cli.StringFlag{Name: "input", Usage: "int16 NIfTI volume to time (default: a generated phantom)"},
-			&cli.StringFlag{Name: "dims", Value: "512x512x1000", Usage: "phantom size NXxNYxNZ"},
+			&cli.StringFlag{Name: "dims", Usage: "phantom size NXxNYxNZ",
+				DefaultText: gpuBenchDefaults.dims + "; CPU engine: " + cpuBenchDefaults.dims},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "phantom seed"},
 			&cli.IntFlag{Name: "slab", Value: 64, Usage: "z-slices per slab"},
-			&cli.IntFlag{Name: "runs", Value: 10, Usage: "timed engine runs"},
-			&cli.IntFlag{Name: "warmup", Value: 2, Usage: "untimed engine runs first"},
-			&cli.IntFlag{Name: "file-runs", Value: 3, Usage: "timed read-alone, write-alone and end-to-end runs (0: skip)"},
+			&cli.IntFlag{Name: "runs", Usage: "timed engine runs",
+				DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.runs, cpuBenchDefaults.runs)},
+			&cli.IntFlag{Name: "warmup", Usage: "untimed engine runs first",
+				DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.warmup, cpuBenchDefaults.warmup)},
+			&cli.IntFlag{Name: "file-runs", Usage: "timed read-alone, write-alone and end-to-end runs (0: skip)",
+				DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.fileRuns, cpuBenchDefaults.fileRuns)},
 			&cli.StringFlag{Name: "read-only", Usage: "instead: only read (decode, normalise) every volume in `DIR`, --readers in parallel"},
 			&cli.IntFlag{Name: "readers", Value: 2, Usage: "parallel readers for --read-only"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only the summary line"},
@@ -51,8 +61,9 @@ func benchAction(c *cli.Context) error {
 	if dir := c.String("read-only"); dir != "" {
 		return benchReadOnly(c, dir)
 	}
-	runs, warmup, fileRuns, slab := c.Int("runs"), c.Int("warmup"), c.Int("file-runs"), c.Int("slab")
-	if runs < 1 || warmup < 0 || fileRuns < 0 || slab < 1 {
+	// Flags given are checked before the engine opens; the defaults of those not given depend
+	// on the engine.
+	if (c.IsSet("runs") && c.Int("runs") < 1) || c.Int("warmup") < 0 || c.Int("file-runs") < 0 || c.Int("slab") < 1 {
 		return usageError{errors.New("bench: --runs and --slab must be >= 1, --warmup and --file-runs >= 0")}
 	}
 	model, modelName, engines, err := openModelAndEngines(c)
@@ -61,6 +72,8 @@ func benchAction(c *cli.Context) error {
 	}
 	defer closeEngines(engines)
 	eng := engines[0]
+	set := benchSettingsFor(c, eng)
+	runs, warmup, fileRuns, slab := set.runs, set.warmup, set.fileRuns, c.Int("slab")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -71,7 +84,7 @@ func benchAction(c *cli.Context) error {
 	}
 
 	// The volume, and the .nii file the file-to-file runs read.
-	hdr, vol, input, err := benchVolume(c, out)
+	hdr, vol, input, err := benchVolume(c, out, set.dims)
 	if err != nil {
 		return err
 	}
@@ -80,7 +93,13 @@ func benchAction(c *cli.Context) error {
 	say("bench: %s int16 (%.0f MB), engine %s, model %s, slab %d\n", dims, float64(2*voxels)/1e6, eng.Name(), modelName, slab)
 
 	ctx := context.Background()
-	benchRuns, mask, err := pipeline.BenchEngine(ctx, eng, vol, slab, warmup, runs)
+	progress := io.Discard
+	if !c.Bool("quiet") {
+		progress = c.App.ErrWriter
+	}
+	lines := newBenchProgress(progress, warmup, runs)
+	benchRuns, mask, err := pipeline.BenchEngine(ctx, lines.wrap(eng), vol, slab, warmup, runs)
+	lines.close()
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -118,10 +137,10 @@ func benchAction(c *cli.Context) error {
 
 // benchVolume generates or reads the volume and makes sure a plain .nii of it exists to time
 // file reads on.
-func benchVolume(c *cli.Context, out string) (*nifti.Header, *segment.Volume, string, error) {
+func benchVolume(c *cli.Context, out, dims string) (*nifti.Header, *segment.Volume, string, error) {
 	input := c.String("input")
 	if input == "" {
-		nx, ny, nz, err := phantom.ParseDims(c.String("dims"))
+		nx, ny, nz, err := phantom.ParseDims(dims)
 		if err != nil {
 			return nil, nil, "", usageError{fmt.Errorf("bench: --dims: %w", err)}
 		}
@@ -308,4 +327,149 @@ func benchReadOnly(c *cli.Context, dir string) error {
 	fmt.Fprintf(c.App.Writer, "bench read-only %s: %d volumes, %d readers, %.2f s: %.2f volumes/s, %.0f Mvox/s\n",
 		dir, len(jobs), readers, wall.Seconds(), float64(len(jobs))/wall.Seconds(), float64(voxels)/1e6/wall.Seconds())
 	return nil
+}
+
+// benchSettings are bench's defaults for one kind of engine.
+type benchSettings struct {
+	dims                   string
+	runs, warmup, fileRuns int
+}
+
+var (
+	// gpuBenchDefaults time the volume of the latency targets (docs/perf.md).
+	gpuBenchDefaults = benchSettings{dims: "512x512x1000", runs: 10, warmup: 2, fileRuns: 3}
+	// cpuBenchDefaults: the CPU engine segments ~0.5-0.8 Mvox/s with the default model on two
+	// cores, so 512x512x1000 would take 5-9 min a run and hours in all; 128x128x64 takes
+	// 1.3-2 s a run there (~10 s for the whole bench).
+	cpuBenchDefaults = benchSettings{dims: "128x128x64", runs: 3, warmup: 1, fileRuns: 1}
+)
+
+// benchSettingsFor returns the flags given on the command line, and the engine's defaults for
+// those not given.
+func benchSettingsFor(c *cli.Context, eng segment.Engine) benchSettings {
+	set := gpuBenchDefaults
+	if _, cpu := eng.(*segment.CPUEngine); cpu {
+		set = cpuBenchDefaults
+	}
+	if c.IsSet("dims") {
+		set.dims = c.String("dims")
+	}
+	if c.IsSet("runs") {
+		set.runs = c.Int("runs")
+	}
+	if c.IsSet("warmup") {
+		set.warmup = c.Int("warmup")
+	}
+	if c.IsSet("file-runs") {
+		set.fileRuns = c.Int("file-runs")
+	}
+	return set
+}
+
+// benchProgress prints a line as each of BenchEngine's engine calls ends: warmups, then the
+// timed runs with an estimate of the time the remaining ones take. BenchEngine makes all its
+// calls at once on one copy of the volume in (pinned) host memory, so the calls are observed
+// by wrapping the engine; the lines are written by a goroutine of their own, so that writing
+// them is not in the next call's time.
+type benchProgress struct {
+	w            io.Writer
+	warmup, runs int
+	ended        chan time.Duration // each call's time, in order
+	done         chan struct{}
+	timedTotal   time.Duration
+	timed, calls int
+}
+
+func newBenchProgress(w io.Writer, warmup, runs int) *benchProgress {
+	p := &benchProgress{w: w, warmup: warmup, runs: runs,
+		ended: make(chan time.Duration, warmup+runs), done: make(chan struct{})}
+	go p.print()
+	return p
+}
+
+func (p *benchProgress) print() {
+	defer close(p.done)
+	for d := range p.ended {
+		p.calls++
+		if p.calls <= p.warmup {
+			fmt.Fprintf(p.w, "bench: warmup %d/%d: %s\n", p.calls, p.warmup, benchDuration(d))
+			continue
+		}
+		p.timed++
+		p.timedTotal += d
+		line := fmt.Sprintf("bench: run %d/%d: %s", p.timed, p.runs, benchDuration(d))
+		if left := p.runs - p.timed; left > 0 {
+			eta := p.timedTotal / time.Duration(p.timed) * time.Duration(left)
+			line += fmt.Sprintf(" (engine runs: about %s left)", benchETA(eta))
+		}
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+// close waits for the lines of the calls made to be written.
+func (p *benchProgress) close() {
+	close(p.ended)
+	<-p.done
+}
+
+// benchDuration prints milliseconds like the summary line, or seconds and minutes when long.
+func benchDuration(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	}
+	return d.Round(time.Second).String()
+}
+
+// benchETA prints an estimate to a tenth of a second, or to the second past a minute.
+func benchETA(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
+
+// wrap returns eng with its Segment calls reported, keeping the interfaces BenchEngine looks
+// for (host allocation, GPU statistics).
+func (p *benchProgress) wrap(eng segment.Engine) segment.Engine {
+	t := &timedEngine{Engine: eng, ended: p.ended}
+	alloc, isAlloc := eng.(segment.HostAllocator)
+	stats, isStats := eng.(segment.GPUStatsReporter)
+	switch {
+	case isAlloc && isStats:
+		return struct {
+			*timedEngine
+			segment.HostAllocator
+			segment.GPUStatsReporter
+		}{t, alloc, stats}
+	case isAlloc:
+		return struct {
+			*timedEngine
+			segment.HostAllocator
+		}{t, alloc}
+	case isStats:
+		return struct {
+			*timedEngine
+			segment.GPUStatsReporter
+		}{t, stats}
+	}
+	return t
+}
+
+// timedEngine sends the time of each successful Segment call to ended (which has room for
+// every call BenchEngine makes, so the send never waits).
+type timedEngine struct {
+	segment.Engine
+	ended chan<- time.Duration
+}
+
+func (e *timedEngine) Segment(ctx context.Context, vol *segment.Volume, out []uint8, opt segment.Options) error {
+	start := time.Now()
+	err := e.Engine.Segment(ctx, vol, out, opt)
+	if err == nil {
+		select {
+		case e.ended <- time.Since(start):
+		default:
+		}
+	}
+	return err
 }

@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"flag"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
@@ -76,5 +81,143 @@ func TestBenchReadOnly(t *testing.T) {
 	args = []string{"voxpipe", "bench", "--read-only", "../../fixtures", "-o", t.TempDir()}
 	if err := app.Run(flagsFirst(app, args)); err == nil {
 		t.Error("a folder without volumes gave no error")
+	}
+}
+
+// benchCLI runs `voxpipe bench ARGS...` in-process through run, as main does, and returns its
+// exit code, stdout and stderr. It swaps os.Stdout and os.Stderr meanwhile: not for parallel
+// tests.
+func benchCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	dir := t.TempDir()
+	outF, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errF, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdoutWas, stderrWas := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = outF, errF
+	code = run(append([]string{"voxpipe", "bench"}, args...))
+	os.Stdout, os.Stderr = stdoutWas, stderrWas
+	outF.Close()
+	errF.Close()
+	o, _ := os.ReadFile(filepath.Join(dir, "stdout"))
+	e, _ := os.ReadFile(filepath.Join(dir, "stderr"))
+	return code, string(o), string(e)
+}
+
+// fakeGPU stands for a GPU engine: bench's defaults only ask whether the engine is the CPU one.
+type fakeGPU struct{ segment.Engine }
+
+func (fakeGPU) Name() string { return "cuda:0" }
+
+func TestBenchSettingsFor(t *testing.T) {
+	var cmd *cli.Command
+	for _, c := range commands {
+		if c.Name == "bench" {
+			cmd = c
+		}
+	}
+	parse := func(args ...string) *cli.Context {
+		t.Helper()
+		set := flag.NewFlagSet("bench", flag.ContinueOnError)
+		for _, f := range cmd.Flags {
+			if err := f.Apply(set); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := set.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return cli.NewContext(newApp(), set, nil)
+	}
+	cpu := segment.NewCPUEngine(segment.RandomModel(8, 4, 7), 1)
+	defer cpu.Close()
+	gpu := fakeGPU{}
+
+	if got := benchSettingsFor(parse(), gpu); got != (benchSettings{"512x512x1000", 10, 2, 3}) {
+		t.Errorf("GPU defaults %+v, want 512x512x1000, 10 runs, 2 warmups, 3 file runs as before", got)
+	}
+	if got := benchSettingsFor(parse(), cpu); got != (benchSettings{"128x128x64", 3, 1, 1}) {
+		t.Errorf("CPU defaults %+v, want 128x128x64, 3 runs, 1 warmup, 1 file run", got)
+	}
+	explicit := []string{"--dims", "40x30x20", "--runs", "5", "--warmup", "0", "--file-runs", "2"}
+	for _, eng := range []segment.Engine{cpu, gpu} {
+		if got := benchSettingsFor(parse(explicit...), eng); got != (benchSettings{"40x30x20", 5, 0, 2}) {
+			t.Errorf("%s: explicit flags gave %+v", eng.Name(), got)
+		}
+	}
+	// Flags not given keep the engine's defaults beside those given.
+	if got := benchSettingsFor(parse("--dims", "512x512x1000"), cpu); got != (benchSettings{"512x512x1000", 3, 1, 1}) {
+		t.Errorf("CPU with --dims alone: %+v", got)
+	}
+}
+
+// Without --dims the CPU engine times the small default volume.
+func TestBenchCPUDefaultDims(t *testing.T) {
+	out := t.TempDir()
+	modelPath, _ := testModel(t)
+	code, stdout, stderr := benchCLI(t, "--engine", "cpu", "--model", modelPath,
+		"--runs", "1", "--warmup", "0", "--file-runs", "0", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := "bench 128x128x64 cpu slab 64 n=1:"; !strings.Contains(stdout, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, stdout)
+	}
+	summary, err := timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	if err != nil || len(summary) != 1 || summary[0].Dims != "128x128x64" {
+		t.Fatalf("summary.csv: %+v, %v", summary, err)
+	}
+}
+
+// One line per engine run on stderr (explicit --dims kept, the CPU engine's default runs), none
+// with --quiet.
+func TestBenchProgressLines(t *testing.T) {
+	modelPath, _ := testModel(t)
+	args := []string{"--engine", "cpu", "--model", modelPath, "--dims", "16x12x8", "--slab", "4"}
+	code, stdout, stderr := benchCLI(t, append(args, "-o", t.TempDir())...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"bench 16x12x8 cpu slab 4 n=3:", "run file-to-file"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if n := strings.Count(stdout, "file run "); n != 1 {
+		t.Errorf("%d file runs, want the CPU default 1:\n%s", n, stdout)
+	}
+	patterns := []string{
+		`^bench: warmup 1/1: [0-9.]+ ms$`,
+		`^bench: run 1/3: [0-9.]+ ms \(engine runs: about [0-9.]+ s left\)$`,
+		`^bench: run 2/3: [0-9.]+ ms \(engine runs: about [0-9.]+ s left\)$`,
+		`^bench: run 3/3: [0-9.]+ ms$`,
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if len(lines) != len(patterns) {
+		t.Fatalf("stderr has %d lines, want %d:\n%s", len(lines), len(patterns), stderr)
+	}
+	for i, p := range patterns {
+		if !regexp.MustCompile(p).MatchString(lines[i]) {
+			t.Errorf("stderr line %d %q does not match %s", i+1, lines[i], p)
+		}
+	}
+
+	code, stdout, stderr = benchCLI(t, append(args, "-q", "--runs", "2", "--file-runs", "0", "-o", t.TempDir())...)
+	if code != 0 || stderr != "" || !strings.Contains(stdout, "n=2:") {
+		t.Errorf("--quiet: exit %d, stderr %q, stdout %q", code, stderr, stdout)
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{{"--runs", "0"}, {"--warmup", "-1"}, {"--slab", "0"}, {"--dims", "12x"}} {
+		code, _, stderr := benchCLI(t, append([]string{"--engine", "cpu", "-o", t.TempDir()}, args...)...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr)
+		}
 	}
 }

@@ -1,0 +1,126 @@
+//go:build cuda
+
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"voxpipe/fixtures"
+	"voxpipe/io/nifti"
+	"voxpipe/phantom"
+	"voxpipe/pipeline"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// TestPipelineRunCUDA runs the CUDA engine (fp16: kernels of consecutive slabs overlap on two
+// streams) under Metrics: the busy counter is the union of its kernel spans, which is what
+// summary.csv's kernels_ms sums per volume.
+func TestPipelineRunCUDA(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	os.MkdirAll(in, 0o755)
+	os.MkdirAll(out, 0o755)
+	for i := range 3 {
+		ph, err := phantom.Generate(phantom.Params{NX: 256, NY: 256, NZ: 200 + 50*i, Seed: uint64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nifti.Write(filepath.Join(in, fmt.Sprintf("vol%d.nii", i)), ph.Header, ph.ImageBytes(), nifti.WriteOptions{Level: 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found, err := pipeline.Discover([]string{in}, false, out, "{name}_mask.nii.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := segment.ParseModel(fixtures.DefaultModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engines, err := segment.OpenEngines(model, segment.KindCUDA, "0", 0, segment.CUDAOptions{Precision: segment.PrecisionFP16})
+	if err != nil {
+		t.Skipf("no CUDA engine: %v", err)
+	}
+	defer engines[0].Close()
+	spath := filepath.Join(out, "summary.csv")
+	summary, err := timing.CreateCSV[timing.Summary](spath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows rowRecorder
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	res, err := pipeline.Run(context.Background(), pipeline.Config{Jobs: found.Jobs, Engines: engines,
+		Classes: model.Classes, Descrip: "voxpipe test", Slab: 32, Readers: 2, Writers: 2, RunID: "metrics-cuda",
+		Summary: summary, Progress: m, Observer: multiObserver{m, &rows}})
+	summary.Close()
+	if err != nil || res.OK != 3 {
+		t.Fatalf("run: %+v, %v", res, err)
+	}
+	sums, err := timing.ReadCSV[timing.Summary](spath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kernelsMS, sumOfSpans float64
+	for _, s := range sums {
+		kernelsMS += s.KernelsMS
+	}
+	overlaps := 0
+	var end float64
+	for _, r := range rows.rows {
+		if r.Stage == "kernels" {
+			sumOfSpans += r.DurationMS
+			if r.StartMS < end {
+				overlaps++
+			}
+			end = max(end, r.StartMS+r.DurationMS)
+		}
+	}
+	s := scrape(t, reg)
+	busy := s[`voxpipe_engine_busy_seconds_total{device="cuda:0"}`]
+	t.Logf("kernels_ms %.3f, busy %.3f ms, spans summed %.3f ms, %d overlapping spans, busy fraction %.3f",
+		kernelsMS, busy*1e3, sumOfSpans, overlaps, s[`voxpipe_engine_busy_fraction{device="cuda:0"}`])
+	want(t, s, `voxpipe_engine_busy_seconds_total{device="cuda:0"}`, kernelsMS/1e3)
+	want(t, s, `voxpipe_volumes_total{status="ok"}`, 3)
+	want(t, s, "voxpipe_volumes_in_flight", 0)
+	if _, ok := s[`voxpipe_engine_busy_seconds_total{device="host"}`]; ok {
+		t.Error("host rows counted as busy")
+	}
+}
+
+// rowRecorder keeps the rows (in the order they were recorded, which for one engine is the
+// order of their starts).
+type rowRecorder struct {
+	mu   sync.Mutex
+	rows []timing.Row
+}
+
+func (r *rowRecorder) Row(row timing.Row) {
+	r.mu.Lock()
+	r.rows = append(r.rows, row)
+	r.mu.Unlock()
+}
+
+func (r *rowRecorder) Summary(timing.Summary) {}
+
+type multiObserver []pipeline.Observer
+
+func (m multiObserver) Row(r timing.Row) {
+	for _, o := range m {
+		o.Row(r)
+	}
+}
+
+func (m multiObserver) Summary(s timing.Summary) {
+	for _, o := range m {
+		o.Summary(s)
+	}
+}

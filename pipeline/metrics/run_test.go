@@ -1,0 +1,121 @@
+package metrics
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"voxpipe/io/nifti"
+	"voxpipe/phantom"
+	"voxpipe/pipeline"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// TestPipelineRun wires Metrics into a real run (CPU engine) as run and watch do, and checks
+// the metrics against the run's own timings.csv and summary.csv.
+func TestPipelineRun(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	os.MkdirAll(in, 0o755)
+	os.MkdirAll(out, 0o755)
+	for i := range 3 {
+		ph, err := phantom.Generate(phantom.Params{NX: 24, NY: 20, NZ: 10 + 3*i, Seed: uint64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nifti.Write(filepath.Join(in, fmt.Sprintf("vol%d.nii.gz", i)), ph.Header, ph.ImageBytes(), nifti.DefaultWriteOptions()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(in, "notes.nii"), []byte("not NIfTI\n"), 0o644) // fails
+	found, err := pipeline.Discover([]string{in}, false, out, "{name}_mask.nii.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpath, spath := filepath.Join(out, "timings.csv"), filepath.Join(out, "summary.csv")
+	timings, err := timing.CreateCSV[timing.Row](tpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, err := timing.CreateCSV[timing.Summary](spath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := segment.RandomModel(8, 4, 7)
+	eng := segment.NewCPUEngine(model, 2)
+	defer eng.Close()
+
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	res, err := pipeline.Run(context.Background(), pipeline.Config{Jobs: found.Jobs, Engines: []segment.Engine{eng},
+		Classes: model.Classes, Descrip: "voxpipe test", Slab: 4, Readers: 2, Writers: 1, RunID: "metrics-test",
+		Timings: timings, Summary: summary, Progress: pipeline.MultiProgress(m), Observer: m})
+	timings.Close()
+	summary.Close()
+	if err != nil || res.OK != 3 || res.Failed != 1 {
+		t.Fatalf("run: %+v, %v", res, err)
+	}
+	rows, err := timing.ReadCSV[timing.Row](tpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := timing.ReadCSV[timing.Summary](spath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := scrape(t, reg)
+	want(t, s, `voxpipe_volumes_total{status="ok"}`, 3)
+	want(t, s, `voxpipe_volumes_total{status="failed"}`, 1)
+	want(t, s, "voxpipe_volumes_in_flight", 0)
+	var voxels int64
+	var wall float64
+	for _, sum := range sums {
+		if sum.Status == timing.StatusOK {
+			voxels += sum.Voxels
+			wall += sum.WallMS / 1e3
+		}
+	}
+	want(t, s, "voxpipe_voxels_segmented_total", float64(24*20*(10+13+16)))
+	want(t, s, "voxpipe_voxels_segmented_total", float64(voxels))
+	want(t, s, "voxpipe_volume_turnaround_seconds_count", 3)
+	want(t, s, "voxpipe_volume_turnaround_seconds_sum", wall)
+
+	perStage := map[string]int{}
+	var slabs []timing.Row
+	for _, r := range rows {
+		perStage[r.Stage]++
+		if r.Stage == pipeline.StageSegment {
+			if r.Device != "cpu" || r.Slab < 0 {
+				t.Fatalf("the CPU engine's segment rows are per slab: %+v", r)
+			}
+			slabs = append(slabs, r)
+		}
+	}
+	for _, stage := range []string{pipeline.StageRead, pipeline.StageSegment, pipeline.StageWrite} {
+		if perStage[stage] == 0 {
+			t.Errorf("no %s rows", stage)
+		}
+		want(t, s, `voxpipe_stage_duration_seconds_count{stage="`+stage+`"}`, float64(perStage[stage]))
+	}
+	// Busy: the union of the CPU engine's slabs (one volume at a time, in order).
+	slices.SortFunc(slabs, func(a, b timing.Row) int { return cmp.Compare(a.StartMS, b.StartMS) })
+	var end, busy float64
+	for _, r := range slabs {
+		busy += timing.BusyAdded(&end, r.StartMS, r.DurationMS)
+	}
+	if busy <= 0 {
+		t.Fatal("no busy time in the rows")
+	}
+	want(t, s, `voxpipe_engine_busy_seconds_total{device="cpu"}`, busy/1e3)
+	if f := s[`voxpipe_engine_busy_fraction{device="cpu"}`]; f <= 0 || f > 1 {
+		t.Errorf("busy fraction %v, want in (0, 1]", f)
+	}
+}
