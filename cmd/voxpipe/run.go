@@ -22,6 +22,7 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/claim"
+	"voxpipe/pipeline/metrics"
 	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
@@ -119,6 +120,11 @@ func runAction(c *cli.Context) error {
 		}
 	}
 
+	m, stopMetrics, err := startMetrics(c, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	model, modelName, engines, err := openModelAndEngines(c)
 	if err != nil {
 		return err
@@ -161,6 +167,7 @@ func runAction(c *cli.Context) error {
 	cfg.Jobs, cfg.Shard, cfg.Progress = jobs, shard.String(), progress
 	cfg.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
 	cfg.MaxMemory = maxMemory
+	observe(&cfg, m)
 	if c.String("trace") != "" {
 		cfg.Trace = &timing.Trace{}
 	}
@@ -226,6 +233,35 @@ func workFlags(readers int) []cli.Flag {
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only errors on stderr, no progress bar"},
 		&cli.DurationFlag{Name: "progress-interval", Value: 30 * time.Second, Usage: "when stderr is not a terminal, log a progress line this often (volumes done, planes in flight, rate, ETA)"},
+		&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics (/metrics, /healthz) on this host:port"},
+	}
+}
+
+// startMetrics serves the Prometheus metrics of --metrics-addr, or does nothing (nil, a no-op
+// stop) without it. An address that cannot be listened on is a usage error.
+func startMetrics(c *cli.Context, log *slog.Logger) (*metrics.Metrics, func(), error) {
+	addr := c.String("metrics-addr")
+	if addr == "" {
+		return nil, func() {}, nil
+	}
+	reg := metrics.NewRegistry()
+	m := metrics.New(reg)
+	stop, err := metrics.Serve(context.Background(), addr, reg, log)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("--metrics-addr: %w", err)}
+	}
+	return m, func() {
+		if err := stop(); err != nil {
+			log.Warn("metrics", "err", err)
+		}
+	}, nil
+}
+
+// observe adds the metrics (when served) to cfg's progress and observer.
+func observe(cfg *pipeline.Config, m *metrics.Metrics) {
+	if m != nil {
+		cfg.Progress = pipeline.MultiProgress(cfg.Progress, m)
+		cfg.Observer = m
 	}
 }
 

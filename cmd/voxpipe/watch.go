@@ -72,6 +72,11 @@ func watchAction(c *cli.Context) error {
 		return usageError{fmt.Errorf("watch: %w", err)}
 	}
 
+	m, stopMetrics, err := startMetrics(c, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	model, modelName, engines, err := openModelAndEngines(c)
 	if err != nil {
 		return err
@@ -105,6 +110,10 @@ func watchAction(c *cli.Context) error {
 	cfg := workConfig(c, model, modelName, modelID, engines, claims, rec, log)
 	cfg.Source, cfg.MaxMemory = box.Jobs(), ws.maxMemory
 	cfg.Progress = pipeline.MultiProgress(refresh, progressLog(c, log))
+	observe(&cfg, m)
+	if m != nil {
+		m.SetQueueDepth(func() float64 { return float64(box.Pending()) })
+	}
 	// Claimed by a live process (another watcher, a run, or this one's previous version of
 	// the file): looked at again later, in case its holder fails or dies.
 	retry := max(c.Duration("settle"), c.Duration("claim-timeout")/4)

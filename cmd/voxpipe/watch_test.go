@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,5 +197,44 @@ func TestTwoWatchersShareAnInbox(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s done %d times", v, n)
 		}
+	}
+}
+
+// --metrics-addr serves Prometheus metrics while the watch runs; a bad address is a usage
+// error.
+func TestWatchServesMetrics(t *testing.T) {
+	src := smallVolumes(t, 2, "nii.gz")
+	inbox, out := t.TempDir(), t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	w := startWatch(t, inbox, out, "m", "--metrics-addr", addr)
+	for _, n := range []string{"phantom_000", "phantom_001"} {
+		os.Rename(filepath.Join(src, n+".nii.gz"), filepath.Join(inbox, n+".nii.gz"))
+	}
+	waitFor(t, func() bool { m, _ := filepath.Glob(filepath.Join(out, "*_mask.nii.gz")); return len(m) == 2 }, &w.stderr)
+	var body string
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return strings.Contains(body, `voxpipe_volumes_total{status="ok"} 2`)
+	}, &w.stderr)
+	for _, want := range []string{"voxpipe_stage_duration_seconds_bucket", "voxpipe_volumes_waiting 0", "voxpipe_engine_busy_seconds_total", "voxpipe_volumes_in_flight 0"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	w.stop(t)
+	model, _ := testModel(t)
+	if code := run([]string{"voxpipe", "run", "-q", "--model", model, "--metrics-addr", "256.1.1.1:99999", smallVolumes(t, 1, "nii"), "-o", t.TempDir()}); code != exitUsage {
+		t.Errorf("bad --metrics-addr: exit %d, want %d", code, exitUsage)
 	}
 }
