@@ -175,7 +175,7 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 
 	// Nothing left behind: no temporaries, no claims.
 	filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && (strings.Contains(d.Name(), ".tmp") || strings.HasSuffix(d.Name(), ".claim")) {
+		if err == nil && (strings.Contains(d.Name(), ".tmp") || strings.HasSuffix(d.Name(), ".claim") || strings.HasPrefix(d.Name(), ".staging-")) {
 			t.Errorf("left behind: %s", p)
 		}
 		return nil

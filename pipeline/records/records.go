@@ -20,6 +20,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gocarina/gocsv"
@@ -66,23 +69,87 @@ type Run struct {
 	Summary *timing.CSVFile[timing.Summary]
 }
 
-// Create makes run id's folder and its two CSVs (headers only). It fails with ErrRunExists when
-// the folder exists, whoever made it.
+// Create makes run id's folder with its two CSVs, headers written, all at once: they are made
+// in a hidden staging folder which is then renamed to runs/<id>, so no reader ever sees a
+// run folder without both files, or a file without its header (a process killed midway leaves
+// only the staging folder, which later runs remove). It fails with ErrRunExists when the run's
+// folder exists, whoever made it.
 func Create(out, id string) (*Run, error) {
 	if err := CheckRunID(id); err != nil {
 		return nil, err
 	}
+	runs := filepath.Join(out, RunsDir)
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		return nil, fmt.Errorf("records: %w", err)
+	}
+	removeStaleStaging(runs, time.Now())
 	dir := RunDir(out, id)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if _, err := os.Lstat(dir); err == nil {
+		return nil, fmt.Errorf("%w: %s", ErrRunExists, dir)
+	}
+	host, _ := os.Hostname()
+	staging, err := os.MkdirTemp(runs, fmt.Sprintf("%s%s-%d-", stagingPrefix, host, os.Getpid()))
+	if err != nil {
 		return nil, fmt.Errorf("records: %w", err)
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("%w: %s", ErrRunExists, dir)
+	os.Chmod(staging, 0o755)
+	r, err := CreateAt(id, filepath.Join(staging, TimingsName), filepath.Join(staging, SummaryName))
+	if err == nil {
+		// Onto an existing run folder (made meanwhile) the rename fails: it is not empty.
+		if err = os.Rename(staging, dir); err != nil {
+			r.Close()
+			if _, serr := os.Lstat(dir); serr == nil {
+				err = fmt.Errorf("%w: %s", ErrRunExists, dir)
+			}
 		}
+	}
+	if err != nil {
+		os.RemoveAll(staging)
 		return nil, fmt.Errorf("records: %w", err)
 	}
-	return CreateAt(id, filepath.Join(dir, TimingsName), filepath.Join(dir, SummaryName))
+	r.Dir = dir
+	r.Timings.Moved(filepath.Join(dir, TimingsName))
+	r.Summary.Moved(filepath.Join(dir, SummaryName))
+	return r, nil
+}
+
+// stagingPrefix names the staging folders of Create: ".staging-<host>-<pid>-<random>".
+const stagingPrefix = ".staging-"
+
+// staleStagingAge is when another host's staging folder is surely abandoned (Create takes
+// milliseconds).
+const staleStagingAge = time.Hour
+
+// removeStaleStaging removes the staging folders under runs that processes killed in Create
+// left: this host's whose process is gone, other hosts' older than staleStagingAge.
+func removeStaleStaging(runs string, now time.Time) {
+	entries, _ := os.ReadDir(runs)
+	host, _ := os.Hostname()
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), stagingPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(runs, e.Name())
+		// rest is "<host>-<pid>-<random>"; host names may hold dashes, the other two do not.
+		parts := strings.Split(rest, "-")
+		stale := false
+		if len(parts) >= 3 && strings.Join(parts[:len(parts)-2], "-") == host {
+			pid, err := strconv.Atoi(parts[len(parts)-2])
+			stale = err == nil && !processExists(pid)
+		} else if info, err := e.Info(); err == nil {
+			stale = now.Sub(info.ModTime()) > staleStagingAge
+		}
+		if stale {
+			os.RemoveAll(p)
+		}
+	}
+}
+
+// processExists reports whether pid names a running process on this host.
+func processExists(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // CreateAt creates the two CSVs at the paths given (the CLI's --timings and --summary), and
@@ -121,7 +188,7 @@ func RunDirs(out string) ([]string, error) {
 	}
 	var dirs []string
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") { // not a staging folder
 			dirs = append(dirs, filepath.Join(out, RunsDir, e.Name()))
 		}
 	}
@@ -191,6 +258,7 @@ func UpdateVolumes(out string) error {
 		return fmt.Errorf("records: lock %s: %w", lock.Path(), err)
 	}
 	defer lock.Unlock()
+	removeStaleStaging(filepath.Join(out, RunsDir), time.Now())
 	// Temporaries of a regeneration killed midway: nobody else writes one while we hold the lock.
 	if stale, err := filepath.Glob(filepath.Join(out, "."+VolumesName+".tmp-*")); err == nil {
 		for _, s := range stale {

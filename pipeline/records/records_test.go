@@ -2,8 +2,11 @@ package records
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +108,51 @@ func TestUpdateVolumes(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(out, ".*tmp*")); len(left) != 0 {
 		t.Errorf("temporaries left: %v", left)
+	}
+}
+
+// A run folder appears whole (both CSVs with their headers); staging folders that killed
+// processes left are removed by the next run, those of live processes kept, and neither is
+// listed as a run.
+func TestCreateIsAtomicAndCleansStaging(t *testing.T) {
+	out := t.TempDir()
+	runs := filepath.Join(out, RunsDir)
+	os.MkdirAll(runs, 0o755)
+	host, _ := os.Hostname()
+	dead := exec.Command("true")
+	dead.Run()
+	deadDir := filepath.Join(runs, fmt.Sprintf("%s%s-%d-123", stagingPrefix, host, dead.Process.Pid))
+	liveDir := filepath.Join(runs, fmt.Sprintf("%s%s-%d-456", stagingPrefix, host, os.Getpid()))
+	for _, d := range []string{deadDir, liveDir} {
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, TimingsName), nil, 0o644) // killed before its header
+	}
+	r, err := Create(out, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, name := range []string{TimingsName, SummaryName} {
+		b, err := os.ReadFile(filepath.Join(RunDir(out, "r1"), name))
+		if err != nil || !strings.HasPrefix(string(b), "run_id,volume,") {
+			t.Errorf("%s: %q %v", name, b, err)
+		}
+	}
+	if err := r.Summary.Append(timing.Summary{RunID: "r1", Volume: "v", Status: timing.StatusOK}); err != nil {
+		t.Errorf("append after the folder's rename: %v", err)
+	}
+	if _, err := os.Stat(deadDir); err == nil {
+		t.Error("a dead process's staging folder was left")
+	}
+	if _, err := os.Stat(liveDir); err != nil {
+		t.Error("a live process's staging folder was removed")
+	}
+	dirs, _ := RunDirs(out)
+	if len(dirs) != 1 || filepath.Base(dirs[0]) != "r1" {
+		t.Errorf("RunDirs: %v", dirs)
+	}
+	left, _ := filepath.Glob(filepath.Join(runs, stagingPrefix+"*"))
+	if len(left) != 1 {
+		t.Errorf("staging folders: %v", left)
 	}
 }

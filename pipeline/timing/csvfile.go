@@ -49,6 +49,13 @@ func openCSV[T any](path string, mode int) (*CSVFile[T], error) {
 	return c, nil
 }
 
+// Moved tells the file that its folder was renamed and it now lives at path (for messages).
+func (c *CSVFile[T]) Moved(path string) {
+	c.mu.Lock()
+	c.path = path
+	c.mu.Unlock()
+}
+
 // Append writes rows to the operating system, in one write.
 func (c *CSVFile[T]) Append(rows ...T) error {
 	c.mu.Lock()
