@@ -120,20 +120,11 @@ func runAction(c *cli.Context) error {
 		}
 	}
 
-	m, stopMetrics, err := startMetrics(c, log)
+	es, closeSetup, err := openSetup(c, log)
 	if err != nil {
 		return err
 	}
-	defer stopMetrics()
-	model, modelName, engines, err := openModelAndEngines(c)
-	if err != nil {
-		return err
-	}
-	defer closeEngines(engines)
-	modelID, err := modelIdentity(c.String("model"), modelName)
-	if err != nil {
-		return usageError{err}
-	}
+	defer closeSetup()
 
 	var rec *records.Run
 	defaultRecords := c.String("timings") == "" && c.String("summary") == ""
@@ -163,15 +154,15 @@ func runAction(c *cli.Context) error {
 	} else if p := progressLog(c, log); p != nil {
 		progress = p
 	}
-	cfg := workConfig(c, model, modelName, modelID, engines, claims, rec, log)
-	cfg.Jobs, cfg.Shard, cfg.Progress = jobs, shard.String(), progress
+	cfg := workConfig(c, es, claims, rec, log)
+	cfg.Jobs, cfg.Shard, cfg.Progress = jobs, shard.String(), es.withMetrics(progress)
 	cfg.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
 	cfg.MaxMemory = maxMemory
-	observe(&cfg, m)
+
 	if c.String("trace") != "" {
 		cfg.Trace = &timing.Trace{}
 	}
-	log.Info("run", "run_id", cfg.RunID, "volumes", len(jobs), "shard", cfg.Shard, "engines", engineNames(engines), "model", modelName,
+	log.Info("run", "run_id", cfg.RunID, "volumes", len(jobs), "shard", cfg.Shard, "engines", engineNames(es.engines), "model", es.modelName,
 		"output", outDir, "records", rec.Dir, "max_memory_bytes", maxMemory)
 
 	// A signal stops the run; if it has not stopped within signalGrace, what it holds is
@@ -257,12 +248,12 @@ func startMetrics(c *cli.Context, log *slog.Logger) (*metrics.Metrics, func(), e
 	}, nil
 }
 
-// observe adds the metrics (when served) to cfg's progress and observer.
-func observe(cfg *pipeline.Config, m *metrics.Metrics) {
-	if m != nil {
-		cfg.Progress = pipeline.MultiProgress(cfg.Progress, m)
-		cfg.Observer = m
+// withMetrics adds the metrics (when served) to a progress.
+func (es *setup) withMetrics(p pipeline.Progress) pipeline.Progress {
+	if es.metrics == nil {
+		return p
 	}
+	return pipeline.MultiProgress(p, es.metrics)
 }
 
 // progressLog is the progress lines of a run or watch whose stderr is not a terminal, or nil
@@ -322,29 +313,66 @@ func startClaims(outDir, runID string, timeout time.Duration) (*claim.Manager, f
 	return claims, func() { close(stop) }, nil
 }
 
+// setup is what run and watch open before the work: the metrics server (when asked), the
+// model and its engines.
+type setup struct {
+	metrics   *metrics.Metrics // nil without --metrics-addr
+	model     *segment.Model
+	modelName string
+	modelID   provenance.Model
+	engines   []segment.Engine
+}
+
+// openSetup opens the metrics server, the model and the engines; closeSetup closes them.
+func openSetup(c *cli.Context, log *slog.Logger) (es *setup, closeSetup func(), err error) {
+	es = &setup{}
+	m, stopMetrics, err := startMetrics(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	es.metrics = m
+	if es.model, es.modelName, es.engines, err = openModelAndEngines(c); err != nil {
+		stopMetrics()
+		return nil, nil, err
+	}
+	closeSetup = func() {
+		closeEngines(es.engines)
+		stopMetrics()
+	}
+	if es.modelID, err = modelIdentity(c.String("model"), es.modelName); err != nil {
+		closeSetup()
+		return nil, nil, usageError{err}
+	}
+	return es, closeSetup, nil
+}
+
 // workConfig is the pipeline configuration that run and watch share: the engines, the flags
-// of the stages, claims, records and provenance.
-func workConfig(c *cli.Context, model *segment.Model, modelName string, modelID provenance.Model, engines []segment.Engine,
-	claims *claim.Manager, rec *records.Run, log *slog.Logger) pipeline.Config {
+// of the stages, claims, records, provenance and the metrics.
+func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.Run, log *slog.Logger) pipeline.Config {
+	engines := es.engines
 	kind, _, _ := strings.Cut(engines[0].Name(), ":")
 	precision := segment.PrecisionFP32
 	if kind != "cpu" {
 		precision = c.String("precision")
 	}
 	host, _ := os.Hostname()
-	return pipeline.Config{
-		Engines: engines, Classes: model.Classes,
-		Descrip: fmt.Sprintf("%s model %s", versionString(), modelName),
+	cfg := pipeline.Config{
+		Engines: engines, Classes: es.model.Classes,
+		Descrip: fmt.Sprintf("%s model %s", versionString(), es.modelName),
 		Slab:    c.Int("slab"), Readers: c.Int("readers"), Writers: c.Int("writers"),
 		Write:        nifti.WriteOptions{Level: c.Int("compression")},
 		LeaveBuffers: true, // the process exits after the run: its exit frees them sooner
 		Claims:       claims,
-		Provenance:   provenance.Record{Version: versionString(), Model: modelID, Engine: kind, Precision: precision},
+		Provenance:   provenance.Record{Version: versionString(), Model: es.modelID, Engine: kind, Precision: precision},
 		VerifyInputs: c.Bool("verify-inputs"),
 		Host:         host,
 		RunID:        rec.ID,
 		Timings:      rec.Timings, Summary: rec.Summary, Log: log,
 	}
+	if es.metrics != nil {
+		cfg.Observer = es.metrics
+	}
+	return cfg
 }
 
 // noteDiscovery says once what discovery left out.

@@ -72,22 +72,13 @@ func watchAction(c *cli.Context) error {
 		return usageError{fmt.Errorf("watch: %w", err)}
 	}
 
-	m, stopMetrics, err := startMetrics(c, log)
+	es, closeSetup, err := openSetup(c, log)
 	if err != nil {
 		return err
 	}
-	defer stopMetrics()
-	model, modelName, engines, err := openModelAndEngines(c)
-	if err != nil {
-		return err
-	}
-	defer closeEngines(engines)
-	modelID, err := modelIdentity(c.String("model"), modelName)
-	if err != nil {
-		return usageError{err}
-	}
+	defer closeSetup()
 	// The engine is opened once, before anything is announced as ready.
-	for _, e := range engines {
+	for _, e := range es.engines {
 		if o, ok := e.(segment.BackgroundOpener); ok {
 			if err := o.Ready(); err != nil {
 				return fmt.Errorf("watch: %w", err)
@@ -107,12 +98,11 @@ func watchAction(c *cli.Context) error {
 
 	refresh := newVolumesRefresher(ws.outDir, log)
 	defer refresh.stop()
-	cfg := workConfig(c, model, modelName, modelID, engines, claims, rec, log)
+	cfg := workConfig(c, es, claims, rec, log)
 	cfg.Source, cfg.MaxMemory = box.Jobs(), ws.maxMemory
-	cfg.Progress = pipeline.MultiProgress(refresh, progressLog(c, log))
-	observe(&cfg, m)
-	if m != nil {
-		m.SetQueueDepth(func() float64 { return float64(box.Pending()) })
+	cfg.Progress = es.withMetrics(pipeline.MultiProgress(refresh, progressLog(c, log)))
+	if es.metrics != nil {
+		es.metrics.SetQueueDepth(func() float64 { return float64(box.Pending()) })
 	}
 	// Claimed by a live process (another watcher, a run, or this one's previous version of
 	// the file): looked at again later, in case its holder fails or dies.
@@ -165,7 +155,7 @@ func watchAction(c *cli.Context) error {
 	}
 	inboxDone := make(chan error, 1)
 	go func() { inboxDone <- box.Run(intake, ping) }()
-	log.Info("watch", "run_id", ws.runID, "inboxes", c.Args().Slice(), "engines", engineNames(engines), "model", modelName,
+	log.Info("watch", "run_id", ws.runID, "inboxes", c.Args().Slice(), "engines", engineNames(es.engines), "model", es.modelName,
 		"output", ws.outDir, "records", rec.Dir, "settle", c.Duration("settle").String())
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 
