@@ -55,6 +55,9 @@ type Config struct {
 	// Provenance is recorded in every mask, its Input filled in per volume; its Model decides
 	// whether an existing mask is up to date. Generator is set by Run.
 	Provenance provenance.Record
+	// Volume, when set, is the volume (0-based) of 4D inputs to segment; nil: 4D inputs fail
+	// (nifti.ErrMultiVolume).
+	Volume *int
 	// VerifyInputs makes the rerun check re-hash each input whose size and mtime match.
 	VerifyInputs bool
 	// MaxMemory bounds the bytes of host buffers (input and mask pools, inflate scratch)
@@ -448,6 +451,7 @@ func (r *runner) take(ctx context.Context, job Job) *work {
 		r.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
 		return nil
 	}
+	w.input.Volume = r.cfg.Volume
 	if w.hdr, err = nifti.ReadHeader(job.Input); err != nil {
 		r.fail(w, err)
 		return nil

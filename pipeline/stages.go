@@ -73,7 +73,11 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 	track := fmt.Sprintf("reader %d", reader)
 	t := time.Now()
 	threads := r.cfg.readThreads()
-	rd, err := nifti.Open(w.job.Input, nifti.WithInflateThreads(threads), nifti.WithContext(ctx),
+	opts := []nifti.OpenOption{nifti.WithInflateThreads(threads), nifti.WithContext(ctx)}
+	if r.cfg.Volume != nil {
+		opts = append(opts, nifti.WithVolume(*r.cfg.Volume))
+	}
+	rd, err := nifti.Open(w.job.Input, append(opts,
 		nifti.WithInflateInto(func(prefix int, dataBytes int64, dt nifti.DataType, swapped bool) []byte {
 			// Inflated straight into the input buffer when the stored voxels are what the
 			// engine reads (int16 or float32 in host order): no copy, no second volume in memory.
@@ -83,10 +87,13 @@ func (r *runner) decode(ctx context.Context, reader int, w *work) error {
 				return nil
 			}
 			return w.in.withPrefix(prefix)
-		}))
+		}))...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
+		}
+		if errors.Is(err, nifti.ErrMultiVolume) && r.cfg.Volume == nil {
+			err = fmt.Errorf("%w (choose one with --volume N)", err)
 		}
 		return err
 	}

@@ -24,7 +24,7 @@ func TestBenchCPU(t *testing.T) {
 	app.Writer = &stdout
 	args := []string{"voxpipe", "bench", "-q", "--engine", "cpu", "--model", modelPath, "--dims", "24x20x12",
 		"--runs", "3", "--warmup", "1", "--file-runs", "1", "--slab", "5", "-o", out}
-	if err := app.Run(flagsFirst(app, args)); err != nil {
+	if err := app.Run(mustOrder(t, app, args)); err != nil {
 		t.Fatal(err)
 	}
 	line := stdout.String()
@@ -72,14 +72,14 @@ func TestBenchReadOnly(t *testing.T) {
 	var stdout bytes.Buffer
 	app.Writer = &stdout
 	args := []string{"voxpipe", "bench", "--read-only", "../../fixtures/volumes", "--readers", "3", "-o", t.TempDir()}
-	if err := app.Run(flagsFirst(app, args)); err != nil {
+	if err := app.Run(mustOrder(t, app, args)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(stdout.String(), "4 volumes, 3 readers") {
 		t.Errorf("read-only summary: %s", stdout.String())
 	}
 	args = []string{"voxpipe", "bench", "--read-only", "../../fixtures", "-o", t.TempDir()}
-	if err := app.Run(flagsFirst(app, args)); err == nil {
+	if err := app.Run(mustOrder(t, app, args)); err == nil {
 		t.Error("a folder without volumes gave no error")
 	}
 }
@@ -220,4 +220,14 @@ func TestBenchUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr)
 		}
 	}
+}
+
+// mustOrder is flagsFirst for arguments a test knows to be valid.
+func mustOrder(t *testing.T, app *cli.App, args []string) []string {
+	t.Helper()
+	out, err := flagsFirst(app, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -30,11 +30,27 @@ func newApp() *cli.App {
 			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 		}
 	}
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
 	return &cli.App{
 		Name:                 "voxpipe",
 		Usage:                "batch segmentation of 3D MRI volumes on CPU or GPU",
+		Version:              versionString(),
 		Commands:             commands,
 		EnableBashCompletion: true,
+		Suggest:              true, // "did you mean" for mistyped commands and flags
+		// Without a command: the help, on stderr, and a usage error (as go does); an unknown
+		// command: a usage error with the nearest command.
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				cli.HelpPrinter(c.App.ErrWriter, cli.AppHelpTemplate, c.App)
+				return usageError{errors.New("give a command")}
+			}
+			err := fmt.Errorf("unknown command %q", c.Args().First())
+			if s := cli.SuggestCommand(c.App.Commands, c.Args().First()); s != "" {
+				err = fmt.Errorf("%w. %s", err, s) // "Did you mean ...?"
+			}
+			return usageError{err}
+		},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
@@ -53,7 +69,10 @@ func main() {
 
 func run(args []string) int {
 	app := newApp()
-	err := app.Run(flagsFirst(app, args))
+	ordered, err := flagsFirst(app, args)
+	if err == nil {
+		err = app.Run(ordered)
+	}
 	if err == nil {
 		return 0
 	}
@@ -100,9 +119,10 @@ func jsonLogs(args []string) bool {
 // flagsFirst moves a subcommand's flags in front of its positional arguments, so that
 // "voxpipe run fixtures/volumes -o out" works: urfave/cli stops parsing flags at the first
 // positional argument. Flags that take a value keep it; everything after "--" stays positional.
-func flagsFirst(app *cli.App, args []string) []string {
+// A flag that the command does not define is a usage error naming the nearest one.
+func flagsFirst(app *cli.App, args []string) ([]string, error) {
 	if len(args) < 2 {
-		return args
+		return args, nil
 	}
 	var cmd *cli.Command
 	for _, c := range app.Commands {
@@ -111,9 +131,9 @@ func flagsFirst(app *cli.App, args []string) []string {
 		}
 	}
 	if cmd == nil {
-		return args
+		return args, nil
 	}
-	takesValue := map[string]bool{}
+	takesValue := map[string]bool{"help": false, "h": false}
 	for _, f := range cmd.Flags {
 		_, isBool := f.(*cli.BoolFlag)
 		for _, name := range f.Names() {
@@ -130,8 +150,15 @@ func flagsFirst(app *cli.App, args []string) []string {
 			i = len(rest)
 		case len(a) > 1 && a[0] == '-':
 			flags = append(flags, a)
-			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(rest) {
+			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if _, known := takesValue[name]; !known {
+				err := fmt.Errorf("%s: unknown flag %s", cmd.Name, a)
+				if s := cli.SuggestFlag(cmd.Flags, name, false); s != "" {
+					err = fmt.Errorf("%w; did you mean %s?", err, s)
+				}
+				return nil, usageError{err}
+			}
+			if !hasValue && takesValue[name] && i+1 < len(rest) {
 				i++
 				flags = append(flags, rest[i])
 			}
@@ -144,5 +171,5 @@ func flagsFirst(app *cli.App, args []string) []string {
 		out = append(out, "--")
 		out = append(out, positional...)
 	}
-	return out
+	return out, nil
 }

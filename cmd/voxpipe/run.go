@@ -217,6 +217,7 @@ func workFlags(readers int) []cli.Flag {
 		&cli.IntFlag{Name: "writers", Value: 1, Usage: "masks written in parallel"},
 		&cli.StringFlag{Name: "mask-name", Value: "{name}_mask.nii.gz", Usage: "mask file name; {name} is the volume's name; .nii for uncompressed"},
 		&cli.IntFlag{Name: "compression", Value: -1, Usage: "gzip level of .nii.gz masks: 0 (store) to 9, -1 default"},
+		&cli.IntFlag{Name: "volume", Usage: "segment volume `N` (0-based) of 4D inputs (default: a 4D input fails; 3D inputs take 0)"},
 		&cli.BoolFlag{Name: "verify-inputs", Usage: "before skipping a volume, also re-hash its input (default: size and mtime must match)"},
 		&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},
 		&cli.DurationFlag{Name: "claim-timeout", Value: claim.DefaultTimeout, Usage: "a claim whose heartbeat is older than this, held by another host, is taken over"},
@@ -284,6 +285,9 @@ func checkWorkFlags(c *cli.Context, cmd string) (workSettings, error) {
 		if c.Int(f) < 1 {
 			return ws, usageError{fmt.Errorf("%s: --%s must be at least 1, not %d", cmd, f, c.Int(f))}
 		}
+	}
+	if c.IsSet("volume") && c.Int("volume") < 0 {
+		return ws, usageError{fmt.Errorf("%s: --volume must be 0 or more, not %d", cmd, c.Int("volume"))}
 	}
 	if err := checkMaskName(ws.maskName); err != nil {
 		return ws, usageError{fmt.Errorf("%s: %w", cmd, err)}
@@ -371,6 +375,10 @@ func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.R
 	}
 	if es.metrics != nil {
 		cfg.Observer = es.metrics
+	}
+	if c.IsSet("volume") {
+		v := c.Int("volume")
+		cfg.Volume = &v
 	}
 	return cfg
 }

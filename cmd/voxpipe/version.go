@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -19,26 +20,31 @@ func init() {
 		Name:  "version",
 		Usage: "print the version, the engines compiled in, and the GPUs and driver when present",
 		Action: func(c *cli.Context) error {
-			w := c.App.Writer
-			fmt.Fprintf(w, "voxpipe %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			engines := "cpu"
-			if segment.CUDACompiled {
-				engines += ", cuda"
-			}
-			fmt.Fprintf(w, "engines: %s\n", engines)
-			if !segment.CUDACompiled {
-				fmt.Fprintln(w, "gpu: not compiled in (build with -tags cuda)")
-				return nil
-			}
-			info, err := segment.CUDAInfo()
-			if err != nil {
-				fmt.Fprintf(w, "gpu: none usable: %v\n", err)
-				return nil
-			}
-			fmt.Fprintf(w, "gpu: %s\n", info)
+			printVersion(c.App.Writer)
 			return nil
 		},
 	})
+}
+
+// printVersion prints the version, the engines compiled in, and the GPUs and driver when
+// present (voxpipe version, voxpipe --version).
+func printVersion(w io.Writer) {
+	fmt.Fprintf(w, "voxpipe %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	engines := "cpu"
+	if segment.CUDACompiled {
+		engines += ", cuda"
+	}
+	fmt.Fprintf(w, "engines: %s\n", engines)
+	if !segment.CUDACompiled {
+		fmt.Fprintln(w, "gpu: not compiled in (build with -tags cuda)")
+		return
+	}
+	info, err := segment.CUDAInfo()
+	if err != nil {
+		fmt.Fprintf(w, "gpu: none usable: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "gpu: %s\n", info)
 }
 
 func versionString() string {

@@ -78,6 +78,8 @@ func ModelOf(name string, weights []byte) Model {
 type Input struct {
 	Files []File `json:"files"`            // the .nii(.gz), or the .hdr then the .img of a pair
 	XXH3  string `json:"xxh3_128_tree16m"` // Hash of the files' bytes as stored, concatenated in order
+	// Volume is the volume of a 4D file that was segmented (--volume), nil for a 3D file.
+	Volume *int `json:"volume,omitempty"`
 }
 
 // File is one input file as it was when read.
@@ -309,6 +311,9 @@ func Check(ctx context.Context, mask string, inputDims [3]int, cur Input, paths 
 	if rec.Model.SHA256 != model.SHA256 {
 		return Redo, fmt.Sprintf("model changed (mask made with %s sha256 %.12s, now %s sha256 %.12s)", rec.Model.Name, rec.Model.SHA256, model.Name, model.SHA256)
 	}
+	if !sameVolume(rec.Input.Volume, cur.Volume) {
+		return Redo, fmt.Sprintf("mask made from volume %s of the input, now volume %s", volumeName(rec.Input.Volume), volumeName(cur.Volume))
+	}
 	if !rec.Input.SameFiles(cur) {
 		return Redo, "input changed since the mask was made (" + describeChange(rec.Input, cur) + ")"
 	}
@@ -357,4 +362,13 @@ func describeChange(was, now Input) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+func sameVolume(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func volumeName(v *int) string {
+	if v == nil {
+		return "none (a 3D file)"
+	}
+	return fmt.Sprint(*v)
 }
