@@ -45,7 +45,7 @@ func modelIdentity(path, name string) (provenance.Model, error) {
 // engineFlags are the flags openModelAndEngines reads; devices is the --devices default.
 func engineFlags(devices string) []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Usage: "weights file (.safetensors); default: the embedded model"},
+		&cli.StringFlag{Name: "model", DefaultText: "embedded", Usage: "weights file (.safetensors); default: the embedded model"},
 		&cli.StringFlag{Name: "engine", Value: segment.KindAuto, Usage: "auto, cpu or cuda (auto: CUDA when built with it and a GPU is present)"},
 		&cli.StringFlag{Name: "devices", Value: devices, Usage: "GPUs for the cuda engine: all, or ordinals such as 0,1"},
 		&cli.StringFlag{Name: "precision", Value: segment.PrecisionFP16, Usage: "cuda engine arithmetic: fp16 (fused tensor-core kernel) or fp32 (float32 reference kernels)"},
