@@ -1,33 +1,74 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/io/nifti"
+	"voxpipe/pipeline/provenance"
 )
+
+// infoMaxLabels is the most distinct values an integer volume may hold for info to list each
+// voxel count (label maps: voxpipe's uint8 masks, atlases).
+const infoMaxLabels = 256
 
 func init() {
 	commands = append(commands, &cli.Command{
 		Name:      "info",
-		Usage:     "print a volume's header, geometry and value range",
+		Usage:     "print a volume's header, geometry, extensions and value range, also of broken files",
 		ArgsUsage: "FILE...",
+		Description: "For each file, prints every header field it could decode, even when the file fails\n" +
+			"validation (unsupported datatype, bad dims or vox_offset, a file or gzip stream cut short):\n" +
+			"then the reason goes to stderr and the exit status is 1. A header cut short shows the\n" +
+			"fields it holds. An absent qform or sform (code 0) is printed as such. Header extensions are\n" +
+			"listed (code, size, text ones' text shortened to one line), and the provenance record of a\n" +
+			"voxpipe mask field by field. A 4D file lists its volumes (count, dims 4..7).\n" +
+			"Of a valid file it reads one volume, --volume N (0-based, default 0), and prints its value\n" +
+			"range (scaled); an integer volume with at most 256 distinct values (a label map) also gets\n" +
+			"each value's voxel count and share.\n" +
+			"Exit status: 0 all files valid, 1 a file failed validation or could not be read, 2 usage\n" +
+			"(no file, a negative --volume, or one past a file's last volume).",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "volume", Usage: "volume of a 4D file whose values are read, 0-based (see the file's volumes line)"},
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return usageError{errors.New("info: give at least one NIfTI file")}
 			}
-			failed := 0
+			volume := c.Int("volume")
+			if volume < 0 {
+				return usageError{fmt.Errorf("info: --volume %d: volumes count from 0", volume)}
+			}
+			failed, misused := 0, 0
 			for _, path := range c.Args().Slice() {
-				if err := printInfo(c.App.Writer, path); err != nil {
-					fmt.Fprintln(c.App.ErrWriter, "voxpipe:", err)
+				err := printInfo(c.App.Writer, path, volume)
+				if err == nil {
+					continue
+				}
+				fmt.Fprintln(c.App.ErrWriter, "voxpipe:", err)
+				var ue usageError
+				if errors.As(err, &ue) {
+					misused++
+				} else {
 					failed++
 				}
 			}
-			if failed > 0 {
+			switch {
+			case misused > 0:
+				return cli.Exit("", exitUsage)
+			case failed > 0:
 				return cli.Exit("", exitFailed)
 			}
 			return nil
@@ -35,58 +76,432 @@ func init() {
 	})
 }
 
-func printInfo(w io.Writer, path string) error {
-	r, err := nifti.Open(path)
+// printInfo prints what info shows of the file at path: its header as far as it decodes, and
+// when the file is valid, the value range of the volume asked for. It returns the file's
+// validation or read error, or a usageError when the file has no such volume.
+func printInfo(w io.Writer, path string, volume int) error {
+	raw, rerr := nifti.ReadHeaderRaw(path)
+	fmt.Fprintf(w, "%s\n", path)
+	if raw == nil {
+		return rerr
+	}
+	field := func(name, format string, args ...any) {
+		fmt.Fprintf(w, "  %-11s %s\n", name, fmt.Sprintf(format, args...))
+	}
+	more := func(format string, args ...any) {
+		fmt.Fprintf(w, "  %-11s %s\n", "", fmt.Sprintf(format, args...))
+	}
+	printInfoFiles(field, path, raw)
+	if raw.Version == 0 {
+		field("header", "no NIfTI header identified (%d bytes read)", raw.Read)
+		return rerr
+	}
+	size := 348
+	if raw.Version == 2 {
+		size = 540
+	}
+	if raw.Read < size {
+		field("header", "cut short: %d of the %d bytes of a NIfTI-%d header; fields past byte %d are not shown", raw.Read, size, raw.Version, raw.Read)
+	}
+	has := func(names ...string) bool {
+		for _, n := range names {
+			if !raw.Has(n) {
+				return false
+			}
+		}
+		return true
+	}
+	h := &raw.Header
+	order := "little-endian"
+	if h.ByteOrder == binary.BigEndian {
+		order = "big-endian"
+	}
+	magic := "magic not read"
+	if has("magic") {
+		magic = fmt.Sprintf("magic %q", h.Magic)
+	}
+	field("format", "NIfTI-%d (%s, %s)", h.Version, order, magic)
+	if has("dim") {
+		field("dims", "%s", infoDims(h))
+		if h.Dim[0] >= 4 && h.Dim[0] <= 7 {
+			field("volumes", "%s", infoVolumes(h))
+		}
+	}
+	if has("datatype", "bitpix") {
+		note := ""
+		if !h.Datatype.Supported() {
+			note = ", not supported"
+		}
+		field("datatype", "%s (code %d, %d bits%s)", h.Datatype, int16(h.Datatype), h.BitPix, note)
+	}
+	if has("pixdim", "xyzt_units") {
+		t := ""
+		if h.Dim[0] >= 4 && h.Dim[0] <= 7 {
+			t = fmt.Sprintf(", t %g", h.PixDim[4])
+		}
+		field("pixdim", "%g x %g x %g%s (xyzt_units %d: %s)", h.PixDim[1], h.PixDim[2], h.PixDim[3], t, h.XYZTUnits, infoUnits(h.XYZTUnits))
+	}
+	if has("scl_slope", "scl_inter") {
+		slope, inter := h.EffectiveScaling()
+		field("scaling", "slope %g, inter %g (header: %g, %g)", slope, inter, h.SclSlope, h.SclInter)
+	}
+	if has("qform_code") {
+		switch {
+		case h.QformCode == 0:
+			field("qform", "no qform (code 0)")
+		case has("quatern_b", "quatern_c", "quatern_d", "qoffset_x", "qoffset_y", "qoffset_z", "pixdim"):
+			field("qform", "code %s, quatern (%g, %g, %g), offset (%g, %g, %g), qfac %g", infoXform(h.QformCode),
+				h.QuaternB, h.QuaternC, h.QuaternD, h.QoffsetX, h.QoffsetY, h.QoffsetZ, h.PixDim[0])
+		default:
+			field("qform", "code %s", infoXform(h.QformCode))
+		}
+	}
+	if has("sform_code") {
+		if h.SformCode == 0 {
+			field("sform", "no sform (code 0)")
+		} else {
+			field("sform", "code %s", infoXform(h.SformCode))
+			if has("srow_x", "srow_y", "srow_z") {
+				for _, row := range [][4]float64{h.SrowX, h.SrowY, h.SrowZ} {
+					more("[% .6g % .6g % .6g % .6g]", row[0], row[1], row[2], row[3])
+				}
+			}
+		}
+	}
+	if has("intent_code", "intent_name") {
+		name := ""
+		if h.IntentCode == nifti.IntentLabel {
+			name = " (label)"
+		}
+		field("intent", "code %d%s %q", h.IntentCode, name, h.IntentName)
+	}
+	if has("descrip") {
+		field("descrip", "%q", h.Descrip)
+	}
+	if has("vox_offset") {
+		field("vox_offset", "%s", strconv.FormatFloat(raw.StoredVoxOffset, 'f', -1, 64))
+	}
+	printInfoExtensions(field, more, h)
+	if rerr != nil {
+		return rerr
+	}
+
+	if n := h.Volumes(); int64(volume) >= n {
+		return usageError{fmt.Errorf("info: --volume %d: %s has %d volume(s) (0..%d)", volume, path, n, n-1)}
+	}
+	return printInfoValues(field, more, path, volume)
+}
+
+// printInfoFiles prints the files of the volume with their sizes.
+func printInfoFiles(field func(string, string, ...any), path string, raw *nifti.RawHeader) {
+	gz := ""
+	if raw.Gzipped {
+		gz = ", gzip"
+	}
+	files, err := nifti.Files(path)
+	if err != nil || len(files) < 2 {
+		field("file", "%d bytes%s", raw.FileSize, gz)
+		return
+	}
+	var parts []string
+	for i, f := range files {
+		size := "?"
+		if st, err := os.Stat(f); err == nil {
+			size = strconv.FormatInt(st.Size(), 10)
+		}
+		if i == 0 {
+			size += " bytes" + gz // only the header's file was sniffed
+		} else {
+			size += " bytes"
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", filepath.Base(f), size))
+	}
+	field("files", "%s", strings.Join(parts, ", "))
+}
+
+// infoDims shows the extents as stored, valid or not.
+func infoDims(h *nifti.Header) string {
+	d0 := h.Dim[0]
+	if d0 < 1 || d0 > 7 {
+		return fmt.Sprintf("dim[0] = %d is not 1..7 (dim %v)", d0, h.Dim)
+	}
+	ext := [3]int64{1, 1, 1}
+	for i := int64(1); i <= min(d0, 3); i++ {
+		ext[i-1] = h.Dim[i]
+	}
+	return fmt.Sprintf("%dx%dx%d (dim %v)", ext[0], ext[1], ext[2], h.Dim[:d0+1])
+}
+
+// infoVolumes shows the number of volumes of a header with dim[0] in 4..7, and dims 4..dim[0].
+func infoVolumes(h *nifti.Header) string {
+	d0 := int(h.Dim[0])
+	dims := make([]string, 0, 4)
+	n, ok := int64(1), true
+	for i := 4; i <= d0; i++ {
+		d := h.Dim[i]
+		dims = append(dims, strconv.FormatInt(d, 10))
+		if d < 1 || n > math.MaxInt64/d {
+			ok = false
+		} else {
+			n *= d
+		}
+	}
+	count := "invalid"
+	if ok {
+		count = strconv.FormatInt(n, 10)
+	}
+	return fmt.Sprintf("%s (dims 4..%d: %s)", count, d0, strings.Join(dims, " x "))
+}
+
+// infoXform names a qform or sform code.
+func infoXform(code int32) string {
+	names := []string{"unknown", "scanner_anat", "aligned_anat", "talairach", "mni_152", "template_other"}
+	if code >= 0 && int(code) < len(names) {
+		return fmt.Sprintf("%d (%s)", code, names[code])
+	}
+	return fmt.Sprintf("%d (not a NIfTI code)", code)
+}
+
+// infoUnits names the space and time units of xyzt_units.
+func infoUnits(u uint8) string {
+	space := map[uint8]string{0: "unknown", 1: "m", 2: "mm", 3: "um"}[u&0x07]
+	if space == "" {
+		space = fmt.Sprintf("space code %d", u&0x07)
+	}
+	time, ok := map[uint8]string{0: "unknown", 8: "s", 16: "ms", 24: "us", 32: "Hz", 40: "ppm", 48: "rad/s"}[u&0x38]
+	if !ok {
+		time = fmt.Sprintf("time code %d", u&0x38)
+	}
+	return space + ", " + time
+}
+
+// infoExtensionNames are the registered NIFTI_ECODE_* values info names.
+var infoExtensionNames = map[int32]string{
+	0: "ignore", 2: "dicom", 4: "afni", 6: "comment", 8: "xcede", 10: "jimdiminfo",
+	12: "workflow_fwds", 14: "freesurfer", 16: "pypickle", 18: "mind_ident", 20: "b_value",
+	22: "spherical_direction", 24: "dt_component", 26: "shc_degreeorder", 28: "voxbo",
+	30: "caret", 32: "cifti", 34: "variable_frame_timing", 38: "eval", 40: "matlab",
+	42: "quantiphyse", 44: "mrs",
+}
+
+// infoMaxText is how much of a text extension info shows, in characters.
+const infoMaxText = 160
+
+// printInfoExtensions lists the header extensions and, for a voxpipe mask, its provenance.
+func printInfoExtensions(field func(string, string, ...any), more func(string, ...any), h *nifti.Header) {
+	if len(h.Extensions) == 0 {
+		return
+	}
+	field("extensions", "%d", len(h.Extensions))
+	for i, e := range h.Extensions {
+		name := infoExtensionNames[e.Code]
+		if name == "" {
+			name = "unregistered"
+		}
+		head := fmt.Sprintf("#%d code %d (%s), esize %d", i, e.Code, name, 8+len(e.Data))
+		if text, ok := infoExtensionText(e); ok {
+			more("%s, text: %s", head, text)
+		} else {
+			more("%s, binary: % x", head, e.Data[:min(len(e.Data), 16)])
+		}
+	}
+	rec, err := provenance.FromHeader(h)
+	if err != nil {
+		return
+	}
+	field("provenance", "voxpipe mask, written by voxpipe %s", rec.Version)
+	more("model       %s (sha256 %s)", rec.Model.Name, rec.Model.SHA256)
+	more("engine      %s, %s", rec.Engine, rec.Precision)
+	for _, f := range rec.Input.Files {
+		more("input       %s (%d bytes, modified %s)", f.Name, f.Size, f.MTime)
+	}
+	if rec.Input.Volume != nil {
+		more("input vol.  %d (of a 4D input)", *rec.Input.Volume)
+	}
+	if rec.Input.XXH3 != "" {
+		more("input hash  %s (XXH3-128 of 16 MiB pieces)", rec.Input.XXH3)
+	}
+}
+
+// infoExtensionText returns a text extension's text on one line, shortened to infoMaxText
+// characters; ok is false for binary data (not UTF-8, or control characters other than
+// whitespace).
+func infoExtensionText(e nifti.Extension) (string, bool) {
+	t := e.Text()
+	if t == "" || !utf8.ValidString(t) {
+		return "", false
+	}
+	for _, r := range t {
+		if unicode.IsControl(r) && !unicode.IsSpace(r) {
+			return "", false
+		}
+	}
+	t = strings.Join(strings.Fields(t), " ")
+	if n := utf8.RuneCountInString(t); n > infoMaxText {
+		cut, runes := 0, 0
+		for cut = range t {
+			if runes == infoMaxText {
+				break
+			}
+			runes++
+		}
+		t = fmt.Sprintf("%s... (%d characters)", t[:cut], n)
+	}
+	return t, true
+}
+
+// printInfoValues reads volume t of the (valid) file and prints its value range and, for a label
+// map, each label's voxel count.
+func printInfoValues(field func(string, string, ...any), more func(string, ...any), path string, t int) error {
+	r, err := nifti.Open(path, nifti.WithVolume(t))
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	h := r.Header()
-	order := "little-endian"
-	if h.ByteOrder != nil && h.ByteOrder.String() == "BigEndian" {
-		order = "big-endian"
-	}
-	fmt.Fprintf(w, "%s\n", path)
-	fmt.Fprintf(w, "  format      NIfTI-%d (%s, magic %q)\n", h.Version, order, h.Magic)
-	fmt.Fprintf(w, "  dims        %dx%dx%d (dim %v)\n", h.NX(), h.NY(), h.NZ(), h.Dim[:h.Dim[0]+1])
-	fmt.Fprintf(w, "  datatype    %s (%d bits)\n", h.Datatype, h.BitPix)
-	fmt.Fprintf(w, "  pixdim      %g x %g x %g (xyzt_units %d)\n", h.PixDim[1], h.PixDim[2], h.PixDim[3], h.XYZTUnits)
-	slope, inter := r.Scaling()
-	fmt.Fprintf(w, "  scaling     slope %g, inter %g (header: %g, %g)\n", slope, inter, h.SclSlope, h.SclInter)
-	fmt.Fprintf(w, "  qform       code %d, quatern (%g, %g, %g), offset (%g, %g, %g), qfac %g\n",
-		h.QformCode, h.QuaternB, h.QuaternC, h.QuaternD, h.QoffsetX, h.QoffsetY, h.QoffsetZ, h.PixDim[0])
-	fmt.Fprintf(w, "  sform       code %d\n", h.SformCode)
-	for _, row := range [][4]float64{h.SrowX, h.SrowY, h.SrowZ} {
-		fmt.Fprintf(w, "              [% .6g % .6g % .6g % .6g]\n", row[0], row[1], row[2], row[3])
-	}
-	fmt.Fprintf(w, "  intent      code %d %q\n", h.IntentCode, h.IntentName)
-	fmt.Fprintf(w, "  descrip     %q\n", h.Descrip)
-	fmt.Fprintf(w, "  vox_offset  %d\n", h.VoxOffset)
-
-	// Value range of the scaled values, read slab by slab so huge volumes need no big buffer.
+	dt := r.Datatype()
+	elem := dt.Size()
 	plane := r.SliceVoxels()
-	const slab = 16
-	buf := make([]float32, plane*slab)
+	slab := max(1, min(16, (4<<20)/(plane*elem)))
+	buf := make([]byte, plane*slab*elem)
+	slope, inter := r.Scaling()
+	integer := dt != nifti.Float32 && dt != nifti.Float64
+	var counts infoLabelCounter
 	lo, hi := math.Inf(1), math.Inf(-1)
 	var sum float64
-	var n int64
+	var n, nans int64
 	for {
-		k, err := r.ReadSlicesFloat32(buf, slab)
+		k, err := r.ReadSlicesRaw(buf, slab)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return err
 		}
-		for _, v := range buf[:k*plane] {
-			x := float64(v)*slope + inter
+		raw := buf[:k*plane*elem]
+		for i := 0; i < len(raw); i += elem {
+			v, iv := infoSample(raw[i:], dt)
+			if integer {
+				counts.add(iv)
+			}
+			x := v*slope + inter
+			if math.IsNaN(x) {
+				nans++
+				continue
+			}
 			lo, hi = math.Min(lo, x), math.Max(hi, x)
 			sum += x
+			n++
 		}
-		n += int64(k * plane)
+	}
+	of := ""
+	if vols := r.Header().Volumes(); vols > 1 {
+		of = fmt.Sprintf(" of volume %d (of %d)", t, vols)
+	}
+	nan := ""
+	if nans > 0 {
+		nan = fmt.Sprintf(", %d NaN", nans)
 	}
 	if n > 0 {
-		fmt.Fprintf(w, "  values      min %g, max %g, mean %g (%d voxels, scaled)\n", lo, hi, sum/float64(n), n)
+		field("values", "min %g, max %g, mean %g (%d voxels%s, scaled)%s", lo, hi, sum/float64(n), n, nan, of)
+	} else {
+		field("values", "no numbers (%d voxels%s)%s", nans, nan, of)
+	}
+	if labels := counts.labels(); integer && labels != nil {
+		total := n + nans
+		stored := ""
+		if slope != 1 || inter != 0 {
+			stored = ", stored values before scaling"
+		}
+		plural := "s"
+		if len(labels) == 1 {
+			plural = ""
+		}
+		field("labels", "%d distinct value%s%s", len(labels), plural, stored)
+		for _, l := range labels {
+			more("%6d: %d voxels (%.2f%%)", l.value, l.count, 100*float64(l.count)/float64(total))
+		}
 	}
 	return nil
+}
+
+// infoSample decodes the host-order sample at the start of b, as a float and, for integer
+// datatypes, exactly.
+func infoSample(b []byte, dt nifti.DataType) (float64, int64) {
+	e := binary.NativeEndian
+	var i int64
+	switch dt {
+	case nifti.Uint8:
+		i = int64(b[0])
+	case nifti.Int8:
+		i = int64(int8(b[0]))
+	case nifti.Int16:
+		i = int64(int16(e.Uint16(b)))
+	case nifti.Uint16:
+		i = int64(e.Uint16(b))
+	case nifti.Int32:
+		i = int64(int32(e.Uint32(b)))
+	case nifti.Uint32:
+		i = int64(e.Uint32(b))
+	case nifti.Float32:
+		return float64(math.Float32frombits(e.Uint32(b))), 0
+	case nifti.Float64:
+		return math.Float64frombits(e.Uint64(b)), 0
+	}
+	return float64(i), i
+}
+
+// infoLabelCounter counts the voxels of each value while there are at most infoMaxLabels of them.
+// Label maps come in runs of one value: a run is counted, then added to the map once.
+type infoLabelCounter struct {
+	counts      map[int64]int64
+	over        bool // more than infoMaxLabels distinct values: not a label map
+	run, runLen int64
+}
+
+func (c *infoLabelCounter) add(v int64) {
+	switch {
+	case c.over:
+		return
+	case c.runLen > 0 && v == c.run:
+		c.runLen++
+		return
+	}
+	c.flush()
+	if _, ok := c.counts[v]; !ok && len(c.counts) == infoMaxLabels {
+		c.over, c.counts = true, nil
+		return
+	}
+	c.run, c.runLen = v, 1
+}
+
+// flush adds the current run to its value's count.
+func (c *infoLabelCounter) flush() {
+	if c.runLen == 0 {
+		return
+	}
+	if c.counts == nil {
+		c.counts = map[int64]int64{}
+	}
+	c.counts[c.run] += c.runLen
+	c.runLen = 0
+}
+
+type infoLabelCount struct{ value, count int64 }
+
+// labels returns the counts by value, or nil when there were more than infoMaxLabels values (or
+// none).
+func (c *infoLabelCounter) labels() []infoLabelCount {
+	if c.over {
+		return nil
+	}
+	c.flush()
+	if len(c.counts) == 0 {
+		return nil
+	}
+	out := make([]infoLabelCount, 0, len(c.counts))
+	for v, n := range c.counts {
+		out = append(out, infoLabelCount{v, n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].value < out[j].value })
+	return out
 }

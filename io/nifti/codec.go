@@ -51,6 +51,39 @@ func detectHeader(first4 []byte) (version int, order binary.ByteOrder, size int,
 // decodeHeader decodes a complete header of the given version (len(b) >= its size) and checks
 // its magic and vox_offset. Geometry is checked separately by checkGeometry.
 func decodeHeader(b []byte, version int, order binary.ByteOrder) (*Header, error) {
+	h, voxOffset := decodeFields(b, version, order)
+	if version == 1 {
+		magic := b[344:348]
+		if magic[3] != 0 || (string(magic[:3]) != "n+1" && string(magic[:3]) != "ni1") {
+			return nil, badMagic(magic)
+		}
+	} else {
+		magic := b[4:12]
+		if magic[3] != 0 || (string(magic[:3]) != "n+2" && string(magic[:3]) != "ni2") {
+			return nil, badMagic(magic)
+		}
+		if !bytes.Equal(magic[4:], n2MagicTail) {
+			return nil, fmt.Errorf("%w: NIfTI-2 magic signature damaged (%q; text-mode transfer?)", ErrCorrupt, magic)
+		}
+	}
+	// NIfTI-1 stores vox_offset as a float: it must hold a whole, non-negative byte count.
+	if !validVoxOffset(voxOffset) {
+		return nil, fmt.Errorf("%w: vox_offset %v is not a valid byte offset", ErrCorrupt, voxOffset)
+	}
+	if h.Magic[1] == '+' && h.VoxOffset < int64(headerSize(version)) {
+		return nil, fmt.Errorf("%w: vox_offset %d lies inside the %d-byte header", ErrCorrupt, h.VoxOffset, headerSize(version))
+	}
+	return h, nil
+}
+
+func validVoxOffset(v float64) bool { return v >= 0 && v == math.Trunc(v) && v <= 1<<53 }
+
+// decodeFields decodes every field of a header of the given version (len(b) >= its size)
+// without checking any. Magic is the stored magic without its NUL padding (for NIfTI-2, its
+// first 3 bytes when they and the 4th are those of a NIfTI-2 magic, whatever follows: the
+// tail is checked by decodeHeader). It also returns vox_offset as stored; h.VoxOffset is that
+// value when it is a valid byte offset (validVoxOffset), else 0.
+func decodeFields(b []byte, version int, order binary.ByteOrder) (*Header, float64) {
 	d := fieldReader{b: b, o: order}
 	h := &Header{Version: version, ByteOrder: order}
 	var voxOffset float64
@@ -81,20 +114,14 @@ func decodeHeader(b []byte, version int, order binary.ByteOrder) (*Header, error
 			h.SrowX[i], h.SrowY[i], h.SrowZ[i] = d.f32(280+4*i), d.f32(296+4*i), d.f32(312+4*i)
 		}
 		h.IntentName = cString(b[328:344])
-		magic := b[344:348]
-		if magic[3] != 0 || (string(magic[:3]) != "n+1" && string(magic[:3]) != "ni1") {
-			return nil, badMagic(magic)
-		}
-		h.Magic = string(magic[:3])
+		h.Magic = string(bytes.TrimRight(b[344:348], "\x00"))
 	} else {
 		magic := b[4:12]
-		if magic[3] != 0 || (string(magic[:3]) != "n+2" && string(magic[:3]) != "ni2") {
-			return nil, badMagic(magic)
+		if magic[3] == 0 && (string(magic[:3]) == "n+2" || string(magic[:3]) == "ni2") {
+			h.Magic = string(magic[:3])
+		} else {
+			h.Magic = string(bytes.TrimRight(magic, "\x00"))
 		}
-		if !bytes.Equal(magic[4:], n2MagicTail) {
-			return nil, fmt.Errorf("%w: NIfTI-2 magic signature damaged (%q; text-mode transfer?)", ErrCorrupt, magic)
-		}
-		h.Magic = string(magic[:3])
 		h.Datatype = DataType(d.i16(12))
 		h.BitPix = d.i16(14)
 		for i := range h.Dim {
@@ -104,8 +131,7 @@ func decodeHeader(b []byte, version int, order binary.ByteOrder) (*Header, error
 		for i := range h.PixDim {
 			h.PixDim[i] = d.f64(104 + 8*i)
 		}
-		h.VoxOffset = d.i64(168)
-		voxOffset = float64(h.VoxOffset)
+		voxOffset = float64(d.i64(168))
 		h.SclSlope, h.SclInter = d.f64(176), d.f64(184)
 		h.CalMax, h.CalMin = d.f64(192), d.f64(200)
 		h.SliceDur, h.TOffset = d.f64(208), d.f64(216)
@@ -123,15 +149,10 @@ func decodeHeader(b []byte, version int, order binary.ByteOrder) (*Header, error
 		h.IntentName = cString(b[508:524])
 		h.DimInfo = b[524]
 	}
-	// NIfTI-1 stores vox_offset as a float: it must hold a whole, non-negative byte count.
-	if voxOffset < 0 || voxOffset != math.Trunc(voxOffset) || voxOffset > 1<<53 {
-		return nil, fmt.Errorf("%w: vox_offset %v is not a valid byte offset", ErrCorrupt, voxOffset)
+	if validVoxOffset(voxOffset) {
+		h.VoxOffset = int64(voxOffset)
 	}
-	h.VoxOffset = int64(voxOffset)
-	if h.Magic[1] == '+' && h.VoxOffset < int64(headerSize(version)) {
-		return nil, fmt.Errorf("%w: vox_offset %d lies inside the %d-byte header", ErrCorrupt, h.VoxOffset, headerSize(version))
-	}
-	return h, nil
+	return h, voxOffset
 }
 
 func badMagic(magic []byte) error {

@@ -24,4 +24,12 @@
 // it). Malformed extensions (an esize below 16, not a multiple of 16, or running past the
 // area) end the parse without failing the file: those before them are kept, as niftilib does.
 // At most 16 MiB of extensions are parsed or written. ReadHeader reads no voxels.
+//
+// Inspecting broken files: ReadHeaderRaw decodes whatever the header holds (all of it, or the
+// fields before the point where a file or gzip stream cut inside the header ends), unchecked,
+// and returns it with the error ReadHeader gives the same file; RawHeader.Has tells which
+// fields were read. Errors about files that end early count what was actually read, or
+// inflated and whether the gzip stream itself ended early ("the gzip stream ends early (the
+// 60-byte file is cut short), after 0 inflated bytes; a NIfTI header needs 348 (NIfTI-1) or
+// 540 (NIfTI-2)").
 package nifti

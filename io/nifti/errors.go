@@ -10,12 +10,15 @@ var (
 	// decodes (RGB, complex, int64, float128...), or the caller asked for a conversion that is
 	// not exact (ReadSlicesInt16 of a float file, ReadUint8 of an int16 file).
 	ErrUnsupportedDatatype = errors.New("nifti: unsupported datatype")
-	// ErrNotNIfTI: sizeof_hdr or magic does not identify a NIfTI-1 or NIfTI-2 header.
+	// ErrNotNIfTI: sizeof_hdr or magic does not identify a NIfTI-1 or NIfTI-2 header, or the
+	// file (or its gzip stream) is empty, or shorter than 4 bytes that do not begin a
+	// sizeof_hdr.
 	ErrNotNIfTI = errors.New("nifti: not a NIfTI file")
 	// ErrCorrupt: the header is NIfTI but inconsistent (bad dims, vox_offset...), or the gzip
 	// stream is damaged (bad header, bad deflate data, checksum mismatch).
 	ErrCorrupt = errors.New("nifti: corrupt file")
-	// ErrTruncated: the file ends before the header or the voxel data it declares.
+	// ErrTruncated: the file, or its gzip stream, ends before the header or the voxel data it
+	// declares (a file of 1 to 3 bytes that begin a sizeof_hdr included).
 	ErrTruncated = errors.New("nifti: truncated data")
 	// ErrTooLarge: the dims are beyond MaxDim/MaxVoxels, or their product overflows.
 	ErrTooLarge = errors.New("nifti: volume too large")

@@ -2,6 +2,7 @@ package nifti
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -45,14 +46,53 @@ func checkClassified(t *testing.T, err error, path string) {
 
 // FuzzHeader decodes arbitrary header bytes. Whatever decodes and passes the geometry checks
 // must also open as a file without panicking, encode again, and decode to the same header.
+// ReadHeaderRaw must return ReadHeader's error, and its header when there is none, and never
+// claim more header bytes than the file holds.
 func FuzzHeader(f *testing.F) {
 	f.Add(make([]byte, sizeofHdr1))
+	// Broken files ReadHeaderRaw decodes anyway: a header cut short, complex64, a negative dim.
+	for _, version := range []int{1, 2} {
+		h := testHeader(Int16, version, binary.LittleEndian, 6, 5, 4)
+		enc, err := encodeHeader(h, false)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(enc[:200])
+		f.Add(clone(enc, func(b []byte) { binary.LittleEndian.PutUint16(b[map[int]int{1: 70, 2: 12}[version]:], 32) }))
+		f.Add(clone(enc, func(b []byte) {
+			if version == 1 {
+				setDim1(b, 3, -4)
+			} else {
+				setDim2(b, 3, -4)
+			}
+		}))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		files := memFiles{"f.nii": b}
 		if r, err := Open("f.nii", withOpener(files.open)); err == nil {
 			r.Close()
 		} else {
 			checkClassified(t, err, "f.nii")
+		}
+		raw, rawErr := readHeaderRaw("f.nii", withOpener(files.open))
+		var want *Header
+		r, err := Open("f.nii", withOpener(files.open), WithVolume(0), func(c *openConfig) { c.headerOnly = true })
+		if err == nil {
+			want = r.Header()
+			r.Close()
+		}
+		switch {
+		case (rawErr == nil) != (err == nil) || err != nil && rawErr.Error() != err.Error():
+			t.Fatalf("ReadHeaderRaw: %v, ReadHeader: %v", rawErr, err)
+		case raw == nil && len(b) >= 2 && !(b[0] == 0x1f && b[1] == 0x8b):
+			t.Fatalf("no RawHeader of an uncompressed file (%v)", rawErr)
+		case raw == nil:
+		case want != nil && (!headersIdentical(&raw.Header, want) || len(raw.Extensions) != len(want.Extensions)):
+			t.Fatalf("ReadHeaderRaw of a valid file:\n%+v\n%+v", raw.Header, *want)
+		case raw.Read > headerSize(max(raw.Version, 1)) || raw.Version == 0 && raw.Read > 4:
+			t.Fatalf("Read %d of a NIfTI-%d header", raw.Read, raw.Version)
+		case raw.FileSize != int64(len(b)) || !raw.Gzipped && raw.Read > len(b):
+			t.Fatalf("Read %d, FileSize %d of a %d-byte file", raw.Read, raw.FileSize, len(b))
 		}
 		if len(b) < 4 {
 			return

@@ -1,7 +1,9 @@
 package nifti
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +27,9 @@ type openConfig struct {
 	// headerOnly: Open stops after the header, its extensions and the checks against the
 	// files' sizes; the Reader cannot read voxels (ReadHeader).
 	headerOnly bool
+	// raw, when set, receives what could be decoded of the header even when Open fails
+	// (ReadHeaderRaw).
+	raw *RawHeader
 }
 
 // WithVolume selects volume t (0-based, counting over dims 4..7 in file order) of a
@@ -102,7 +107,10 @@ func (r *Reader) open(cfg openConfig) error {
 		return err
 	}
 	r.sources = append(r.sources, hs)
-	h, err := readHeader(hs)
+	if cfg.raw != nil {
+		cfg.raw.opened, cfg.raw.FileSize, cfg.raw.Gzipped = true, hs.size, hs.compressed()
+	}
+	h, err := readHeader(hs, cfg.raw)
 	if err != nil {
 		return err
 	}
@@ -112,6 +120,9 @@ func (r *Reader) open(cfg openConfig) error {
 	}
 	if h.Extensions, h.ExtensionLen, err = readExtensions(hs, h, single); err != nil {
 		return err
+	}
+	if cfg.raw != nil {
+		cfg.raw.Extensions, cfg.raw.ExtensionLen = h.Extensions, h.ExtensionLen
 	}
 	r.g, err = checkGeometry(h)
 	if err != nil {
@@ -150,13 +161,21 @@ func (r *Reader) open(cfg openConfig) error {
 		return nil
 	}
 	if err := ds.skipTo(start); err != nil {
-		if errors.Is(err, io.EOF) && ds.consumed < h.VoxOffset {
-			return fmt.Errorf("open %s: %w: vox_offset %d is past the end of the data (%d bytes)", ds.name, ErrCorrupt, h.VoxOffset, ds.consumed)
-		}
-		if !errors.Is(err, io.EOF) {
+		// Only a gzip stream gets here: io.EOF, it ended cleanly; io.ErrUnexpectedEOF, the
+		// compressed file is cut short.
+		cut := errors.Is(err, io.ErrUnexpectedEOF)
+		switch {
+		case !cut && !errors.Is(err, io.EOF) && ds.consumed < h.VoxOffset:
+			return fmt.Errorf("open %s: %w", ds.name, classifyStreamErr(err, "bytes before vox_offset"))
+		case !cut && !errors.Is(err, io.EOF):
 			return fmt.Errorf("open %s: %w", ds.name, classifyStreamErr(err, "data"))
+		case cut && ds.consumed < h.VoxOffset:
+			return fmt.Errorf("open %s: %w: the gzip stream ends early (the %d-byte file is cut short), after %d inflated bytes, before vox_offset %d",
+				ds.name, ErrTruncated, ds.size, ds.consumed, h.VoxOffset)
+		case ds.consumed < h.VoxOffset:
+			return fmt.Errorf("open %s: %w: vox_offset %d is past the end of the data: the gzip stream inflates to %d bytes", ds.name, ErrCorrupt, h.VoxOffset, ds.consumed)
 		}
-		return fmt.Errorf("open %s: %w", ds.name, r.truncatedAt(ds.consumed-start))
+		return fmt.Errorf("open %s: %w", ds.name, gzipCut(r.truncatedAt(ds.consumed-start), cut))
 	}
 	r.in = ds
 	fileEnd := h.VoxOffset + r.g.volumes*r.g.volBytes
@@ -199,21 +218,32 @@ func (r *Reader) open(cfg openConfig) error {
 	return nil
 }
 
-// readHeader reads and decodes the header at the start of s.
-func readHeader(s *source) (*Header, error) {
+// readHeader reads and decodes the header at the start of s. With raw set, it also records
+// there whatever of the header it could decode, even when it fails.
+func readHeader(s *source, raw *RawHeader) (*Header, error) {
 	buf := make([]byte, sizeofHdr2)
-	if n, err := io.ReadFull(s, buf[:4]); err != nil {
-		if n == 0 && s.gz == nil {
-			return nil, fmt.Errorf("open %s: %w: empty file", s.name, ErrNotNIfTI)
-		}
-		return nil, fmt.Errorf("open %s: %w", s.name, notNIfTIOrStream(err, n))
+	n, err := readFullRaw(s, buf[:4])
+	if raw != nil {
+		raw.Read = n
+	}
+	if n < 4 {
+		return nil, fmt.Errorf("open %s: %w", s.name, shortHeader(s, buf[:n], err, 0))
 	}
 	version, order, size, err := detectHeader(buf[:4])
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.name, err)
 	}
-	if _, err := io.ReadFull(s, buf[4:size]); err != nil {
-		return nil, fmt.Errorf("open %s: %w", s.name, classifyStreamErr(err, fmt.Sprintf("%d-byte NIfTI-%d header", size, version)))
+	m, err := readFullRaw(s, buf[4:size])
+	n += m
+	if raw != nil {
+		// The bytes past n are still zero, and those of a field cut partway are zeroed: the
+		// fields not wholly read decode as zero (RawHeader.Has tells them apart).
+		zeroPartialFields(buf[:n], version)
+		h, voxOffset := decodeFields(buf[:size], version, order)
+		raw.Header, raw.Read, raw.StoredVoxOffset = *h, n, voxOffset
+	}
+	if n < size {
+		return nil, fmt.Errorf("open %s: %w", s.name, shortHeader(s, buf[:n], err, version))
 	}
 	h, err := decodeHeader(buf[:size], version, order)
 	if err != nil {
@@ -222,11 +252,51 @@ func readHeader(s *source) (*Header, error) {
 	return h, nil
 }
 
-func notNIfTIOrStream(err error, n int) error {
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: %d-byte file", ErrNotNIfTI, n)
+// shortHeader says why s ended (err, from readFullRaw) after only the bytes got of a header
+// of the given version (0: not known yet, fewer than the 4 bytes of sizeof_hdr were read),
+// counting what was actually read or inflated.
+func shortHeader(s *source, got []byte, err error, version int) error {
+	if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return classifyStreamErr(err, "header")
 	}
-	return classifyStreamErr(err, "header")
+	need := fmt.Sprintf("a NIfTI-%d header needs %d", version, headerSize(version))
+	if version == 0 {
+		need = fmt.Sprintf("a NIfTI header needs %d (NIfTI-1) or %d (NIfTI-2)", sizeofHdr1, sizeofHdr2)
+	}
+	n := len(got)
+	if s.gz != nil && errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: the gzip stream ends early (the %d-byte file is cut short), after %d inflated bytes; %s",
+			ErrTruncated, s.size, n, need)
+	}
+	have := fmt.Sprintf("%d bytes", n)
+	if s.gz != nil {
+		have = fmt.Sprintf("the %d-byte gzip file inflates to %d bytes", s.size, n)
+	}
+	switch {
+	case version != 0:
+		return fmt.Errorf("%w: %s, %s", ErrTruncated, have, need)
+	case n == 0 && s.gz == nil:
+		return fmt.Errorf("%w: empty file (0 bytes)", ErrNotNIfTI)
+	case n == 0:
+		return fmt.Errorf("%w: %s", ErrNotNIfTI, have)
+	case startsSizeofHdr(got):
+		return fmt.Errorf("%w: %s, %s", ErrTruncated, have, need)
+	}
+	return fmt.Errorf("%w: %s, too short for a NIfTI header and not the start of one (%s)", ErrNotNIfTI, have, need)
+}
+
+// startsSizeofHdr reports whether b (shorter than 4 bytes) is the start of a sizeof_hdr of
+// either version in either byte order.
+func startsSizeofHdr(b []byte) bool {
+	for _, size := range []uint32{sizeofHdr1, sizeofHdr2} {
+		var le, be [4]byte
+		binary.LittleEndian.PutUint32(le[:], size)
+		binary.BigEndian.PutUint32(be[:], size)
+		if bytes.HasPrefix(le[:], b) || bytes.HasPrefix(be[:], b) {
+			return true
+		}
+	}
+	return false
 }
 
 // readExtensions reads the 4-byte extender after the header and, when its first byte is set,
@@ -274,6 +344,16 @@ func effectiveScaling(h *Header) (slope, inter float64) {
 		i = 0
 	}
 	return s, i
+}
+
+// gzipCut adds to a truncation error that the data file's gzip stream ends early (cut: the
+// stream ended with io.ErrUnexpectedEOF, the compressed file is cut short), as opposed to a
+// whole stream of too few bytes.
+func gzipCut(err error, cut bool) error {
+	if !cut {
+		return err
+	}
+	return fmt.Errorf("%w; the gzip stream ends early (the compressed file is cut short)", err)
 }
 
 // truncatedAt describes data that ends after have bytes of the selected volume.
@@ -440,7 +520,10 @@ func (r *Reader) readFull(b []byte) error {
 		return nil
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		r.err = fmt.Errorf("read %s: %w", r.dataPath, r.truncatedAt(r.pos))
+		// io.ReadFull turns a short read's io.EOF into io.ErrUnexpectedEOF; the read-ahead
+		// keeps the gzip stream's own error.
+		cut := r.ahead != nil && errors.Is(r.ahead.err, io.ErrUnexpectedEOF)
+		r.err = fmt.Errorf("read %s: %w", r.dataPath, gzipCut(r.truncatedAt(r.pos), cut))
 	} else {
 		z := r.pos / max(r.g.sliceBytes, 1)
 		r.err = fmt.Errorf("read %s: %w", r.dataPath, classifyStreamErr(err, fmt.Sprintf("data (z-slice %d of %d)", z, r.g.nz)))

@@ -80,7 +80,10 @@ func openSource(name string, open fileOpener) (*source, error) {
 		}
 		s.br, s.pooled = getReader(f, size)
 		if s.gz, err = gzip.NewReader(s.br); err != nil {
-			f.Close()
+			s.Close()
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("open %s: %w: the %d-byte file ends inside its gzip header", name, ErrTruncated, size)
+			}
 			return nil, fmt.Errorf("open %s: %w", name, classifyStreamErr(err, "gzip header"))
 		}
 		return s, nil
@@ -161,7 +164,7 @@ func classifyStreamErr(err error, what string) error {
 	case errors.As(err, &overlong):
 		return err
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%w: file ends inside the %s", ErrTruncated, what)
+		return fmt.Errorf("%w: the file ends inside the %s", ErrTruncated, what)
 	case errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader), errors.As(err, &corrupt), errors.As(err, &internal):
 		return fmt.Errorf("%w: damaged gzip stream in the %s: %w", ErrCorrupt, what, err)
 	}
