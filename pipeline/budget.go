@@ -56,10 +56,7 @@ func (r *runner) volumeNeeds(h *nifti.Header, input string) (in, mask, scratch i
 	}
 	in = voxels*sample + inputHeadroom
 	mask = voxels
-	volumes := int64(1)
-	for d := 4; d <= int(h.Dim[0]) && d < len(h.Dim); d++ {
-		volumes *= max(1, h.Dim[d])
-	}
+	volumes := h.Volumes()
 	files, err := nifti.Files(input)
 	gz := err == nil && nifti.Gzipped(files[len(files)-1])
 	direct := volumes == 1 && !h.Swapped() &&

@@ -104,3 +104,31 @@ func TestRunVolumeOf4D(t *testing.T) {
 		t.Errorf("--volume past the last: exit %d, want %d", code, exitFailed)
 	}
 }
+
+// eval --volume compares one volume of 4D label files; without it a 4D file is refused with a
+// hint.
+func TestEvalVolumeOf4D(t *testing.T) {
+	dir := t.TempDir()
+	const n = 4
+	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Uint8, BitPix: 8,
+		Dim: [8]int64{4, n, n, n, 2, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
+	labels := make([]byte, 2*n*n*n)
+	for i := n * n * n; i < len(labels); i++ {
+		labels[i] = 1 // volume 1 all ones, volume 0 all zeros
+	}
+	pred, truth := filepath.Join(dir, "p.nii"), filepath.Join(dir, "t.nii")
+	nifti.Write(pred, h, labels, nifti.WriteOptions{})
+	h3 := *h
+	h3.Dim = [8]int64{3, n, n, n, 1, 1, 1, 1}
+	nifti.Write(truth, &h3, labels[n*n*n:], nifti.WriteOptions{}) // 3D: all ones
+	if code, _, stderr := cliRun(t, "eval", pred, truth); code != exitFailed || !strings.Contains(stderr, "--volume N") {
+		t.Errorf("4D without --volume: exit %d, %q", code, stderr)
+	}
+	code, stdout, stderr := cliRun(t, "eval", "--classes", "2", "--volume", "1", "--min-mean-dice", "1", pred, truth)
+	if code != 0 {
+		t.Errorf("--volume 1 (identical to the truth): exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, _ := cliRun(t, "eval", "--classes", "2", "--volume", "0", "--min-mean-dice", "0.5", pred, truth); code != exitFailed {
+		t.Errorf("--volume 0 (all wrong): exit %d, want %d", code, exitFailed)
+	}
+}

@@ -30,6 +30,7 @@ func init() {
 			&cli.IntFlag{Name: "classes", Value: 4, Usage: "number of classes (labels 0..classes-1)"},
 			&cli.StringFlag{Name: "csv", Usage: "CSV output path"},
 			&cli.Float64Flag{Name: "min-mean-dice", Usage: "exit 1 when the mean Dice of classes 1.. over all volumes is below this"},
+			&cli.IntFlag{Name: "volume", DefaultText: "none", Usage: "of 4D label files, compare volume `N` (0-based); 3D files are taken whole"},
 		},
 		Action: evalAction,
 	})
@@ -58,6 +59,14 @@ func evalAction(c *cli.Context) error {
 	if classes < 1 || classes > 256 {
 		return usageError{fmt.Errorf("eval: --classes %d out of range 1..256", classes)}
 	}
+	var volume *int
+	if c.IsSet("volume") {
+		v := c.Int("volume")
+		if v < 0 {
+			return usageError{fmt.Errorf("eval: --volume must be 0 or more, not %d", v)}
+		}
+		volume = &v
+	}
 	pairs, csvDefault, err := evalPairs(c.Args().Get(0), c.Args().Get(1))
 	if err != nil {
 		return usageError{err}
@@ -66,7 +75,7 @@ func evalAction(c *cli.Context) error {
 	total := make([]segment.ClassMetrics, classes)
 	var voxels, correct int64
 	for _, p := range pairs {
-		m, err := evalOne(p, classes)
+		m, err := evalOne(p, classes, volume)
 		if err != nil {
 			return err
 		}
@@ -164,12 +173,27 @@ func evalPairs(pred, truth string) ([]evalPair, string, error) {
 	return pairs, filepath.Join(pred, "eval.csv"), nil
 }
 
-func evalOne(p evalPair, classes int) (segment.Metrics, error) {
-	ph, pm, err := nifti.ReadUint8(p.pred)
+// readLabels reads a label file: volume *volume of a 4D one (nil: a 4D file is refused with
+// nifti.ErrMultiVolume).
+func readLabels(path string, volume *int) (*nifti.Header, []uint8, error) {
+	if volume != nil {
+		if h, err := nifti.ReadHeader(path); err == nil && h.Volumes() > 1 {
+			return nifti.ReadUint8(path, nifti.WithVolume(*volume))
+		}
+	}
+	h, m, err := nifti.ReadUint8(path)
+	if errors.Is(err, nifti.ErrMultiVolume) {
+		err = fmt.Errorf("%w (compare one with --volume N)", err)
+	}
+	return h, m, err
+}
+
+func evalOne(p evalPair, classes int, volume *int) (segment.Metrics, error) {
+	ph, pm, err := readLabels(p.pred, volume)
 	if err != nil {
 		return segment.Metrics{}, err
 	}
-	th, tm, err := nifti.ReadUint8(p.truth)
+	th, tm, err := readLabels(p.truth, volume)
 	if err != nil {
 		return segment.Metrics{}, err
 	}

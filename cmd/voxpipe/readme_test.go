@@ -20,8 +20,8 @@ func flagTable(cmd *cli.Command) string {
 	b.WriteString("| flag | default | meaning |\n| --- | --- | --- |\n")
 	for _, f := range cmd.Flags {
 		d, ok := f.(cli.DocGenerationFlag)
-		if !ok {
-			continue
+		if !ok || f == cli.HelpFlag {
+			continue // urfave/cli adds --help to a command that has run
 		}
 		var names []string
 		for _, n := range f.Names() {

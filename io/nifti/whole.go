@@ -33,10 +33,11 @@ func ReadHeader(path string) (*Header, error) {
 	return r.Header(), nil
 }
 
-// ReadUint8 reads the whole volume of a uint8 file (label masks), unscaled. Files of any other
-// datatype get an error wrapping ErrUnsupportedDatatype.
-func ReadUint8(path string) (*Header, []uint8, error) {
-	r, err := Open(path)
+// ReadUint8 reads the whole volume of a uint8 file (label masks), unscaled; opts as for Open
+// (WithVolume for a 4D file). Files of any other datatype get an error wrapping
+// ErrUnsupportedDatatype.
+func ReadUint8(path string, opts ...OpenOption) (*Header, []uint8, error) {
+	r, err := Open(path, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
