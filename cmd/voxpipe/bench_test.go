@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -84,29 +83,10 @@ func TestBenchReadOnly(t *testing.T) {
 	}
 }
 
-// benchCLI runs `voxpipe bench ARGS...` in-process through run, as main does, and returns its
-// exit code, stdout and stderr. It swaps os.Stdout and os.Stderr meanwhile: not for parallel
-// tests.
+// benchCLI runs `voxpipe bench ARGS...` in process (captureRun).
 func benchCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	dir := t.TempDir()
-	outF, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	errF, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdoutWas, stderrWas := os.Stdout, os.Stderr
-	os.Stdout, os.Stderr = outF, errF
-	code = run(append([]string{"voxpipe", "bench"}, args...))
-	os.Stdout, os.Stderr = stdoutWas, stderrWas
-	outF.Close()
-	errF.Close()
-	o, _ := os.ReadFile(filepath.Join(dir, "stdout"))
-	e, _ := os.ReadFile(filepath.Join(dir, "stderr"))
-	return code, string(o), string(e)
+	return captureRun(t, append([]string{"bench"}, args...)...)
 }
 
 // fakeGPU stands for a GPU engine: bench's defaults only ask whether the engine is the CPU one.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,34 @@ import (
 	"voxpipe/pipeline/timing"
 )
 
-// cli runs the built voxpipe and returns its exit code, stdout and stderr.
+// captureRun runs "voxpipe ARGS..." in process through run, as main does (flags after the
+// arguments, exit codes), with os.Stdout and os.Stderr swapped for files meanwhile: not for
+// parallel tests.
+func captureRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	dir := t.TempDir()
+	outF, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errF, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldOut, oldErr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = outF, errF
+	func() {
+		defer func() { os.Stdout, os.Stderr = oldOut, oldErr }()
+		code = run(append([]string{"voxpipe"}, args...))
+	}()
+	outF.Close()
+	errF.Close()
+	o, _ := os.ReadFile(outF.Name())
+	e, _ := os.ReadFile(errF.Name())
+	return code, string(o), string(e)
+}
+
+// cliRun runs the built voxpipe and returns its exit code, stdout and stderr.
 func cliRun(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(testBinary(t), args...)

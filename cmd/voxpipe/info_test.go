@@ -39,30 +39,10 @@ func TestInfo(t *testing.T) {
 	}
 }
 
-// infoCLI runs "voxpipe info ARGS..." in process through run, as main does (flags after the
-// files, exit codes), with its stdout and stderr captured.
+// infoCLI runs "voxpipe info ARGS..." in process (captureRun).
 func infoCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	dir := t.TempDir()
-	outF, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	errF, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	oldOut, oldErr := os.Stdout, os.Stderr
-	os.Stdout, os.Stderr = outF, errF
-	func() {
-		defer func() { os.Stdout, os.Stderr = oldOut, oldErr }()
-		code = run(append([]string{"voxpipe", "info"}, args...))
-	}()
-	outF.Close()
-	errF.Close()
-	o, _ := os.ReadFile(outF.Name())
-	e, _ := os.ReadFile(errF.Name())
-	return code, string(o), string(e)
+	return captureRun(t, append([]string{"info"}, args...)...)
 }
 
 // infoVolume writes a small int16 NIfTI-1 volume (6x5x4, values 0..119, no qform, sform
