@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -125,14 +124,4 @@ func freeBytes(dir string) (int64, error) {
 		return 0, err
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
-}
-
-// createNew creates path for writing, failing if it exists: a file a run reports to is checked
-// before the work, and never replaces another's.
-func createNew(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("%s exists; give a new path (records are never overwritten)", path)
-	}
-	return f, err
 }
