@@ -46,8 +46,8 @@ func (b *budget) release(n int64) {
 
 // volumeNeeds is what a volume's buffers take: its input buffer (with headroom), its mask, and
 // the memory a gzipped file is inflated into when it cannot be inflated straight into the
-// input buffer.
-func (r *runner) volumeNeeds(h *nifti.Header, input string) (in, mask, scratch int64) {
+// input buffer. files are the input's files (work.files: the data file last).
+func (r *runner) volumeNeeds(h *nifti.Header, files []string) (in, mask, scratch int64) {
 	voxels := int64(h.NX()) * int64(h.NY()) * int64(h.NZ())
 	sample := int64(4)
 	asInt16 := nifti.Int16Exact(h.Datatype)
@@ -57,8 +57,7 @@ func (r *runner) volumeNeeds(h *nifti.Header, input string) (in, mask, scratch i
 	in = voxels*sample + inputHeadroom
 	mask = voxels
 	volumes := h.Volumes()
-	files, err := nifti.Files(input)
-	gz := err == nil && nifti.Gzipped(files[len(files)-1])
+	gz := len(files) > 0 && nifti.Gzipped(files[len(files)-1])
 	direct := volumes == 1 && !h.Swapped() &&
 		(asInt16 && h.Datatype == nifti.Int16 || !asInt16 && h.Datatype == nifti.Float32)
 	if gz && r.cfg.readThreads() > 1 && !direct && volumes <= 2 {
@@ -74,7 +73,7 @@ func (r *runner) admit(ctx context.Context, w *work) error {
 	if b == nil {
 		return nil
 	}
-	in, mask, scratch := r.volumeNeeds(w.hdr, w.job.Input)
+	in, mask, scratch := r.volumeNeeds(w.hdr, w.files)
 	if need := in + mask + scratch; need > b.limit {
 		return fmt.Errorf("read %s: %w: its buffers need %s (input %s, mask %s, inflate %s), the budget is %s",
 			w.job.Input, ErrMemoryBudget, gib(need), gib(in), gib(mask), gib(scratch), gib(b.limit))
