@@ -479,21 +479,30 @@ func TestRunGzipBombFailsAlone(t *testing.T) {
 	bomb := gzbomb.Zeros(prefix, 4096)
 	os.WriteFile(filepath.Join(in, "bomb.nii.gz"), bomb, 0o644)
 	out := t.TempDir()
-	start := time.Now()
 	// One reader: the volume gets both cores, so the parallel inflate takes it.
-	cmd := exec.Command(bin, "run", "-q", "--engine", "cpu", "--model", model, "--readers", "1", "--run-id", "r", in, "-o", out)
+	assertFailsAlone(t, out, "r", "bomb", "more than",
+		exec.Command(bin, "run", "-q", "--engine", "cpu", "--model", model, "--readers", "1", "--run-id", "r", in, "-o", out))
+}
+
+// assertFailsAlone runs cmd (a run with id over the two phantoms of smallVolumes and a hostile
+// volume bad, into out) and checks that bad alone failed, its error containing errFrag, and
+// that the process stayed below 400 MiB.
+func assertFailsAlone(t *testing.T, out, id, bad, errFrag string, cmd *exec.Cmd) {
+	t.Helper()
+	start := time.Now()
 	if b, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
 		t.Fatalf("exit %d, want %d\n%s", cmd.ProcessState.ExitCode(), exitFailed, b)
 	}
-	t.Logf("%d-byte bomb: run took %v, peak RSS %d KiB", len(bomb), time.Since(start), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
-	s := statusByVolume(runSummary(t, out, "r"))
-	if s["bomb"].Status != timing.StatusFailed || !strings.Contains(s["bomb"].Error, "more than") {
-		t.Errorf("bomb: %s %q", s["bomb"].Status, s["bomb"].Error)
+	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss
+	t.Logf("%s: run took %v, peak RSS %d KiB", bad, time.Since(start), rss)
+	s := statusByVolume(runSummary(t, out, id))
+	if s[bad].Status != timing.StatusFailed || !strings.Contains(s[bad].Error, errFrag) {
+		t.Errorf("%s: %s %q", bad, s[bad].Status, s[bad].Error)
 	}
 	if s["phantom_000"].Status != timing.StatusOK || s["phantom_001"].Status != timing.StatusOK {
 		t.Errorf("the other volumes: %v %v", s["phantom_000"].Status, s["phantom_001"].Status)
 	}
-	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss; rss > 400<<10 {
+	if rss > 400<<10 {
 		t.Errorf("peak RSS %d KiB", rss)
 	}
 }
@@ -551,20 +560,8 @@ func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
 	}
 	sparse("huge.nii", nifti.Int16, 16, 1024) // 2 GiB of int16 + 1 GiB of mask
 	out := t.TempDir()
-	cmd := exec.Command(bin, "run", "-q", "--engine", "cpu", "--model", model, "--max-memory", "1G", "--run-id", "r", in, "-o", out)
-	if b, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
-		t.Fatalf("exit %v, want %d\n%s", err, exitFailed, b)
-	}
-	s := statusByVolume(runSummary(t, out, "r"))
-	if s["huge"].Status != timing.StatusFailed || !strings.Contains(s["huge"].Error, "--max-memory") {
-		t.Errorf("huge: %s %q", s["huge"].Status, s["huge"].Error)
-	}
-	if s["phantom_000"].Status != timing.StatusOK || s["phantom_001"].Status != timing.StatusOK {
-		t.Errorf("the other volumes: %v %v", s["phantom_000"].Status, s["phantom_001"].Status)
-	}
-	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss; rss > 400<<10 {
-		t.Errorf("peak RSS %d KiB", rss)
-	}
+	assertFailsAlone(t, out, "r", "huge", "--max-memory",
+		exec.Command(bin, "run", "-q", "--engine", "cpu", "--model", model, "--max-memory", "1G", "--run-id", "r", in, "-o", out))
 
 	// The default budget (half the memory) refuses a header that needs ~80 GiB.
 	total, err := usableMemory()
@@ -573,7 +570,7 @@ func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
 	}
 	os.Remove(filepath.Join(in, "huge.nii"))
 	sparse("huger.nii", nifti.Float32, 32, 2048) // 32 GiB of float32 + 8 GiB of mask...
-	cmd = exec.Command(bin, "run", "-q", "--engine", "cpu", "--model", model, "--run-id", "r2", in, "-o", out)
+	cmd := exec.Command(bin, "run", "-q", "--engine", "cpu", "--model", model, "--run-id", "r2", in, "-o", out)
 	if b, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
 		t.Fatalf("default budget: exit %v\n%s", err, b)
 	}
