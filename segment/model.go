@@ -26,6 +26,7 @@ type Model struct {
 	Classes     int      // K
 	ClassNames  []string // len K
 	Description string   // training data and provenance, from the file's metadata
+	Card        *Card    // the model card; nil for a weights file written without one
 
 	C1W, C1B     []float32
 	C2W, C2B     []float32

@@ -78,6 +78,16 @@ func (m *Model) Validate() error {
 	if m.Classes < 1 || m.Classes > maxClasses {
 		return fmt.Errorf("%w: classes %d: want 1..%d (labels are uint8)", ErrBadModel, m.Classes, maxClasses)
 	}
+	if m.Card != nil {
+		if err := m.Card.Validate(m.Classes); err != nil {
+			return err
+		}
+		for i, l := range m.Card.Labels {
+			if i < len(m.ClassNames) && l.Name != m.ClassNames[i] {
+				return fmt.Errorf("%w: card label %d is %q but class_names has %q", ErrBadModel, i, l.Name, m.ClassNames[i])
+			}
+		}
+	}
 	if len(m.ClassNames) != m.Classes {
 		return fmt.Errorf("%w: %d class names for %d classes", ErrBadModel, len(m.ClassNames), m.Classes)
 	}
@@ -174,6 +184,11 @@ func ParseModel(data []byte) (*Model, error) {
 	}
 
 	m := &Model{Channels: channels, Classes: classes, ClassNames: names, Description: meta["description"]}
+	if raw, ok := meta[CardKey]; ok {
+		if m.Card, err = ParseCard(raw, classes); err != nil {
+			return nil, err
+		}
+	}
 	specs := tensorSpecs(channels, classes)
 	for _, spec := range specs {
 		info := infos[spec.name]
@@ -320,6 +335,13 @@ func (m *Model) MarshalSafetensors() ([]byte, error) {
 		"classes":     strconv.Itoa(m.Classes),
 		"class_names": strings.Join(m.ClassNames, ","),
 		"description": m.Description,
+	}
+	if m.Card != nil {
+		card, err := m.Card.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		meta[CardKey] = card
 	}
 	out, err := safetensors.Serialize(views, meta)
 	if err != nil {
