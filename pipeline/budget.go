@@ -58,8 +58,7 @@ func (r *runner) volumeNeeds(h *nifti.Header, files []string) (in, mask, scratch
 	mask = voxels
 	volumes := h.Volumes()
 	gz := len(files) > 0 && nifti.Gzipped(files[len(files)-1])
-	direct := volumes == 1 && !h.Swapped() &&
-		(asInt16 && h.Datatype == nifti.Int16 || !asInt16 && h.Datatype == nifti.Float32)
+	direct := volumes == 1 && !h.Swapped() && engineReads(h.Datatype) // inflated into the input buffer
 	if gz && r.cfg.readThreads() > 1 && !direct && volumes <= 2 {
 		scratch = h.VoxOffset + volumes*voxels*int64(h.BitPix/8)
 	}

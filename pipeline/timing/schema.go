@@ -6,7 +6,7 @@ package timing
 type Row struct {
 	RunID      string  `csv:"run_id"`
 	Volume     string  `csv:"volume"`
-	Stage      string  `csv:"stage"` // read, stats, segment, write; h2d, kernels, d2h for GPU engines
+	Stage      Stage   `csv:"stage"` // see Stage
 	Slab       int     `csv:"slab"`  // -1 for whole-volume stages
 	Device     string  `csv:"device"`
 	StartMS    float64 `csv:"start_ms"` // since the run started, monotonic clock
