@@ -135,10 +135,12 @@ func flagsFirst(app *cli.App, args []string) ([]string, error) {
 		return args, nil
 	}
 	head := 2 // args[:head] are the program and the command names
-	for len(cmd.Subcommands) > 0 && len(args) > head {
+	for len(args) > head {
+		// urfave/cli adds a help subcommand to every command once run: descend only into
+		// subcommands named on the command line.
 		sub := cmd.Command(args[head])
-		if sub == nil {
-			return args, nil // urfave/cli reports it
+		if sub == nil || sub.Name == "help" {
+			break
 		}
 		cmd, head = sub, head+1
 	}
