@@ -77,6 +77,11 @@ type Config struct {
 	// (statistics/<volume>.json and .csv) and a preview PNG (previews/<volume>.png) beside its
 	// mask (analyse.go).
 	Statistics, Preview bool
+	// Labels name and colour the classes in statistics and previews (segment.Model.Labels).
+	Labels []segment.Label
+	// OutDir is the output folder the statistics and previews go under; empty: next to none,
+	// and nothing stale is removed (tests, benchmarks).
+	OutDir string
 	Host                string // summary.csv's host column
 	Shard               string // summary.csv's shard column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that

@@ -122,8 +122,10 @@ func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w
 		r.restore(w, worker)
 	}
 	r.dropModel(w)
-	r.putBack(r.inputs, w.in)
-	w.in = nil
+	if !r.cfg.analyses() { // else the writer, which analyses the volume, gives it back
+		r.putBack(r.inputs, w.in)
+		w.in = nil
+	}
 	if err != nil && segCtx.Err() != nil {
 		err = context.Cause(segCtx) // the run's cause, or the writer's failure
 	}

@@ -112,6 +112,15 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		}
 		written = z1
 	}
+	if r.cfg.OutDir != "" {
+		if err := r.analyse(w, track); err != nil {
+			return err
+		}
+	}
+	if w.in != nil { // left for the analyse step
+		r.putBack(r.inputs, w.in)
+		w.in = nil
+	}
 	if w.claim != nil {
 		// Paused past the claim's timeout, this process may have lost the volume to another.
 		if err := w.claim.Check(); err != nil {

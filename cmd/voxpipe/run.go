@@ -188,9 +188,7 @@ func runAction(c *cli.Context) error {
 		log.Info("nothing to do: every mask is up to date", "volumes", len(jobs))
 		return nil
 	default:
-		if err := records.UpdateVolumes(outDir); err != nil {
-			log.Warn("volumes.csv", "err", err)
-		}
+		updateTables(outDir, log)
 	}
 	log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
 		"failed", res.Failed, "records", rec.Dir)
@@ -387,6 +385,8 @@ func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.R
 		StrictDomain: c.Bool("strict-domain"),
 		Statistics:   c.Bool("statistics"),
 		Preview:      c.Bool("preview"),
+		Labels:       es.model.Labels(),
+		OutDir:       c.String("output"),
 		Host:         host,
 		RunID:        rec.ID,
 		Timings:      rec.Timings, Summary: rec.Summary, Log: log,
@@ -399,6 +399,17 @@ func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.R
 		cfg.Volume = &v
 	}
 	return cfg
+}
+
+// updateTables regenerates the output folder's tables derived from every run: volumes.csv and,
+// when volumes have statistics, statistics.csv.
+func updateTables(out string, log *slog.Logger) {
+	if err := records.UpdateVolumes(out); err != nil {
+		log.Warn("volumes.csv", "err", err)
+	}
+	if err := pipeline.MergeStatistics(out); err != nil {
+		log.Warn(pipeline.StatisticsName, "err", err)
+	}
 }
 
 // noteDiscovery says once what discovery left out.

@@ -29,8 +29,8 @@ import (
 	"sync"
 
 	"voxpipe/geometry"
+	"voxpipe/internal/atomicfile"
 	"voxpipe/io/nifti"
-	"voxpipe/report/volstats"
 	"voxpipe/segment"
 )
 
@@ -325,7 +325,7 @@ func WritePNG(path string, img image.Image) error {
 	if err := Encode(&buf, img); err != nil {
 		return err
 	}
-	if err := volstats.WriteFileAtomic(path, buf.Bytes()); err != nil {
+	if err := atomicfile.WriteBytes(path, buf.Bytes()); err != nil {
 		return fmt.Errorf("preview: %w", err)
 	}
 	return nil

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
+	"voxpipe/internal/atomicfile"
 
 	"github.com/gocarina/gocsv"
 )
@@ -72,11 +71,10 @@ func (v *Volume) Rows(volume string) []Row {
 // WriteCSV writes rows, with a header line, to path atomically: a temporary file in the same
 // folder, synced, then renamed over path.
 func WriteCSV(path string, rows []Row) error {
-	var buf bytes.Buffer
-	if err := gocsv.Marshal(&rows, &buf); err != nil {
-		return fmt.Errorf("volstats: %s: %w", path, err)
+	if err := atomicfile.Write(path, func(w io.Writer) error { return gocsv.Marshal(&rows, w) }); err != nil {
+		return fmt.Errorf("volstats: %w", err)
 	}
-	return WriteFileAtomic(path, buf.Bytes())
+	return nil
 }
 
 // ReadCSV reads a statistics.csv that WriteCSV wrote, to merge new rows into it.
@@ -148,7 +146,7 @@ func (v *Volume) WriteJSON(path string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, b)
+	return atomicfile.WriteBytes(path, b)
 }
 
 // ReadJSON reads a statistics.json, keyed by label name.
@@ -158,32 +156,4 @@ func ReadJSON(r io.Reader) (map[string]Entry, error) {
 		return nil, fmt.Errorf("volstats: read statistics json: %w", err)
 	}
 	return m, nil
-}
-
-// WriteFileAtomic writes data to path through a temporary file in the same folder, synced,
-// made 0644 and renamed over path, so readers never see a partial file. The folder must exist.
-func WriteFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("volstats: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("volstats: write %s: %w", path, err)
-	}
-	return nil
 }
