@@ -82,8 +82,8 @@ type Config struct {
 	// OutDir is the output folder the statistics and previews go under; empty: next to none,
 	// and nothing stale is removed (tests, benchmarks).
 	OutDir string
-	Host                string // summary.csv's host column
-	Shard               string // summary.csv's shard column
+	Host   string // summary.csv's host column
+	Shard  string // summary.csv's shard column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that
 	// exits right after it: the exit reclaims them faster than freeing them one by one
 	// (page-locked ones: `voxpipe run` on one volume took ~20 ms less on the GPU machine,
