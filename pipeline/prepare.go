@@ -49,6 +49,9 @@ func (p *gridPlan) modelVoxels() int64 {
 
 // String is summary.csv's grid column: "RAS", "LPS->RAS", "RAS 1x1x1->2.5x2.5x3 mm"...
 func (p *gridPlan) String() string {
+	if p == nil {
+		return ""
+	}
 	s := p.from
 	if !p.ro.Identity() {
 		s += "->" + p.to

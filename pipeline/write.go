@@ -157,6 +157,7 @@ func (r *writers) createMask(ctx context.Context, w *work) (*nifti.Writer, error
 	rec := r.cfg.Provenance
 	rec.Input = w.input
 	rec.Input.XXH3 = h.sum
+	rec.Grid = w.plan.String()
 	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
 		return nil, fmt.Errorf("write %s: %w", w.job.Output, err)
 	}

@@ -196,3 +196,39 @@ func TestResampleAuto(t *testing.T) {
 		t.Errorf("upsampled: mean Dice %.4f, more than 0.03 below the original's %.4f", fine, coarse)
 	}
 }
+
+// TestGridInProvenance: a mask records how its volume met the model, so a rerun that would
+// segment it otherwise (--resample changed) redoes it, and one that would not skips it.
+func TestGridInProvenance(t *testing.T) {
+	h, vals := readFixture(t, "../../fixtures/volumes/phantom_000.nii.gz")
+	in, out := t.TempDir(), t.TempDir()
+	a := h.Affine()
+	for r := range 3 {
+		for c := range 3 {
+			a[r][c] /= 2 // 1.25 x 1.25 x 1.5 mm: resampled under auto
+		}
+	}
+	writeAs(t, filepath.Join(in, "fine.nii"), h, [3]int{h.NX(), h.NY(), h.NZ()}, a, vals)
+	for i, c := range []struct{ resample, reason string }{
+		{"auto", "new"},
+		{"auto", ""}, // up to date
+		{"off", "the model would see the volume otherwise"},
+		{"off", ""},
+	} {
+		id := string(rune('a' + i))
+		code, _, stderr := captureRun(t, "run", "--engine", "cpu", "--resample", c.resample, in, "-o", out, "--run-id", id)
+		if code != 0 {
+			t.Fatalf("run %d: exit %d\n%s", i, code, stderr)
+		}
+		if c.reason == "" {
+			if !strings.Contains(stderr, "nothing to do: every mask is up to date") {
+				t.Errorf("run %d (--resample %s): not skipped:\n%s", i, c.resample, stderr)
+			}
+			continue
+		}
+		sum, err := os.ReadFile(filepath.Join(out, "runs", id, "summary.csv"))
+		if err != nil || !strings.Contains(string(sum), "fine,ok,") || !strings.Contains(string(sum), c.reason) {
+			t.Errorf("run %d (--resample %s): want ok (%s): %v\n%s", i, c.resample, c.reason, err, sum)
+		}
+	}
+}
