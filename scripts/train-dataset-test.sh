@@ -101,7 +101,15 @@ for i, m in zip(ins, masks):
     assert dice > 0.8, (m, dice)
     print(f"{os.path.basename(m)} ({''.join(nib.aff2axcodes(a.affine))}): parenchyma Dice {dice:.3f}")
 EOF
-[ "$(grep -c ',ok,' "$tmp/out/runs/walk/summary.csv")" -eq 3 ] || { cat "$tmp/out/runs/walk/summary.csv"; exit 1; }
+# summary.csv: every volume ok and within the card's domain; the LPS and ASR ones reoriented.
+"$py" - "$tmp/out/runs/walk/summary.csv" <<'EOF'
+import csv, sys
+rows = {r["volume"]: r for r in csv.DictReader(open(sys.argv[1]))}
+assert len(rows) == 3 and all(r["status"] == "ok" and r["domain"] == "ok" for r in rows.values()), rows
+grids = [rows[f"case_00{i}_0000"]["grid"] for i in range(3)]
+assert [g.split()[0] for g in grids] == ["RAS", "LPS->RAS", "ASR->RAS"], grids
+print("summary ok: domain ok;", "; ".join(grids))
+EOF
 
 # The twin's unit tests (model, NIfTI, safetensors, card, dataset folders, reorientation).
 "$py" -m unittest discover -s baseline/tests
