@@ -119,68 +119,70 @@ func axisTaps(nIn, nOut int) []taps {
 }
 
 // Image resamples src (In's dims, x fastest) into a new float32 volume of Out's dims, one
-// separable pass per axis, each on up to GOMAXPROCS goroutines.
+// separable pass per axis, each on up to GOMAXPROCS goroutines. The passes run z, y, x: the
+// first two combine whole planes and rows (streaming, vectorisable), and the x pass, the one
+// that gathers, works on the already reduced volume.
 func Image[T int16 | float32](r *Resample, src []T) []float32 {
 	in, out := r.In, r.Out
 	if len(src) != in[0]*in[1]*in[2] {
 		panic(fmt.Sprintf("geometry.Image: %d values for dims %v", len(src), in))
 	}
-	// x: in -> (out0, in1, in2), converting to float32.
-	a := make([]float32, out[0]*in[1]*in[2])
-	rows := in[1] * in[2]
-	parallelPlanes(rows, max(in[0], out[0]), func(r0, r1 int) {
-		for row := r0; row < r1; row++ {
-			s := src[row*in[0] : (row+1)*in[0]]
-			d := a[row*out[0] : (row+1)*out[0]]
-			for o, t := range r.taps[0] {
-				var acc float32
-				for k, w := range t.w {
-					acc += w * float32(s[t.first+k])
-				}
-				d[o] = acc
-			}
+	// z: in -> (in0, in1, out2), converting to float32.
+	plane := in[0] * in[1]
+	a := make([]float32, plane*out[2])
+	parallelPlanes(out[2], plane, func(z0, z1 int) {
+		for o := z0; o < z1; o++ {
+			combine(a[o*plane:(o+1)*plane], src, plane, r.taps[2][o])
 		}
 	})
-	// y: (out0, in1, in2) -> (out0, out1, in2)
+	// y: (in0, in1, out2) -> (in0, out1, out2)
 	b := a
 	if out[1] != in[1] {
-		b = make([]float32, out[0]*out[1]*in[2])
-		parallelPlanes(in[2], out[0]*max(in[1], out[1]), func(z0, z1 int) {
+		b = make([]float32, in[0]*out[1]*out[2])
+		parallelPlanes(out[2], in[0]*max(in[1], out[1]), func(z0, z1 int) {
 			for z := z0; z < z1; z++ {
-				sp := a[z*out[0]*in[1] : (z+1)*out[0]*in[1]]
-				dp := b[z*out[0]*out[1] : (z+1)*out[0]*out[1]]
+				sp := a[z*plane : (z+1)*plane]
+				dp := b[z*in[0]*out[1] : (z+1)*in[0]*out[1]]
 				for o, t := range r.taps[1] {
-					combine(dp[o*out[0]:(o+1)*out[0]], sp, out[0], t)
+					combine(dp[o*in[0]:(o+1)*in[0]], sp, in[0], t)
 				}
 			}
 		})
 	}
-	// z: (out0, out1, in2) -> out
-	if out[2] == in[2] {
+	// x: (in0, out1, out2) -> out
+	if out[0] == in[0] {
 		return b
 	}
-	plane := out[0] * out[1]
-	c := make([]float32, plane*out[2])
-	parallelPlanes(out[2], plane, func(z0, z1 int) {
-		for o := z0; o < z1; o++ {
-			combine(c[o*plane:(o+1)*plane], b, plane, r.taps[2][o])
+	c := make([]float32, out[0]*out[1]*out[2])
+	rows := out[1] * out[2]
+	parallelPlanes(rows, max(in[0], out[0]), func(r0, r1 int) {
+		for row := r0; row < r1; row++ {
+			s := b[row*in[0] : (row+1)*in[0]]
+			d := c[row*out[0] : (row+1)*out[0]]
+			for o, t := range r.taps[0] {
+				var acc float32
+				for k, w := range t.w {
+					acc += w * s[t.first+k]
+				}
+				d[o] = acc
+			}
 		}
 	})
 	return c
 }
 
 // combine sets d to the weighted sum of the rows (or planes) t.first.. of length n in s.
-func combine(d, s []float32, n int, t taps) {
+func combine[T int16 | float32](d []float32, s []T, n int, t taps) {
 	first := s[t.first*n : (t.first+1)*n]
 	w0 := t.w[0]
 	for i, v := range first {
-		d[i] = w0 * v
+		d[i] = w0 * float32(v)
 	}
 	for k := 1; k < len(t.w); k++ {
 		w := t.w[k]
 		row := s[(t.first+k)*n : (t.first+k+1)*n]
 		for i, v := range row {
-			d[i] += w * v
+			d[i] += w * float32(v)
 		}
 	}
 }
