@@ -38,12 +38,17 @@ type gridPlan struct {
 // identity reports whether the model reads the volume as stored.
 func (p *gridPlan) identity() bool { return p.ro.Identity() && p.rs == nil }
 
+// modelDims are the dims of the model's view.
+func (p *gridPlan) modelDims() [3]int {
+	if p.rs != nil {
+		return p.rs.Out
+	}
+	return p.ro.OutDims()
+}
+
 // modelVoxels is the size of the model's view.
 func (p *gridPlan) modelVoxels() int64 {
-	d := p.ro.OutDims()
-	if p.rs != nil {
-		d = p.rs.Out
-	}
+	d := p.modelDims()
 	return int64(d[0]) * int64(d[1]) * int64(d[2])
 }
 
@@ -130,7 +135,7 @@ func (r *readers) prepare(w *work, track string) error {
 	w.plan = p
 	w.sum.Grid = p.String()
 	verdict := segment.CheckDomain(r.cfg.Card, segment.DomainInput{
-		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil,
+		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil, ModelDims: p.modelDims(),
 		Orientation: p.oriented, Constant: w.flat, Quantiles: segment.VolumeQuantiles(&w.vol),
 	})
 	w.sum.Domain = verdict.String()
