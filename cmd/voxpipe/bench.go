@@ -22,8 +22,9 @@ import (
 
 func init() {
 	commands = append(commands, &cli.Command{
-		Name:  "bench",
-		Usage: "time the engine on one volume (kernels, copies, pinned-in to mask-out) and the whole file-to-file run",
+		Name:   "bench",
+		Before: requireFlags("output"),
+		Usage:  "time the engine on one volume (kernels, copies, pinned-in to mask-out) and the whole file-to-file run",
 		Description: "Generates a phantom of --dims (or takes --input, an int16 NIfTI), runs the engine --runs times\n" +
 			"after --warmup untimed runs on the volume in (pinned) host memory, then times reading the\n" +
 			"volume from a .nii file alone (run's read stage), writing its mask alone, and `run` on that file\n" +
@@ -36,7 +37,7 @@ func init() {
 			"minutes a run, times 128x128x64 with --runs 3, --warmup 1, --file-runs 1 (seconds in all).\n" +
 			"Flags given explicitly are kept, on either engine.",
 		Flags: append(engineFlags("0"),
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for the CSVs and the files it times"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "folder for the CSVs and the files it times (required)"},
 			&cli.StringFlag{Name: "input", Usage: "int16 NIfTI volume to time (default: a generated phantom)"},
 			&cli.StringFlag{Name: "dims", Usage: "phantom size NXxNYxNZ",
 				DefaultText: gpuBenchDefaults.dims + "; CPU engine: " + cpuBenchDefaults.dims},
