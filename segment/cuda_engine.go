@@ -55,8 +55,8 @@ type cudaEngine struct {
 	reqs chan func() // to the context's thread; nil func stops it
 
 	// The thread makes the context and runs setup after NewCUDAEngineWith has returned, while
-	// the pipeline reads the first volume (docs/perf.md: the context alone takes ~0.1 s):
-	// ready is closed when it is done, openErr says why it failed.
+	// the pipeline reads the first volume (the context alone takes long: docs/perf.md): ready
+	// is closed when it is done, openErr says why it failed.
 	ready   chan struct{}
 	openErr error
 

@@ -67,7 +67,7 @@ func (b *pinnedBuffer) Free() error {
 }
 
 // AllocHost implements HostAllocator: portable page-locked memory (mmap'd, faulted in on all
-// cores, then cuMemHostRegister: 7x faster than cuMemHostAlloc for a volume, docs/perf.md), so
+// cores, then cuMemHostRegister: faster than cuMemHostAlloc, docs/perf.md), so
 // any GPU engine of the process copies from it at full speed. It returns once the memory is
 // mapped and faulted in, which needs no context; the page-locking follows on the engine's thread
 // (while the caller fills the buffer), and Segment does any still pending before it copies. The
