@@ -237,14 +237,9 @@ func LabelsBack(dst, src []uint8, ro Reorient, rs *Resample) {
 	var t [3][]int
 	for a := range 3 {
 		b := ro.Perm[a]
-		n := ro.In[b]
-		t[b] = make([]int, n)
-		for i := range n {
-			c := i
-			if ro.Flip[a] {
-				c = n - 1 - i
-			}
-			t[b][i] = near[a][c] * stride[a]
+		t[b] = make([]int, ro.In[b])
+		for i := range t[b] {
+			t[b][i] = near[a][ro.along(a, i)] * stride[a]
 		}
 	}
 	gather(dst, src, ro.In, t)
