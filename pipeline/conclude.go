@@ -30,6 +30,7 @@ func (r *runner) fail(w *work, err error) {
 		r.putBack(r.masks, w.mask)
 		w.mask = nil
 	}
+	r.dropModel(w)
 	r.releaseReservation(w)
 	if err == nil {
 		err = errors.New("unknown error")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"voxpipe/geometry"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/timing"
@@ -35,6 +36,9 @@ func serialMask(t *testing.T, path, input string, mask []uint8, cfg Config) []by
 	}
 	if rec.Input.XXH3, err = provenance.Hash(context.Background(), files); err != nil {
 		t.Fatal(err)
+	}
+	if rec.Grid, err = geometry.Axcodes(hdr.Affine()); err != nil || rec.Grid != geometry.Canonical {
+		t.Fatalf("test volume in orientation %q (%v): the serial reference segments it as stored", rec.Grid, err)
 	}
 	mh := nifti.MaskHeader(hdr, uint8(cfg.Classes-1), cfg.Descrip)
 	mh.Extensions = []nifti.Extension{rec.Extension()}

@@ -107,8 +107,11 @@ func (r *runner) take(ctx context.Context, job Job) *work {
 		return nil
 	}
 	dims := [3]int{w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()}
-	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Provenance.Model,
-		provenance.Options{VerifyHash: r.cfg.VerifyInputs})
+	opt := provenance.Options{VerifyHash: r.cfg.VerifyInputs}
+	if p, err := r.planFor(w.hdr); err == nil { // else the read stage fails the volume
+		opt.Grid, opt.AsStored = p.String(), p.identity()
+	}
+	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Provenance.Model, opt)
 	switch {
 	case verdict == provenance.UpToDate && !r.cfg.Overwrite:
 		r.conclude(w, timing.StatusSkipped, why)

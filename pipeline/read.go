@@ -77,6 +77,9 @@ func (r *readers) read(ctx context.Context, reader int, w *work) bool {
 	err = r.decode(ctx, reader, w)
 	w.readEnd = time.Now()
 	r.releaseScratch(w) // decode has closed the reader and with it any inflate memory
+	if err == nil {
+		err = r.prepare(w, fmt.Sprintf("reader %d", reader))
+	}
 	if err != nil {
 		r.fail(w, err)
 		return false
@@ -152,6 +155,7 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 		return fmt.Errorf("read %s: %w", w.job.Input, ErrNonFinite)
 	}
 	w.vol.Norm = segment.NormFor(mu, sigma, slope, inter)
+	w.flat = stats.Flat(slope, inter)
 	return nil
 }
 

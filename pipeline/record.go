@@ -41,6 +41,8 @@ func (r *runner) record(w *work, s timing.Span) {
 		w.sum.D2HMS += s.DurationMS
 	case timing.StageSegment:
 		// the summary's segment time is the engine call's wall time, set by segment()
+	case timing.StagePrepare, timing.StageRestore, timing.StageAnalyse:
+		// in timings.csv only
 	default: // kernels, or finer kernel groups
 		// Time with a kernel running: the CUDA fp16 engine's kernels of consecutive slabs
 		// overlap (two streams); engines report them in order.

@@ -64,6 +64,24 @@ type Config struct {
 	// OnBusy, when set, takes the jobs claimed by live processes instead of a busy row (the
 	// watch service hands them out again later).
 	OnBusy func(Job)
+	// Card is the model's card (nil: the model has none): the orientation and spacing volumes
+	// are brought to, and the domain they are checked against (prepare.go).
+	Card *segment.Card
+	// Resample lets volumes whose voxel size differs from the card's by more than
+	// geometry.SpacingTolerance be resampled to it (--resample auto); false: they are only
+	// reoriented.
+	Resample bool
+	// StrictDomain fails volumes the domain check warns about.
+	StrictDomain bool
+	// Statistics and Preview write, for each volume segmented, its per-label statistics
+	// (statistics/<volume>.json and .csv) and a preview PNG (previews/<volume>.png) beside its
+	// mask (analyse.go).
+	Statistics, Preview bool
+	// Labels name and colour the classes in statistics and previews (segment.Model.Labels).
+	Labels []segment.Label
+	// OutDir is the output folder the statistics and previews go under; empty: next to none,
+	// and nothing stale is removed (tests, benchmarks).
+	OutDir string
 	Host   string // summary.csv's host column
 	Shard  string // summary.csv's shard column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that

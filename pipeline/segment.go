@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"voxpipe/geometry"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 )
@@ -80,17 +81,25 @@ func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w
 	w.segStart = start
 	w.mu.Unlock()
 	sawSegment := false
-	plane := int64(w.vol.NX) * int64(w.vol.NY)
-	err = eng.Segment(segCtx, &w.vol, w.mask.bytes[:voxels], segment.Options{
+	// The engine reads the volume as stored and its labels go straight to the writer, or it
+	// reads the model's view (prepare.go) and the restore step below brings them back.
+	vol, out, onSlab := &w.vol, w.mask.bytes[:voxels], w.seg.slabDone
+	if w.model != nil {
+		vol, out, onSlab = w.model, w.modelMask, nil
+	}
+	plane := int64(vol.NX) * int64(vol.NY)
+	err = eng.Segment(segCtx, vol, out, segment.Options{
 		Slab:       r.cfg.Slab,
-		OnSlabDone: w.seg.slabDone,
+		OnSlabDone: onSlab,
 		OnEvent: func(ev segment.Event) {
 			s := start.Add(ev.Start)
 			switch ev.Stage {
 			case timing.StageSegment:
 				sawSegment = true
-				r.progress().PlanesDone(w.job, int(ev.Voxels/plane))
-			case timing.StageD2H: // a GPU slab is done when its mask is back
+			}
+			switch {
+			case w.model != nil: // progress counts the input's planes, all restored at once
+			case ev.Stage == timing.StageSegment, ev.Stage == timing.StageD2H: // a GPU slab is done when its mask is back
 				r.progress().PlanesDone(w.job, int(ev.Voxels/plane))
 			}
 			r.record(w, timing.Span{Process: device, Track: string(ev.Stage), Row: timing.Row{
@@ -109,8 +118,14 @@ func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w
 		r.span(w, span{stage: timing.StageSegment, slab: -1, device: device, track: fmt.Sprintf("engine %d", worker),
 			start: start, end: end, voxels: int64(voxels)})
 	}
-	r.putBack(r.inputs, w.in)
-	w.in = nil
+	if err == nil && w.model != nil {
+		r.restore(w, worker)
+	}
+	r.dropModel(w)
+	if !r.cfg.analyses() { // else the writer, which analyses the volume, gives it back
+		r.putBack(r.inputs, w.in)
+		w.in = nil
+	}
 	if err != nil && segCtx.Err() != nil {
 		err = context.Cause(segCtx) // the run's cause, or the writer's failure
 	}
@@ -118,4 +133,17 @@ func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w
 		w.setErr(fmt.Errorf("segment %s: %w", w.job.Input, err))
 	}
 	r.release(w)
+}
+
+// restore maps the labels the engine made on the model's view back to the input's grid, each
+// voxel taking the label of the model voxel that contains its centre, and hands them all to
+// the writer at once.
+func (r *engines) restore(w *work, worker int) {
+	start := time.Now()
+	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
+	geometry.LabelsBack(w.mask.bytes[:voxels], w.modelMask, w.plan.ro, w.plan.rs)
+	r.span(w, span{stage: timing.StageRestore, slab: -1, device: timing.DeviceHost, track: fmt.Sprintf("engine %d", worker),
+		start: start, end: time.Now(), voxels: int64(voxels)})
+	r.progress().PlanesDone(w.job, w.vol.NZ)
+	w.seg.slabDone(0, w.vol.NZ)
 }

@@ -112,6 +112,15 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		}
 		written = z1
 	}
+	if r.cfg.OutDir != "" {
+		if err := r.analyse(w, track); err != nil {
+			return err
+		}
+	}
+	if w.in != nil { // left for the analyse step
+		r.putBack(r.inputs, w.in)
+		w.in = nil
+	}
 	if w.claim != nil {
 		// Paused past the claim's timeout, this process may have lost the volume to another.
 		if err := w.claim.Check(); err != nil {
@@ -148,6 +157,7 @@ func (r *writers) createMask(ctx context.Context, w *work) (*nifti.Writer, error
 	rec := r.cfg.Provenance
 	rec.Input = w.input
 	rec.Input.XXH3 = h.sum
+	rec.Grid = w.plan.String()
 	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
 		return nil, fmt.Errorf("write %s: %w", w.job.Output, err)
 	}

@@ -10,6 +10,12 @@ const (
 	StageStats   Stage = "stats"   // the normalisation statistics (a merge when fused into the read)
 	StageSegment Stage = "segment" // the engine call; the CPU engine's per-slab events
 	StageWrite   Stage = "write"   // writing the mask's planes; slab -1 is the commit
+	// Geometry and analysis, when they apply: bringing the volume to the model's orientation and
+	// spacing (after the read), its labels back to the input's grid (after the engine), and the
+	// statistics and preview (before the commit).
+	StagePrepare Stage = "prepare"
+	StageRestore Stage = "restore"
+	StageAnalyse Stage = "analyse"
 )
 
 // The GPU engine's per-slab events, within the segment stage.
