@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -205,10 +206,33 @@ func TestEngineFailsMidVolume(t *testing.T) {
 	}
 }
 
+// writeSeen closes seen at the first write row of volume.
+type writeSeen struct {
+	volume string
+	seen   chan struct{}
+	once   sync.Once
+}
+
+func (w *writeSeen) Row(r timing.Row) {
+	if r.Volume == w.volume && r.Stage == timing.StageWrite {
+		w.once.Do(func() { close(w.seen) })
+	}
+}
+
+func (w *writeSeen) Summary(timing.Summary) {}
+
 func testEngineFails(t *testing.T, failAt int) {
 	b := newBatch(t, 3) // volb has 12 slices: slabs 0..2 of 4
-	eng := allocatingEngine{&signEngine{failNZ: 12, failAt: failAt, delay: 10 * time.Millisecond}}
-	out := runBatch(t, context.Background(), b, eng, nil)
+	// The engine fails only once the writer has streamed some of volb (a loaded machine may
+	// otherwise schedule the writer after the failure, and the test would test nothing).
+	written := &writeSeen{volume: "volb", seen: make(chan struct{})}
+	eng := allocatingEngine{&signEngine{failNZ: 12, failAt: failAt, delay: 10 * time.Millisecond, beforeFail: func() {
+		select {
+		case <-written.seen:
+		case <-time.After(10 * time.Second):
+		}
+	}}}
+	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Observer = written })
 	if out.err != nil || out.res != (Result{OK: 2, Failed: 4}) {
 		t.Fatalf("%+v %v, want 2 ok and 4 failed (3 bad inputs, volb)", out.res, out.err)
 	}

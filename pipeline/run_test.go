@@ -31,6 +31,8 @@ type signEngine struct {
 	failNZ, failAt int
 	// afterSlab, when set, is called after each slab is reported.
 	afterSlab func(vol *segment.Volume, slab int)
+	// beforeFail, when set, is called before the engine fails (failNZ, failAt).
+	beforeFail func()
 
 	allocs atomic.Int64
 	live   atomic.Int64
@@ -50,6 +52,9 @@ func (e *signEngine) Segment(ctx context.Context, vol *segment.Volume, out []uin
 			return err
 		}
 		if e.failNZ == vol.NZ && e.failAt == slab {
+			if e.beforeFail != nil {
+				e.beforeFail()
+			}
 			return errEngine
 		}
 		t := time.Now()
@@ -76,6 +81,9 @@ func (e *signEngine) Segment(ctx context.Context, vol *segment.Volume, out []uin
 	}
 	if e.failNZ == vol.NZ && e.failAt == (vol.NZ+opt.Slab-1)/opt.Slab {
 		time.Sleep(e.delay) // the writer has had time to write everything
+		if e.beforeFail != nil {
+			e.beforeFail()
+		}
 		return errEngine
 	}
 	return nil
