@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""Train the twin (AttnGateNet) on phantoms written by `voxpipe gen`, validate on held-out ones,
-save the best weights as a voxpipe safetensors file.
+"""Train the twin (AttnGateNet) on labelled volumes, validate on held-out ones, save the best
+weights as a voxpipe safetensors file with a model card.
 
-Data layout (what `voxpipe gen -o DIR` writes): DIR/volumes/<name>.nii.gz (int16 images) and
-DIR/truth/<name>.nii.gz (uint8 labels 0 background, 1 tissue, 2 fluid, 3 lesion).
+Data (voxpipe_twin.dataset): a folder `voxpipe gen -o DIR` wrote (DIR/volumes/<name>.nii.gz
+int16 images, DIR/truth/<name>.nii.gz labels 0 background, 1 tissue, 2 fluid, 3 lesion), or an
+nnU-Net-style dataset folder (dataset.json, imagesTr/<case>_0000.nii.gz, labelsTr/<case>.nii.gz;
+one channel; label names from dataset.json). Every case is reoriented to RAS (permutations and
+flips from its affine); a case whose spacing differs from the training cases' median by more
+than --resample-tolerance on an axis is resampled to the median (image trilinear, labels
+nearest). Validation: --val-dir, or --val-fraction of the training folder (fixed --split-seed).
 
 Training: random crops (--crop XxYxZ, clamped to the volume; "full" = whole volumes) with random
 flips, loss = class-weighted cross-entropy (weights (class frequency)^-1/2) + soft Dice over
@@ -13,16 +18,17 @@ that whole-volume inference does not see. Adam, linear warm-up then cosine decay
 and numpy, deterministic algorithms: the same command on the same kind of device gives the same
 weights (unless --time-limit cuts it short).
 
-Validation runs whole-volume inference (voxpipe_twin.segment_volume) on every --val-dir volume
+Validation runs whole-volume inference (voxpipe_twin.segment_volume) on every validation volume
 and reports per-class Dice (classes 1..K-1, averaged over volumes) and their mean; the weights
-with the best mean are saved, with the training description in the metadata.
+with the best mean are saved, with the training description and the model card (name, spacing,
+orientation RAS, labels and colours, the training volumes' spacing range and normalised
+intensity quantiles) in the metadata.
 
     python3 baseline/train.py --train-dir /tmp/train --val-dir /tmp/val --out out/model.safetensors
 """
 
 import argparse
 import copy
-import glob
 import math
 import os
 import shlex
@@ -37,8 +43,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from voxpipe_twin import model as M  # noqa: E402
-from voxpipe_twin import nifti  # noqa: E402
-from voxpipe_twin.normalize import normalize_nifti  # noqa: E402
+from voxpipe_twin import dataset as D  # noqa: E402
+from voxpipe_twin import modelcard  # noqa: E402
 
 REACH = M.HALO  # voxels of context the network reads on each side, along every axis
 CALIBRATE = 30  # steps timed before --time-limit fixes the number of steps
@@ -60,38 +66,65 @@ def parse_dims(s):
     return parts[2], parts[1], parts[0]
 
 
-def list_pairs(directory):
-    vols = sorted(glob.glob(os.path.join(directory, "volumes", "*.nii.gz")) +
-                  glob.glob(os.path.join(directory, "volumes", "*.nii")))
-    pairs = []
-    for v in vols:
-        name = os.path.basename(v)
-        t = os.path.join(directory, "truth", name)
-        if not os.path.exists(t):
-            raise SystemExit(f"{v}: no truth file {t}")
-        pairs.append((v, t))
-    if not pairs:
-        raise SystemExit(f"{directory}: no volumes/*.nii.gz")
-    return pairs
+def split_cases(cases, fraction, seed):
+    """(train, val): a fraction of the cases (at least one) for validation, picked by a numpy
+    Generator seeded with seed, so the same folder and seed give the same split."""
+    if not 0 < fraction < 1:
+        raise SystemExit(f"--val-fraction {fraction}: want a fraction between 0 and 1")
+    n_val = max(1, int(round(fraction * len(cases))))
+    if n_val >= len(cases):
+        raise SystemExit(f"--val-fraction {fraction} of {len(cases)} cases leaves none to train"
+                         " on: add cases or give --val-dir")
+    pick = set(np.random.default_rng(seed).permutation(len(cases))[:n_val].tolist())
+    return ([c for i, c in enumerate(cases) if i not in pick],
+            [c for i, c in enumerate(cases) if i in pick])
 
 
-def load_set(directory, classes, limit=0):
-    """[(name, x float32 (D,H,W), truth uint8 (D,H,W))], plus the first volume's header."""
-    pairs = list_pairs(directory)
-    if limit:
-        pairs = pairs[:limit]
-    out, first = [], None
-    for vpath, tpath in pairs:
-        h, stored = nifti.read_nifti(vpath)
-        th, truth = nifti.read_nifti(tpath)
-        if truth.shape != stored.shape:
-            raise SystemExit(f"{tpath}: shape {truth.shape} != volume {stored.shape}")
-        truth = truth.astype(np.int64)
-        if truth.min() < 0 or truth.max() >= classes:
-            raise SystemExit(f"{tpath}: labels outside 0..{classes - 1}")
-        out.append((os.path.basename(vpath), normalize_nifti(h, stored), truth.astype(np.uint8)))
-        first = first or h
-    return out, first
+def load_data(args):
+    """Reads, checks, reorients and splits the data. Returns (info, train cases, val cases);
+    cases are voxpipe_twin.dataset.Case."""
+    try:
+        info = D.dataset_info(args.train_dir)
+        listed = D.list_cases(info)
+        if args.val_dir:
+            vinfo = D.dataset_info(args.val_dir)
+            if vinfo.label_names != info.label_names:
+                raise SystemExit(f"{args.val_dir}: labels {vinfo.label_names} differ from the"
+                                 f" training folder's {info.label_names}")
+            tr, va = listed, D.list_cases(vinfo)
+        else:
+            tr, va = split_cases(listed, args.val_fraction, args.split_seed)
+        if args.max_train:
+            tr = tr[:args.max_train]
+        if args.max_val:
+            va = va[:args.max_val]
+        k = len(info.label_names)
+        return info, D.load_cases(info, tr, k), D.load_cases(info, va, k)
+    except D.DatasetError as e:
+        raise SystemExit(f"train.py: {e}") from e
+
+
+def prepare_set(cases, target, tolerance):
+    """[(name, x float32 (D,H,W), truth uint8 (D,H,W))] and how many were resampled."""
+    out, n = [], 0
+    for c in cases:
+        x, t, resampled = D.prepare(c, target, tolerance)
+        out.append((c.name, x, t))
+        n += resampled
+    return out, n
+
+
+def build_card(args, info, train_cases, target):
+    """The model card of a model trained on train_cases at spacing target (RAS)."""
+    try:
+        return D.card_for(info, train_cases, target, name=args.name,
+                          fallback_name=os.path.splitext(os.path.basename(args.out))[0],
+                          version=args.model_version, modality=args.modality,
+                          intended_use=args.intended_use, colors=args.colors,
+                          training_data=args.training_data, data_desc=args.data_desc,
+                          quantile_tolerance=args.quantile_tolerance)
+    except modelcard.CardError as e:
+        raise SystemExit(f"train.py: {e}") from e
 
 
 def dice_per_class(pred, truth, classes):
@@ -193,8 +226,17 @@ def loss_fn(logits, target, mask, weights, dice_weight):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--train-dir", required=True, help="phantoms to train on (voxpipe gen -o)")
-    ap.add_argument("--val-dir", required=True, help="held-out phantoms to validate on")
+    ap.add_argument("--train-dir", required=True,
+                    help="labelled volumes to train on: a voxpipe gen folder or an nnU-Net-style"
+                         " dataset folder (dataset.json, imagesTr/, labelsTr/)")
+    ap.add_argument("--val-dir", help="held-out labelled volumes to validate on (same layouts);"
+                                      " without it, --val-fraction of --train-dir")
+    ap.add_argument("--val-fraction", type=float, default=0.2,
+                    help="without --val-dir: the fraction of the cases held out for validation")
+    ap.add_argument("--split-seed", type=int, default=0, help="seed of the --val-fraction split")
+    ap.add_argument("--resample-tolerance", type=float, default=0.10,
+                    help="a case whose spacing differs from the training median by more than"
+                         " this (relative, on any axis) is resampled to the median")
     ap.add_argument("--out", default="out/model.safetensors", help="weights file to write")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=4)
@@ -207,7 +249,8 @@ def main():
     ap.add_argument("--device", default="auto", help="auto (cuda if available), cuda, cuda:1, cpu")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     ap.add_argument("--channels", type=int, default=16)
-    ap.add_argument("--classes", type=int, default=4)
+    ap.add_argument("--classes", type=int, default=0,
+                    help="number of classes (0: the dataset's labels; 4 for voxpipe gen)")
     ap.add_argument("--val-every", type=int, default=250)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--max-train", type=int, default=0, help="use only the first N train volumes")
@@ -224,6 +267,24 @@ def main():
                     help="let cuDNN pick the fastest (non-deterministic) algorithms")
     ap.add_argument("--data-desc", default="",
                     help="how the data was made (e.g. the voxpipe gen commands), for the metadata")
+    cg = ap.add_argument_group("model card (segment/card.go; see docs/model.md)")
+    cg.add_argument("--name", default="",
+                    help="model name (default: dataset.json's name, else the --out file's)")
+    cg.add_argument("--model-version", default="1", help="model version")
+    cg.add_argument("--modality", default="",
+                    help="imaging modality, e.g. 'T1-weighted MR' (default: dataset.json's"
+                         " channel 0 name)")
+    cg.add_argument("--intended-use", default="Research use only; not for clinical use.",
+                    help="what the model may be used for")
+    cg.add_argument("--colors", default="",
+                    help="label colours: NAME=#rrggbb or VALUE=#rrggbb, comma-separated, or"
+                         " #rrggbb by value (default: black background, then a palette of"
+                         " distinct colours)")
+    cg.add_argument("--training-data", default="",
+                    help="description of the training data (default: the folder, the"
+                         " dataset.json name and description, and --data-desc)")
+    cg.add_argument("--quantile-tolerance", type=float, default=modelcard.QUANTILE_TOLERANCE,
+                    help="domain check slack around the training quantiles, in normalised units")
     args = ap.parse_args()
     command = "python3 " + " ".join(shlex.quote(a) for a in sys.argv)
 
@@ -247,13 +308,25 @@ def main():
     log(f"torch {torch.__version__} device {device}"
         + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else
            f" ({torch.get_num_threads()} threads)"))
-    train, first = load_set(args.train_dir, args.classes, args.max_train)
-    val, _ = load_set(args.val_dir, args.classes, args.max_val)
-    weights_np, counts = class_weights(train, args.classes)
-    names = M.default_metadata(M.AttnGateNet(args.channels, args.classes))["class_names"].split(",")
+    info, train_cases, val_cases = load_data(args)
+    names = info.label_names
+    if args.classes and args.classes != len(names):
+        raise SystemExit(f"--classes {args.classes}, but {args.train_dir} has {len(names)} labels"
+                         f" ({', '.join(names)})")
+    args.classes = len(names)
+    target = D.median_spacing(train_cases)
+    train, n_rs = prepare_set(train_cases, target, args.resample_tolerance)
+    val, n_rs_val = prepare_set(val_cases, target, args.resample_tolerance)
+    card = build_card(args, info, train_cases, target)
+    first = train_cases[0].header
     dims = sorted({tuple(reversed(x.shape)) for _, x, _ in train})
-    log(f"loaded {len(train)} train + {len(val)} val volumes, dims (x,y,z) {dims},"
-        f" in {time.time() - t_start:.1f}s")
+    orients = sorted({c.source_orientation for c in train_cases + val_cases})
+    log(f"loaded {len(train)} train + {len(val)} val volumes ({info.layout} layout, labels"
+        f" {', '.join(names)}), stored as {'/'.join(orients)}, reoriented to RAS; spacing (x,y,z)"
+        f" {'x'.join(f'{v:g}' for v in target)} mm (median), {n_rs} train + {n_rs_val} val"
+        f" resampled to it; dims (x,y,z) {dims}, in {time.time() - t_start:.1f}s")
+    del train_cases, val_cases  # the prepared arrays are all training needs from here
+    weights_np, counts = class_weights(train, args.classes)
     log("class fractions " + " ".join(f"{names[k]} {counts[k] / counts.sum():.4f}"
                                       for k in range(args.classes))
         + " | loss weights " + " ".join(f"{w:.2f}" for w in weights_np))
@@ -342,18 +415,22 @@ def main():
     mean, state, best_step, dice = best
     model.load_state_dict(state)
     model.to("cpu")
-    first_desc = first.descrip if first is not None else ""
+    val_from = args.val_dir or f"{args.train_dir} (--val-fraction {args.val_fraction:g}," \
+        f" --split-seed {args.split_seed})"
     description = (
         f"{args.data_desc + '; ' if args.data_desc else ''}"
-        f"trained on {len(train)} phantoms from `voxpipe gen` in {args.train_dir} (dims x,y,z {dims};"
-        f" first volume: '{first_desc}'), validated on {len(val)} held-out phantoms in {args.val_dir};"
+        f"trained on {len(train)} volumes ({info.layout} layout) in {args.train_dir} (dims x,y,z"
+        f" {dims} after reorientation to RAS and resampling to"
+        f" {'x'.join(f'{v:g}' for v in target)} mm; first volume: '{first.descrip}'), validated on"
+        f" {len(val)} held-out volumes in {val_from};"
         f" seed {args.seed}, {step} steps"
         f"{f' (of {requested_steps} requested; --time-limit {args.time_limit:g}s)' if step != requested_steps else ''},"
         f" batch {args.batch}, crop {crop[2]}x{crop[1]}x{crop[0]}, Adam lr {args.lr}, weighted CE +"
         f" {args.dice_weight} soft Dice; best at step {best_step}: val Dice {fmt_dice(dice, names)}"
         f" mean {mean:.4f}; torch {torch.__version__} on {device.type}; command: {command}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    M.save_safetensors(model, args.out, {"description": description})
+    M.save_safetensors(model, args.out, {"description": description, "class_names": ",".join(names),
+                                         modelcard.CARD_KEY: modelcard.encode(card)})
     log(f"best val mean Dice {mean:.4f} at step {best_step} ({fmt_dice(dice, names)})")
     log(f"trained {step} steps in {train_s:.1f}s ({step / max(train_s, 1e-9):.2f} steps/s incl."
         f" validation); total {time.time() - t_start:.1f}s; wrote {args.out}")

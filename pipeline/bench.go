@@ -91,43 +91,44 @@ func (s Spread) String() string {
 	return fmt.Sprintf("%.2f ms [%.2f-%.2f]", s.Median, s.Min, s.Max)
 }
 
-// ReadAll reads (decodes and normalises) every job's volume with readers in parallel and does
+// ReadAll reads (decodes and normalises) every job's volume with nReaders in parallel and does
 // nothing else: the readers-alone throughput that a batch run is measured against. It runs
-// the read stage of Run itself (volumes on max(1, GOMAXPROCS / min(readers, volumes))
+// the read stage of Run itself (volumes on max(1, GOMAXPROCS / min(nReaders, volumes))
 // goroutines each: uncompressed ones by z-ranges, statistics fused, gzipped ones inflated
 // whole first when there are several goroutines, else in order), into
 // buffers it allocates as Run does (plain host memory: an engine's pinned allocator is not
 // used). It returns the wall time and the voxels read.
-func ReadAll(ctx context.Context, jobs []Job, readers, slab int) (time.Duration, int64, error) {
-	r := &runner{cfg: Config{Jobs: jobs, Readers: readers, Slab: slab, Progress: nopProgress{}},
+func ReadAll(ctx context.Context, jobs []Job, nReaders, slab int) (time.Duration, int64, error) {
+	r := &runner{cfg: Config{Jobs: jobs, Readers: nReaders, Slab: slab, Progress: nopProgress{}},
 		t0: time.Now(), log: discardLogger}
-	bufs := make([]*hostBuffer, readers)
+	bufs := make([]*hostBuffer, nReaders)
 	for i := range bufs {
 		bufs[i] = &hostBuffer{alloc: defaultAllocator, headroom: inputHeadroom}
 	}
 	r.inputs = NewPool(bufs...)
 	defer r.freeBuffers()
 	r.masks = NewPool[*hostBuffer]()
-	queue := make(chan Job)
+	todo := make(chan Job)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		defer close(queue)
+		defer close(todo)
 		for _, j := range jobs {
 			select {
-			case queue <- j:
+			case todo <- j:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
 		return nil
 	})
+	rd := &readers{runner: r}
 	var mu sync.Mutex
 	var voxels int64
-	for i := 0; i < readers; i++ {
+	for i := 0; i < nReaders; i++ {
 		g.Go(func() error {
-			for j := range queue {
+			for j := range todo {
 				w := &work{job: j}
-				if !r.read(ctx, i, w) {
+				if !rd.read(ctx, i, w) {
 					return fmt.Errorf("pipeline: read %s: %s", j.Input, w.sum.Error)
 				}
 				r.inputs.Put(w.in)

@@ -44,10 +44,14 @@ func (b *budget) release(n int64) {
 	}
 }
 
-// volumeNeeds is what a volume's buffers take: its input buffer (with headroom), its mask, and
-// the memory a gzipped file is inflated into when it cannot be inflated straight into the
-// input buffer. files are the input's files (work.files: the data file last).
-func (r *runner) volumeNeeds(h *nifti.Header, files []string) (in, mask, scratch int64) {
+// volumeNeeds is what a volume's buffers take: its input buffer (with headroom), its mask, the
+// memory a gzipped file is inflated into when it cannot be inflated straight into the input
+// buffer, and the model's view of it when it is reoriented or resampled (prepare.go). files
+// are the input's files (work.files: the data file last).
+func (r *runner) volumeNeeds(h *nifti.Header, files []string) (in, mask, scratch, prep int64) {
+	if p, err := r.planFor(h); err == nil { // else prepare fails the volume
+		prep = p.prepareBytes(h)
+	}
 	voxels := int64(h.NX()) * int64(h.NY()) * int64(h.NZ())
 	sample := int64(4)
 	asInt16 := nifti.Int16Exact(h.Datatype)
@@ -58,12 +62,11 @@ func (r *runner) volumeNeeds(h *nifti.Header, files []string) (in, mask, scratch
 	mask = voxels
 	volumes := h.Volumes()
 	gz := len(files) > 0 && nifti.Gzipped(files[len(files)-1])
-	direct := volumes == 1 && !h.Swapped() &&
-		(asInt16 && h.Datatype == nifti.Int16 || !asInt16 && h.Datatype == nifti.Float32)
+	direct := volumes == 1 && !h.Swapped() && engineReads(h.Datatype) // inflated into the input buffer
 	if gz && r.cfg.readThreads() > 1 && !direct && volumes <= 2 {
 		scratch = h.VoxOffset + volumes*voxels*int64(h.BitPix/8)
 	}
-	return in, mask, scratch
+	return in, mask, scratch, prep
 }
 
 // admit reserves the memory volume w needs before its reader sizes anything for it (see
@@ -73,12 +76,12 @@ func (r *runner) admit(ctx context.Context, w *work) error {
 	if b == nil {
 		return nil
 	}
-	in, mask, scratch := r.volumeNeeds(w.hdr, w.files)
-	if need := in + mask + scratch; need > b.limit {
-		return fmt.Errorf("read %s: %w: its buffers need %s (input %s, mask %s, inflate %s), the budget is %s",
-			w.job.Input, ErrMemoryBudget, gib(need), gib(in), gib(mask), gib(scratch), gib(b.limit))
+	in, mask, scratch, prep := r.volumeNeeds(w.hdr, w.files)
+	if need := in + mask + scratch + prep; need > b.limit {
+		return fmt.Errorf("read %s: %w: its buffers need %s (input %s, mask %s, inflate %s, model's view %s), the budget is %s",
+			w.job.Input, ErrMemoryBudget, gib(need), gib(in), gib(mask), gib(scratch), gib(prep), gib(b.limit))
 	}
-	growth := max(0, in-int64(w.in.capacity())) + mask + scratch
+	growth := max(0, in-int64(w.in.capacity())) + mask + scratch + prep
 	if b.sem.TryAcquire(growth) {
 		w.reserved, w.scratch = growth, scratch
 		return nil
@@ -87,7 +90,7 @@ func (r *runner) admit(ctx context.Context, w *work) error {
 	defer b.waiters.Add(-1)
 	r.freeBuffer(w.in)
 	r.trimIdle()
-	full := in + mask + scratch
+	full := in + mask + scratch + prep
 	if err := b.sem.Acquire(ctx, full); err != nil {
 		return context.Cause(ctx)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"voxpipe/geometry"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/timing"
@@ -35,6 +36,9 @@ func serialMask(t *testing.T, path, input string, mask []uint8, cfg Config) []by
 	}
 	if rec.Input.XXH3, err = provenance.Hash(context.Background(), files); err != nil {
 		t.Fatal(err)
+	}
+	if rec.Grid, err = geometry.Axcodes(hdr.Affine()); err != nil || rec.Grid != geometry.Canonical {
+		t.Fatalf("test volume in orientation %q (%v): the serial reference segments it as stored", rec.Grid, err)
 	}
 	mh := nifti.MaskHeader(hdr, uint8(cfg.Classes-1), cfg.Descrip)
 	mh.Extensions = []nifti.Extension{rec.Extension()}
@@ -119,7 +123,7 @@ func TestOverlappedMasksMatchSerialReference(t *testing.T) {
 }
 
 // rowsOf returns the timing rows of one volume and stage.
-func rowsOf(rows []timing.Row, volume, stage string) []timing.Row {
+func rowsOf(rows []timing.Row, volume string, stage timing.Stage) []timing.Row {
 	var out []timing.Row
 	for _, r := range rows {
 		if r.Volume == volume && r.Stage == stage {
@@ -140,8 +144,8 @@ func TestWriteOverlapsSegmentation(t *testing.T) {
 		t.Fatalf("%+v %v", out.res, out.err)
 	}
 	sum := statusByVolume(out.summary)["vola"]
-	segRows := rowsOf(out.rows, "vola", StageSegment)
-	writeRows := rowsOf(out.rows, "vola", StageWrite)
+	segRows := rowsOf(out.rows, "vola", timing.StageSegment)
+	writeRows := rowsOf(out.rows, "vola", timing.StageWrite)
 	if len(segRows) != slabs || len(writeRows) != slabs+1 {
 		t.Fatalf("%d segment rows and %d write rows, want %d and %d", len(segRows), len(writeRows), slabs, slabs+1)
 	}
@@ -180,7 +184,7 @@ func TestWriteOverlapsSegmentation(t *testing.T) {
 	if span := commit.StartMS + commit.DurationMS - first.StartMS; sum.WriteMS > span/2 {
 		t.Errorf("write_ms %.2f of a %.2f ms span from first write to commit: waiting counted", sum.WriteMS, span)
 	}
-	readRows := rowsOf(out.rows, "vola", StageRead)
+	readRows := rowsOf(out.rows, "vola", timing.StageRead)
 	if len(readRows) == 0 {
 		t.Fatal("no read rows")
 	}
@@ -221,10 +225,10 @@ func testEngineFails(t *testing.T, failAt int) {
 	if n != 1 {
 		t.Errorf("volb has %d summary rows, want 1", n)
 	}
-	if len(rowsOf(out.rows, "volb", StageWrite)) == 0 {
+	if len(rowsOf(out.rows, "volb", timing.StageWrite)) == 0 {
 		t.Error("volb: no write rows: the writer did not stream before the failure, the test tests nothing")
 	}
-	for _, r := range rowsOf(out.rows, "volb", StageWrite) {
+	for _, r := range rowsOf(out.rows, "volb", timing.StageWrite) {
 		if r.Slab == -1 {
 			t.Error("volb was committed")
 		}
@@ -265,7 +269,7 @@ func TestWriteFailureStopsEngine(t *testing.T) {
 	if s.Status != timing.StatusFailed || !strings.Contains(s.Error, "vola_mask.nii.gz") {
 		t.Errorf("vola: %q %q, want failed with the write error", s.Status, s.Error)
 	}
-	if segs := len(rowsOf(out.rows, "vola", StageSegment)); segs >= slabs {
+	if segs := len(rowsOf(out.rows, "vola", timing.StageSegment)); segs >= slabs {
 		t.Errorf("engine ran all %d slabs after the writer failed", segs)
 	}
 	if live := eng.live.Load(); live != 0 {

@@ -19,11 +19,11 @@ import (
 	"voxpipe/segment"
 )
 
-// testRunner is a runner for calling the read stage directly.
-func testRunner(slab, threads int) *runner {
+// testRunner is a read stage for calling it directly.
+func testRunner(slab, threads int) *readers {
 	r := &runner{cfg: Config{Slab: slab, ReadThreads: threads, Readers: 1, Progress: nopProgress{}},
 		t0: time.Now(), log: discardLogger}
-	return r
+	return &readers{runner: r}
 }
 
 // volumeFile writes a volume of dt with smooth values plus full-mantissa noise (so float sums
@@ -59,14 +59,14 @@ func volumeFile(t *testing.T, path string, dt nifti.DataType, order binary.ByteO
 }
 
 // decodeFile runs the read stage on path and returns the volume (a copy) and its norm.
-func decodeFile(t *testing.T, r *runner, path string) segment.Volume {
+func decodeFile(t *testing.T, r *readers, path string) segment.Volume {
 	t.Helper()
 	vol, _ := decodeInto(t, r, path, &hostBuffer{headroom: inputHeadroom})
 	return vol
 }
 
 // decodeInto decodes path into buf, reporting whether the file was inflated straight into it.
-func decodeInto(t *testing.T, r *runner, path string, buf *hostBuffer) (segment.Volume, bool) {
+func decodeInto(t *testing.T, r *readers, path string, buf *hostBuffer) (segment.Volume, bool) {
 	t.Helper()
 	w := &work{job: Job{Name: "v", Input: path}, in: buf}
 	if err := r.decode(context.Background(), 0, w); err != nil {
@@ -143,7 +143,7 @@ type readResult struct {
 }
 
 // readStats opens path and reads it with readAt (parallel) or readSequential.
-func readStats(t *testing.T, r *runner, path string, parallel bool) readResult {
+func readStats(t *testing.T, r *readers, path string, parallel bool) readResult {
 	t.Helper()
 	rd, err := nifti.Open(path)
 	if err != nil {
@@ -182,7 +182,7 @@ func TestParallelReadRows(t *testing.T) {
 		t.Fatalf("%+v", out.res)
 	}
 	for volume, want := range map[string][]int{"vola": {0, 1, 2}, "volb": {-1}} { // vola: 11 slices, slab 4
-		for _, stage := range []string{StageRead, StageStats} {
+		for _, stage := range []timing.Stage{timing.StageRead, timing.StageStats} {
 			var slabs []int
 			for _, r := range rowsOf(out.rows, volume, stage) {
 				slabs = append(slabs, r.Slab)
@@ -315,7 +315,7 @@ func TestReadInflatesLargeGzip(t *testing.T) {
 			}
 			readSlabs := func(rs []timing.Row) (slabs []int) {
 				for _, r := range rs {
-					if r.Stage == StageRead {
+					if r.Stage == timing.StageRead {
 						slabs = append(slabs, r.Slab)
 					}
 				}

@@ -9,11 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,7 +35,7 @@ type Config struct {
 	Slab    int // z-slices per slab for reading and segmenting
 	Readers int // volumes read in parallel
 	// ReadThreads is how many goroutines read one volume: an uncompressed one by position (see
-	// runner.readAt), a gzipped one of a few MiB or more by inflating it whole on that many
+	// readers.readAt), a gzipped one of a few MiB or more by inflating it whole on that many
 	// (nifti.WithInflateThreads, then read by position from memory); 0: the default rule of
 	// Config.readThreads. With one thread, gzipped volumes stream in order.
 	ReadThreads int
@@ -67,6 +64,24 @@ type Config struct {
 	// OnBusy, when set, takes the jobs claimed by live processes instead of a busy row (the
 	// watch service hands them out again later).
 	OnBusy func(Job)
+	// Card is the model's card (nil: the model has none): the orientation and spacing volumes
+	// are brought to, and the domain they are checked against (prepare.go).
+	Card *segment.Card
+	// Resample lets volumes whose voxel size differs from the card's by more than
+	// geometry.SpacingTolerance be resampled to it (--resample auto); false: they are only
+	// reoriented.
+	Resample bool
+	// StrictDomain fails volumes the domain check warns about.
+	StrictDomain bool
+	// Statistics and Preview write, for each volume segmented, its per-label statistics
+	// (statistics/<volume>.json and .csv) and a preview PNG (previews/<volume>.png) beside its
+	// mask (analyse.go).
+	Statistics, Preview bool
+	// Labels name and colour the classes in statistics and previews (segment.Model.Labels).
+	Labels []segment.Label
+	// OutDir is the output folder the statistics and previews go under; empty: next to none,
+	// and nothing stale is removed (tests, benchmarks).
+	OutDir string
 	Host   string // summary.csv's host column
 	Shard  string // summary.csv's shard column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that
@@ -95,48 +110,6 @@ func (r Result) Done() int { return r.OK + r.Skipped + r.Failed + r.Busy + r.Con
 // ErrStoppedEarly is the cause recorded for volumes not finished because --fail-fast stopped
 // the batch.
 var ErrStoppedEarly = errors.New("pipeline: batch stopped after a failure (fail-fast)")
-
-// work is one volume travelling through the stages, with the buffers it holds.
-type work struct {
-	job Job
-	// From the producer: the input's header (read again by nifti.Open in the read stage), its
-	// fingerprint without the hash and its files, the claim (nil without Config.Claims), and
-	// why the volume is being done.
-	hdr    *nifti.Header
-	input  provenance.Input
-	files  []string
-	claim  *claim.Claim
-	reason string
-	// hash receives the input's XXH3-128 (or its error) once, from the goroutine the read
-	// stage starts.
-	hash chan hashResult
-	// Under Config.MaxMemory: bytes reserved and not yet allocated, the inflate scratch among
-	// them (see budget).
-	reserved, scratch int64
-
-	in   *hostBuffer
-	mask *hostBuffer
-	vol  segment.Volume
-	// inflatedInto: the gzipped file was inflated straight into in (nifti.WithInflateInto).
-	inflatedInto bool
-
-	mu         sync.Mutex // engines report events from their own goroutines
-	sum        timing.Summary
-	kernelsEnd float64 // under mu: the latest end of a kernels span, ms since the run's start
-	err        error   // first failure of the volume, under mu (see setErr)
-	// start: the volume's arrival (Job.Arrived) or the reader taking it; readStart, readEnd:
-	// its decode; segStart: its engine call (under mu). wall_ms runs from start; queue_ms is
-	// the waits between them (queueMS).
-	start, readStart, readEnd, segStart time.Time
-
-	// From the start of its segmentation the volume is held by two goroutines at once, its
-	// engine worker and its writer (see the comment on runner.segment): holders counts them,
-	// and the last to let go concludes the volume.
-	holders   atomic.Int32
-	seg       *segProgress
-	cancelSeg context.CancelCauseFunc // stops the engine's work on this volume (the writer failed)
-	committed time.Time               // when the writer's Commit returned (its last action)
-}
 
 // Run processes every job. Per-volume failures are recorded in the summary and do not stop
 // the batch (unless FailFast); the returned error is for the run itself: cancellation (a
@@ -260,55 +233,17 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	r.cfg.Progress.Start(len(r.cfg.Jobs))
 	defer r.cfg.Progress.Close()
 
-	toRead := make(chan *work)
-	toSegment := make(chan *work)
-	// Engine workers queue a volume here as its segmentation starts and never wait on it:
-	// every queued volume holds a mask buffer, so the queue never holds more than the mask
-	// pool, its capacity (see runner.segment).
-	toWrite := make(chan *work, r.masks.Cap())
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		r.prewarmMask(ctx)
 		return nil
 	})
-
-	g.Go(func() error {
-		defer close(toRead)
-		next := r.jobs(ctx)
-		for {
-			job, ok := next()
-			if !ok {
-				return ctx.Err()
-			}
-			w := r.take(ctx, job)
-			if w == nil {
-				continue
-			}
-			select {
-			case toRead <- w:
-			case <-ctx.Done():
-				r.fail(w, context.Cause(ctx))
-				return ctx.Err()
-			}
-		}
-	})
-	startStage(g, r.cfg.Readers, toSegment, func(i int) error {
-		return r.pump(ctx, toRead, toSegment, func(w *work) bool { return r.read(ctx, i, w) })
-	})
-	startStage(g, len(r.cfg.Engines), toWrite, func(i int) error {
-		eng := r.cfg.Engines[i]
-		// An engine still opening (the CUDA engine's context) finishes while the readers read;
-		// one that cannot open stops the run with its error instead of failing every volume.
-		if o, ok := eng.(segment.BackgroundOpener); ok {
-			if err := o.Ready(); err != nil {
-				return err
-			}
-		}
-		return r.pump(ctx, toSegment, nil, func(w *work) bool { r.segment(ctx, i, eng, w, toWrite); return false })
-	})
-	startStage(g, r.cfg.Writers, nil, func(i int) error {
-		return r.pump(ctx, toWrite, nil, func(w *work) bool { r.write(ctx, i, w); return false })
-	})
+	// Each stage is started before the one that hands it work, and closes the next one's
+	// queue once all its workers have returned.
+	writers := startWriters(ctx, g, r)
+	engines := startEngines(ctx, g, r, writers)
+	readers := startReaders(ctx, g, r, engines)
+	startProducer(ctx, g, r, readers)
 
 	err := g.Wait()
 	r.mu.Lock()
@@ -352,9 +287,24 @@ func (r *runner) prewarmMask(ctx context.Context) {
 	}
 }
 
-// startStage starts n workers; out, if any, is closed once all of them have returned, which
-// is how the next stage learns that no more work is coming.
-func startStage(g *errgroup.Group, n int, out chan<- *work, worker func(i int) error) {
+// queue hands volumes to a stage's workers; the stage before closes it once all its workers
+// have returned, which is how the stage learns that no more work is coming.
+type queue chan *work
+
+// put hands w to the stage, or fails it when ctx ends first: then no worker has it.
+func (q queue) put(ctx context.Context, r *runner, w *work) error {
+	select {
+	case q <- w:
+		return nil
+	case <-ctx.Done():
+		r.fail(w, context.Cause(ctx))
+		return ctx.Err()
+	}
+}
+
+// startWorkers starts n workers on g; once all of them have returned, done runs (closing the
+// next stage's queue), if not nil.
+func startWorkers(g *errgroup.Group, n int, done func(), worker func(i int) error) {
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for i := 0; i < n; i++ {
@@ -363,155 +313,11 @@ func startStage(g *errgroup.Group, n int, out chan<- *work, worker func(i int) e
 			return worker(i)
 		})
 	}
-	if out != nil {
+	if done != nil {
 		g.Go(func() error {
 			wg.Wait()
-			close(out)
+			done()
 			return nil
 		})
 	}
-}
-
-// pump runs do on every volume from in and passes those it kept on to out. do returns false
-// when it has finished the volume itself (failed it and released its buffers).
-func (r *runner) pump(ctx context.Context, in <-chan *work, out chan<- *work, do func(*work) bool) error {
-	for w := range in {
-		if !do(w) || out == nil {
-			continue
-		}
-		select {
-		case out <- w:
-		case <-ctx.Done():
-			r.fail(w, context.Cause(ctx))
-			return ctx.Err()
-		}
-	}
-	return ctx.Err()
-}
-
-// jobs returns the next job of Config.Jobs or Config.Source, false when there are no more or
-// ctx is done.
-func (r *runner) jobs(ctx context.Context) func() (Job, bool) {
-	i := 0
-	return func() (Job, bool) {
-		if ctx.Err() != nil {
-			return Job{}, false
-		}
-		if r.cfg.Source == nil {
-			if i >= len(r.cfg.Jobs) {
-				return Job{}, false
-			}
-			i++
-			return r.cfg.Jobs[i-1], true
-		}
-		select {
-		case job, ok := <-r.cfg.Source:
-			return job, ok
-		case <-ctx.Done():
-			return Job{}, false
-		}
-	}
-}
-
-// take decides what to do with a job before any of its data is read: fail it (refused at
-// discovery, input unreadable), report it busy (claimed by a live process), skipped (its mask
-// is up to date) or a conflict (a file voxpipe did not write is at its mask's path), or return
-// it as work to do, claimed, with the reason.
-func (r *runner) take(ctx context.Context, job Job) *work {
-	w := &work{job: job}
-	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.Output, Shard: r.cfg.Shard}
-	if job.Err != nil {
-		r.fail(w, job.Err)
-		return nil
-	}
-	if r.cfg.Claims != nil {
-		c, err := r.cfg.Claims.Acquire(job.Output)
-		var busy *claim.BusyError
-		if errors.As(err, &busy) {
-			if r.cfg.OnBusy != nil {
-				r.log.Info("busy: deferred", "volume", job.Name, "reason", busy.Error())
-				r.cfg.OnBusy(job)
-				return nil
-			}
-			r.conclude(w, timing.StatusBusy, busy.Error())
-			return nil
-		}
-		if err != nil {
-			r.fail(w, err)
-			return nil
-		}
-		w.claim = c
-		if c.TookOver != nil {
-			r.log.Warn("took over the claim of a dead process", "volume", job.Name, "holder", c.TookOver.String())
-		}
-		r.removeStaleTemps(w)
-	}
-	var err error
-	if w.input, w.files, err = provenance.Stat(job.Input); err != nil {
-		r.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
-		return nil
-	}
-	w.input.Volume = r.cfg.Volume
-	if w.hdr, err = nifti.ReadHeader(job.Input); err != nil {
-		r.fail(w, err)
-		return nil
-	}
-	dims := [3]int{w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()}
-	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Provenance.Model,
-		provenance.Options{VerifyHash: r.cfg.VerifyInputs})
-	switch {
-	case verdict == provenance.UpToDate && !r.cfg.Overwrite:
-		r.conclude(w, timing.StatusSkipped, why)
-		return nil
-	case verdict == provenance.Conflict && (!r.cfg.Overwrite || !replaceable(job.Output)):
-		r.conclude(w, timing.StatusConflict, why)
-		return nil
-	case verdict != provenance.Redo:
-		why = "--overwrite: " + why
-	}
-	w.reason = why
-	w.sum.Reason = why
-	if why != "new" {
-		r.log.Info("redo", "volume", job.Name, "reason", why)
-	}
-	return w
-}
-
-// replaceable reports whether a rename can put a mask at path: not over a folder.
-func replaceable(path string) bool {
-	st, err := os.Lstat(path)
-	return err != nil || !st.IsDir()
-}
-
-// removeStaleTemps removes what dead processes left for a volume this run has just claimed:
-// mask temporaries (only a claim's holder writes them, so they are not a live process's) and
-// temporary claim files.
-func (r *runner) removeStaleTemps(w *work) {
-	removed := w.claim.RemoveStaleTemps()
-	if tmps, err := filepath.Glob(nifti.TempPattern(w.job.Output)); err == nil {
-		for _, t := range tmps {
-			if os.Remove(t) == nil {
-				removed = append(removed, t)
-			}
-		}
-	}
-	if len(removed) > 0 {
-		r.log.Info("removed temporaries left by a dead process", "volume", w.job.Name, "files", removed)
-	}
-}
-
-// hashResult is the input's hash, or why it could not be made.
-type hashResult struct {
-	sum string
-	err error
-}
-
-// startHash hashes the input's files in the background (on all cores, a few ms for a large
-// volume); the writer waits for it before writing the mask's header, which records it.
-func (r *runner) startHash(ctx context.Context, w *work) {
-	w.hash = make(chan hashResult, 1)
-	go func() {
-		sum, err := provenance.Hash(ctx, w.files)
-		w.hash <- hashResult{sum, err}
-	}()
 }

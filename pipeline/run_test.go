@@ -296,14 +296,14 @@ func TestRunBatchWithBadVolumes(t *testing.T) {
 			t.Errorf("%s: a mask exists for a failed volume", name)
 		}
 	}
-	stages := map[string]int{}
+	stages := map[timing.Stage]int{}
 	for _, r := range out.rows {
 		stages[r.Stage]++
 		if r.RunID != "test" || r.DurationMS < 0 || r.StartMS < 0 {
 			t.Errorf("bad timing row %+v", r)
 		}
 	}
-	for _, st := range []string{StageRead, StageStats, StageSegment, StageWrite} {
+	for _, st := range []timing.Stage{timing.StageRead, timing.StageStats, timing.StageSegment, timing.StageWrite} {
 		if stages[st] == 0 {
 			t.Errorf("no %s rows in timings.csv", st)
 		}
@@ -509,7 +509,7 @@ func TestRunSeveralEnginesShareTheQueue(t *testing.T) {
 		t.Errorf("volumes per engine %v: want both engines used, 8 in all", perEngine)
 	}
 	for _, r := range out.rows {
-		if r.Stage == StageSegment && r.Device != "dev:0" && r.Device != "dev:1" {
+		if r.Stage == timing.StageSegment && r.Device != "dev:0" && r.Device != "dev:1" {
 			t.Errorf("segment row without its engine: %+v", r)
 		}
 	}
@@ -600,7 +600,7 @@ func TestRunReadsWhileTheEngineOpens(t *testing.T) {
 	ready := float64(eng.readyAt.Load()) / 1e6 // ms; the run started a little after t0
 	firstRead := math.Inf(1)
 	for _, r := range out.rows {
-		if r.Stage == StageRead {
+		if r.Stage == timing.StageRead {
 			firstRead = min(firstRead, r.StartMS+r.DurationMS)
 		}
 	}

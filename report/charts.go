@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"voxpipe/pipeline/timing"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -26,19 +27,19 @@ var (
 	colorB = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
 
 	// stageColors: copies in cool tones, compute in warm ones, host I/O in greys and greens.
-	stageColors = map[string]color.RGBA{
-		"read":    {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
-		"stats":   {R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
-		"h2d":     {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-		"kernels": {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-		"segment": {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-		"d2h":     {R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
-		"write":   {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	stageColors = map[timing.Stage]color.RGBA{
+		timing.StageRead:    {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+		timing.StageStats:   {R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
+		timing.StageH2D:     {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+		timing.StageKernels: {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+		timing.StageSegment: {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+		timing.StageD2H:     {R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+		timing.StageWrite:   {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	}
 	otherStageColor = color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}
 )
 
-func stageColor(stage string) color.RGBA {
+func stageColor(stage timing.Stage) color.RGBA {
 	if c, ok := stageColors[stage]; ok {
 		return c
 	}
@@ -81,7 +82,7 @@ func latencyBarsChart(r *Report, w, h vg.Length) (string, error) {
 		if row.Stage == EndToEnd || row.Stage == Service { // whole-volume times; they would dwarf the stages
 			continue
 		}
-		stages = append(stages, row.Stage)
+		stages = append(stages, string(row.Stage))
 		valsA = append(valsA, p50OrZero(row.A))
 		valsB = append(valsB, p50OrZero(row.B))
 	}
@@ -200,9 +201,11 @@ func timelineChart(tl *Timeline, w, h vg.Length) (string, error) {
 	p.X.Min = 0
 	rows := slices.Clone(tl.Stages)
 	slices.Reverse(rows) // first stage on top
-	rowOf := map[string]float64{}
+	rowOf := map[timing.Stage]float64{}
+	names := make([]string, len(rows))
 	for i, s := range rows {
 		rowOf[s] = float64(i)
+		names[i] = string(s)
 	}
 	g := plotter.NewGrid()
 	g.Horizontal.Width = 0
@@ -223,7 +226,7 @@ func timelineChart(tl *Timeline, w, h vg.Length) (string, error) {
 		bars.bars = append(bars.bars, ganttBar{row: rowOf[b.Stage], start: b.StartMS, end: b.EndMS, label: label, color: stageColor(b.Stage)})
 	}
 	p.Add(bars)
-	p.NominalY(rows...)
+	p.NominalY(names...)
 	p.Y.Padding = 0
 	return renderSVG(p, w, h)
 }

@@ -24,7 +24,7 @@ func (r *Report) WriteCSV(w io.Writer) error {
 		return err
 	}
 	for _, row := range r.Rows {
-		rec := []string{row.Stage}
+		rec := []string{string(row.Stage)}
 		rec = append(rec, statsFields(row.A)...)
 		rec = append(rec, statsFields(row.B)...)
 		if sp := row.Speedup; sp != nil {

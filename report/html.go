@@ -2,17 +2,22 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"encoding/base64"
 	"fmt"
 	"html/template"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"codeberg.org/go-fonts/liberation/liberationsansregular"
 	"gonum.org/v1/plot/vg"
+
+	"voxpipe/pipeline/records"
 )
 
 //go:embed report.html.tmpl
@@ -42,8 +47,14 @@ const (
 )
 
 // WriteHTML writes a self-contained page: tables and SVG charts inline, font embedded, no
-// external resources.
+// external resources but the volumes' preview images, linked relative to the working directory
+// (WriteFiles links them relative to its folder).
 func (r *Report) WriteHTML(w io.Writer) error {
+	return r.writeHTML(w, ".")
+}
+
+// writeHTML writes the page that will be read from the folder dir.
+func (r *Report) writeHTML(w io.Writer, dir string) error {
 	bars, err := latencyBarsChart(r, halfChartW, chartH)
 	if err != nil {
 		return err
@@ -74,6 +85,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		GateClass         string
 		TooFewNote        bool
 		ThroughputRowsFor []throughputRow
+		Previews          []previewLink
 	}{
 		Report:   r,
 		FontFace: fontFaceCSS,
@@ -100,6 +112,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		}
 	}
 	data.TooFewNote = r.anyTooFew()
+	data.Previews = r.previews(dir)
 	if err := htmlTemplate.Execute(w, data); err != nil {
 		return fmt.Errorf("html: %w", err)
 	}
@@ -137,7 +150,8 @@ func (r *Report) WriteFiles(dir string) error {
 	for _, out := range []struct {
 		name  string
 		write func(io.Writer) error
-	}{{"report.md", r.WriteMarkdown}, {"report.csv", r.WriteCSV}, {"report.html", r.WriteHTML}} {
+	}{{"report.md", r.WriteMarkdown}, {"report.csv", r.WriteCSV},
+		{"report.html", func(w io.Writer) error { return r.writeHTML(w, dir) }}} {
 		var buf bytes.Buffer
 		if err := out.write(&buf); err != nil {
 			return fmt.Errorf("report: %s: %w", out.name, err)
@@ -148,4 +162,89 @@ func (r *Report) WriteFiles(dir string) error {
 		}
 	}
 	return nil
+}
+
+// Where a run's output folder keeps each volume's preview and statistics (written by run
+// --preview and --statistics): OUT/previews/<volume>.png and OUT/statistics/<volume>.json, with
+// <volume> summary.csv's volume column.
+const (
+	PreviewsDir   = "previews"
+	StatisticsDir = "statistics"
+)
+
+// previewLink is a volume's preview in the page: links relative to the page's folder.
+type previewLink struct {
+	Label, RunID, Volume string
+	PNG                  string
+	JSON                 string // "" when the volume has no statistics file
+}
+
+// previews finds the preview of each volume of A and B, in the output folder whose runs/
+// recorded it, or beside the CSVs its batch was read from when those are not a run's record,
+// and links it relative to dir.
+func (r *Report) previews(dir string) []previewLink {
+	var links []previewLink
+	for _, b := range []*Batch{r.A, r.B} {
+		runOut := map[string]string{} // run id -> OUT, for files at OUT/runs/<id>/
+		var loose []string            // folders of CSVs read from elsewhere
+		for _, f := range b.Files {
+			d := filepath.Dir(f)
+			if filepath.Base(filepath.Dir(d)) == records.RunsDir {
+				runOut[filepath.Base(d)] = filepath.Dir(filepath.Dir(d))
+			} else if !slices.Contains(loose, d) {
+				loose = append(loose, d)
+			}
+		}
+		for _, v := range b.Volumes {
+			if !filepath.IsLocal(filepath.FromSlash(v.Name)) {
+				continue
+			}
+			outs := loose
+			if out, ok := runOut[v.RunID]; ok {
+				outs = []string{out}
+			}
+			for _, out := range outs {
+				png := filepath.Join(out, PreviewsDir, filepath.FromSlash(v.Name)+".png")
+				if !isFile(png) {
+					continue
+				}
+				l := previewLink{Label: b.Label, RunID: v.RunID, Volume: v.Name, PNG: relativeURL(dir, png)}
+				if js := filepath.Join(out, StatisticsDir, filepath.FromSlash(v.Name)+".json"); isFile(js) {
+					l.JSON = relativeURL(dir, js)
+				}
+				links = append(links, l)
+				break
+			}
+		}
+	}
+	slices.SortStableFunc(links, func(x, y previewLink) int {
+		return cmp.Or(cmp.Compare(x.Label, y.Label), cmp.Compare(x.Volume, y.Volume), cmp.Compare(x.RunID, y.RunID))
+	})
+	return links
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// relativeURL is the URL of the file at path from a page in folder dir: relative, each segment
+// escaped, starting with ./ or ../ so no segment reads as a scheme; an absolute file: URL when
+// there is no relative path.
+func relativeURL(dir, path string) string {
+	absDir, err1 := filepath.Abs(dir)
+	absPath, err2 := filepath.Abs(path)
+	rel, err := filepath.Rel(absDir, absPath)
+	if err1 != nil || err2 != nil || err != nil {
+		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(absPath)}).String()
+	}
+	segs := strings.Split(filepath.ToSlash(rel), "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	u := strings.Join(segs, "/")
+	if segs[0] != ".." {
+		u = "./" + u
+	}
+	return u
 }

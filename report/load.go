@@ -391,7 +391,7 @@ func readTimings(t *table) ([]timing.Row, error) {
 		return nil, err
 	}
 	for i, r := range rows {
-		if stage := strings.TrimSpace(r.Stage); stage == EndToEnd || stage == Service {
+		if stage := timing.Stage(strings.TrimSpace(string(r.Stage))); stage == EndToEnd || stage == Service {
 			// Its samples would be mixed into the report's own row of that name.
 			return nil, t.fieldError(i, "stage", fmt.Errorf("%q is the name of a row the report computes, not a stage", stage))
 		}
@@ -415,16 +415,17 @@ func readTimings(t *table) ([]timing.Row, error) {
 // summaryStageColumns maps summary.csv's per-stage columns to stage names, used when a run
 // has no timings.csv.
 var summaryStageColumns = []struct {
-	stage, column string
-	value         func(*timing.Summary) float64
+	stage  timing.Stage
+	column string
+	value  func(*timing.Summary) float64
 }{
-	{"read", "read_ms", func(s *timing.Summary) float64 { return s.ReadMS }},
-	{"stats", "stats_ms", func(s *timing.Summary) float64 { return s.StatsMS }},
-	{"h2d", "h2d_ms", func(s *timing.Summary) float64 { return s.H2DMS }},
-	{"kernels", "kernels_ms", func(s *timing.Summary) float64 { return s.KernelsMS }},
-	{"segment", "segment_ms", func(s *timing.Summary) float64 { return s.SegmentMS }},
-	{"d2h", "d2h_ms", func(s *timing.Summary) float64 { return s.D2HMS }},
-	{"write", "write_ms", func(s *timing.Summary) float64 { return s.WriteMS }},
+	{timing.StageRead, "read_ms", func(s *timing.Summary) float64 { return s.ReadMS }},
+	{timing.StageStats, "stats_ms", func(s *timing.Summary) float64 { return s.StatsMS }},
+	{timing.StageH2D, "h2d_ms", func(s *timing.Summary) float64 { return s.H2DMS }},
+	{timing.StageKernels, "kernels_ms", func(s *timing.Summary) float64 { return s.KernelsMS }},
+	{timing.StageSegment, "segment_ms", func(s *timing.Summary) float64 { return s.SegmentMS }},
+	{timing.StageD2H, "d2h_ms", func(s *timing.Summary) float64 { return s.D2HMS }},
+	{timing.StageWrite, "write_ms", func(s *timing.Summary) float64 { return s.WriteMS }},
 }
 
 func statusList() string {

@@ -28,8 +28,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("| stage | side | n | mean | p50 | p90 | p95 | p99 | max | vol/min | Mvox/s | speedup A vs B [95% CI] |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, row := range r.Rows {
-		stage := row.Stage
-		if note := stageNote(stage); note != "" {
+		stage := string(row.Stage)
+		if note := stageNote(row.Stage); note != "" {
 			stage = "**" + stage + "** (" + note + ")"
 		}
 		for i, side := range []struct {
@@ -231,7 +231,7 @@ func speedupText(sp *Speedup) string {
 }
 
 // stageNote says what the report's own rows measure; "" for stages.
-func stageNote(stage string) string {
+func stageNote(stage timing.Stage) string {
 	switch stage {
 	case EndToEnd:
 		return "turnaround / sojourn: queueing included"

@@ -21,8 +21,8 @@ import (
 // rename, the time it waited for an engine included. Service is the time it was worked on:
 // wall_ms - queue_ms (wall_ms where queue_ms is unknown).
 const (
-	EndToEnd = "end_to_end"
-	Service  = "service"
+	EndToEnd timing.Stage = "end_to_end"
+	Service  timing.Stage = "service"
 )
 
 // DefaultMinVolumes is the fewest volumes on each side of a comparison (pairs when paired)
@@ -32,7 +32,8 @@ const (
 const DefaultMinVolumes = 10
 
 // stageOrder is the pipeline's order; other stages follow alphabetically.
-var stageOrder = []string{"read", "stats", "h2d", "kernels", "segment", "d2h", "write"}
+var stageOrder = []timing.Stage{timing.StageRead, timing.StageStats, timing.StageH2D, timing.StageKernels,
+	timing.StageSegment, timing.StageD2H, timing.StageWrite}
 
 // Exit codes of the report subcommand.
 const (
@@ -55,7 +56,7 @@ type Options struct {
 
 // GateOptions: fail when A's p50 of Stage is more than MaxSlowerPct percent above B's.
 type GateOptions struct {
-	Stage        string // EndToEnd, Service or a stage name
+	Stage        timing.Stage // EndToEnd, Service or a stage name
 	MaxSlowerPct float64
 }
 
@@ -104,7 +105,7 @@ func (g *GateResult) Message() string {
 // Row is one line of the comparison table: one stage, Service or EndToEnd. A or B is nil when
 // that side has no volume with the stage; Speedup is nil unless both have it.
 type Row struct {
-	Stage   string
+	Stage   timing.Stage
 	A, B    *Stats
 	Speedup *Speedup
 }
@@ -123,13 +124,13 @@ type Throughput struct {
 // relative to its first event.
 type Timeline struct {
 	RunID, Volume string
-	Stages        []string // rows, in pipeline order
+	Stages        []timing.Stage // rows, in pipeline order
 	Bars          []TimelineBar
 }
 
 // TimelineBar is one event.
 type TimelineBar struct {
-	Stage          string
+	Stage          timing.Stage
 	Slab           int
 	StartMS, EndMS float64
 }
@@ -145,8 +146,8 @@ type Report struct {
 	Resamples   int
 	Seed        uint64
 	MinVolumes  int
-	latenciesA  map[string][]sample
-	latenciesB  map[string][]sample
+	latenciesA  map[timing.Stage][]sample
+	latenciesB  map[timing.Stage][]sample
 }
 
 // sample is one volume's latency in one stage.
@@ -178,7 +179,7 @@ func Compare(a, b *Batch, opts Options) (*Report, error) {
 		MinVolumes: cmp.Or(opts.MinVolumes, DefaultMinVolumes), latenciesA: latencies(a), latenciesB: latencies(b)}
 	r.ThroughputA, r.ThroughputB = throughput(a), throughput(b)
 
-	stages := map[string]bool{}
+	stages := map[timing.Stage]bool{}
 	for s := range r.latenciesA {
 		stages[s] = true
 	}
@@ -230,20 +231,20 @@ func Compare(a, b *Batch, opts Options) (*Report, error) {
 }
 
 // orderStages sorts stage names in pipeline order, unknown ones last, alphabetically.
-func orderStages(stages []string) []string {
-	rank := func(s string) int {
+func orderStages(stages []timing.Stage) []timing.Stage {
+	rank := func(s timing.Stage) int {
 		if i := slices.Index(stageOrder, s); i >= 0 {
 			return i
 		}
 		return len(stageOrder)
 	}
-	slices.SortFunc(stages, func(x, y string) int { return cmp.Or(cmp.Compare(rank(x), rank(y)), cmp.Compare(x, y)) })
+	slices.SortFunc(stages, func(x, y timing.Stage) int { return cmp.Or(cmp.Compare(rank(x), rank(y)), cmp.Compare(x, y)) })
 	return stages
 }
 
 // latencies gathers per-volume latencies of the ok volumes, per stage, Service and EndToEnd.
-func latencies(b *Batch) map[string][]sample {
-	out := map[string][]sample{}
+func latencies(b *Batch) map[timing.Stage][]sample {
+	out := map[timing.Stage][]sample{}
 	for _, v := range b.okVolumes() {
 		out[EndToEnd] = append(out[EndToEnd], sample{v.Name, v.EndToEndMS, v.Voxels})
 		out[Service] = append(out[Service], sample{v.Name, v.ServiceMS(), v.Voxels})
@@ -329,7 +330,7 @@ func values(ss []sample) []float64 {
 }
 
 // row returns the row of stage, or nil.
-func (r *Report) row(stage string) *Row {
+func (r *Report) row(stage timing.Stage) *Row {
 	for i := range r.Rows {
 		if r.Rows[i].Stage == stage {
 			return &r.Rows[i]
@@ -341,7 +342,7 @@ func (r *Report) row(stage string) *Row {
 func (r *Report) stageNames() []string {
 	names := make([]string, len(r.Rows))
 	for i, row := range r.Rows {
-		names[i] = row.Stage
+		names[i] = string(row.Stage)
 	}
 	return names
 }
@@ -399,7 +400,7 @@ func timeline(a *Batch, name string) (*Timeline, error) {
 		return nil, nil
 	}
 	t0 := math.Inf(1)
-	stages := map[string]bool{}
+	stages := map[timing.Stage]bool{}
 	for _, e := range pick.Events {
 		t0 = min(t0, e.StartMS)
 		stages[e.Stage] = true

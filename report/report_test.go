@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -79,7 +80,7 @@ func checkStats(t *testing.T, what string, got *Stats, want wantStats) {
 func TestSampleAgainstBaseline(t *testing.T) {
 	r := loadSample(t, []string{"testdata/A"}, []string{"testdata/B"}, Options{Seed: 1})
 
-	wantStages := []string{"read", "stats", "h2d", "kernels", "segment", "d2h", "write", Service, EndToEnd}
+	wantStages := []string{"read", "stats", "h2d", "kernels", "segment", "d2h", "write", string(Service), string(EndToEnd)}
 	if got := r.stageNames(); strings.Join(got, " ") != strings.Join(wantStages, " ") {
 		t.Fatalf("stages %v, want %v", got, wantStages)
 	}
@@ -123,7 +124,7 @@ func TestSampleAgainstBaseline(t *testing.T) {
 	// median (380/124 + 300/86.8)/2.
 	// read: 40/20, 30/24, 50/28, 60/40 = 2, 1.25, 1.786, 1.5 -> median (1.5 + 50/28)/2.
 	for _, c := range []struct {
-		stage          string
+		stage          timing.Stage
 		want, lo, high float64
 	}{
 		{EndToEnd, (2.5 + 400.0/140) / 2, 260.0 / 120, 3},
@@ -135,11 +136,11 @@ func TestSampleAgainstBaseline(t *testing.T) {
 		if sp == nil || !sp.Paired || sp.N != 4 {
 			t.Fatalf("%s speedup %+v, want paired over 4 volumes", c.stage, sp)
 		}
-		approx(t, c.stage+" speedup", sp.Value, c.want)
+		approx(t, string(c.stage)+" speedup", sp.Value, c.want)
 		// With 4 pairs the bootstrap interval is [smallest ratio, largest ratio] (see
 		// TestPairedSpeedup for why).
-		approx(t, c.stage+" CI low", sp.Low, c.lo)
-		approx(t, c.stage+" CI high", sp.High, c.high)
+		approx(t, string(c.stage)+" CI low", sp.Low, c.lo)
+		approx(t, string(c.stage)+" CI high", sp.High, c.high)
 		// 4 pairs < DefaultMinVolumes: an interval that excludes 1, but from too few volumes.
 		if !sp.TooFew || sp.MinVolumes != DefaultMinVolumes {
 			t.Errorf("%s speedup %+v: want flagged too few volumes (4 < %d)", c.stage, sp, DefaultMinVolumes)
@@ -171,7 +172,7 @@ func TestSampleAgainstBaseline(t *testing.T) {
 	if tl == nil || tl.Volume != "v4" || tl.RunID != "a-1" {
 		t.Fatalf("timeline %+v, want v4 of a-1", tl)
 	}
-	if got := strings.Join(tl.Stages, " "); got != "read stats h2d kernels segment d2h write" {
+	if got := fmt.Sprint(tl.Stages); got != "[read stats h2d kernels segment d2h write]" {
 		t.Errorf("timeline rows %s", got)
 	}
 	if len(tl.Bars) != 10 {
@@ -296,7 +297,7 @@ func TestGate(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		run, base string
-		stage     string
+		stage     timing.Stage
 		pct       float64
 		wantCode  int
 		slowerPct float64 // checked when the gate ran
@@ -340,7 +341,7 @@ func TestGate(t *testing.T) {
 			if tc.wantCode == ExitGateFailed {
 				word = "FAILED"
 			}
-			if want := "**Gate " + word + "**: " + tc.stage + " p50"; !strings.Contains(md.String(), want) {
+			if want := "**Gate " + word + "**: " + string(tc.stage) + " p50"; !strings.Contains(md.String(), want) {
 				t.Errorf("Markdown lacks %q:\n%s", want, md.String())
 			}
 		})
@@ -527,7 +528,7 @@ func FuzzReadCSV(f *testing.F) {
 // A stage's latency is the union of its spans: the CUDA fp16 engine's kernels of consecutive
 // slabs overlap on two streams.
 func TestStageLatencyIsUnionOfSpans(t *testing.T) {
-	row := func(stage string, slab int, start, dur float64) timing.Row {
+	row := func(stage timing.Stage, slab int, start, dur float64) timing.Row {
 		return timing.Row{RunID: "r", Volume: "v", Stage: stage, Slab: slab, StartMS: start, DurationMS: dur}
 	}
 	var b Batch

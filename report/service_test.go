@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"voxpipe/pipeline/timing"
 )
 
 // Q (with queue_ms) against P (without): service leaves the queue out, turnaround keeps it.
@@ -101,7 +102,7 @@ func TestServiceLatencyExcludesQueue(t *testing.T) {
 
 	// The gate on service sees A faster; on turnaround, 123% slower.
 	for _, c := range []struct {
-		stage     string
+		stage     timing.Stage
 		failed    bool
 		slowerPct float64
 	}{{Service, false, (5600.0/6050 - 1) * 100}, {EndToEnd, true, (13500.0/6050 - 1) * 100}} {
@@ -112,7 +113,7 @@ func TestServiceLatencyExcludesQueue(t *testing.T) {
 		if r.Gate.Failed != c.failed || r.Gate.NotEvaluated {
 			t.Errorf("gate on %s: %s", c.stage, r.Gate.Message())
 		}
-		approx(t, c.stage+" gate slower %", r.Gate.SlowerPct, c.slowerPct)
+		approx(t, string(c.stage)+" gate slower %", r.Gate.SlowerPct, c.slowerPct)
 	}
 }
 

@@ -56,11 +56,11 @@ timed bench-fp16 $V bench -q -o "$work/bench16" --input "$vol" --precision fp16 
 timed bench-fp32 $V bench -q -o "$work/bench32" --input "$vol" --precision fp32 --slab 64 --runs 5 --warmup 1 --file-runs 0
 
 note "== voxpipe run file to file (.nii in page cache -> .nii.gz mask), fp16, with trace"
-timed run-fp16 $V run -q "$work/big/volumes" -o "$work/run16" --slab 64 --trace "$out/trace.json" --run-id first
-timed run-fp16-again $V run -q "$work/big/volumes" -o "$work/run16" --slab 64 --overwrite --run-id again
+timed run-fp16 $V run -q --resample off "$work/big/volumes" -o "$work/run16" --slab 64 --trace "$out/trace.json" --run-id first
+timed run-fp16-again $V run -q --resample off "$work/big/volumes" -o "$work/run16" --slab 64 --overwrite --run-id again
 note "    $(hidden "$work/run16/runs/again/timings.csv")"
 cp "$work/run16/runs/again/timings.csv" "$out/run16-timings.csv"; cp "$work/run16/runs/again/summary.csv" "$out/run16-summary.csv"
-timed run-fp32 $V run -q "$work/big/volumes" -o "$work/run32" --slab 64 --precision fp32
+timed run-fp32 $V run -q --resample off "$work/big/volumes" -o "$work/run32" --slab 64 --precision fp32
 timed agree-fp16-fp32 $V eval "$work/run16" "$work/run32"
 
 note "== PyTorch baseline on the same file (same weights)"
@@ -83,7 +83,7 @@ if [[ "$n" != 0 ]]; then
 	note "== batch of $n .nii.gz volumes"
 	timed gen-batch $V gen -o "$work/batch" --dims "$DIMS" --count "$n" --format nii.gz -q
 	timed readers-alone $V bench -q --read-only "$work/batch/volumes" --readers 8 -o "$work/readonly"
-	timed batch-run $V run -q "$work/batch/volumes" -o "$work/batchrun" --slab 64 --readers 8 --writers 4 --run-id batch
+	timed batch-run $V run -q --resample off "$work/batch/volumes" -o "$work/batchrun" --slab 64 --readers 8 --writers 4 --run-id batch
 	cp "$work/batchrun/runs/batch/summary.csv" "$out/batch-summary.csv"
 fi
 note "== done"

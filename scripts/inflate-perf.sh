@@ -8,6 +8,9 @@
 # then carry bin. Results in $OUT/inflate-perf.txt. INFLATE_PERF_DIMS and INFLATE_PERF_BATCH make
 # a small local smoke run possible.
 set -u
+# Full-resolution engine work in both: binaries that resample to the model's spacing by
+# default are told not to.
+full() { "$1" run --help 2>&1 | grep -q -- '--resample' && echo --resample off; }
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/inflate-perf}
 mkdir -p "$out"
@@ -46,7 +49,7 @@ for d in "$W/g/volumes" "$W/z6"; do
 	for i in 1 2 3; do for b in voxpipe-old voxpipe-cuda; do
 		s=$(date +%s%N)
 		sum="$W/o-$b-$(basename "$d")-$i-summary.csv" # a new file each run: runs never reuse records
-		$TIME bin/$b run -q "$d" -o "$W/o-$b" --slab 64 --overwrite --summary "$sum" --timings "$sum.timings.csv" >>"$W/time.txt" 2>&1
+		$TIME bin/$b run -q $(full bin/$b) "$d" -o "$W/o-$b" --slab 64 --overwrite --summary "$sum" --timings "$sum.timings.csv" >>"$W/time.txt" 2>&1
 		e=$(date +%s%N)
 		echo "$(basename "$d") $b process_ms $(((e - s) / 1000000)) $(tail -1 "$W/time.txt") $(tail -1 "$sum" | cut -d, -f8-15)" >>"$o"
 	done; done
@@ -60,7 +63,7 @@ if [ "$batch" -gt 0 ]; then
 		note "$b readers alone"
 		bin/$b bench -q --read-only "$W/batch/volumes" --readers 8 -o "$W/ro" >>"$o" 2>&1
 		s=$(date +%s%N)
-		bin/$b run -q "$W/batch/volumes" -o "$W/br-$b" --slab 64 --readers 8 --writers 4 >>"$o" 2>&1
+		bin/$b run -q $(full bin/$b) "$W/batch/volumes" -o "$W/br-$b" --slab 64 --readers 8 --writers 4 >>"$o" 2>&1
 		e=$(date +%s%N)
 		echo "$b batch run process_ms $(((e - s) / 1000000))" >>"$o"
 	done

@@ -17,6 +17,9 @@ rm -rf "$W"
 mkdir -p "$out" "$W"
 OLD=${OLD:-bin/voxpipe-old}
 NEW=${NEW:-bin/voxpipe-cuda}
+# Full-resolution engine work in both: binaries that resample to the model's spacing by
+# default are told not to.
+full() { "$1" run --help 2>&1 | grep -q -- '--resample' && echo --resample off; }
 DIMS=${PERF_DIMS:-512x512x1000}
 log="$out/unattended.txt"
 : >"$log"
@@ -40,7 +43,7 @@ for kind in nii gz; do
 			[ "$b" = new ] && bin=$NEW
 			o="$W/o-$kind-$b-$i"
 			s=$(date +%s%N)
-			$bin run -q "$W/$kind/volumes" -o "$o" --slab 64 --summary "$o.summary.csv" --timings "$o.timings.csv" >"$o.log" 2>&1
+			$bin run -q $(full "$bin") "$W/$kind/volumes" -o "$o" --slab 64 --summary "$o.summary.csv" --timings "$o.timings.csv" >"$o.log" 2>&1
 			rc=$?
 			t=$(ms "$s")
 			note "$kind $b run $i rc=$rc process_ms $t read $(col "$o.summary.csv" read_ms) segment $(col "$o.summary.csv" segment_ms) write $(col "$o.summary.csv" write_ms) wall $(col "$o.summary.csv" wall_ms)"
@@ -56,17 +59,17 @@ print('same labels' if a[oa:] == b[ob:] else 'labels DIFFER')" "$W"/o-nii-old-1/
 note "== rerun finding the mask up to date (new), whole process ms"
 for i in 1 2 3; do
 	s=$(date +%s%N)
-	$NEW run -q "$W/nii/volumes" -o "$W/o-nii-new-1" --slab 64 --run-id "again-$i" >/dev/null 2>&1
+	$NEW run -q $(full "$NEW") "$W/nii/volumes" -o "$W/o-nii-new-1" --slab 64 --run-id "again-$i" >/dev/null 2>&1
 	note "skip run $i rc=$? process_ms $(ms "$s") records left: $(ls -d "$W/o-nii-new-1/runs/again-$i" 2>/dev/null || echo none)"
 done
 
 note "== batch of 8 .nii.gz: 1 process, then 3 processes on one output folder (new), wall ms"
 for i in 1 2; do
 	s=$(date +%s%N)
-	$NEW run -q "$W/batch/volumes" -o "$W/b1-$i" --slab 64 --readers 4 --writers 2 >/dev/null 2>&1
+	$NEW run -q $(full "$NEW") "$W/batch/volumes" -o "$W/b1-$i" --slab 64 --readers 4 --writers 2 >/dev/null 2>&1
 	note "1 process: rc=$? wall_ms $(ms "$s")"
 	s=$(date +%s%N)
-	for p in 1 2 3; do $NEW run -q "$W/batch/volumes" -o "$W/b3-$i" --slab 64 --readers 4 --writers 2 --run-id "p$p" >/dev/null 2>&1 & done
+	for p in 1 2 3; do $NEW run -q $(full "$NEW") "$W/batch/volumes" -o "$W/b3-$i" --slab 64 --readers 4 --writers 2 --run-id "p$p" >/dev/null 2>&1 & done
 	wait
 	ok=$(cat "$W"/b3-$i/runs/p*/summary.csv | grep -c ',ok,')
 	note "3 processes: wall_ms $(ms "$s"), ok rows $ok (want 8), masks $(ls "$W"/b3-$i/*_mask.nii.gz | wc -l)"

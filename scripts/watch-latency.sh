@@ -23,7 +23,7 @@ note "== $(nproc) cores; $($V version | tr '\n' ' ')"
 $V gen -q -o "$W/g" --dims "$DIMS" --count 1 --format nii
 for i in $(seq 1 "$N"); do cp "$W/g/volumes/phantom_000.nii" "$W/stage/v$i.nii"; done
 cat "$W"/stage/* >/dev/null
-$V watch "$W/inbox" -o "$W/masks" --engine "${LAT_ENGINE:-auto}" --slab 64 --log-format json --run-id lat 2>"$W/watch.log" &
+$V watch "$W/inbox" -o "$W/masks" --resample off --engine "${LAT_ENGINE:-auto}" --slab 64 --log-format json --run-id lat 2>"$W/watch.log" &
 pid=$!
 for _ in $(seq 1 600); do grep -q '"msg":"watch"' "$W/watch.log" && break; sleep 0.05; done
 python3 - "$W" "$N" <<'PY' | tee -a "$log"

@@ -159,3 +159,24 @@ func (c *Card) LabelName(v int) string {
 	}
 	return fmt.Sprintf("label %d", v)
 }
+
+// defaultColours colour the labels of a model without a card (label 0 black): distinct hues
+// (Sasha Trubetskoy's list), cycled.
+var defaultColours = []string{"#e6194b", "#3cb44b", "#ffe119", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#bfef45", "#469990"}
+
+// Labels are the model's labels: its card's, or, without a card, its class names in default
+// colours.
+func (m *Model) Labels() []Label {
+	if m.Card != nil {
+		return m.Card.Labels
+	}
+	ls := make([]Label, len(m.ClassNames))
+	for i, n := range m.ClassNames {
+		c := "#000000"
+		if i > 0 {
+			c = defaultColours[(i-1)%len(defaultColours)]
+		}
+		ls[i] = Label{Value: i, Name: n, Color: c}
+	}
+	return ls
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"voxpipe/pipeline/timing"
 )
 
 // ErrBadVolume is wrapped by errors about a Volume, mask buffer or slab range an engine cannot
@@ -145,7 +147,7 @@ func (e *CPUEngine) Close() error {
 	return nil
 }
 
-// Segment implements Engine: slabs of opt.Slab output slices in order, one "segment" Event per
+// Segment implements Engine: slabs of opt.Slab output slices in order, one StageSegment Event per
 // slab (Bytes: the input slices it read, halo included; Voxels: its output voxels), then
 // OnSlabDone for that slab (its labels are final once the slab's passes have returned).
 // Cancellation is checked before every row of every stage.
@@ -170,7 +172,7 @@ func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt O
 		if opt.OnEvent != nil {
 			in0, in1 := max(z0-Halo, 0), min(z1+Halo, vol.NZ)
 			opt.OnEvent(Event{
-				Stage:    "segment",
+				Stage:    timing.StageSegment,
 				Slab:     i,
 				Start:    t0.Sub(start),
 				Duration: time.Since(t0),

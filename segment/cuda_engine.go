@@ -829,9 +829,9 @@ func (e *cudaEngine) report(k int, ev *slabEvents, refOffset time.Duration, st *
 	st.D2HBytes += ev.labelBytes
 	st.Voxels += ev.voxels
 	if onEvent != nil {
-		onEvent(Event{Stage: "h2d", Slab: k, Start: refOffset + h2d0, Duration: h2d1 - h2d0, Bytes: ev.inputBytes, Voxels: ev.voxels})
-		onEvent(Event{Stage: "kernels", Slab: k, Start: refOffset + k0, Duration: k1 - k0, Voxels: ev.voxels})
-		onEvent(Event{Stage: "d2h", Slab: k, Start: refOffset + d2h0, Duration: d2h1 - d2h0, Bytes: ev.labelBytes, Voxels: ev.voxels})
+		onEvent(Event{Stage: timing.StageH2D, Slab: k, Start: refOffset + h2d0, Duration: h2d1 - h2d0, Bytes: ev.inputBytes, Voxels: ev.voxels})
+		onEvent(Event{Stage: timing.StageKernels, Slab: k, Start: refOffset + k0, Duration: k1 - k0, Voxels: ev.voxels})
+		onEvent(Event{Stage: timing.StageD2H, Slab: k, Start: refOffset + d2h0, Duration: d2h1 - d2h0, Bytes: ev.labelBytes, Voxels: ev.voxels})
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package segment
 import (
 	"context"
 	"time"
+
+	"voxpipe/pipeline/timing"
 )
 
 // Norm is the affine map from stored voxel values to the network's input:
@@ -24,8 +26,8 @@ type Volume struct {
 // Event is one timed piece of work an engine did, reported so the pipeline can write it to
 // timings.csv and the trace. Start is relative to the engine's Segment call.
 type Event struct {
-	Stage    string // "segment" for the CPU engine; "h2d", "kernels", "d2h" for the GPU engine
-	Slab     int    // slab index, -1 for whole-volume work
+	Stage    timing.Stage // StageSegment for the CPU engine; StageH2D, StageKernels, StageD2H for the GPU engine
+	Slab     int          // slab index, -1 for whole-volume work
 	Start    time.Duration
 	Duration time.Duration
 	Bytes    int64

@@ -20,6 +20,7 @@ import (
 
 	"voxpipe/fixtures"
 	"voxpipe/phantom"
+	"voxpipe/pipeline/timing"
 )
 
 // GPU engine tests: they need an NVIDIA GPU (cc >= 8.0) and run on the GPU machine through
@@ -256,16 +257,16 @@ func testEvents(t *testing.T, precision string) {
 	}
 	plane := int64(40 * 24)
 	var h2dBytes, d2hBytes, voxels int64
-	byStage := map[string][]Event{}
+	byStage := map[timing.Stage][]Event{}
 	for _, e := range evs {
 		byStage[e.Stage] = append(byStage[e.Stage], e)
 		if e.Start < 0 || e.Duration < 0 || e.Slab < 0 || e.Slab >= slabs {
 			t.Errorf("bad event %+v", e)
 		}
 		switch e.Stage {
-		case "h2d":
+		case timing.StageH2D:
 			h2dBytes += e.Bytes
-		case "d2h":
+		case timing.StageD2H:
 			d2hBytes += e.Bytes
 			voxels += e.Voxels
 		}
@@ -278,14 +279,14 @@ func testEvents(t *testing.T, precision string) {
 	if h2dBytes != wantH2D || d2hBytes != 23*plane || voxels != 23*plane {
 		t.Errorf("bytes h2d %d (want %d), d2h %d, voxels %d (want %d)", h2dBytes, wantH2D, d2hBytes, voxels, 23*plane)
 	}
-	for _, stage := range []string{"h2d", "kernels", "d2h"} {
+	for _, stage := range []timing.Stage{timing.StageH2D, timing.StageKernels, timing.StageD2H} {
 		if len(byStage[stage]) != slabs {
 			t.Errorf("%d %s events, want %d", len(byStage[stage]), stage, slabs)
 		}
 	}
 	// Stream order within a slab: upload, kernels, download.
 	for k := 0; k < slabs; k++ {
-		h, kk, d := byStage["h2d"][k], byStage["kernels"][k], byStage["d2h"][k]
+		h, kk, d := byStage[timing.StageH2D][k], byStage[timing.StageKernels][k], byStage[timing.StageD2H][k]
 		if h.Slab != k || kk.Slab != k || d.Slab != k {
 			t.Fatalf("events out of slab order")
 		}

@@ -8,7 +8,22 @@ type ClassMetrics struct {
 	Truth        int64   // voxels labelled with the class in the reference
 	Intersection int64   // voxels labelled with the class in both
 	Dice         float64 // 2*Intersection/(Pred+Truth); 1 when both are empty
-	Recall       float64 // Intersection/Truth, the class's voxel accuracy; 1 when Truth is 0
+	Precision    float64 // Intersection/Pred; 1 when Pred is 0
+	Recall       float64 // Intersection/Truth (sensitivity); 1 when Truth is 0
+}
+
+// ratios fills Dice, Precision and Recall from the counts.
+func (c *ClassMetrics) ratios() {
+	c.Dice, c.Precision, c.Recall = 1, 1, 1
+	if c.Pred+c.Truth > 0 {
+		c.Dice = 2 * float64(c.Intersection) / float64(c.Pred+c.Truth)
+	}
+	if c.Pred > 0 {
+		c.Precision = float64(c.Intersection) / float64(c.Pred)
+	}
+	if c.Truth > 0 {
+		c.Recall = float64(c.Intersection) / float64(c.Truth)
+	}
 }
 
 // Metrics compares a predicted mask with a reference one.
@@ -58,17 +73,38 @@ func Compare(pred, truth []uint8, classes int) Metrics {
 	}
 	m.Classes = make([]ClassMetrics, classes)
 	for k := range m.Classes {
-		c := ClassMetrics{Dice: 1, Recall: 1}
+		c := &m.Classes[k]
 		if k < 256 {
 			c.Pred, c.Truth, c.Intersection = predN[k], truthN[k], both[k]
 		}
-		if c.Pred+c.Truth > 0 {
-			c.Dice = 2 * float64(c.Intersection) / float64(c.Pred+c.Truth)
-		}
-		if c.Truth > 0 {
-			c.Recall = float64(c.Intersection) / float64(c.Truth)
-		}
-		m.Classes[k] = c
+		c.ratios()
 	}
 	return m
+}
+
+// Pool combines comparisons of several volumes (of the same classes) as if they were one: counts
+// summed, ratios recomputed from them.
+func Pool(ms []Metrics) Metrics {
+	var p Metrics
+	for i, m := range ms {
+		if i == 0 {
+			p.Classes = make([]ClassMetrics, len(m.Classes))
+		}
+		p.Voxels += m.Voxels
+		p.Correct += m.Correct
+		p.OutOfRange += m.OutOfRange
+		for k, c := range m.Classes {
+			p.Classes[k].Pred += c.Pred
+			p.Classes[k].Truth += c.Truth
+			p.Classes[k].Intersection += c.Intersection
+		}
+	}
+	p.Accuracy = 1
+	if p.Voxels > 0 {
+		p.Accuracy = float64(p.Correct) / float64(p.Voxels)
+	}
+	for k := range p.Classes {
+		p.Classes[k].ratios()
+	}
+	return p
 }

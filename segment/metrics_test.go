@@ -58,3 +58,27 @@ func TestCompareLengthMismatchPanics(t *testing.T) {
 	}()
 	Compare([]uint8{1}, []uint8{1, 2}, 3)
 }
+
+// TestPrecisionAndPool: precision by hand, and Pool equal to comparing the concatenation.
+func TestPrecisionAndPool(t *testing.T) {
+	// class 1: pred 3 (two right), truth 2 -> precision 2/3, recall 1
+	a := Compare([]uint8{1, 1, 1, 0}, []uint8{1, 1, 0, 0}, 2)
+	if c := a.Classes[1]; math.Abs(c.Precision-2.0/3) > 1e-12 || c.Recall != 1 {
+		t.Errorf("class 1: %+v", c)
+	}
+	if c := Compare([]uint8{0}, []uint8{1}, 2).Classes[1]; c.Precision != 1 || c.Recall != 0 {
+		t.Errorf("nothing predicted: precision %v recall %v, want 1 0", c.Precision, c.Recall)
+	}
+	b := Compare([]uint8{0, 2, 2}, []uint8{2, 2, 1}, 3)
+	a3 := Compare([]uint8{1, 1, 1, 0}, []uint8{1, 1, 0, 0}, 3)
+	pooled := Pool([]Metrics{a3, b})
+	whole := Compare([]uint8{1, 1, 1, 0, 0, 2, 2}, []uint8{1, 1, 0, 0, 2, 2, 1}, 3)
+	if pooled.Voxels != whole.Voxels || pooled.Correct != whole.Correct || pooled.Accuracy != whole.Accuracy {
+		t.Errorf("pooled %+v, whole %+v", pooled, whole)
+	}
+	for k := range whole.Classes {
+		if pooled.Classes[k] != whole.Classes[k] {
+			t.Errorf("class %d: pooled %+v, whole %+v", k, pooled.Classes[k], whole.Classes[k])
+		}
+	}
+}

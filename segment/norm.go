@@ -260,6 +260,20 @@ func (s *Stats) MeanStd(slope, inter float64) (mu, sigma float64) {
 	return mu, sigmaFloor(mu, sigma)
 }
 
+// Flat reports whether the volume is flat by the network's rule: the standard deviation of its
+// scaled values is below 1e-6*max(1, |mean|) (sigmaFloor), so it normalises to zeros. An empty
+// volume is flat.
+func (s *Stats) Flat(slope, inter float64) bool {
+	if s.Count() == 0 {
+		return true
+	}
+	slope, inter = effectiveScaling(slope, inter)
+	mean, variance := s.moments()
+	mu := mean*slope + inter
+	sigma := math.Sqrt(max(variance, 0)) * math.Abs(slope)
+	return sigmaFloor(mu, sigma) != sigma || sigma == 0
+}
+
 // Norm is NormFor(MeanStd(slope, inter), slope, inter): the map for the volume these stats
 // describe.
 func (s *Stats) Norm(slope, inter float64) Norm {

@@ -99,6 +99,92 @@ class Header:
             inter = 0.0
         return slope, inter
 
+    def affine(self):
+        """The voxel-to-world transform (4x4 float64, indices (i, j, k, 1) -> RAS+ mm in the
+        header's units), chosen as the NIfTI-1 standard and nibabel do: the sform when
+        sform_code > 0, else the qform (method 2) when qform_code > 0, else the pixdim scaling
+        alone (method 1). Same as io/nifti's Header.Affine."""
+        if self.sform_code > 0:
+            return np.array([self.srow_x, self.srow_y, self.srow_z, (0, 0, 0, 1)], dtype=np.float64)
+        if self.qform_code > 0:
+            return self.qform_affine()
+        return np.diag([_pixdim_or_1(self.pixdim[1]), _pixdim_or_1(self.pixdim[2]),
+                        _pixdim_or_1(self.pixdim[3]), 1.0])
+
+    def qform_affine(self):
+        """The transform of the quaternion fields (NIfTI-1 method 2), whatever qform_code says."""
+        b, c, d = (float(v) for v in (self.quatern_b, self.quatern_c, self.quatern_d))
+        a = 1.0 - (b * b + c * c + d * d)
+        if a < 1e-7:  # rounding: the standard's own fix-up (nifti1_io.c)
+            n = 1.0 / math.sqrt(b * b + c * c + d * d)
+            b, c, d, a = b * n, c * n, d * n, 0.0
+        else:
+            a = math.sqrt(a)
+        qfac = -1.0 if self.pixdim[0] < 0 else 1.0
+        dx, dy = _pixdim_or_1(self.pixdim[1]), _pixdim_or_1(self.pixdim[2])
+        dz = _pixdim_or_1(self.pixdim[3]) * qfac
+        return np.array([
+            [(a * a + b * b - c * c - d * d) * dx, 2 * (b * c - a * d) * dy, 2 * (b * d + a * c) * dz, self.qoffset_x],
+            [2 * (b * c + a * d) * dx, (a * a + c * c - b * b - d * d) * dy, 2 * (c * d - a * b) * dz, self.qoffset_y],
+            [2 * (b * d - a * c) * dx, 2 * (c * d + a * b) * dy, (a * a + d * d - c * c - b * b) * dz, self.qoffset_z],
+            [0, 0, 0, 1],
+        ], dtype=np.float64)
+
+    def mm_per_unit(self):
+        """Millimetres per spatial unit (xyzt_units): 1000 for metres, 0.001 for micrometres, 1
+        for mm and for unknown (0), as every common tool reads it."""
+        return {1: 1000.0, 3: 0.001}.get(int(self.xyzt_units) & 7, 1.0)
+
+    def set_affine(self, aff, code=1):
+        """Sets sform and qform to the 4x4 affine aff (a rotation with zooms, possibly with a
+        reflection: qfac), both with the given code. For writing test volumes."""
+        aff = np.asarray(aff, dtype=np.float64)
+        self.sform_code = self.qform_code = int(code)
+        self.srow_x, self.srow_y, self.srow_z = (tuple(float(v) for v in aff[r]) for r in range(3))
+        m = aff[:3, :3]
+        zooms = np.sqrt((m * m).sum(axis=0))
+        r = m / zooms
+        qfac = 1.0
+        if np.linalg.det(r) < 0:
+            qfac = -1.0
+            r[:, 2] = -r[:, 2]
+        # Quaternion of the rotation r (nifti1_io.c's mat44_to_quatern), a >= 0.
+        a = 1.0 + r[0, 0] + r[1, 1] + r[2, 2]
+        if a > 0.5:
+            a = 0.5 * math.sqrt(a)
+            b = 0.25 * (r[2, 1] - r[1, 2]) / a
+            c = 0.25 * (r[0, 2] - r[2, 0]) / a
+            d = 0.25 * (r[1, 0] - r[0, 1]) / a
+        else:
+            xd, yd, zd = 1.0 + r[0, 0] - (r[1, 1] + r[2, 2]), 1.0 + r[1, 1] - (r[0, 0] + r[2, 2]), \
+                1.0 + r[2, 2] - (r[0, 0] + r[1, 1])
+            if xd > 1.0:
+                b = 0.5 * math.sqrt(xd)
+                c, d, a = 0.25 * (r[0, 1] + r[1, 0]) / b, 0.25 * (r[0, 2] + r[2, 0]) / b, \
+                    0.25 * (r[2, 1] - r[1, 2]) / b
+            elif yd > 1.0:
+                c = 0.5 * math.sqrt(yd)
+                b, d, a = 0.25 * (r[0, 1] + r[1, 0]) / c, 0.25 * (r[1, 2] + r[2, 1]) / c, \
+                    0.25 * (r[0, 2] - r[2, 0]) / c
+            else:
+                d = 0.5 * math.sqrt(zd)
+                b, c, a = 0.25 * (r[0, 2] + r[2, 0]) / d, 0.25 * (r[1, 2] + r[2, 1]) / d, \
+                    0.25 * (r[1, 0] - r[0, 1]) / d
+            if a < 0:
+                b, c, d = -b, -c, -d
+        self.quatern_b, self.quatern_c, self.quatern_d = float(b), float(c), float(d)
+        self.qoffset_x, self.qoffset_y, self.qoffset_z = (float(v) for v in aff[:3, 3])
+        p = list(self.pixdim)
+        p[0], p[1], p[2], p[3] = qfac, float(zooms[0]), float(zooms[1]), float(zooms[2])
+        self.pixdim = tuple(p)
+
+
+def _pixdim_or_1(v):
+    """The standard's reading of a voxel size: zero (unset) or NaN counts as 1, the sign is
+    dropped."""
+    v = float(v)
+    return 1.0 if v == 0 or math.isnan(v) else abs(v)
+
 
 def _cstr(b):
     return b.split(b"\x00", 1)[0].decode("latin-1")

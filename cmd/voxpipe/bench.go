@@ -250,13 +250,13 @@ func hiddenCopyFraction(events []segment.Event) float64 {
 	type span struct{ a, b time.Duration }
 	var kernels []span
 	for _, e := range events {
-		if e.Stage != "h2d" && e.Stage != "d2h" {
+		if e.Stage != timing.StageH2D && e.Stage != timing.StageD2H {
 			kernels = append(kernels, span{e.Start, e.Start + e.Duration})
 		}
 	}
 	var copyTotal, hidden time.Duration
 	for _, e := range events {
-		if e.Stage != "h2d" && e.Stage != "d2h" {
+		if e.Stage != timing.StageH2D && e.Stage != timing.StageD2H {
 			continue
 		}
 		copyTotal += e.Duration
@@ -292,7 +292,7 @@ func writeBenchCSVs(out, dims string, voxels int64, engine string, runs []pipeli
 			timings.Append(timing.Row{RunID: "bench", Volume: name, Stage: e.Stage, Slab: e.Slab, Device: engine,
 				StartMS: msOf(offset + e.Start), DurationMS: msOf(e.Duration), Bytes: e.Bytes, Voxels: e.Voxels})
 		}
-		timings.Append(timing.Row{RunID: "bench", Volume: name, Stage: pipeline.StageSegment, Slab: -1, Device: engine,
+		timings.Append(timing.Row{RunID: "bench", Volume: name, Stage: timing.StageSegment, Slab: -1, Device: engine,
 			StartMS: msOf(offset), DurationMS: msOf(r.Wall), Voxels: voxels})
 		summary.Append(timing.Summary{RunID: "bench", Volume: name, Status: timing.StatusOK, Dims: dims, Voxels: voxels,
 			Engine: engine, SegmentMS: msOf(r.Wall), H2DMS: msOf(r.GPU.H2D), KernelsMS: msOf(r.GPU.Kernels),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,16 +22,21 @@ import (
 func init() {
 	commands = append(commands, &cli.Command{
 		Name:      "eval",
-		Usage:     "Dice and voxel accuracy per class of predicted masks against truth masks",
+		Usage:     "Dice, precision and recall per class of predicted masks against truth masks",
 		ArgsUsage: "PRED TRUTH",
 		Description: "PRED and TRUTH are mask files, or folders matched by name: truth <name>.nii.gz pairs with\n" +
-			"a prediction named <name>.nii.gz or <name>_mask.nii.gz (.nii too). Prints a table per class and\n" +
-			"writes the same rows as CSV (default PRED/eval.csv, or beside a PRED file).",
+			"a prediction named <name>.nii.gz or <name>_mask.nii.gz (.nii too). Label files may be of any\n" +
+			"integer or float type holding integer labels 0..255. A prediction and its truth must have the\n" +
+			"same dims and affine (--allow-affine-mismatch makes a different affine a warning). Classes are\n" +
+			"named from --model's card. Prints a table per class and writes the same rows as CSV (default\n" +
+			"PRED/eval.csv, or beside a PRED file).",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "classes", Value: 4, Usage: "number of classes (labels 0..classes-1)"},
+			&cli.IntFlag{Name: "classes", DefaultText: "the model's", Usage: "number of classes (labels 0..classes-1)"},
+			&cli.StringFlag{Name: "model", DefaultText: "embedded", Usage: "weights file whose card names the classes"},
 			&cli.StringFlag{Name: "csv", Usage: "CSV output path"},
 			&cli.Float64Flag{Name: "min-mean-dice", Usage: "exit 1 when the mean Dice of classes 1.. over all volumes is below this"},
 			&cli.IntFlag{Name: "volume", DefaultText: "none", Usage: "of 4D label files, compare volume `N` (0-based); 3D files are taken whole"},
+			&cli.BoolFlag{Name: "allow-affine-mismatch", Usage: "warn, instead of failing, when a prediction's affine differs from its truth's"},
 		},
 		Action: evalAction,
 	})
@@ -41,8 +47,10 @@ func init() {
 type evalRow struct {
 	Volume       string  `csv:"volume"`
 	Class        int     `csv:"class"`
+	Name         string  `csv:"name"`
 	Dice         float64 `csv:"dice"`
-	Recall       float64 `csv:"voxel_accuracy"`
+	Precision    float64 `csv:"precision"`
+	Recall       float64 `csv:"recall"`
 	Pred         int64   `csv:"pred_voxels"`
 	Truth        int64   `csv:"truth_voxels"`
 	Intersection int64   `csv:"intersection"`
@@ -51,11 +59,22 @@ type evalRow struct {
 
 type evalPair struct{ name, pred, truth string }
 
+// affineTolerance is how far, in mm, a prediction's affine may differ from its truth's: float32
+// storage of the same geometry differs by far less.
+const affineTolerance = 1e-3
+
 func evalAction(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return usageError{errors.New("eval: give PRED and TRUTH (files or folders)")}
 	}
-	classes := c.Int("classes")
+	model, _, err := loadModel(c.String("model"))
+	if err != nil {
+		return usageError{err}
+	}
+	classes := model.Classes
+	if c.IsSet("classes") {
+		classes = c.Int("classes")
+	}
 	if classes < 1 || classes > 256 {
 		return usageError{fmt.Errorf("eval: --classes %d out of range 1..256", classes)}
 	}
@@ -71,35 +90,32 @@ func evalAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
+	name := func(k int) string {
+		if model.Card != nil {
+			return model.Card.LabelName(k)
+		}
+		if k < len(model.ClassNames) {
+			return model.ClassNames[k]
+		}
+		return fmt.Sprintf("label %d", k)
+	}
 	var rows []evalRow
-	total := make([]segment.ClassMetrics, classes)
-	var voxels, correct int64
+	add := func(volume string, m segment.Metrics) {
+		for k, cm := range m.Classes {
+			rows = append(rows, evalRow{Volume: volume, Class: k, Name: name(k), Dice: cm.Dice, Precision: cm.Precision,
+				Recall: cm.Recall, Pred: cm.Pred, Truth: cm.Truth, Intersection: cm.Intersection, Accuracy: m.Accuracy})
+		}
+	}
+	var all []segment.Metrics
 	for _, p := range pairs {
-		m, err := evalOne(p, classes, volume)
+		m, err := evalOne(c.App.ErrWriter, p, classes, volume, c.Bool("allow-affine-mismatch"))
 		if err != nil {
 			return err
 		}
-		voxels += m.Voxels
-		correct += m.Correct
-		for k, cm := range m.Classes {
-			rows = append(rows, evalRow{Volume: p.name, Class: k, Dice: cm.Dice, Recall: cm.Recall,
-				Pred: cm.Pred, Truth: cm.Truth, Intersection: cm.Intersection, Accuracy: m.Accuracy})
-			total[k].Pred += cm.Pred
-			total[k].Truth += cm.Truth
-			total[k].Intersection += cm.Intersection
-		}
+		all = append(all, m)
+		add(p.name, m)
 	}
-	for k, cm := range total {
-		dice, recall := 1.0, 1.0
-		if cm.Pred+cm.Truth > 0 {
-			dice = 2 * float64(cm.Intersection) / float64(cm.Pred+cm.Truth)
-		}
-		if cm.Truth > 0 {
-			recall = float64(cm.Intersection) / float64(cm.Truth)
-		}
-		rows = append(rows, evalRow{Volume: "ALL", Class: k, Dice: dice, Recall: recall, Pred: cm.Pred,
-			Truth: cm.Truth, Intersection: cm.Intersection, Accuracy: float64(correct) / float64(voxels)})
-	}
+	add("ALL", segment.Pool(all))
 	meanDice := printEval(c.App.Writer, rows, classes, len(pairs))
 
 	csvPath := c.String("csv")
@@ -109,8 +125,8 @@ func evalAction(c *cli.Context) error {
 	if err := writeEvalCSV(csvPath, rows); err != nil {
 		return err
 	}
-	if min := c.Float64("min-mean-dice"); min > 0 && meanDice < min {
-		return cli.Exit(fmt.Sprintf("eval: mean Dice %.4f is below --min-mean-dice %.4f", meanDice, min), exitFailed)
+	if floor := c.Float64("min-mean-dice"); floor > 0 && meanDice < floor {
+		return cli.Exit(fmt.Sprintf("eval: mean Dice %.4f is below --min-mean-dice %.4f", meanDice, floor), exitFailed)
 	}
 	return nil
 }
@@ -173,22 +189,22 @@ func evalPairs(pred, truth string) ([]evalPair, string, error) {
 	return pairs, filepath.Join(pred, "eval.csv"), nil
 }
 
-// readLabels reads a label file: volume *volume of a 4D one (nil: a 4D file is refused with
-// nifti.ErrMultiVolume).
+// readLabels reads a label file of any datatype: volume *volume of a 4D one (nil: a 4D file is
+// refused with nifti.ErrMultiVolume).
 func readLabels(path string, volume *int) (*nifti.Header, []uint8, error) {
 	if volume != nil {
 		if h, err := nifti.ReadHeader(path); err == nil && h.Volumes() > 1 {
-			return nifti.ReadUint8(path, nifti.WithVolume(*volume))
+			return nifti.ReadLabels(path, nifti.WithVolume(*volume))
 		}
 	}
-	h, m, err := nifti.ReadUint8(path)
+	h, m, err := nifti.ReadLabels(path)
 	if errors.Is(err, nifti.ErrMultiVolume) {
 		err = fmt.Errorf("%w (compare one with --volume N)", err)
 	}
 	return h, m, err
 }
 
-func evalOne(p evalPair, classes int, volume *int) (segment.Metrics, error) {
+func evalOne(warn io.Writer, p evalPair, classes int, volume *int, allowAffine bool) (segment.Metrics, error) {
 	ph, pm, err := readLabels(p.pred, volume)
 	if err != nil {
 		return segment.Metrics{}, err
@@ -201,11 +217,33 @@ func evalOne(p evalPair, classes int, volume *int) (segment.Metrics, error) {
 		return segment.Metrics{}, fmt.Errorf("eval %s: prediction is %dx%dx%d but truth %s is %dx%dx%d",
 			p.pred, ph.NX(), ph.NY(), ph.NZ(), p.truth, th.NX(), th.NY(), th.NZ())
 	}
+	if d := affineDistance(ph.Affine(), th.Affine()); d > affineTolerance {
+		err := fmt.Errorf("eval %s: %w: its affine differs from truth %s's by up to %.3g mm", p.pred, errAffineMismatch, p.truth, d)
+		if !allowAffine {
+			return segment.Metrics{}, fmt.Errorf("%w (--allow-affine-mismatch to compare anyway)", err)
+		}
+		fmt.Fprintf(warn, "warning: %v\n", err)
+	}
 	m := segment.Compare(pm, tm, classes)
 	if m.OutOfRange > 0 {
 		return m, fmt.Errorf("eval %s: %d voxels carry labels >= %d (wrong --classes?)", p.name, m.OutOfRange, classes)
 	}
 	return m, nil
+}
+
+// errAffineMismatch: a prediction and its truth place their voxels differently in the world.
+var errAffineMismatch = errors.New("affine mismatch")
+
+// affineDistance is the largest difference between two affines' entries, in mm (for the
+// rotation-and-zoom part, mm per voxel index).
+func affineDistance(a, b nifti.Affine) float64 {
+	d := 0.0
+	for r := range 3 {
+		for c := range 4 {
+			d = math.Max(d, math.Abs(a[r][c]-b[r][c]))
+		}
+	}
+	return d
 }
 
 // printEval prints the per-volume Dice table and the pooled per-class table; it returns the
@@ -214,7 +252,7 @@ func printEval(w io.Writer, rows []evalRow, classes, volumes int) float64 {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "volume\t")
 	for k := 0; k < classes; k++ {
-		fmt.Fprintf(tw, "dice %d\t", k)
+		fmt.Fprintf(tw, "dice %d %s\t", k, rows[k].Name)
 	}
 	fmt.Fprint(tw, "accuracy\t\n")
 	for i := 0; i < len(rows); i += classes {
@@ -236,9 +274,9 @@ func printEval(w io.Writer, rows []evalRow, classes, volumes int) float64 {
 	}
 	fmt.Fprintf(w, "\n%d volume(s); pooled over all voxels:\n", volumes)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "class\tdice\tvoxel accuracy\tpred voxels\ttruth voxels\t\n")
+	fmt.Fprint(tw, "class\tname\tdice\tprecision\trecall\tpred voxels\ttruth voxels\t\n")
 	for _, r := range pooled {
-		fmt.Fprintf(tw, "%d\t%.4f\t%.4f\t%d\t%d\t\n", r.Class, r.Dice, r.Recall, r.Pred, r.Truth)
+		fmt.Fprintf(tw, "%d\t%s\t%.4f\t%.4f\t%.4f\t%d\t%d\t\n", r.Class, r.Name, r.Dice, r.Precision, r.Recall, r.Pred, r.Truth)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "mean Dice (classes 1..%d): %.4f; overall voxel accuracy %.4f\n", classes-1, mean, pooled[0].Accuracy)

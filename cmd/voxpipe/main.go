@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -133,6 +134,16 @@ func flagsFirst(app *cli.App, args []string) ([]string, error) {
 	if cmd == nil {
 		return args, nil
 	}
+	head := 2 // args[:head] are the program and the command names
+	for len(args) > head {
+		// urfave/cli adds a help subcommand to every command once run: descend only into
+		// subcommands named on the command line.
+		sub := cmd.Command(args[head])
+		if sub == nil || sub.Name == "help" {
+			break
+		}
+		cmd, head = sub, head+1
+	}
 	takesValue := map[string]bool{"help": false, "h": false}
 	for _, f := range cmd.Flags {
 		_, isBool := f.(*cli.BoolFlag)
@@ -141,7 +152,7 @@ func flagsFirst(app *cli.App, args []string) ([]string, error) {
 		}
 	}
 	var flags, positional []string
-	rest := args[2:]
+	rest := args[head:]
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
 		switch {
@@ -166,7 +177,7 @@ func flagsFirst(app *cli.App, args []string) ([]string, error) {
 			positional = append(positional, a)
 		}
 	}
-	out := append([]string{args[0], args[1]}, flags...)
+	out := append(slices.Clone(args[:head]), flags...)
 	if len(positional) > 0 {
 		out = append(out, "--")
 		out = append(out, positional...)

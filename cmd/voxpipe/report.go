@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"voxpipe/pipeline/timing"
 	"voxpipe/report"
 )
 
@@ -34,7 +35,7 @@ func init() {
 			&cli.StringSliceFlag{Name: "baseline", Aliases: []string{"b"}, Usage: "folder or CSV of the baseline run(s) (B); repeatable"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: ".", Usage: "folder for report.md, report.csv and report.html"},
 			&cli.Float64Flag{Name: "fail-if-slower", Usage: "exit 3 when A's p50 is slower than B's by more than `PCT` percent"},
-			&cli.StringFlag{Name: "gate-stage", Value: report.EndToEnd, Usage: "`STAGE` whose p50 the gate compares: end_to_end (turnaround), service, or a stage (read, segment...)"},
+			&cli.StringFlag{Name: "gate-stage", Value: string(report.EndToEnd), Usage: "`STAGE` whose p50 the gate compares: end_to_end (turnaround), service, or a stage (read, segment...)"},
 			&cli.IntFlag{Name: "min-volumes", Value: report.DefaultMinVolumes, Usage: "fewest volumes on each side (pairs when paired) for a speedup's interval to count and for the gate to decide; `N` >= 1"},
 			&cli.StringFlag{Name: "timeline-volume", Usage: "volume of A for the slab timeline (default: A's slowest)"},
 			&cli.IntFlag{Name: "resamples", Value: report.DefaultResamples, Usage: "bootstrap resamples for the speedup's confidence interval"},
@@ -66,7 +67,7 @@ func reportAction(c *cli.Context) error {
 		MinVolumes:     c.Int("min-volumes"),
 	}
 	if c.IsSet("fail-if-slower") {
-		opts.Gate = &report.GateOptions{Stage: c.String("gate-stage"), MaxSlowerPct: c.Float64("fail-if-slower")}
+		opts.Gate = &report.GateOptions{Stage: timing.Stage(c.String("gate-stage")), MaxSlowerPct: c.Float64("fail-if-slower")}
 	}
 
 	rep, err := report.Generate(runs, baselines, opts)

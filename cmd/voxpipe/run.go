@@ -188,9 +188,7 @@ func runAction(c *cli.Context) error {
 		log.Info("nothing to do: every mask is up to date", "volumes", len(jobs))
 		return nil
 	default:
-		if err := records.UpdateVolumes(outDir); err != nil {
-			log.Warn("volumes.csv", "err", err)
-		}
+		updateTables(outDir, log)
 	}
 	log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
 		"failed", res.Failed, "records", rec.Dir)
@@ -219,6 +217,10 @@ func workFlags(readers int) []cli.Flag {
 		&cli.IntFlag{Name: "compression", Value: -1, Usage: "gzip level of .nii.gz masks: 0 (store) to 9, -1 default"},
 		&cli.IntFlag{Name: "volume", DefaultText: "none", Usage: "segment volume `N` (0-based) of 4D inputs (default: a 4D input fails; 3D inputs take 0)"},
 		&cli.BoolFlag{Name: "verify-inputs", Usage: "before skipping a volume, also re-hash its input (default: size and mtime must match)"},
+		&cli.StringFlag{Name: "resample", Value: resampleAuto, Usage: "auto: a volume whose voxel size differs from the model card's by more than 10 % is resampled to it for the model, labels brought back to its grid; off: only reoriented"},
+		&cli.BoolFlag{Name: "strict-domain", Usage: "fail volumes the domain check warns about (spacing or intensity unlike the model's training, constant, 4D, no orientation, no card)"},
+		&cli.BoolFlag{Name: "statistics", Usage: "write per-label statistics: OUT/statistics/<volume>.json and .csv, merged into OUT/statistics.csv"},
+		&cli.BoolFlag{Name: "preview", Usage: "write a preview PNG per volume (three planes, labels overlaid): OUT/previews/<volume>.png"},
 		&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},
 		&cli.DurationFlag{Name: "claim-timeout", Value: claim.DefaultTimeout, Usage: "a claim whose heartbeat is older than this, held by another host, is taken over"},
 		&cli.StringFlag{Name: "run-id", Usage: "run id in the records (default: UTC time and random suffix); must be new to OUT"},
@@ -266,6 +268,12 @@ func progressLog(c *cli.Context, log *slog.Logger) pipeline.Progress {
 	return pipeline.NewProgressLog(log, c.Duration("progress-interval"))
 }
 
+// --resample values.
+const (
+	resampleAuto = "auto"
+	resampleOff  = "off"
+)
+
 // workSettings are the checked values of workFlags.
 type workSettings struct {
 	outDir, maskName, runID string
@@ -285,6 +293,9 @@ func checkWorkFlags(c *cli.Context, cmd string) (workSettings, error) {
 		if c.Int(f) < 1 {
 			return ws, usageError{fmt.Errorf("%s: --%s must be at least 1, not %d", cmd, f, c.Int(f))}
 		}
+	}
+	if r := c.String("resample"); r != resampleAuto && r != resampleOff {
+		return ws, usageError{fmt.Errorf("%s: --resample must be %s or %s, not %q", cmd, resampleAuto, resampleOff, r)}
 	}
 	if c.IsSet("volume") && c.Int("volume") < 0 {
 		return ws, usageError{fmt.Errorf("%s: --volume must be 0 or more, not %d", cmd, c.Int("volume"))}
@@ -369,6 +380,13 @@ func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.R
 		Claims:       claims,
 		Provenance:   provenance.Record{Version: versionString(), Model: es.modelID, Engine: kind, Precision: precision},
 		VerifyInputs: c.Bool("verify-inputs"),
+		Card:         es.model.Card,
+		Resample:     c.String("resample") == resampleAuto,
+		StrictDomain: c.Bool("strict-domain"),
+		Statistics:   c.Bool("statistics"),
+		Preview:      c.Bool("preview"),
+		Labels:       es.model.Labels(),
+		OutDir:       c.String("output"),
 		Host:         host,
 		RunID:        rec.ID,
 		Timings:      rec.Timings, Summary: rec.Summary, Log: log,
@@ -381,6 +399,17 @@ func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.R
 		cfg.Volume = &v
 	}
 	return cfg
+}
+
+// updateTables regenerates the output folder's tables derived from every run: volumes.csv and,
+// when volumes have statistics, statistics.csv.
+func updateTables(out string, log *slog.Logger) {
+	if err := records.UpdateVolumes(out); err != nil {
+		log.Warn("volumes.csv", "err", err)
+	}
+	if err := pipeline.MergeStatistics(out); err != nil {
+		log.Warn(pipeline.StatisticsName, "err", err)
+	}
 }
 
 // noteDiscovery says once what discovery left out.

@@ -168,9 +168,7 @@ func watchAction(c *cli.Context) error {
 		runErr = err
 	}
 	refresh.stop()
-	if err := records.UpdateVolumes(ws.outDir); err != nil {
-		log.Warn("volumes.csv", "err", err)
-	}
+	updateTables(ws.outDir, log)
 	log.Info("watch finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
 		"failed", res.Failed, "records", rec.Dir)
 	mu.Lock()
@@ -202,7 +200,7 @@ func engineNames(engines []segment.Engine) []string {
 	return names
 }
 
-// volumesRefresher regenerates volumes.csv as volumes finish, at most every volumesRefresh.
+// volumesRefresher regenerates volumes.csv (and statistics.csv) as volumes finish, at most every volumesRefresh.
 // It is the watch's pipeline.Progress.
 type volumesRefresher struct {
 	out  string
@@ -234,9 +232,7 @@ func (v *volumesRefresher) loop() {
 			}
 		}
 		last = time.Now()
-		if err := records.UpdateVolumes(v.out); err != nil {
-			v.log.Warn("volumes.csv", "err", err)
-		}
+		updateTables(v.out, v.log)
 	}
 }
 

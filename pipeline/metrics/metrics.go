@@ -222,7 +222,7 @@ func (m *Metrics) Summary(s timing.Summary) {
 // Row implements pipeline.Observer: observes the row's duration for its stage and adds an
 // engine's busy time.
 func (m *Metrics) Row(r timing.Row) {
-	m.stages.WithLabelValues(r.Stage).Observe(r.DurationMS / 1e3)
+	m.stages.WithLabelValues(string(r.Stage)).Observe(r.DurationMS / 1e3)
 	now := m.now()
 	m.mu.Lock()
 	anchor := m.anchor(r, now)
@@ -254,13 +254,13 @@ func (m *Metrics) anchor(r timing.Row, now time.Time) time.Time {
 // nor the whole-call segment row (slab -1) standing in for engines that report finer stages:
 // it spans their copies too.
 func busyRow(r timing.Row) bool {
-	if r.Device == "host" {
+	if r.Device == timing.DeviceHost {
 		return false
 	}
 	switch r.Stage {
-	case pipeline.StageRead, pipeline.StageStats, pipeline.StageWrite, "h2d", "d2h":
+	case timing.StageRead, timing.StageStats, timing.StageWrite, timing.StageH2D, timing.StageD2H:
 		return false
-	case pipeline.StageSegment:
+	case timing.StageSegment:
 		return r.Slab >= 0
 	}
 	return true

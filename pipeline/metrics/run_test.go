@@ -88,22 +88,22 @@ func TestPipelineRun(t *testing.T) {
 	want(t, s, "voxpipe_volume_turnaround_seconds_count", 3)
 	want(t, s, "voxpipe_volume_turnaround_seconds_sum", wall)
 
-	perStage := map[string]int{}
+	perStage := map[timing.Stage]int{}
 	var slabs []timing.Row
 	for _, r := range rows {
 		perStage[r.Stage]++
-		if r.Stage == pipeline.StageSegment {
+		if r.Stage == timing.StageSegment {
 			if r.Device != "cpu" || r.Slab < 0 {
 				t.Fatalf("the CPU engine's segment rows are per slab: %+v", r)
 			}
 			slabs = append(slabs, r)
 		}
 	}
-	for _, stage := range []string{pipeline.StageRead, pipeline.StageSegment, pipeline.StageWrite} {
+	for _, stage := range []timing.Stage{timing.StageRead, timing.StageSegment, timing.StageWrite} {
 		if perStage[stage] == 0 {
 			t.Errorf("no %s rows", stage)
 		}
-		want(t, s, `voxpipe_stage_duration_seconds_count{stage="`+stage+`"}`, float64(perStage[stage]))
+		want(t, s, `voxpipe_stage_duration_seconds_count{stage="`+string(stage)+`"}`, float64(perStage[stage]))
 	}
 	// Busy: the union of the CPU engine's slabs (one volume at a time, in order).
 	slices.SortFunc(slabs, func(a, b timing.Row) int { return cmp.Compare(a.StartMS, b.StartMS) })

@@ -60,6 +60,10 @@ type Record struct {
 	Engine    string `json:"engine"`    // engine kind: cpu, cuda
 	Precision string `json:"precision"` // fp32, fp16
 	Input     Input  `json:"input"`
+	// Grid is how the volume met the model: its orientation and voxel size, and the model's
+	// when it was reoriented or resampled (summary.csv's grid column). Empty in masks of
+	// versions that segmented every volume as stored.
+	Grid string `json:"grid,omitempty"`
 }
 
 // Model identifies the weights.
@@ -284,6 +288,11 @@ const (
 // Options tunes Check.
 type Options struct {
 	VerifyHash bool // also recompute the input's hash (reads the whole input)
+	// Grid, when set, is how the volume would meet the model now (Record.Grid); a mask made
+	// another way is redone. AsStored says that way is the volume as stored, which is how masks
+	// without a grid were made.
+	Grid     string
+	AsStored bool
 }
 
 // Check decides on the mask at mask for the input at input (fingerprinted as cur, with the
@@ -316,6 +325,9 @@ func Check(ctx context.Context, mask string, inputDims [3]int, cur Input, paths 
 	}
 	if !rec.Input.SameFiles(cur) {
 		return Redo, "input changed since the mask was made (" + describeChange(rec.Input, cur) + ")"
+	}
+	if opt.Grid != "" && rec.Grid != opt.Grid && !(rec.Grid == "" && opt.AsStored) {
+		return Redo, fmt.Sprintf("the model would see the volume otherwise (mask made with grid %q, now %q)", rec.Grid, opt.Grid)
 	}
 	if opt.VerifyHash {
 		sum, err := Hash(ctx, paths)

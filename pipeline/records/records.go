@@ -16,6 +16,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"github.com/gocarina/gocsv"
 	"github.com/gofrs/flock"
 
+	"voxpipe/internal/atomicfile"
 	"voxpipe/pipeline/timing"
 )
 
@@ -253,11 +255,21 @@ func ReadSummaries(out string) ([]timing.Summary, error) {
 // lock, atomically. It writes the table also when some run's file could not be read, and
 // returns that error.
 func UpdateVolumes(out string) error {
+	return WithLock(out, func() error { return updateVolumes(out) })
+}
+
+// WithLock runs f holding the records lock of the output folder out, which serialises the
+// regeneration of the tables derived from several runs (volumes.csv, statistics.csv).
+func WithLock(out string, f func() error) error {
 	lock := flock.New(filepath.Join(out, LockName))
 	if err := lock.Lock(); err != nil {
 		return fmt.Errorf("records: lock %s: %w", lock.Path(), err)
 	}
 	defer lock.Unlock()
+	return f()
+}
+
+func updateVolumes(out string) error {
 	removeStaleStaging(filepath.Join(out, RunsDir), time.Now())
 	// Temporaries of a regeneration killed midway: nobody else writes one while we hold the lock.
 	if stale, err := filepath.Glob(filepath.Join(out, "."+VolumesName+".tmp-*")); err == nil {
@@ -273,29 +285,10 @@ func UpdateVolumes(out string) error {
 	return readErr
 }
 
-// writeAtomic writes rows to a temporary file next to path, syncs it and renames it to path.
+// writeAtomic replaces path with the table of rows.
 func writeAtomic(path string, rows []timing.Summary) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	if err := atomicfile.Write(path, func(w io.Writer) error { return gocsv.Marshal(&rows, w) }); err != nil {
 		return fmt.Errorf("records: %w", err)
-	}
-	tmp := f.Name()
-	err = gocsv.Marshal(&rows, f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("records: write %s: %w", path, err)
 	}
 	return nil
 }

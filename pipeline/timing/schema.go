@@ -6,7 +6,7 @@ package timing
 type Row struct {
 	RunID      string  `csv:"run_id"`
 	Volume     string  `csv:"volume"`
-	Stage      string  `csv:"stage"` // read, stats, segment, write; h2d, kernels, d2h for GPU engines
+	Stage      Stage   `csv:"stage"` // see Stage
 	Slab       int     `csv:"slab"`  // -1 for whole-volume stages
 	Device     string  `csv:"device"`
 	StartMS    float64 `csv:"start_ms"` // since the run started, monotonic clock
@@ -43,11 +43,17 @@ type Summary struct {
 	// an engine after its read; under watch, also from its arrival to its read. Service time
 	// is WallMS - QueueMS.
 	QueueMS float64 `csv:"queue_ms"`
+	// Domain is the domain check's verdict: "ok", or "warn: " and the reasons
+	// (segment.CheckDomain).
+	Domain string `csv:"domain"`
+	// Grid is how the volume met the model: its orientation, and "->" the model's when it was
+	// reoriented; the voxel size "->" the model's when it was resampled.
+	Grid string `csv:"grid"`
 }
 
 // OptionalColumns are the summary.csv columns added after its first schema: files written
 // before them lack them, and readers take them as empty.
-var OptionalColumns = []string{"reason", "finished_at", "host", "shard", "queue_ms"}
+var OptionalColumns = []string{"reason", "finished_at", "host", "shard", "queue_ms", "domain", "grid"}
 
 // Status is a volume's outcome in summary.csv.
 type Status string

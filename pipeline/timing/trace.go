@@ -68,12 +68,12 @@ func (t *Trace) WriteFile(path string) error {
 			tids[key] = tid
 			events = append(events, traceEvent{Name: "thread_name", Ph: "M", PID: pid, TID: tid, Args: map[string]any{"name": s.Track}})
 		}
-		name := s.Stage + " " + s.Volume
+		name := string(s.Stage) + " " + s.Volume
 		if s.Slab >= 0 {
 			name = fmt.Sprintf("%s %s slab %d", s.Stage, s.Volume, s.Slab)
 		}
 		events = append(events, traceEvent{
-			Name: name, Cat: s.Stage, Ph: "X", PID: pid, TID: tid,
+			Name: name, Cat: string(s.Stage), Ph: "X", PID: pid, TID: tid,
 			TS: s.StartMS * 1000, Dur: s.DurationMS * 1000,
 			Args: map[string]any{"volume": s.Volume, "slab": s.Slab, "bytes": s.Bytes, "voxels": s.Voxels},
 		})

@@ -1,0 +1,182 @@
+"""The model card: what a model is, what it was trained on and where it may be trusted.
+
+It is stored as JSON under the weights file's metadata key "card"; segment/card.go (Card,
+ParseCard, Validate) is the specification, and voxpipe rejects unknown fields. numpy only.
+"""
+
+import json
+import re
+import struct
+
+import numpy as np
+
+from . import safetensors_io
+
+CARD_KEY = "card"
+NORMALIZATION = "zscore-volume"
+QUANTILE_LEVELS = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+QUANTILE_TOLERANCE = 0.5
+
+# Label colours by value when none are given: black background, then colours that stay distinct
+# from each other and from grey MR intensities (Sasha Trubetskoy's list).
+PALETTE = ("#000000", "#e6194b", "#3cb44b", "#4363d8", "#ffe119", "#f58231", "#911eb4",
+           "#42d4f4", "#f032e6", "#bfef45", "#469990", "#dcbeff", "#9a6324", "#800000",
+           "#aaffc3", "#808000", "#000075", "#fabed4", "#ffd8b1", "#fffac8")
+
+_COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
+_ORIENTATION = re.compile(r"^(?=.*[LR])(?=.*[AP])(?=.*[IS])[LRAPIS]{3}$")
+
+
+class CardError(ValueError):
+    """A card voxpipe would reject; the message says which field."""
+
+
+def default_color(value):
+    """PALETTE by value, then colours spread around the hue circle (golden angle)."""
+    if value < len(PALETTE):
+        return PALETTE[value]
+    h = (value * 0.618033988749895) % 1.0
+    r, g, b = (int(255 * min(1.0, max(0.0, abs((h * 6 + o) % 6 - 3) - 1))) for o in (0, 4, 2))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def parse_colors(spec, names):
+    """Colours by value from "--colors": comma-separated KEY=#rrggbb where KEY is a label value
+    or name, or a plain list of #rrggbb by value; labels not named get default_color."""
+    colors = [default_color(v) for v in range(len(names))]
+    if not spec:
+        return colors
+    items = [s.strip() for s in spec.split(",") if s.strip()]
+    for pos, item in enumerate(items):
+        if "=" in item:
+            key, color = (p.strip() for p in item.split("=", 1))
+            if key.isdigit():
+                v = int(key)
+            elif key in names:
+                v = names.index(key)
+            else:
+                raise CardError(f"--colors {item!r}: no label {key!r} (labels: {', '.join(names)})")
+        else:
+            v, color = pos, item
+        if not 0 <= v < len(names):
+            raise CardError(f"--colors {item!r}: label value {v} outside 0..{len(names) - 1}")
+        if not _COLOR.match(color):
+            raise CardError(f"--colors {item!r}: colour {color!r}, want #rrggbb")
+        colors[v] = color.lower()
+    return colors
+
+
+def domain(spacings, quantiles, tolerance=QUANTILE_TOLERANCE):
+    """The card's domain from per-volume spacings (mm, x y z) and per-volume quantiles of the
+    normalised intensity at QUANTILE_LEVELS: per-axis spacing range, per-level min and max."""
+    s = np.asarray(spacings, dtype=np.float64).reshape(-1, 3)
+    q = np.asarray(quantiles, dtype=np.float64).reshape(-1, len(QUANTILE_LEVELS))
+    if len(s) == 0 or len(q) == 0:
+        raise CardError("domain: no training volumes")
+    return {
+        "spacing_min_mm": [float(v) for v in s.min(axis=0)],
+        "spacing_max_mm": [float(v) for v in s.max(axis=0)],
+        "quantile_levels": list(QUANTILE_LEVELS),
+        "quantile_min": [float(v) for v in q.min(axis=0)],
+        "quantile_max": [float(v) for v in q.max(axis=0)],
+        "quantile_tolerance": float(tolerance),
+    }
+
+
+def make_card(*, name, version, modality, spacing_mm, orientation, label_names, colors,
+              training_data, intended_use, domain):
+    """A card dict with exactly segment.Card's fields, checked with validate."""
+    card = {
+        "name": name,
+        "version": version,
+        "modality": modality,
+        "spacing_mm": [float(v) for v in spacing_mm],
+        "orientation": orientation,
+        "normalization": NORMALIZATION,
+        "labels": [{"value": v, "name": n, "color": c}
+                   for v, (n, c) in enumerate(zip(label_names, colors))],
+        "training_data": training_data,
+        "intended_use": intended_use,
+        "domain": domain,
+    }
+    validate(card, len(label_names))
+    return card
+
+
+def validate(card, classes):
+    """The checks of segment.Card.Validate, so a bad card fails when it is written, not when
+    voxpipe loads it."""
+    def bad(msg):
+        raise CardError(f"card: {msg}")
+
+    want = {"name", "version", "modality", "spacing_mm", "orientation", "normalization", "labels",
+            "training_data", "intended_use", "domain"}
+    if set(card) != want:
+        bad(f"fields {sorted(card)}, want {sorted(want)}")
+    if not card["name"] or not card["version"]:
+        bad("name and version are required")
+    for i, s in enumerate(card["spacing_mm"]):
+        if not (np.isfinite(s) and s > 0):
+            bad(f"spacing_mm[{i}] = {s}: want a positive number of mm")
+    if len(card["spacing_mm"]) != 3 or not _ORIENTATION.match(card["orientation"]):
+        bad(f"orientation {card['orientation']!r}: want three axis codes such as RAS")
+    if card["normalization"] != NORMALIZATION:
+        bad(f"normalization {card['normalization']!r}, want {NORMALIZATION!r}")
+    labels = card["labels"]
+    if len(labels) != classes:
+        bad(f"{len(labels)} labels for a model of {classes} classes")
+    for i, lab in enumerate(labels):
+        if lab["value"] != i or not lab["name"].strip() or not _COLOR.match(lab["color"]):
+            bad(f"label {i}: {lab}: want value {i}, a name and a #rrggbb colour")
+    d = card["domain"]
+    dkeys = {"spacing_min_mm", "spacing_max_mm", "quantile_levels", "quantile_min",
+             "quantile_max", "quantile_tolerance"}
+    if set(d) != dkeys:
+        bad(f"domain fields {sorted(d)}, want {sorted(dkeys)}")
+    for i in range(3):
+        lo, hi = d["spacing_min_mm"][i], d["spacing_max_mm"][i]
+        if not (lo > 0 and np.isfinite(hi) and hi >= lo):
+            bad(f"domain spacing range on axis {i} is [{lo}, {hi}]")
+    if list(d["quantile_levels"]) != list(QUANTILE_LEVELS):
+        bad(f"domain quantile_levels {d['quantile_levels']}, want {list(QUANTILE_LEVELS)}")
+    qmin, qmax = d["quantile_min"], d["quantile_max"]
+    if len(qmin) != len(QUANTILE_LEVELS) or len(qmax) != len(QUANTILE_LEVELS):
+        bad(f"domain quantile_min/max need {len(QUANTILE_LEVELS)} values each")
+    for i, (lo, hi) in enumerate(zip(qmin, qmax)):
+        if not (np.isfinite(lo) and np.isfinite(hi) and hi >= lo):
+            bad(f"domain quantile range at level {QUANTILE_LEVELS[i]} is [{lo}, {hi}]")
+        if i and (lo < qmin[i - 1] or hi < qmax[i - 1]):
+            bad(f"domain quantiles decrease at level {QUANTILE_LEVELS[i]}")
+    tol = d["quantile_tolerance"]
+    if not (np.isfinite(tol) and tol >= 0):
+        bad(f"domain quantile_tolerance {tol}: want >= 0")
+
+
+def encode(card):
+    """The metadata value: compact JSON."""
+    return json.dumps(card, separators=(",", ":"), ensure_ascii=False)
+
+
+def stamp(weights, card):
+    """The bytes of the safetensors file `weights` (bytes) with the card in its metadata. The
+    tensor data bytes are copied verbatim: only the JSON header changes, and its tensor entries
+    (dtypes, shapes, data_offsets) are kept as they are."""
+    _, meta = safetensors_io.decode(weights)  # validates the layout
+    n = struct.unpack("<Q", weights[:8])[0]
+    header = json.loads(weights[8:8 + n].decode("utf-8"))
+    names = [s.strip() for s in meta.get("class_names", "").split(",")]
+    validate(card, int(meta.get("classes", len(names))))
+    if [lab["name"] for lab in card["labels"]] != names:
+        raise CardError(f"card label names {[lab['name'] for lab in card['labels']]} differ from"
+                        f" the weights file's class_names {names}")
+    header["__metadata__"] = dict(meta, **{CARD_KEY: encode(card)})
+    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hjson += b" " * (-len(hjson) % 8)
+    return struct.pack("<Q", len(hjson)) + hjson + weights[8 + n:]
+
+
+def read_card(path):
+    """The card dict of a weights file, or None when it has none."""
+    _, meta = safetensors_io.read(path)
+    raw = meta.get(CARD_KEY)
+    return None if raw is None else json.loads(raw)

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"voxpipe/segment"
+)
+
+// errNoCard: model info --json on a weights file written before model cards.
+var errNoCard = errors.New("the weights file has no model card")
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:  "model",
+		Usage: "inspect weights files",
+		Subcommands: []*cli.Command{{
+			Name:      "info",
+			Usage:     "print a model's card: what it is, what it was trained on, where it may be trusted",
+			ArgsUsage: "[FILE]",
+			Description: "FILE is a .safetensors weights file; without it, the embedded default model.\n" +
+				"--json prints the card alone, as stored (an error when the file has none).",
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "print the card as JSON"},
+			},
+			Action: modelInfo,
+		}},
+	})
+}
+
+func modelInfo(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return usageError{fmt.Errorf("model info: one FILE at most, got %d", c.NArg())}
+	}
+	path := c.Args().First()
+	m, name, err := loadModel(path)
+	if err != nil {
+		return err
+	}
+	id, err := modelIdentity(path, name)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	if c.Bool("json") {
+		if m.Card == nil {
+			return fmt.Errorf("%s: %w", name, errNoCard)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(m.Card)
+	}
+	printModel(w, m, name, id.SHA256)
+	return nil
+}
+
+func printModel(w io.Writer, m *segment.Model, name, sha string) {
+	params := 0
+	for _, t := range [][]float32{m.C1W, m.C1B, m.C2W, m.C2B, m.CGW, m.CGB, m.WXW, m.WXB, m.WGW, m.WGB, m.PsiW, m.PsiB, m.HeadW, m.HeadB} {
+		params += len(t)
+	}
+	row := func(k, format string, a ...any) { fmt.Fprintf(w, "%-15s %s\n", k, fmt.Sprintf(format, a...)) }
+	row("file", "%s (sha256 %s)", name, sha)
+	row("network", "attention-gate CNN, %d channels, %d classes, %d parameters", m.Channels, m.Classes, params)
+	card := m.Card
+	if card == nil {
+		row("card", "none: this weights file predates model cards, so voxpipe cannot check")
+		row("", "spacing, orientation or intensity against its training (domain: warn)")
+		row("classes", "%s", strings.Join(m.ClassNames, ", "))
+		if m.Description != "" {
+			row("description", "%s", m.Description)
+		}
+		return
+	}
+	row("name", "%s %s", card.Name, card.Version)
+	row("modality", "%s", card.Modality)
+	row("intended use", "%s", card.IntendedUse)
+	row("spacing", "%s mm (x y z), orientation %s", mm3(card.SpacingMM), card.Orientation)
+	row("normalization", "%s", card.Normalization)
+	for i, l := range card.Labels {
+		k := ""
+		if i == 0 {
+			k = "labels"
+		}
+		row(k, "%d %-12s %s", l.Value, l.Name, l.Color)
+	}
+	row("training data", "%s", card.TrainingData)
+	d := card.Domain
+	row("domain", "spacing %s to %s mm", mm3(d.SpacingMinMM), mm3(d.SpacingMaxMM))
+	var q []string
+	for i, lv := range d.QuantileLevels {
+		q = append(q, fmt.Sprintf("p%g [%.2f, %.2f]", 100*lv, d.QuantileMin[i], d.QuantileMax[i]))
+	}
+	row("", "normalised intensity quantiles (tolerance %.2g): %s", d.QuantileTolerance, strings.Join(q, " "))
+}
+
+func mm3(s [3]float64) string { return fmt.Sprintf("%g x %g x %g", s[0], s[1], s[2]) }

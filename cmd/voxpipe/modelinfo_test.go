@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"voxpipe/segment"
+)
+
+const cardJSON = `{"name":"brains","version":"2","modality":"MR T1","spacing_mm":[1,1,1.2],"orientation":"RAS",
+"normalization":"zscore-volume","labels":[{"value":0,"name":"background","color":"#000000"},
+{"value":1,"name":"grey","color":"#808080"},{"value":2,"name":"white","color":"#ffffff"}],
+"training_data":"three brains","intended_use":"research only",
+"domain":{"spacing_min_mm":[0.9,0.9,1],"spacing_max_mm":[1.1,1.1,1.4],
+"quantile_levels":[0.01,0.05,0.25,0.5,0.75,0.95,0.99],
+"quantile_min":[-1,-1,-0.5,0,0.5,1,2],"quantile_max":[-0.9,-0.8,-0.4,0.1,0.6,1.5,2.5],"quantile_tolerance":0.5}}`
+
+// writeModel writes a random 3-class model, with the card when card is non-empty.
+func writeModel(t *testing.T, card string) string {
+	t.Helper()
+	m := segment.RandomModel(4, 3, 7)
+	m.ClassNames = []string{"background", "grey", "white"}
+	if card != "" {
+		c, err := segment.ParseCard(card, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Card = c
+	}
+	b, err := m.MarshalSafetensors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.safetensors")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestModelInfo runs the binary: urfave/cli keeps state in a command with subcommands, so they
+// cannot run twice in one process.
+func TestModelInfo(t *testing.T) {
+	path := writeModel(t, cardJSON)
+	code, out, stderr := cliRun(t, "model", "info", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"brains 2", "research only", "1 x 1 x 1.2 mm (x y z), orientation RAS", "1 grey", "#ffffff", "three brains", "p99 [2.00, 2.50]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("model info lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, stderr = cliRun(t, "model", "info", path, "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, stderr)
+	}
+	var card segment.Card
+	if err := json.Unmarshal([]byte(out), &card); err != nil || card.Name != "brains" || card.Labels[2].Name != "white" {
+		t.Fatalf("--json printed %q (%v)", out, err)
+	}
+
+	bare := writeModel(t, "")
+	code, out, _ = cliRun(t, "model", "info", bare)
+	if code != 0 || !strings.Contains(out, "none: this weights file predates model cards") || !strings.Contains(out, "background, grey, white") {
+		t.Errorf("no card: exit %d\n%s", code, out)
+	}
+	if code, _, stderr = cliRun(t, "model", "info", "--json", bare); code != exitFailed || !strings.Contains(stderr, errNoCard.Error()) {
+		t.Errorf("--json without a card: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, _ = cliRun(t, "model", "info", filepath.Join(t.TempDir(), "missing.safetensors")); code == 0 {
+		t.Errorf("a missing file: exit 0")
+	}
+	if code, _, _ = cliRun(t, "model", "info", path, path); code != exitUsage {
+		t.Errorf("two files: exit %d, want %d", code, exitUsage)
+	}
+}

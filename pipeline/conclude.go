@@ -1,0 +1,100 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"voxpipe/pipeline/records"
+	"voxpipe/pipeline/timing"
+)
+
+// conclude records a volume that is not processed (skipped, busy, conflict) and why.
+func (r *runner) conclude(w *work, status timing.Status, why string) {
+	r.log.Info(string(status), "volume", w.job.Name, "mask", w.job.Output, "reason", why)
+	w.sum.Status, w.sum.Reason = status, why
+	if status != timing.StatusSkipped {
+		w.sum.Output = ""
+	}
+	r.finish(w)
+}
+
+// fail records a failed volume and gives back whatever buffers it holds.
+func (r *runner) fail(w *work, err error) {
+	if w.in != nil {
+		r.putBack(r.inputs, w.in)
+		w.in = nil
+	}
+	if w.mask != nil {
+		r.putBack(r.masks, w.mask)
+		w.mask = nil
+	}
+	r.dropModel(w)
+	r.releaseReservation(w)
+	if err == nil {
+		err = errors.New("unknown error")
+	}
+	if errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("interrupted: %w", err)
+	}
+	w.mu.Lock()
+	w.sum.Status = timing.StatusFailed
+	w.sum.Error = err.Error()
+	w.sum.Output = ""
+	if !w.start.IsZero() {
+		w.sum.WallMS = ms(time.Since(w.start))
+		w.sum.QueueMS = w.queueMS()
+	}
+	w.mu.Unlock()
+	r.log.Error("volume failed", "volume", w.job.Name, "input", w.job.Input, "err", err)
+	if r.cfg.FailFast && !errors.Is(err, ErrStoppedEarly) {
+		r.stop(ErrStoppedEarly)
+	}
+	r.finish(w)
+}
+
+// finish records the volume's summary row, then releases its claim: a process killed between
+// the two leaves a claim that the next run takes over, never a mask without its row while the
+// claim is free.
+func (r *runner) finish(w *work) {
+	w.mu.Lock()
+	w.sum.FinishedAt = records.Stamp(time.Now())
+	w.sum.Host = r.cfg.Host
+	sum := w.sum
+	w.mu.Unlock()
+	if sum.Status == timing.StatusOK {
+		r.log.Info("volume done", "volume", sum.Volume, "dims", sum.Dims, "engine", sum.Engine,
+			"wall_ms", round3(sum.WallMS), "mvox_per_s", round3(sum.MVoxPerS), "mask", sum.Output)
+	}
+	r.progress().VolumeDone(w.job, sum.Status)
+	r.summarise(sum)
+	if w.claim != nil {
+		if err := w.claim.Release(); err != nil {
+			r.log.Warn("release claim", "volume", w.job.Name, "err", err)
+		}
+	}
+}
+
+func (r *runner) summarise(sum timing.Summary) {
+	r.mu.Lock()
+	switch sum.Status {
+	case timing.StatusOK:
+		r.result.OK++
+	case timing.StatusSkipped:
+		r.result.Skipped++
+	case timing.StatusBusy:
+		r.result.Busy++
+	case timing.StatusConflict:
+		r.result.Conflict++
+	default:
+		r.result.Failed++
+	}
+	r.mu.Unlock()
+	if r.cfg.Summary != nil {
+		r.noteOutErr(r.cfg.Summary.Append(sum))
+	}
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.Summary(sum)
+	}
+}

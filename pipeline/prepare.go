@@ -1,0 +1,186 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"voxpipe/geometry"
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// The prepare step ends the read stage: it checks the volume against the model's domain
+// (segment.CheckDomain, summary.csv's domain column) and, when the volume is not stored the way
+// the model was trained, makes the model's view of it (gridPlan): reoriented to the card's
+// orientation by permutations and flips, and resampled to the card's spacing when
+// Config.Resample allows and it differs by more than geometry.SpacingTolerance. The engine then
+// segments that view (work.model), and the restore step (segment.go) brings its labels back to
+// the input's grid, so the mask always has the input's exact geometry.
+
+// ErrOutOfDomain fails a volume the domain check warned about, under Config.StrictDomain.
+var ErrOutOfDomain = errors.New("pipeline: volume outside the model's domain (--strict-domain)")
+
+// gridPlan is how one volume is brought to the model's grid.
+type gridPlan struct {
+	ro     geometry.Reorient
+	rs     *geometry.Resample // nil: not resampled
+	from   string             // the input's closest canonical orientation
+	to     string             // the model's
+	inMM   [3]float64         // the input's voxel size along the model's axes
+	seenMM [3]float64         // what the model sees: inMM, or the resampled size
+	// oriented: the header gives an orientation (qform or sform); without one the voxel axes
+	// are taken as they come (NIfTI's method 1: RAS).
+	oriented bool
+}
+
+// identity reports whether the model reads the volume as stored.
+func (p *gridPlan) identity() bool { return p.ro.Identity() && p.rs == nil }
+
+// modelVoxels is the size of the model's view.
+func (p *gridPlan) modelVoxels() int64 {
+	d := p.ro.OutDims()
+	if p.rs != nil {
+		d = p.rs.Out
+	}
+	return int64(d[0]) * int64(d[1]) * int64(d[2])
+}
+
+// String is summary.csv's grid column: "RAS", "LPS->RAS", "RAS 1x1x1->2.5x2.5x3 mm"...
+func (p *gridPlan) String() string {
+	if p == nil {
+		return ""
+	}
+	s := p.from
+	if !p.ro.Identity() {
+		s += "->" + p.to
+	}
+	if p.rs != nil {
+		s += fmt.Sprintf(" %s->%s mm", mmString(p.inMM), mmString(p.seenMM))
+	}
+	return s
+}
+
+func mmString(s [3]float64) string { return fmt.Sprintf("%.3gx%.3gx%.3g", s[0], s[1], s[2]) }
+
+// planFor works out the model's view of a volume from its header alone (so the memory budget
+// can count it before the read).
+func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
+	card := r.cfg.Card
+	dims := [3]int{h.NX(), h.NY(), h.NZ()}
+	p := &gridPlan{to: geometry.Canonical, oriented: h.QformCode > 0 || h.SformCode > 0}
+	if card != nil {
+		p.to = card.Orientation
+	}
+	a := h.Affine()
+	from, err := geometry.Axcodes(a)
+	if err != nil {
+		return nil, fmt.Errorf("orientation: %w", err)
+	}
+	p.from = from
+	if p.ro, err = geometry.NewReorient(from, p.to, dims); err != nil {
+		return nil, err
+	}
+	var mm [3]float64
+	for i, s := range a.VoxelSizes() {
+		mm[i] = s * h.MMPerUnit()
+	}
+	p.inMM = p.ro.Spacing(mm)
+	p.seenMM = p.inMM
+	if r.cfg.Resample && card != nil && geometry.NeedsResample(p.inMM, card.SpacingMM) {
+		if p.rs, err = geometry.NewResample(p.ro.OutDims(), p.inMM, card.SpacingMM); err != nil {
+			return nil, err
+		}
+		p.seenMM = p.rs.OutSpacing(p.inMM)
+	}
+	return p, nil
+}
+
+// prepareBytes is the heap memory the model's view takes: its volume (float32 when resampled)
+// and its mask.
+func (p *gridPlan) prepareBytes(h *nifti.Header) int64 {
+	if p == nil || p.identity() {
+		return 0
+	}
+	n := p.modelVoxels()
+	sample := int64(4)
+	if p.rs == nil && nifti.Int16Exact(h.Datatype) {
+		sample = 2
+	}
+	return n*sample + n
+}
+
+// prepare checks the domain and makes the model's view of the volume (see the top of this
+// file).
+func (r *readers) prepare(w *work, track string) error {
+	start := time.Now()
+	p, err := r.planFor(w.hdr)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", w.job.Input, err)
+	}
+	w.plan = p
+	w.sum.Grid = p.String()
+	verdict := segment.CheckDomain(r.cfg.Card, segment.DomainInput{
+		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil,
+		Orientation: p.oriented, Constant: w.flat, Quantiles: segment.VolumeQuantiles(&w.vol),
+	})
+	w.sum.Domain = verdict.String()
+	if !verdict.OK() {
+		r.log.Warn("outside the model's domain", "volume", w.job.Name, "domain", w.sum.Domain)
+		if r.cfg.StrictDomain {
+			return fmt.Errorf("%s: %w: %s", w.job.Input, ErrOutOfDomain, w.sum.Domain)
+		}
+	}
+	if !p.identity() {
+		r.makeModelView(w)
+	}
+	r.span(w, span{stage: timing.StagePrepare, slab: -1, device: timing.DeviceHost, track: track,
+		start: start, end: time.Now(), voxels: int64(w.vol.NX) * int64(w.vol.NY) * int64(w.vol.NZ)})
+	return nil
+}
+
+// makeModelView fills w.model (and an empty w.modelMask) from w.vol by w.plan.
+func (r *readers) makeModelView(w *work) {
+	p := w.plan
+	if r.budget != nil { // admit reserved it (volumeNeeds)
+		w.modelBytes = p.prepareBytes(w.hdr)
+		w.reserved -= w.modelBytes
+	}
+	n := len(w.vol.I16) + len(w.vol.F32)
+	out := p.ro.OutDims()
+	model := segment.Volume{NX: out[0], NY: out[1], NZ: out[2], Norm: w.vol.Norm}
+	if w.vol.I16 != nil {
+		model.I16 = make([]int16, n)
+		geometry.Apply(p.ro, model.I16, w.vol.I16)
+	} else {
+		model.F32 = make([]float32, n)
+		geometry.Apply(p.ro, model.F32, w.vol.F32)
+	}
+	if p.rs != nil {
+		var f []float32
+		if model.I16 != nil {
+			f = geometry.Image(p.rs, model.I16)
+		} else {
+			f = geometry.Image(p.rs, model.F32)
+		}
+		// Normalised over the resampled values, as the model would see a volume stored at
+		// its spacing; stored-value units, so the scaling still applies.
+		var st segment.Stats
+		st.AddFloat32(f)
+		slope, inter := w.hdr.EffectiveScaling()
+		model = segment.Volume{NX: p.rs.Out[0], NY: p.rs.Out[1], NZ: p.rs.Out[2], F32: f, Norm: st.Norm(slope, inter)}
+	}
+	w.model = &model
+	w.modelMask = make([]uint8, p.modelVoxels())
+}
+
+// dropModel frees the model's view and gives its memory back to the budget.
+func (r *runner) dropModel(w *work) {
+	if w.model == nil {
+		return
+	}
+	w.model, w.modelMask = nil, nil
+	r.budget.release(w.modelBytes)
+	w.modelBytes = 0
+}

@@ -1,0 +1,154 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sync/errgroup"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline/claim"
+	"voxpipe/pipeline/provenance"
+	"voxpipe/pipeline/timing"
+)
+
+// The producer stage: one goroutine that decides, job by job and in order, what to do with
+// each before any of its data is read (take), and hands the volumes to do to the readers.
+
+// startProducer starts the producer on g; it closes the readers' queue when it returns.
+func startProducer(ctx context.Context, g *errgroup.Group, r *runner, next *readers) {
+	g.Go(func() error {
+		defer next.close()
+		jobs := r.jobs(ctx)
+		for {
+			job, ok := jobs()
+			if !ok {
+				return ctx.Err()
+			}
+			w := r.take(ctx, job)
+			if w == nil {
+				continue
+			}
+			if err := next.put(ctx, w); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// jobs returns the next job of Config.Jobs or Config.Source, false when there are no more or
+// ctx is done.
+func (r *runner) jobs(ctx context.Context) func() (Job, bool) {
+	i := 0
+	return func() (Job, bool) {
+		if ctx.Err() != nil {
+			return Job{}, false
+		}
+		if r.cfg.Source == nil {
+			if i >= len(r.cfg.Jobs) {
+				return Job{}, false
+			}
+			i++
+			return r.cfg.Jobs[i-1], true
+		}
+		select {
+		case job, ok := <-r.cfg.Source:
+			return job, ok
+		case <-ctx.Done():
+			return Job{}, false
+		}
+	}
+}
+
+// take decides what to do with a job before any of its data is read: fail it (refused at
+// discovery, input unreadable), report it busy (claimed by a live process), skipped (its mask
+// is up to date) or a conflict (a file voxpipe did not write is at its mask's path), or return
+// it as work to do, claimed, with the reason.
+func (r *runner) take(ctx context.Context, job Job) *work {
+	w := &work{job: job}
+	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.Output, Shard: r.cfg.Shard}
+	if job.Err != nil {
+		r.fail(w, job.Err)
+		return nil
+	}
+	if r.cfg.Claims != nil {
+		c, err := r.cfg.Claims.Acquire(job.Output)
+		var busy *claim.BusyError
+		if errors.As(err, &busy) {
+			if r.cfg.OnBusy != nil {
+				r.log.Info("busy: deferred", "volume", job.Name, "reason", busy.Error())
+				r.cfg.OnBusy(job)
+				return nil
+			}
+			r.conclude(w, timing.StatusBusy, busy.Error())
+			return nil
+		}
+		if err != nil {
+			r.fail(w, err)
+			return nil
+		}
+		w.claim = c
+		if c.TookOver != nil {
+			r.log.Warn("took over the claim of a dead process", "volume", job.Name, "holder", c.TookOver.String())
+		}
+		r.removeStaleTemps(w)
+	}
+	var err error
+	if w.input, w.files, err = provenance.Stat(job.Input); err != nil {
+		r.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
+		return nil
+	}
+	w.input.Volume = r.cfg.Volume
+	if w.hdr, err = nifti.ReadHeader(job.Input); err != nil {
+		r.fail(w, err)
+		return nil
+	}
+	dims := [3]int{w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()}
+	opt := provenance.Options{VerifyHash: r.cfg.VerifyInputs}
+	if p, err := r.planFor(w.hdr); err == nil { // else the read stage fails the volume
+		opt.Grid, opt.AsStored = p.String(), p.identity()
+	}
+	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Provenance.Model, opt)
+	switch {
+	case verdict == provenance.UpToDate && !r.cfg.Overwrite:
+		r.conclude(w, timing.StatusSkipped, why)
+		return nil
+	case verdict == provenance.Conflict && (!r.cfg.Overwrite || !replaceable(job.Output)):
+		r.conclude(w, timing.StatusConflict, why)
+		return nil
+	case verdict != provenance.Redo:
+		why = "--overwrite: " + why
+	}
+	w.reason = why
+	w.sum.Reason = why
+	if why != "new" {
+		r.log.Info("redo", "volume", job.Name, "reason", why)
+	}
+	return w
+}
+
+// replaceable reports whether a rename can put a mask at path: not over a folder.
+func replaceable(path string) bool {
+	st, err := os.Lstat(path)
+	return err != nil || !st.IsDir()
+}
+
+// removeStaleTemps removes what dead processes left for a volume this run has just claimed:
+// mask temporaries (only a claim's holder writes them, so they are not a live process's) and
+// temporary claim files.
+func (r *runner) removeStaleTemps(w *work) {
+	removed := w.claim.RemoveStaleTemps()
+	if tmps, err := filepath.Glob(nifti.TempPattern(w.job.Output)); err == nil {
+		for _, t := range tmps {
+			if os.Remove(t) == nil {
+				removed = append(removed, t)
+			}
+		}
+	}
+	if len(removed) > 0 {
+		r.log.Info("removed temporaries left by a dead process", "volume", w.job.Name, "files", removed)
+	}
+}

@@ -1,0 +1,89 @@
+package pipeline
+
+import (
+	"time"
+
+	"voxpipe/pipeline/timing"
+)
+
+// span is one timed piece of a volume's work in a stage: a row of timings.csv and an event
+// of the trace.
+type span struct {
+	stage      timing.Stage
+	slab       int    // -1 for the whole volume
+	device     string // timing.DeviceHost, or the engine's name; also the trace's process
+	track      string // the trace's track within the process: "reader 0", "engine 1"...
+	start, end time.Time
+	bytes      int64 // bytes read or written, if any
+	voxels     int64
+}
+
+// span records a stage event and adds it to the volume's stage totals.
+func (r *runner) span(w *work, s span) {
+	r.record(w, timing.Span{Process: s.device, Track: s.track, Row: timing.Row{
+		Stage: s.stage, Slab: s.slab, Device: s.device,
+		StartMS: ms(s.start.Sub(r.t0)), DurationMS: ms(s.end.Sub(s.start)), Bytes: s.bytes, Voxels: s.voxels,
+	}})
+}
+
+func (r *runner) record(w *work, s timing.Span) {
+	w.mu.Lock()
+	switch s.Stage {
+	case timing.StageRead:
+		w.sum.ReadMS += s.DurationMS
+	case timing.StageStats:
+		w.sum.StatsMS += s.DurationMS
+	case timing.StageWrite:
+		w.sum.WriteMS += s.DurationMS
+	case timing.StageH2D:
+		w.sum.H2DMS += s.DurationMS
+	case timing.StageD2H:
+		w.sum.D2HMS += s.DurationMS
+	case timing.StageSegment:
+		// the summary's segment time is the engine call's wall time, set by segment()
+	case timing.StagePrepare, timing.StageRestore, timing.StageAnalyse:
+		// in timings.csv only
+	default: // kernels, or finer kernel groups
+		// Time with a kernel running: the CUDA fp16 engine's kernels of consecutive slabs
+		// overlap (two streams); engines report them in order.
+		w.sum.KernelsMS += timing.BusyAdded(&w.kernelsEnd, s.StartMS, s.DurationMS)
+	}
+	w.mu.Unlock()
+	r.emit(w, s)
+}
+
+func (r *runner) emit(w *work, s timing.Span) {
+	s.RunID, s.Volume = r.cfg.RunID, w.job.Name
+	if r.cfg.Timings != nil {
+		r.noteOutErr(r.cfg.Timings.Append(s.Row))
+	}
+	if r.cfg.Trace != nil {
+		r.cfg.Trace.Add(s)
+	}
+	if r.cfg.Observer != nil {
+		r.cfg.Observer.Row(s.Row)
+	}
+}
+
+// noteOutErr keeps the first failure to write the CSVs; the run then stops, since a batch
+// whose results cannot be recorded should not go on silently.
+func (r *runner) noteOutErr(err error) {
+	if err == nil {
+		return
+	}
+	r.mu.Lock()
+	first := r.outErr == nil
+	if first {
+		r.outErr = err
+	}
+	r.mu.Unlock()
+	if first {
+		r.stop(err)
+	}
+}
+
+func (r *runner) progress() Progress { return r.cfg.Progress }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }

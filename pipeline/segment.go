@@ -1,0 +1,149 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"voxpipe/geometry"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// engines is the segment stage: one worker per engine, each taking read volumes, running its
+// engine on one at a time into a mask buffer and handing the volume to the writers as the
+// engine starts (see volume.go for how the two then share it).
+type engines struct {
+	*runner
+	in queue
+}
+
+// startEngines starts the engine workers on g; they close next's queue once all have returned.
+func startEngines(ctx context.Context, g *errgroup.Group, r *runner, next *writers) *engines {
+	s := &engines{runner: r, in: make(queue)}
+	startWorkers(g, len(r.cfg.Engines), next.close, func(i int) error { return s.work(ctx, i, next) })
+	return s
+}
+
+// put hands a read volume to the engines.
+func (s *engines) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.runner, w) }
+
+// close tells the engine workers that no more volumes are coming.
+func (s *engines) close() { close(s.in) }
+
+// work is engine worker i's loop.
+func (s *engines) work(ctx context.Context, i int, next *writers) error {
+	eng := s.cfg.Engines[i]
+	// An engine still opening (the CUDA engine's context) finishes while the readers read;
+	// one that cannot open stops the run with its error instead of failing every volume.
+	if o, ok := eng.(segment.BackgroundOpener); ok {
+		if err := o.Ready(); err != nil {
+			return err
+		}
+	}
+	for w := range s.in {
+		s.segment(ctx, i, eng, w, next)
+	}
+	return ctx.Err()
+}
+
+// segment runs the engine on the volume into a pooled mask buffer, handing the volume to the
+// writers (next) as it starts; then frees the input and lets go of the volume.
+func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w *work, next *writers) {
+	buf, err := r.masks.Get(ctx)
+	if err != nil {
+		r.fail(w, context.Cause(ctx))
+		return
+	}
+	w.mask = buf
+	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
+	err = r.grow(w, w.mask, voxels)
+	r.releaseReservation(w) // every buffer the volume needs is now sized
+	if err != nil {
+		r.fail(w, err)
+		return
+	}
+	segCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w.seg = newSegProgress(w.vol.NZ)
+	w.cancelSeg = cancel
+	w.holders.Store(2)
+	if next.put(ctx, w) != nil {
+		return // no writer has it: put has failed it
+	}
+
+	device := eng.Name()
+	start := time.Now()
+	w.mu.Lock()
+	w.sum.Engine = device
+	w.segStart = start
+	w.mu.Unlock()
+	sawSegment := false
+	// The engine reads the volume as stored and its labels go straight to the writer, or it
+	// reads the model's view (prepare.go) and the restore step below brings them back.
+	vol, out, onSlab := &w.vol, w.mask.bytes[:voxels], w.seg.slabDone
+	if w.model != nil {
+		vol, out, onSlab = w.model, w.modelMask, nil
+	}
+	plane := int64(vol.NX) * int64(vol.NY)
+	err = eng.Segment(segCtx, vol, out, segment.Options{
+		Slab:       r.cfg.Slab,
+		OnSlabDone: onSlab,
+		OnEvent: func(ev segment.Event) {
+			s := start.Add(ev.Start)
+			switch ev.Stage {
+			case timing.StageSegment:
+				sawSegment = true
+			}
+			switch {
+			case w.model != nil: // progress counts the input's planes, all restored at once
+			case ev.Stage == timing.StageSegment, ev.Stage == timing.StageD2H: // a GPU slab is done when its mask is back
+				r.progress().PlanesDone(w.job, int(ev.Voxels/plane))
+			}
+			r.record(w, timing.Span{Process: device, Track: string(ev.Stage), Row: timing.Row{
+				Stage: ev.Stage, Slab: ev.Slab, Device: device,
+				StartMS: ms(s.Sub(r.t0)), DurationMS: ms(ev.Duration), Bytes: ev.Bytes, Voxels: ev.Voxels,
+			}})
+		},
+	})
+	end := time.Now()
+	// The engine's own events cover its work; a single whole-volume row stands in for engines
+	// that report only finer stages (h2d, kernels, d2h), so "segment" is always there once.
+	w.mu.Lock()
+	w.sum.SegmentMS = ms(end.Sub(start))
+	w.mu.Unlock()
+	if !sawSegment {
+		r.span(w, span{stage: timing.StageSegment, slab: -1, device: device, track: fmt.Sprintf("engine %d", worker),
+			start: start, end: end, voxels: int64(voxels)})
+	}
+	if err == nil && w.model != nil {
+		r.restore(w, worker)
+	}
+	r.dropModel(w)
+	if !r.cfg.analyses() { // else the writer, which analyses the volume, gives it back
+		r.putBack(r.inputs, w.in)
+		w.in = nil
+	}
+	if err != nil && segCtx.Err() != nil {
+		err = context.Cause(segCtx) // the run's cause, or the writer's failure
+	}
+	if err = w.seg.finish(err); err != nil {
+		w.setErr(fmt.Errorf("segment %s: %w", w.job.Input, err))
+	}
+	r.release(w)
+}
+
+// restore maps the labels the engine made on the model's view back to the input's grid, each
+// voxel taking the label of the model voxel that contains its centre, and hands them all to
+// the writer at once.
+func (r *engines) restore(w *work, worker int) {
+	start := time.Now()
+	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
+	geometry.LabelsBack(w.mask.bytes[:voxels], w.modelMask, w.plan.ro, w.plan.rs)
+	r.span(w, span{stage: timing.StageRestore, slab: -1, device: timing.DeviceHost, track: fmt.Sprintf("engine %d", worker),
+		start: start, end: time.Now(), voxels: int64(voxels)})
+	r.progress().PlanesDone(w.job, w.vol.NZ)
+	w.seg.slabDone(0, w.vol.NZ)
+}

@@ -1,0 +1,216 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline/claim"
+	"voxpipe/pipeline/provenance"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// A volume's state travels with it through the stages (work). Each stage owns the volume
+// while it works on it, and hands it on through the next stage's queue (queue.put), or fails
+// it itself (runner.fail), giving back the buffers it holds. The one exception is the
+// hand-over from the segment stage to the write stage, where segmentation and writing overlap:
+// as soon as an engine worker has a mask buffer for a volume it queues the volume for the
+// writers and starts the engine; the engine reports each slab whose labels are final
+// (segment.Options.OnSlabDone, recorded in segProgress) and the writer streams those planes
+// into the temporary file while later slabs are computed, then commits once the engine has
+// returned without error. The rules that keep this safe:
+//
+//   - Ownership and buffers. From the hand-over on, the volume has two holders, its engine
+//     worker and its writer (work.holders = 2). Each lets go exactly once (release); the last
+//     one concludes the volume: its summary row, ok or failed, written exactly once, and its
+//     mask buffer back in the pool, exactly once and only after both the engine and the writer
+//     are done with it. The engine worker gives the input buffer back itself, before it lets
+//     go. Before the hand-over (no mask buffer yet, or the queue refused under cancellation)
+//     the engine worker alone owns the volume and fails it itself.
+//   - No deadlock. An engine worker never waits for a writer: the writers' queue holds at most
+//     as many volumes as there are mask buffers (each queued volume holds one), which is its
+//     capacity, so the hand-over never blocks; OnSlabDone only records the progress and wakes
+//     the writer without blocking. Writers wait only for slabs of volumes already handed over,
+//     whose engines therefore run freely (or have returned). An engine worker blocks only on
+//     the mask pool, when it holds no volume in segmentation, and buffers come back as writers
+//     finish. With all writers busy, volumes wait in the queue while engines keep segmenting
+//     (at most engines+writers masks in flight).
+//   - Failures. The volume's first failure wins (setErr). An engine error ends the writer's
+//     wait; the writer aborts its temporary file (nothing carries the final name) and never
+//     commits. A writer error (disk full) cancels the engine's work on the volume
+//     (cancelSeg). Either way the volume is failed once, by whoever lets go last, and with
+//     --fail-fast that stops the batch.
+//   - Cancellation. Every wait selects on ctx.Done(): the hand-over, the writer's wait for
+//     slabs, the pool. On SIGINT the engine returns the context's error, the writer aborts, and
+//     the last holder fails the volume as interrupted. Volumes still queued are drained by the
+//     writers, which abort them at once.
+//   - Timings. The engine's own events; one `write` row per chunk written (at most a slab of
+//     planes, timed around the write call only, the first one including creating the
+//     temporary file) and one `write` row with slab -1 for the commit (flush, fsync, rename):
+//     time spent waiting for slabs is in no row. WriteMS is their sum; WallMS runs from the
+//     start of the read to the end of the commit.
+
+// work is one volume travelling through the stages, with the buffers it holds.
+type work struct {
+	job Job
+	// From the producer: the input's header (read again by nifti.Open in the read stage), its
+	// fingerprint without the hash and its files, the claim (nil without Config.Claims), and
+	// why the volume is being done.
+	hdr    *nifti.Header
+	input  provenance.Input
+	files  []string
+	claim  *claim.Claim
+	reason string
+	// hash receives the input's XXH3-128 (or its error) once, from the goroutine the read
+	// stage starts.
+	hash chan hashResult
+	// Under Config.MaxMemory: bytes reserved and not yet allocated, the inflate scratch among
+	// them (see budget).
+	reserved, scratch int64
+
+	in   *hostBuffer
+	mask *hostBuffer
+	vol  segment.Volume
+	// inflatedInto: the gzipped file was inflated straight into in (nifti.WithInflateInto).
+	inflatedInto bool
+	// From the prepare step (prepare.go): how the volume meets the model, and, when it is not
+	// read as stored, the model's view of it and the mask on that grid (heap memory,
+	// modelBytes of it drawn from the budget), until the restore step.
+	flat       bool // the statistics found every voxel equal
+	plan       *gridPlan
+	model      *segment.Volume
+	modelMask  []uint8
+	modelBytes int64
+
+	mu         sync.Mutex // engines report events from their own goroutines
+	sum        timing.Summary
+	kernelsEnd float64 // under mu: the latest end of a kernels span, ms since the run's start
+	err        error   // first failure of the volume, under mu (see setErr)
+	// start: the volume's arrival (Job.Arrived) or the reader taking it; readStart, readEnd:
+	// its decode; segStart: its engine call (under mu). wall_ms runs from start; queue_ms is
+	// the waits between them (queueMS).
+	start, readStart, readEnd, segStart time.Time
+
+	// From the start of its segmentation the volume is held by two goroutines at once, its
+	// engine worker and its writer (see the rules above): holders counts them,
+	// and the last to let go concludes the volume.
+	holders   atomic.Int32
+	seg       *segProgress
+	cancelSeg context.CancelCauseFunc // stops the engine's work on this volume (the writer failed)
+	committed time.Time               // when the writer's Commit returned (its last action)
+}
+
+// queueMS is the time the volume waited within its wall time (under w.mu): from its start
+// (arrival, or the reader taking it) to its read (an input buffer, the memory budget), and
+// from its read's end to its engine call (a free engine, a mask buffer). Stages not reached
+// count for nothing.
+func (w *work) queueMS() float64 {
+	var q time.Duration
+	if !w.readStart.IsZero() {
+		q += w.readStart.Sub(w.start)
+	}
+	if !w.segStart.IsZero() && !w.readEnd.IsZero() {
+		q += w.segStart.Sub(w.readEnd)
+	}
+	return ms(q)
+}
+
+// setErr records the volume's first failure; later ones are consequences of it.
+func (w *work) setErr(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+}
+
+// release lets go of a volume held by its engine worker and its writer; the last one to let go
+// concludes it: failed with its first error, or ok once committed.
+func (r *runner) release(w *work) {
+	if w.holders.Add(-1) > 0 {
+		return
+	}
+	w.mu.Lock()
+	err := w.err
+	w.mu.Unlock()
+	if err != nil {
+		r.fail(w, err)
+		return
+	}
+	r.putBack(r.masks, w.mask)
+	w.mask = nil
+	w.mu.Lock()
+	w.sum.Status = timing.StatusOK
+	w.sum.WallMS = ms(w.committed.Sub(w.start))
+	w.sum.QueueMS = w.queueMS()
+	if w.sum.WallMS > 0 {
+		w.sum.MVoxPerS = float64(w.sum.Voxels) / 1e3 / w.sum.WallMS
+	}
+	w.mu.Unlock()
+	r.finish(w)
+}
+
+// segProgress is how far the engine has got with a volume, shared by its engine worker and
+// its writer.
+type segProgress struct {
+	nz   int
+	wake chan struct{} // capacity 1: something changed since the writer last looked
+
+	mu       sync.Mutex
+	ready    int   // planes [0, ready) hold final labels
+	finished bool  // the engine call has returned
+	err      error // its error, or a broken OnSlabDone contract
+}
+
+func newSegProgress(nz int) *segProgress {
+	return &segProgress{nz: nz, wake: make(chan struct{}, 1)}
+}
+
+// slabDone is the engine's OnSlabDone: it never blocks.
+func (p *segProgress) slabDone(z0, z1 int) {
+	p.mu.Lock()
+	switch {
+	case p.err != nil:
+	case z0 != p.ready || z1 <= z0 || z1 > p.nz:
+		// Writing planes the engine may still change would be wrong: fail the volume instead.
+		p.err = fmt.Errorf("pipeline: engine reported slab z %d..%d done after z %d of %d", z0, z1, p.ready, p.nz)
+	default:
+		p.ready = z1
+	}
+	p.mu.Unlock()
+	p.poke()
+}
+
+// finish records the engine's verdict and returns the volume's: err, or a broken OnSlabDone
+// contract. A successful engine has filled the whole mask, also when it reported no slabs.
+func (p *segProgress) finish(err error) error {
+	p.mu.Lock()
+	p.finished = true
+	if p.err == nil {
+		p.err = err
+	}
+	if p.err == nil {
+		p.ready = p.nz
+	}
+	err = p.err
+	p.mu.Unlock()
+	p.poke()
+	return err
+}
+
+func (p *segProgress) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+func (p *segProgress) state() (ready int, finished bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ready, p.finished, p.err
+}

@@ -1,0 +1,175 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"voxpipe/io/nifti"
+	"voxpipe/pipeline/claim"
+	"voxpipe/pipeline/provenance"
+	"voxpipe/pipeline/timing"
+)
+
+// writers is the write stage: Config.Writers workers, each taking the volumes the engines
+// hand over as their segmentation starts, streaming each mask's planes into a temporary file
+// as the engine finishes them, and committing it.
+type writers struct {
+	*runner
+	in queue
+}
+
+// startWriters starts the writers on g.
+func startWriters(ctx context.Context, g *errgroup.Group, r *runner) *writers {
+	// Engine workers queue a volume here as its segmentation starts and never wait on it:
+	// every queued volume holds a mask buffer, so the queue never holds more than the mask
+	// pool, its capacity (see volume.go).
+	s := &writers{runner: r, in: make(queue, r.masks.Cap())}
+	startWorkers(g, r.cfg.Writers, nil, func(i int) error { return s.work(ctx, i) })
+	return s
+}
+
+// put hands a volume whose segmentation starts to the writers; it never blocks (see
+// volume.go) unless ctx is done.
+func (s *writers) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.runner, w) }
+
+// close tells the writers that no more volumes are coming.
+func (s *writers) close() { close(s.in) }
+
+// work is writer i's loop.
+func (s *writers) work(ctx context.Context, i int) error {
+	for w := range s.in {
+		s.write(ctx, i, w)
+	}
+	return ctx.Err()
+}
+
+// errSegmentFailed ends a writer whose volume's engine failed; the volume's error is the
+// engine's, recorded by its worker.
+var errSegmentFailed = errors.New("pipeline: segmentation failed")
+
+// write streams the mask into a temporary file as its planes become final, commits it, and
+// lets go of the volume.
+func (r *writers) write(ctx context.Context, writer int, w *work) {
+	err := r.writeMask(ctx, writer, w)
+	if err != nil && !errors.Is(err, errSegmentFailed) {
+		w.setErr(err)
+		w.cancelSeg(err) // no use segmenting what will not be written
+	}
+	r.release(w)
+}
+
+func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
+	track := fmt.Sprintf("writer %d", writer)
+	plane, nz := w.vol.NX*w.vol.NY, w.vol.NZ
+	mask := w.mask.bytes[:plane*nz]
+	var out *nifti.Writer
+	committed := false
+	defer func() {
+		if out != nil && !committed {
+			out.Abort() // removes the temporary file
+		}
+	}()
+	for written := 0; ; {
+		ready, finished, err := w.seg.state()
+		if err != nil {
+			return errSegmentFailed
+		}
+		if ready == written {
+			if finished {
+				break
+			}
+			select {
+			case <-w.seg.wake:
+			case <-w.claimLost():
+				return fmt.Errorf("write %s: %w", w.job.Output, claim.ErrLost)
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		z1 := min(ready, written+r.cfg.Slab)
+		start := time.Now()
+		if out == nil {
+			if out, err = r.createMask(ctx, w); err != nil {
+				return err
+			}
+		}
+		err = out.WriteSlices(mask[written*plane : z1*plane])
+		n := int64((z1 - written) * plane)
+		r.span(w, span{stage: timing.StageWrite, slab: written / r.cfg.Slab, device: timing.DeviceHost, track: track,
+			start: start, end: time.Now(), bytes: n, voxels: n})
+		if err != nil {
+			return err
+		}
+		written = z1
+	}
+	if r.cfg.OutDir != "" {
+		if err := r.analyse(w, track); err != nil {
+			return err
+		}
+	}
+	if w.in != nil { // left for the analyse step
+		r.putBack(r.inputs, w.in)
+		w.in = nil
+	}
+	if w.claim != nil {
+		// Paused past the claim's timeout, this process may have lost the volume to another.
+		if err := w.claim.Check(); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	err := out.Commit()
+	end := time.Now()
+	r.span(w, span{stage: timing.StageWrite, slab: -1, device: timing.DeviceHost, track: track, start: start, end: end})
+	if err != nil {
+		return err
+	}
+	committed = true
+	w.committed = end
+	return nil
+}
+
+// createMask starts the mask's temporary file, its header recording the provenance: it waits
+// for the input's hash, then checks that the input has not changed since the volume was taken.
+func (r *writers) createMask(ctx context.Context, w *work) (*nifti.Writer, error) {
+	var h hashResult
+	select {
+	case h = <-w.hash:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if h.err != nil {
+		return nil, fmt.Errorf("read %s: %w", w.job.Input, h.err)
+	}
+	if now, _, err := provenance.Stat(w.job.Input); err != nil || !now.SameFiles(w.input) {
+		return nil, fmt.Errorf("read %s: %w", w.job.Input, ErrInputChanged)
+	}
+	rec := r.cfg.Provenance
+	rec.Input = w.input
+	rec.Input.XXH3 = h.sum
+	rec.Grid = w.plan.String()
+	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
+		return nil, fmt.Errorf("write %s: %w", w.job.Output, err)
+	}
+	hdr := nifti.MaskHeader(w.hdr, uint8(r.cfg.Classes-1), r.cfg.Descrip)
+	hdr.Extensions = []nifti.Extension{rec.Extension()}
+	return nifti.Create(w.job.Output, hdr, r.cfg.Write)
+}
+
+// claimLost is closed when the volume's claim was taken over (never, without claims).
+func (w *work) claimLost() <-chan struct{} {
+	if w.claim == nil {
+		return nil
+	}
+	return w.claim.Lost()
+}
