@@ -43,5 +43,21 @@ while read -r name want ref; do
 	esac
 done <"$work/series/cases.txt"
 "$py" scripts/dicom_compare.py "$work/pairs" || failed=$((failed + 1))
+
+# voxpipe run on a DICOM series must give the labels and affine it gives on dcm2niix's NIfTI of
+# the series, and print and record no patient data (the series' PatientID, name, date).
+"$work/voxpipe" gen -o "$work/ph" --dims 96x80x40 --count 1 --seed 21 --quiet
+"$py" scripts/dicom_gen.py --from-nifti "$work/ph/volumes/phantom_000.nii.gz" "$work/ph-dicom"
+mkdir -p "$work/ph-nii"
+dcm2niix -f ref -z y -b n -o "$work/ph-nii" "$work/ph-dicom" >"$work/ph-d2n.log" 2>&1
+"$work/voxpipe" run "$work/ph-dicom" -o "$work/run-dicom" --dicom-name ref --log-format json 2>"$work/run-dicom.log"
+"$work/voxpipe" run --quiet "$work/ph-nii" -o "$work/run-nii"
+echo "run $work/run-dicom $work/run-nii" >"$work/run-pair"
+if ! "$py" scripts/dicom_compare.py "$work/run-pair"; then
+	echo "FAIL voxpipe run on the DICOM series and on dcm2niix's NIfTI of it differ"; failed=$((failed + 1))
+fi
+if grep -rl -e 'PID-0042' -e 'Doe' -e '20240102' "$work/run-dicom.log" "$work/run-dicom/runs" "$work/run-dicom/volumes.csv"; then
+	echo "FAIL patient data in voxpipe run's log or records (files above)"; failed=$((failed + 1))
+fi
 echo "dicom-test: $cases cases against dcm2niix $(dcm2niix --version 2>&1 | grep -o 'v1[0-9.]*' | head -1), $failed failures"
 [ "$failed" -eq 0 ]

@@ -10,7 +10,8 @@ the folders with what voxpipe must do with them (match or refuse) and the folder
 converts as the reference (the same one, or for deflated files, which dcm2niix does not read,
 the same series written explicit VR little endian).
 
-dicom_gen.py --bench N OUT writes the read-speed series of docs/perf.md instead.
+dicom_gen.py --bench N OUT writes the read-speed series of docs/perf.md instead;
+dicom_gen.py --from-nifti VOLUME OUT writes a volume as a DICOM series (the run test).
 """
 import copy
 import itertools
@@ -227,8 +228,35 @@ def bench(out, n):
         save(ds, os.path.join(out, "IM%04d" % (k + 1)), ExplicitVRLittleEndian, np.roll(plane, k, axis=0))
 
 
+def from_nifti(path, out):
+    """A volume (voxpipe gen's phantom) as a sagittal DICOM series with rescale, instance
+    numbers reversed: what voxpipe run must segment as it segments dcm2niix's NIfTI of it."""
+    import nibabel as nib
+    os.makedirs(out, exist_ok=True)
+    img = nib.load(path)
+    data = np.asanyarray(img.dataobj).astype(np.int16)
+    nx, ny, nz = data.shape
+    dx, dy, dz = (float(v) for v in img.header.get_zooms()[:3])
+    su, st = generate_uid(), "1.2.826.0.1.3680043.8.498.2"
+    row, col = np.array([0.0, 1.0, 0.0]), np.array([0.0, 0.0, -1.0])
+    normal = np.cross(row, col)
+    for k in range(nz):
+        ds = base(su, st, 11, "phantom sagittal")
+        ds.Rows, ds.Columns = ny, nx
+        ds.PixelSpacing, ds.SliceThickness = [dy, dx], dz
+        ds.SOPInstanceUID = generate_uid()
+        ds.InstanceNumber = nz - k
+        ds.PixelRepresentation = 1
+        ds.RescaleSlope, ds.RescaleIntercept = 1.5, -20
+        ds.ImageOrientationPatient = [float(v) for v in list(row) + list(col)]
+        ds.ImagePositionPatient = [float(v) for v in np.array([-60.0, -90.0, 70.0]) + k * dz * normal]
+        save(ds, os.path.join(out, "IM%04d" % k), ExplicitVRLittleEndian, np.ascontiguousarray(data[:, :, k].T))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--bench":  # dicom_gen.py --bench N OUT
         bench(sys.argv[3], int(sys.argv[2]))
+    elif sys.argv[1] == "--from-nifti":  # dicom_gen.py --from-nifti VOLUME OUT
+        from_nifti(sys.argv[2], sys.argv[3])
     else:
         main(sys.argv[1])

@@ -322,6 +322,9 @@ func printInfoExtensions(field func(string, string, ...any), more func(string, .
 	if rec.Input.XXH3 != "" {
 		more("input hash  %s (XXH3-128 of 16 MiB pieces)", rec.Input.XXH3)
 	}
+	if d := rec.Input.DICOM; d != nil {
+		more("DICOM       study %s, series %s (part %d)", d.StudyInstanceUID, d.SeriesInstanceUID, d.Part)
+	}
 }
 
 // infoExtensionText returns a text extension's text on one line, shortened to infoMaxText

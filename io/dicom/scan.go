@@ -61,13 +61,24 @@ func ScanPaths(paths []string, workers int) (*Scan, error) {
 			return nil, err
 		}
 	}
+	for _, p := range files {
+		if named[p] {
+			if _, err := ParseFile(p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return ScanFiles(files, workers), nil
+}
+
+// ScanFiles parses files on workers goroutines (0: GOMAXPROCS) and groups them into series;
+// files that are not DICOM images, or cannot be parsed, are listed in Skipped.
+func ScanFiles(files []string, workers int) *Scan {
 	parsed, errs := ParseFiles(files, workers)
 	scan := &Scan{}
 	var ok []*File
 	for i, f := range parsed {
 		switch {
-		case errs[i] != nil && named[files[i]]:
-			return nil, errs[i]
 		case errs[i] != nil:
 			scan.Skipped = append(scan.Skipped, Skipped{files[i], errs[i]})
 		case !f.HasPixels():
@@ -77,7 +88,7 @@ func ScanPaths(paths []string, workers int) (*Scan, error) {
 		}
 	}
 	scan.Series = Group(ok)
-	return scan, nil
+	return scan
 }
 
 // Candidate reports whether a file in a folder may be DICOM: anything but hidden files and

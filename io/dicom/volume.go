@@ -205,6 +205,15 @@ func (s *Series) Header(dt nifti.DataType) *nifti.Header {
 		h.SclSlope, h.SclInter = 1, 0
 	}
 	h.SetAffine(s.Affine, 1)
+	// As a NIfTI-1 file stores them (float32): the pipeline then normalises and places a series
+	// exactly as it does dcm2niix's file of it.
+	for _, v := range []*float64{&h.SclSlope, &h.SclInter, &h.QuaternB, &h.QuaternC, &h.QuaternD, &h.QoffsetX, &h.QoffsetY, &h.QoffsetZ} {
+		*v = float64(float32(*v))
+	}
+	for i := range 4 {
+		h.SrowX[i], h.SrowY[i], h.SrowZ[i] = float64(float32(h.SrowX[i])), float64(float32(h.SrowY[i])), float64(float32(h.SrowZ[i]))
+		h.PixDim[i] = float64(float32(h.PixDim[i]))
+	}
 	return h
 }
 
