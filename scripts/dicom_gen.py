@@ -104,7 +104,7 @@ def save(ds, path, syntax, pixels):
     ds.save_as(path, write_like_original=False)
 
 
-def series(folder, orient, order, signed, rescale, syntax, rng, number=3, desc="t1 test", drop=None, uid=None, ref=None):
+def series(folder, orient, order, signed, rescale, syntax, rng, number=3, desc="t1 test", drop=None, uid=None, ref=None, acq3d=False):
     """Writes a series; ref, when given, is a folder that gets the same files in explicit VR
     little endian (dcm2niix's reference for syntaxes it does not read)."""
     os.makedirs(folder, exist_ok=True)
@@ -131,6 +131,8 @@ def series(folder, orient, order, signed, rescale, syntax, rng, number=3, desc="
         ds.SOPInstanceUID = generate_uid()
         ds.InstanceNumber = int(instances[k])
         ds.PixelRepresentation = 1 if signed else 0
+        if acq3d:  # dcm2niix reorients 3D acquisitions to the nearest orthogonal orientation
+            ds.MRAcquisitionType = "3D"
         ds.ImageOrientationPatient = [fmt(v) for v in list(row) + list(col)]
         ds.ImagePositionPatient = [fmt(v) for v in origin + k * STEP * normal]
         if rescale:
@@ -193,6 +195,8 @@ def main(out):
         series(os.path.join(out, name), orient, order, signed, rescale, SYNTAX[syn], rng,
                ref=ref and os.path.join(out, ref))
         cases.append((name, "match", ref or name))
+    series(os.path.join(out, "sagittal-3d-acquisition"), "sagittal", "reversed", True, False, ExplicitVRLittleEndian, rng, acq3d=True)
+    cases.append(("sagittal-3d-acquisition", "match", "sagittal-3d-acquisition"))
     enhanced(os.path.join(out, "enhanced-multiframe"), rng)
     cases.append(("enhanced-multiframe", "match", "enhanced-multiframe"))
     series(os.path.join(out, "missing-slice"), "axial", "reversed", True, False, ExplicitVRLittleEndian, rng, drop=5)
