@@ -243,17 +243,21 @@ func (r Reorient) tables() [3][]int {
 	var t [3][]int
 	for a := range 3 {
 		b := r.Perm[a]
-		n := r.In[b]
-		t[a] = make([]int, n)
-		for o := range n {
-			i := o
-			if r.Flip[a] {
-				i = n - 1 - o
-			}
-			t[a][o] = i * stride[b]
+		t[a] = make([]int, r.In[b])
+		for o := range t[a] {
+			t[a][o] = r.along(a, o) * stride[b]
 		}
 	}
 	return t
+}
+
+// along maps an index along output axis a to the index along input axis Perm[a], and back (a
+// flip is its own inverse).
+func (r Reorient) along(a, o int) int {
+	if r.Flip[a] {
+		return r.In[r.Perm[a]] - 1 - o
+	}
+	return o
 }
 
 // Apply writes the reoriented src into dst; both hold In's voxel count, x fastest. It runs on

@@ -118,6 +118,20 @@ func axisTaps(nIn, nOut int) []taps {
 	return t
 }
 
+// ImageBytes is the memory Image allocates: the output and the intermediate volume of each pass
+// before it, all float32.
+func (r *Resample) ImageBytes() int64 {
+	in, out := int64(r.In[0])*int64(r.In[1]), r.Out
+	n := in * int64(out[2]) // the z pass
+	if out[1] != r.In[1] {
+		n += int64(r.In[0]) * int64(out[1]) * int64(out[2])
+	}
+	if out[0] != r.In[0] {
+		n += int64(out[0]) * int64(out[1]) * int64(out[2])
+	}
+	return 4 * n
+}
+
 // Image resamples src (In's dims, x fastest) into a new float32 volume of Out's dims, one
 // separable pass per axis, each on up to GOMAXPROCS goroutines. The passes run z, y, x: the
 // first two combine whole planes and rows (streaming, vectorisable), and the x pass, the one
@@ -223,14 +237,9 @@ func LabelsBack(dst, src []uint8, ro Reorient, rs *Resample) {
 	var t [3][]int
 	for a := range 3 {
 		b := ro.Perm[a]
-		n := ro.In[b]
-		t[b] = make([]int, n)
-		for i := range n {
-			c := i
-			if ro.Flip[a] {
-				c = n - 1 - i
-			}
-			t[b][i] = near[a][c] * stride[a]
+		t[b] = make([]int, ro.In[b])
+		for i := range t[b] {
+			t[b][i] = near[a][ro.along(a, i)] * stride[a]
 		}
 	}
 	gather(dst, src, ro.In, t)

@@ -27,8 +27,6 @@
 // warp, one step later, runs the gate, head and argmax on s and g for its two rows at once: the
 // accumulator layout of two n8 tiles is the A layout of a k16 mma, so s, g and f go straight into
 // the gate and head mma. One barrier per step (vf_barrier) separates the planes.
-// (The previous kernel, one row per warp with its conv's weights as B fragments in 108 of a lane's
-// 128 registers, was 28 % slower on the H200; it is in the history before 2026-12-02 21:30.)
 //
 // e is made in the block: conv1 as an implicit GEMM on the tensor cores (M = 16 e voxels, K = 27
 // taps padded to 32, N = 16 channels), A fragments with ldmatrix.trans from three x-shifted fp16
@@ -45,7 +43,7 @@
 #define VF_TX 16 // output voxels per tile row: the mma's M
 // Tile rows (y): VF_ROWS/2 warps per conv of two rows each. 16 rows need ~125 KiB of
 // shared memory per block, which sm_90 has (227 KiB) and sm_86/89 have not (99 KiB): they, sm_80
-// and the compute_80 PTX get 12 rows (~92 KiB; 13 % slower on the H200, docs/perf.md). The host
+// and the compute_80 PTX get 12 rows (~92 KiB; slower, docs/perf.md). The host
 // reads the geometry of the code it loaded from fused_geometry.
 #define VF_ROWS_SM90 16
 #define VF_ROWS_SM80 12
@@ -56,9 +54,8 @@
 #define VF_ROWS VF_ROWS_SM90
 #endif
 #endif
-// Fewer than 4 rows computed wrong labels in the one-row-per-warp kernel (found by the GPU variant
-// run, reproduced in the host emulator with -DVF_ROWS=2 and 3); not tried with this one, so such
-// builds stay refused.
+// Fewer than 4 rows gave wrong labels in an earlier kernel (docs/perf.md) and are untested in
+// this one: refused.
 static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (docs/perf.md)");
 static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile rows");
 #define VF_RPW 2                 // tile rows per conv warp (M = 32)
@@ -99,23 +96,11 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 // (cuFuncSetAttribute). At most VF_SMEM_BYTES, what sm_86/89 allow per block.
 #define VF_SMEM_BYTES 101376
 
-// Timing experiments only (scripts/gpu-build.sh builds variants with these; the committed fatbin
-// has none): leave a stage out to see what it costs. The labels are then wrong.
-#ifndef VF_SKIP
-#define VF_SKIP 0
-#endif
-#define VF_SKIP_CONV1 1    // no conv1 mma (e planes are whatever shared memory holds)
-#define VF_SKIP_EPILOGUE 2 // no gate, head, argmax, label store
-#define VF_SKIP_CONVS 4    // no conv2 / dilated-conv mma
-#define VF_SKIP_B 8        // the convs' weight fragments loaded once per (dy, dx), not per dz
-#define VF_SKIP_A 16       // the convs' e fragments loaded once per plane, not per (dy, dx)
-#define VF_SKIP_START 32   // no weights into shared memory in the block's start (whatever it holds)
 // VF_HEAD_SPLIT: the head with f and its weights split into fp16 high and low parts
 // (hi*hi + lo*hi + hi*lo: 3 mma per n8 tile instead of 1), close to a float32 head.
 // VF_FAST_SIGMOID: the gate's sigmoid with the hardware's approximate exp and divide (a few ulp
 // of fp32 off; the attention weight a then multiplies fp16 values). It sits on the slowest warps'
-// critical path: 7 % of the kernel time on the H200, labels identical on the variant test's
-// 16.7 M voxels (docs/perf.md). The host emulator computes it exactly (expf, division).
+// critical path (docs/perf.md). The host emulator computes it exactly (expf, division).
 #ifndef VF_FAST_SIGMOID
 #define VF_FAST_SIGMOID 1
 #endif
@@ -124,8 +109,8 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #endif
 // VF_GATE_SPLIT: the conv2 warps, which hold s, also compute the gate's s half (gb + wx.s, the
 // first of the gate's two mma) and leave it in shared memory beside s; the dilated-conv warps
-// go on from it with the g half. The same sums in the same order as one warp doing both; 1.7 %
-// faster on the H200 (docs/perf.md). Its buffer does not fit in the shared memory sm_86/89
+// go on from it with the g half. The same sums in the same order as one warp doing both, and
+// faster (docs/perf.md). Its buffer does not fit in the shared memory sm_86/89
 // give a 12-row block, so sm_80-89 and the PTX leave it out.
 #ifndef VF_GATE_SPLIT
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -136,9 +121,7 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #endif
 // VF_LOADS_FIRST: the convs load a tap's five fragments (A of both rows, B of the three dz)
 // before its 12 mma (vf_conv_plane's PF 1); 0 leaves ptxas the order of the source, which it
-// kept: each B just before its 4 mma, three ldmatrix latencies per tap. 5 % faster on the H200.
-// (Tried and slower: the next tap's fragments loaded a tap ahead, the dilated conv's two idle
-// planes parked in shared memory, the conv1 plan in shared memory: +6 to +12 %, docs/perf.md.)
+// kept: each B just before its 4 mma, three ldmatrix latencies per tap (docs/perf.md).
 #ifndef VF_LOADS_FIRST
 #define VF_LOADS_FIRST 1
 #endif
@@ -409,7 +392,6 @@ __device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool plane
 		for (int i = first * 32 + lane; i < VF_EH * VF_EW * 8; i += stride * 32) eb[i] = 0u;
 		return;
 	}
-	if (VF_SKIP & VF_SKIP_CONV1) return;
 	const unsigned short* xa = &sm.x[(xs + P.dz[0]) % VF_XSLOTS][0][0][0];
 	const unsigned short* xb = &sm.x[(xs + P.dz[1]) % VF_XSLOTS][0][0][0];
 	unsigned w[2][2][2]; // conv1 B fragments: [k step][n half][reg]
@@ -730,15 +712,13 @@ __device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, c
 #pragma unroll
 			for (int dx = 0; dx < 3; ++dx) {
 				const unsigned* pa = eb + off[dx] + D * (dy - 1) * VF_EW * 8;
-				if (!(VF_SKIP & VF_SKIP_A) || (dy == 0 && dx == 0)) {
-					vf_ldsm4<false>(a0, pa);
-					vf_ldsm4<false>(a1, pa + VF_EW * 8);
-				}
+				vf_ldsm4<false>(a0, pa);
+				vf_ldsm4<false>(a1, pa + VF_EW * 8);
 				unsigned b[4];
 #pragma unroll
 				for (int dz = 0; dz < 3; ++dz) {
 					const int t = (dz * 3 + dy) * 3 + dx;
-					if (!(VF_SKIP & VF_SKIP_B) || dz == 0) vf_ldsm4<false>(b, wc + boff + t * 256);
+					vf_ldsm4<false>(b, wc + boff + t * 256);
 #pragma unroll
 					for (int nh = 0; nh < 2; ++nh) {
 						// e plane p adds to output plane p + 1 - dz (times D): the (NP-1-D*dz)-th oldest.
@@ -750,8 +730,7 @@ __device__ __forceinline__ void vf_conv_plane(const unsigned* __restrict__ eb, c
 			}
 		return;
 	}
-	// PF 1: a tap's five fragments (A of both rows, B of the three dz), then its 12 mma. (The
-	// VF_SKIP_A/B load probes apply to PF 0 only: build them with VF_LOADS_FIRST=0.)
+	// PF 1: a tap's five fragments (A of both rows, B of the three dz), then its 12 mma.
 #pragma unroll
 	for (int tap = 0; tap < 9; ++tap) {
 		const int dy = tap / 3, dx = tap % 3;
@@ -821,7 +800,7 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 			vf_conv1(sm, bn, (t + 1) % VF_XSLOTS, G.z0 + q >= 0 && G.z0 + q < G.nz, cp, cw, VF_CW, lane);
 		}
 		// Step 0's e plane (o0-2) adds only to planes o0-3..o0-1, whose s no one reads.
-		if (!(VF_SKIP & VF_SKIP_CONVS) && t > 0 && G.z0 + p >= 0 && G.z0 + p < G.nz)
+		if (t > 0 && G.z0 + p >= 0 && G.z0 + p < G.nz)
 			vf_conv_plane<1, 3, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[0][0][0][0], this->boff, acc, this->off);
 #pragma unroll
 		for (int rr = 0; rr < 2; ++rr) {
@@ -876,9 +855,9 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 		const int lane = this->lane, row0 = this->row0;
 		// This step's e buffer and the previous step's s buffer.
 		const int b = t & 1, bp = (t - 1) & 1;
-		if (!(VF_SKIP & VF_SKIP_CONVS) && G.z0 + p >= 0 && G.z0 + p < G.nz)
+		if (G.z0 + p >= 0 && G.z0 + p < G.nz)
 			vf_conv_plane<2, 5, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[1][0][0][0], this->boff, acc, this->off);
-		if (!(VF_SKIP & VF_SKIP_EPILOGUE) && t >= 4)
+		if (t >= 4)
 			vf_epilogue<WIDE>(sm, acc[0][PH], acc[1][PH], &sm.s[bp][row0][0][0][0],
 #if VF_GATE_SPLIT
 			            &sm.qs[bp][row0][0][0],
@@ -940,9 +919,7 @@ __device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in,
 }
 
 // fused_body: the block's start (weights into shared memory), then its tile: blockIdx.x and .y
-// the x-y tile, blockIdx.z the z chunk. (A grid of one block per SM looping over the tiles, which
-// would convert the weights once per SM, was 9 % slower on the H200: ptxas spilled four times as
-// much across the loop.)
+// the x-y tile, blockIdx.z the z chunk.
 template <typename T, bool WIDE>
 __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned char* __restrict__ labels,
                                                const float* __restrict__ w, int nx, int ny, int nz, int z0, int nzOut,
@@ -956,13 +933,13 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int o0 = blockIdx.z * zChunk, o1 = min(o0 + zChunk, nzOut);
 
-	if (!(VF_SKIP & VF_SKIP_START) && warp == 0) vf_params(sm, w, lane);
+	if (warp == 0) vf_params(sm, w, lane);
 	// The convs' weights, four at a time (16-byte loads, all of a thread's issued at once: this
 	// start is paid by every block, with the SM otherwise idle): k..k+3 stay within one 8-element
 	// half of a row, so they go to four consecutive fp16 slots.
 	static_assert(VF_OFF_W2 % 4 == 0 && VF_OFF_WG % 4 == 0, "fused kernel: conv weights must be 16-byte aligned");
 #pragma unroll
-	for (int i = tid; i < ((VF_SKIP & VF_SKIP_START) ? 0 : 2 * 27 * 64); i += VF_THREADS) {
+	for (int i = tid; i < 2 * 27 * 64; i += VF_THREADS) {
 		const int c = i / (27 * 64), r = i % (27 * 64) * 4, t = r / 256, n = r / 16 % 16, k = r % 16;
 		const float4 v = __ldg(reinterpret_cast<const float4*>(w + (c ? VF_OFF_WG : VF_OFF_W2) + r));
 		uint2 h;

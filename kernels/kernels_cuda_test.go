@@ -17,7 +17,7 @@ import (
 
 // onGPU runs f on the test's goroutine, locked to its OS thread, with device 0's primary context
 // current there and the module loaded.
-func onGPU(t *testing.T, f func(m *Module)) {
+func onGPU(t testing.TB, f func(m *Module)) {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -62,7 +62,7 @@ func randWeights(rng *rand.Rand, c, k int) *Weights {
 	}
 }
 
-func alloc(t *testing.T, bytes int64) cu.DevicePtr {
+func alloc(t testing.TB, bytes int64) cu.DevicePtr {
 	t.Helper()
 	p, err := cu.MemAlloc(bytes)
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 )
 
 // experimentFatbin reads the fatbin a timing test's environment variable names (built by
-// scripts/gpu-build.sh), skipping the test when the variable is unset.
-func experimentFatbin(t *testing.T, env string) (path string, image []byte) {
+// scripts/gpu-build.sh), skipping the test or benchmark when the variable is unset.
+func experimentFatbin(t testing.TB, env string) (path string, image []byte) {
 	t.Helper()
 	path = os.Getenv(env)
 	if path == "" {
@@ -26,7 +26,7 @@ func experimentFatbin(t *testing.T, env string) (path string, image []byte) {
 }
 
 // loadFatbin loads a fatbin into the current context; Unload it when done.
-func loadFatbin(t *testing.T, path string, image []byte) cu.Module {
+func loadFatbin(t testing.TB, path string, image []byte) cu.Module {
 	t.Helper()
 	mod, err := cu.LoadFatBinary(string(image))
 	if err != nil {
@@ -42,7 +42,7 @@ type launchTimer struct {
 	ev0, ev1 cu.Event
 }
 
-func newLaunchTimer(t *testing.T) *launchTimer {
+func newLaunchTimer(t testing.TB) *launchTimer {
 	t.Helper()
 	st, err := cu.MakeStream(cu.NonBlocking)
 	if err != nil {

@@ -38,12 +38,17 @@ type gridPlan struct {
 // identity reports whether the model reads the volume as stored.
 func (p *gridPlan) identity() bool { return p.ro.Identity() && p.rs == nil }
 
+// modelDims are the dims of the model's view.
+func (p *gridPlan) modelDims() [3]int {
+	if p.rs != nil {
+		return p.rs.Out
+	}
+	return p.ro.OutDims()
+}
+
 // modelVoxels is the size of the model's view.
 func (p *gridPlan) modelVoxels() int64 {
-	d := p.ro.OutDims()
-	if p.rs != nil {
-		d = p.rs.Out
-	}
+	d := p.modelDims()
 	return int64(d[0]) * int64(d[1]) * int64(d[2])
 }
 
@@ -97,18 +102,26 @@ func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
 	return p, nil
 }
 
-// prepareBytes is the heap memory the model's view takes: its volume (float32 when resampled)
-// and its mask.
+// prepareBytes is the heap memory the model's view takes at its peak: the reoriented copy (when
+// the volume is reoriented), the resampled image with the intermediate volumes of its passes
+// (when it is resampled), and the mask on the model's grid.
 func (p *gridPlan) prepareBytes(h *nifti.Header) int64 {
 	if p == nil || p.identity() {
 		return 0
 	}
-	n := p.modelVoxels()
-	sample := int64(4)
-	if p.rs == nil && nifti.Int16Exact(h.Datatype) {
-		sample = 2
+	var b int64
+	if !p.ro.Identity() {
+		d := p.ro.In
+		sample := int64(4)
+		if nifti.Int16Exact(h.Datatype) {
+			sample = 2
+		}
+		b += int64(d[0]) * int64(d[1]) * int64(d[2]) * sample
 	}
-	return n*sample + n
+	if p.rs != nil {
+		b += p.rs.ImageBytes()
+	}
+	return b + p.modelVoxels()
 }
 
 // prepare checks the domain and makes the model's view of the volume (see the top of this
@@ -122,7 +135,7 @@ func (r *readers) prepare(w *work, track string) error {
 	w.plan = p
 	w.sum.Grid = p.String()
 	verdict := segment.CheckDomain(r.cfg.Card, segment.DomainInput{
-		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil,
+		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil, ModelDims: p.modelDims(),
 		Orientation: p.oriented, Constant: w.flat, Quantiles: segment.VolumeQuantiles(&w.vol),
 	})
 	w.sum.Domain = verdict.String()
@@ -150,10 +163,13 @@ func (r *readers) makeModelView(w *work) {
 	n := len(w.vol.I16) + len(w.vol.F32)
 	out := p.ro.OutDims()
 	model := segment.Volume{NX: out[0], NY: out[1], NZ: out[2], Norm: w.vol.Norm}
-	if w.vol.I16 != nil {
+	switch {
+	case p.ro.Identity(): // resampled from the input buffer itself
+		model.I16, model.F32 = w.vol.I16, w.vol.F32
+	case w.vol.I16 != nil:
 		model.I16 = make([]int16, n)
 		geometry.Apply(p.ro, model.I16, w.vol.I16)
-	} else {
+	default:
 		model.F32 = make([]float32, n)
 		geometry.Apply(p.ro, model.F32, w.vol.F32)
 	}

@@ -251,8 +251,7 @@ var readPiece = 1 << 20
 // AddFloat32 sums one slab (segment.StatsFrom, AddFloat32Piece); the tasks' statistics are
 // merged in z order (Stats.Merge), so the result equals the sequential statistics bit for bit.
 // Taking tasks as they come rather than one z-range per goroutine keeps the goroutines busy to
-// the end (one range per goroutine left 7 of 21 ms of a 524 MB volume's statistics to a few
-// stragglers on the GPU machine). Timing rows: one `read` row from t (the file's opening) until
+// the end (docs/perf.md). Timing rows: one `read` row from t (the file's opening) until
 // every task is done, so that the statistics, fused into the read, are in it; one `stats` row
 // for the merge.
 func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads int, inPlace bool, track string, t time.Time) (segment.Stats, error) {

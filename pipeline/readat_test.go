@@ -298,7 +298,7 @@ func TestReadInflatesLargeGzip(t *testing.T) {
 				}
 				vols[i], into[i] = decodeInto(t, r, c.path, buf)
 				f.Close()
-				if rows[i], err = timing.ReadCSV[timing.Row](csv); err != nil {
+				if rows[i], err = timing.ReadRows(csv); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -86,8 +86,7 @@ type Config struct {
 	Shard  string // summary.csv's shard column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that
 	// exits right after it: the exit reclaims them faster than freeing them one by one
-	// (page-locked ones: `voxpipe run` on one volume took ~20 ms less on the GPU machine,
-	// docs/perf.md). Anyone else leaks them.
+	// (page-locked ones especially, docs/perf.md). Anyone else leaks them.
 	LeaveBuffers bool
 
 	RunID    string
@@ -255,8 +254,8 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 }
 
 // prewarmMask sizes a mask buffer for the first volume while that volume is being read: the
-// engine's page-locked memory for a 512x512x1000 mask takes ~20 ms on the GPU machine
-// (docs/perf.md), which would otherwise delay its segmentation. The buffer goes back to the
+// engine's page-locked memory for a large mask takes a while (docs/perf.md), which would
+// otherwise delay its segmentation. The buffer goes back to the
 // pool at once (a one-volume run has exactly one); failures are left to the segment stage,
 // which sizes the buffer again.
 func (r *runner) prewarmMask(ctx context.Context) {

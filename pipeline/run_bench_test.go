@@ -135,7 +135,7 @@ func BenchmarkRunOneVolume(b *testing.B) {
 		if err != nil || res.OK != 1 {
 			b.Fatalf("%+v %v", res, err)
 		}
-		rows, err := timing.ReadCSV[timing.Summary](spath)
+		rows, err := timing.ReadSummaries(spath)
 		if err != nil || len(rows) != 1 {
 			b.Fatal(rows, err)
 		}

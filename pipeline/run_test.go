@@ -230,10 +230,10 @@ func runBatch(t *testing.T, ctx context.Context, b *batch, eng segment.Engine, m
 	summary.Close()
 	var out runOutput
 	out.res, out.err = res, runErr
-	if out.rows, err = timing.ReadCSV[timing.Row](tpath); err != nil {
+	if out.rows, err = timing.ReadRows(tpath); err != nil {
 		t.Fatalf("timings.csv does not parse: %v", err)
 	}
-	if out.summary, err = timing.ReadCSV[timing.Summary](spath); err != nil {
+	if out.summary, err = timing.ReadSummaries(spath); err != nil {
 		t.Fatalf("summary.csv does not parse: %v", err)
 	}
 	return out

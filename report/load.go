@@ -6,15 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
-	"strconv"
 	"strings"
-
-	"github.com/gocarina/gocsv"
 
 	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
@@ -188,7 +182,8 @@ func kindFromName(name string) csvKind {
 }
 
 // table is a CSV file read with encoding/csv, keeping where each record starts so that errors
-// found later (by gocsv or by validation) can name the file's real line: quoted fields may
+// found later (by the schema's decoders, timing.DecodeRows and DecodeSummaries, or by the
+// report's own checks) can name the file's real line: quoted fields may
 // span lines and blank lines are skipped, so record numbers are not line numbers.
 type table struct {
 	path    string
@@ -268,145 +263,38 @@ func (t *table) kindFromHeader() (csvKind, error) {
 		Err: errors.New("neither a timings CSV (has a stage column) nor a summary CSV (has a status column)")}
 }
 
-// requireColumns checks that the header has every column of the schema struct, but those
-// added to it later (timing.OptionalColumns), which files of older runs lack.
-func (t *table) requireColumns(schema any) error {
-	var missing []string
-	for _, name := range csvTags(schema) {
-		if _, ok := t.col[name]; !ok && !slices.Contains(timing.OptionalColumns, name) {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		return &CSVError{File: t.path, Line: 1, Err: fmt.Errorf("missing column(s) %s", strings.Join(missing, ", "))}
-	}
-	return nil
-}
-
-func csvTags(schema any) []string {
-	typ := reflect.TypeOf(schema)
-	var tags []string
-	for i := range typ.NumField() {
-		if tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("csv"), ","); tag != "" && tag != "-" {
-			tags = append(tags, tag)
-		}
-	}
-	return tags
-}
-
 // fieldError builds a CSVError for record i's column name.
 func (t *table) fieldError(i int, name string, err error) *CSVError {
 	j := t.col[name]
 	return &CSVError{File: t.path, Line: t.lines[i][j], Column: j + 1, Field: name, Err: err}
 }
 
-// unmarshal decodes the records with gocsv, translating its record-based error positions into
-// the file's lines.
-func (t *table) unmarshal(out any) error {
-	all := append([][]string{t.header}, t.records...)
-	err := gocsv.UnmarshalCSV(&replay{records: all}, out)
-	var pe *csv.ParseError
-	if errors.As(err, &pe) {
-		i := pe.Line - 2 // gocsv counts the header as line 1 and records from line 2
-		e := &CSVError{File: t.path, Column: pe.Column, Err: pe.Err}
-		if pe.Column >= 1 && pe.Column <= len(t.header) {
-			e.Field = t.header[pe.Column-1]
-			if i >= 0 && i < len(t.lines) {
-				e.Line = t.lines[i][pe.Column-1]
-			}
-		}
-		return e
-	}
-	if err != nil {
+// decodeError makes the schema's error (timing.FieldError, which counts records) a CSVError
+// naming the field's line in the file.
+func (t *table) decodeError(err error) error {
+	var fe *timing.FieldError
+	if !errors.As(err, &fe) {
 		return inputError(fmt.Errorf("%s: %w", t.path, err))
 	}
-	return nil
+	e := &CSVError{File: t.path, Line: 1, Column: fe.Column, Field: fe.Field, Err: fe.Err}
+	if i := fe.Record - 2; i >= 0 && i < len(t.lines) && fe.Column >= 1 && fe.Column <= len(t.lines[i]) {
+		e.Line = t.lines[i][fe.Column-1]
+	}
+	return e
 }
 
-// replay hands records already read to gocsv.
-type replay struct {
-	records [][]string
-	next    int
-}
-
-func (r *replay) Read() ([]string, error) {
-	if r.next >= len(r.records) {
-		return nil, io.EOF
-	}
-	r.next++
-	return r.records[r.next-1], nil
-}
-
-func (r *replay) ReadAll() ([][]string, error) {
-	rest := r.records[r.next:]
-	r.next = len(r.records)
-	return rest, nil
-}
-
-// Checks on raw field text, beyond what gocsv's conversions catch (it truncates "1.5" to 1
-// for integers and maps "" to 0).
-
-func (t *table) checkInt(i int, name string, minValue int64) error {
-	s := strings.TrimSpace(t.records[i][t.col[name]])
-	if s == "" {
-		return nil
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return t.fieldError(i, name, fmt.Errorf("not an integer: %q", s))
-	}
-	if v < minValue {
-		return t.fieldError(i, name, fmt.Errorf("%d is below %d", v, minValue))
-	}
-	return nil
-}
-
-func (t *table) checkDuration(i int, name string, required bool, v float64) error {
-	s := strings.TrimSpace(t.records[i][t.col[name]])
-	if s == "" {
-		if required {
-			return t.fieldError(i, name, errors.New("empty; a number of milliseconds is required"))
-		}
-		return nil
-	}
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return t.fieldError(i, name, fmt.Errorf("%q is not a finite non-negative number", s))
-	}
-	return nil
-}
-
-func (t *table) checkNonEmpty(i int, name string) error {
-	if strings.TrimSpace(t.records[i][t.col[name]]) == "" {
-		return t.fieldError(i, name, errors.New("empty"))
-	}
-	return nil
-}
+// records is the table as the schema decoders take it, the header first.
+func (t *table) all() [][]string { return append([][]string{t.header}, t.records...) }
 
 func readTimings(t *table) ([]timing.Row, error) {
-	if err := t.requireColumns(timing.Row{}); err != nil {
-		return nil, err
-	}
-	var rows []timing.Row
-	if err := t.unmarshal(&rows); err != nil {
-		return nil, err
+	rows, err := timing.DecodeRows(t.all())
+	if err != nil {
+		return nil, t.decodeError(err)
 	}
 	for i, r := range rows {
 		if stage := timing.Stage(strings.TrimSpace(string(r.Stage))); stage == EndToEnd || stage == Service {
 			// Its samples would be mixed into the report's own row of that name.
 			return nil, t.fieldError(i, "stage", fmt.Errorf("%q is the name of a row the report computes, not a stage", stage))
-		}
-		for _, err := range []error{
-			t.checkNonEmpty(i, "volume"),
-			t.checkNonEmpty(i, "stage"),
-			t.checkInt(i, "slab", -1),
-			t.checkInt(i, "bytes", 0),
-			t.checkInt(i, "voxels", 0),
-			t.checkDuration(i, "start_ms", true, r.StartMS),
-			t.checkDuration(i, "duration_ms", true, r.DurationMS),
-		} {
-			if err != nil {
-				return nil, err
-			}
 		}
 	}
 	return rows, nil
@@ -415,62 +303,22 @@ func readTimings(t *table) ([]timing.Row, error) {
 // summaryStageColumns maps summary.csv's per-stage columns to stage names, used when a run
 // has no timings.csv.
 var summaryStageColumns = []struct {
-	stage  timing.Stage
-	column string
-	value  func(*timing.Summary) float64
+	stage timing.Stage
+	value func(*timing.Summary) float64
 }{
-	{timing.StageRead, "read_ms", func(s *timing.Summary) float64 { return s.ReadMS }},
-	{timing.StageStats, "stats_ms", func(s *timing.Summary) float64 { return s.StatsMS }},
-	{timing.StageH2D, "h2d_ms", func(s *timing.Summary) float64 { return s.H2DMS }},
-	{timing.StageKernels, "kernels_ms", func(s *timing.Summary) float64 { return s.KernelsMS }},
-	{timing.StageSegment, "segment_ms", func(s *timing.Summary) float64 { return s.SegmentMS }},
-	{timing.StageD2H, "d2h_ms", func(s *timing.Summary) float64 { return s.D2HMS }},
-	{timing.StageWrite, "write_ms", func(s *timing.Summary) float64 { return s.WriteMS }},
-}
-
-func statusList() string {
-	names := make([]string, len(timing.Statuses))
-	for i, s := range timing.Statuses {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
+	{timing.StageRead, func(s *timing.Summary) float64 { return s.ReadMS }},
+	{timing.StageStats, func(s *timing.Summary) float64 { return s.StatsMS }},
+	{timing.StageH2D, func(s *timing.Summary) float64 { return s.H2DMS }},
+	{timing.StageKernels, func(s *timing.Summary) float64 { return s.KernelsMS }},
+	{timing.StageSegment, func(s *timing.Summary) float64 { return s.SegmentMS }},
+	{timing.StageD2H, func(s *timing.Summary) float64 { return s.D2HMS }},
+	{timing.StageWrite, func(s *timing.Summary) float64 { return s.WriteMS }},
 }
 
 func readSummaries(t *table) ([]timing.Summary, error) {
-	if err := t.requireColumns(timing.Summary{}); err != nil {
-		return nil, err
-	}
-	var rows []timing.Summary
-	if err := t.unmarshal(&rows); err != nil {
-		return nil, err
-	}
-	for i := range rows {
-		r := &rows[i]
-		if err := t.checkNonEmpty(i, "volume"); err != nil {
-			return nil, err
-		}
-		if !slices.Contains(timing.Statuses, r.Status) {
-			return nil, t.fieldError(i, "status", fmt.Errorf("unknown status %q (want %s)", r.Status, statusList()))
-		}
-		errs := []error{
-			t.checkInt(i, "voxels", 0),
-			t.checkDuration(i, "wall_ms", r.Status == timing.StatusOK, r.WallMS),
-		}
-		for _, c := range summaryStageColumns {
-			errs = append(errs, t.checkDuration(i, c.column, false, c.value(r)))
-		}
-		if t.hasQueue() {
-			errs = append(errs, t.checkDuration(i, "queue_ms", false, r.QueueMS))
-			if r.Status == timing.StatusOK && r.QueueMS > r.WallMS {
-				// The wait is part of wall_ms: more would make the service time negative.
-				errs = append(errs, t.fieldError(i, "queue_ms", fmt.Errorf("%g ms is more than wall_ms (%g ms), which includes it", r.QueueMS, r.WallMS)))
-			}
-		}
-		for _, err := range errs {
-			if err != nil {
-				return nil, err
-			}
-		}
+	rows, err := timing.DecodeSummaries(t.all())
+	if err != nil {
+		return nil, t.decodeError(err)
 	}
 	return rows, nil
 }

@@ -21,7 +21,8 @@ echo "gpu-build: bin/segment.test bin/kernels.test bin/pinned.test"
 # (kernels/experiments, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with other
 # compile-time settings (kernels/fused_variants_cuda_test.go; each build's tile rows, threads and
 # shared memory come from its fused_geometry; full-*: same labels; prec-*: other arithmetic;
-# skip-*: a stage left out), listed in
+# skip-*: a stage left out, from a copy of fused.cu patched with
+# tools/kernel-experiments/fused-skip.patch), listed in
 # bin/fused-variants.txt. GPU_BUILD_FUSED_VARIANTS="name:flags[:source.cu] ..." (flags joined by
 # commas) chooses them.
 if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
@@ -31,10 +32,10 @@ if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 			-o ../../bin/experiments.fatbin conv_variants.cu)
 		echo "gpu-build: bin/experiments.fatbin"
 	fi
-	# The mma.sync ceiling (TestMMAPeak).
+	# The mma.sync ceiling (BenchmarkMMAPeak).
 	(cd kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -o ../../bin/mma-peak.fatbin mma_peak.cu)
 	variants=()
-	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-r12:-DVF_ROWS=12 prec-nosplit:-DVF_HEAD_SPLIT=0 skip-conv1:-DVF_SKIP=1 skip-epilogue:-DVF_SKIP=2 skip-convs:-DVF_SKIP=4}; do
+	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-r12:-DVF_ROWS=12 prec-nosplit:-DVF_HEAD_SPLIT=0}; do
 		# name:flags[:source] (source: another .cu file, e.g. an older fused.cu to compare with)
 		IFS=: read -r name flags src <<<"$v"
 		src=${src:-kernels/fused.cu}

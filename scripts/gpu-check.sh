@@ -8,7 +8,8 @@
 # $OUT (the device tool's result folder, at most 8 files come back) or /tmp/gpu-check:
 # machine.txt, summary.txt, logs.txt (every step's log, appended as the steps finish), tables.txt
 # (likewise, the TABLE lines) and ncu.txt.
-#   VOXPIPE_GPU_BENCH=0 skips the benchmark; GPU_CHECK_SANITIZER=0 skips compute-sanitizer,
+#   VOXPIPE_GPU_BENCH=0 skips the benchmark; GPU_CHECK_PINNED_COST=1 adds BenchmarkPinnedCost
+#   (ways of page-locking 512 MiB); GPU_CHECK_SANITIZER=0 skips compute-sanitizer,
 #   GPU_CHECK_RACECHECK=0 its racecheck and synccheck; GPU_CHECK_NCU=0 skips ncu,
 #   GPU_CHECK_NCU_SECTIONS chooses its sections.
 set -uo pipefail
@@ -56,6 +57,12 @@ fi
 if [[ -f bin/fused-variants.txt ]]; then
 	export VOXPIPE_FUSED_VARIANTS=$(cat bin/fused-variants.txt)
 	step fused-variants 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestFusedVariants$'
+fi
+if [[ -f bin/mma-peak.fatbin ]]; then
+	VOXPIPE_MMA_FATBIN=$PWD/bin/mma-peak.fatbin step mma-peak 60 bin/kernels.test -test.run '^$' -test.bench 'MMAPeak$' -test.benchtime 1x
+fi
+if [[ "${GPU_CHECK_PINNED_COST:-0}" != 0 && -x bin/pinned.test ]]; then
+	step pinned-cost 120 bin/pinned.test -test.run '^$' -test.bench 'PinnedCost$' -test.benchtime 1x
 fi
 step engine 240 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms)$'
 step kernels 120 bin/kernels.test -test.v -test.count=1

@@ -20,6 +20,7 @@ type DomainInput struct {
 	Volumes     int64      // volumes in a 4D file, 1 otherwise
 	SpacingMM   [3]float64 // voxel size along the model's axes, after reorientation and any resampling
 	Resampled   bool       // SpacingMM was reached by resampling
+	ModelDims   [3]int     // the dims the model sees (for resampling's rounding)
 	Orientation bool       // the header gives an orientation (qform or sform code > 0)
 	Constant    bool       // every voxel holds the same value
 	Quantiles   []float64  // normalised intensity at QuantileLevels (VolumeQuantiles)
@@ -62,10 +63,12 @@ func CheckDomain(card *Card, in DomainInput) Verdict {
 	d := card.Domain
 	var out []string
 	for a := range 3 {
-		// Resampled spacing lands within rounding of the card's, which may be narrower than that.
 		lo, hi := d.SpacingMinMM[a], d.SpacingMaxMM[a]
 		if in.Resampled {
-			lo, hi = math.Min(lo, card.SpacingMM[a])*(1-0.05), math.Max(hi, card.SpacingMM[a])*(1+0.05)
+			// Resampling keeps the field of view, so it reaches the card's spacing up to the
+			// rounding of the voxel count: half a voxel in n.
+			slack := 0.5 / float64(max(1, in.ModelDims[a]))
+			lo, hi = math.Min(lo, card.SpacingMM[a])*(1-slack), math.Max(hi, card.SpacingMM[a])*(1+slack)
 		}
 		if s := in.SpacingMM[a]; s < lo*(1-1e-6) || s > hi*(1+1e-6) {
 			out = append(out, fmt.Sprintf("%c %.3g mm not in [%.3g, %.3g]", "xyz"[a], s, lo, hi))

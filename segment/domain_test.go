@@ -91,9 +91,18 @@ func TestCheckDomain(t *testing.T) {
 	}
 	// Resampled to the card's spacing, up to the rounding of the voxel count.
 	in := base
-	in.SpacingMM, in.Resampled = [3]float64{2.53, 2.5, 2.97}, true
+	in.SpacingMM, in.Resampled, in.ModelDims = [3]float64{2.512, 2.5, 2.985}, true, [3]int{96, 96, 80}
 	if v := CheckDomain(card, in); !v.OK() {
 		t.Errorf("resampled: %v", v)
+	}
+	// 4 voxels of 2 mm become 3 of 2.67 mm: within the rounding of so few.
+	in.SpacingMM, in.ModelDims = [3]float64{2.67, 2.5, 3}, [3]int{3, 96, 80}
+	if v := CheckDomain(card, in); !v.OK() {
+		t.Errorf("resampled, 3 voxels: %v", v)
+	}
+	in.SpacingMM[1] = 2.67
+	if v := CheckDomain(card, in); v.OK() {
+		t.Errorf("resampled to 2.67 mm over 96 voxels: ok, want a warning")
 	}
 	if v := CheckDomain(nil, base); v.OK() || !strings.Contains(v.String(), "no card") {
 		t.Errorf("no card: %v", v)

@@ -68,8 +68,6 @@ type GPUStats struct {
 	// Pinned is true when both the volume and the mask were page-locked host memory; pageable
 	// memory copies about 17x slower (docs/gpu-engine.md).
 	Pinned bool
-
-	kernelsEnd time.Duration // the latest kernel end reported so far (since the reference event)
 }
 
 // GPUStatsReporter is implemented by the CUDA engine: the figures benchmarks report.

@@ -3,8 +3,7 @@ package segment
 // Slab plans for engines whose per-slab costs are fixed: the fp16 CUDA engine pays for every
 // slab an upload that nothing hides when it is the first, a download that nothing hides when it
 // is the last, and in its kernel 4 planes of warm-up per block plus the block start and the
-// last, partly filled wave of blocks (docs/perf.md: 33.0 ms per 1000 planes at 64-plane slabs,
-// 31.0 at 256, with the previous kernel).
+// last, partly filled wave of blocks (docs/perf.md).
 
 // SlabRamp cuts nz output planes into slabs that start and end at first planes and double in
 // between up to largest: first, 2*first, 4*first, ... (while the ramp and its mirror fit), then

@@ -95,6 +95,10 @@ func TestDomainVerdicts(t *testing.T) {
 			t.Errorf("summary.csv lacks %q:\n%s", want, summary)
 		}
 	}
+	// volumes.csv, regenerated from the runs' summaries, keeps the verdicts.
+	if vols, _ := os.ReadFile(filepath.Join(out, "volumes.csv")); !strings.Contains(string(vols), "warn: constant volume") || !strings.Contains(string(vols), ",ok,RAS\n") {
+		t.Errorf("volumes.csv lost the domain or grid columns:\n%s", vols)
+	}
 	out2 := t.TempDir()
 	if code, _, _ := captureRun(t, "run", "-q", "--engine", "cpu", "--strict-domain", in, "-o", out2, "--run-id", "s"); code != exitFailed {
 		t.Errorf("--strict-domain with a constant volume: exit %d, want %d", code, exitFailed)

@@ -22,8 +22,9 @@ import (
 
 func init() {
 	commands = append(commands, &cli.Command{
-		Name:  "bench",
-		Usage: "time the engine on one volume (kernels, copies, pinned-in to mask-out) and the whole file-to-file run",
+		Name:   "bench",
+		Before: requireFlags("output"),
+		Usage:  "time the engine on one volume (kernels, copies, pinned-in to mask-out) and the whole file-to-file run",
 		Description: "Generates a phantom of --dims (or takes --input, an int16 NIfTI), runs the engine --runs times\n" +
 			"after --warmup untimed runs on the volume in (pinned) host memory, then times reading the\n" +
 			"volume from a .nii file alone (run's read stage), writing its mask alone, and `run` on that file\n" +
@@ -36,7 +37,7 @@ func init() {
 			"minutes a run, times 128x128x64 with --runs 3, --warmup 1, --file-runs 1 (seconds in all).\n" +
 			"Flags given explicitly are kept, on either engine.",
 		Flags: append(engineFlags("0"),
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "folder for the CSVs and the files it times"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "folder for the CSVs and the files it times (required)"},
 			&cli.StringFlag{Name: "input", Usage: "int16 NIfTI volume to time (default: a generated phantom)"},
 			&cli.StringFlag{Name: "dims", Usage: "phantom size NXxNYxNZ",
 				DefaultText: gpuBenchDefaults.dims + "; CPU engine: " + cpuBenchDefaults.dims},
@@ -149,7 +150,9 @@ func benchVolume(c *cli.Context, out, dims string) (*nifti.Header, *segment.Volu
 			return nil, nil, "", fmt.Errorf("bench: %w", err)
 		}
 		input = filepath.Join(out, "input", "bench.nii")
-		os.MkdirAll(filepath.Dir(input), 0o755)
+		if err := os.MkdirAll(filepath.Dir(input), 0o755); err != nil {
+			return nil, nil, "", fmt.Errorf("bench: %w", err)
+		}
 		if err := nifti.Write(input, ph.Header, ph.ImageBytes(), nifti.WriteOptions{Level: 0}); err != nil {
 			return nil, nil, "", err
 		}
@@ -173,7 +176,9 @@ func benchVolume(c *cli.Context, out, dims string) (*nifti.Header, *segment.Volu
 	slope, inter := r.Scaling()
 	if strings.HasSuffix(strings.ToLower(input), ".gz") {
 		plain := filepath.Join(out, "input", "bench.nii")
-		os.MkdirAll(filepath.Dir(plain), 0o755)
+		if err := os.MkdirAll(filepath.Dir(plain), 0o755); err != nil {
+			return nil, nil, "", fmt.Errorf("bench: %w", err)
+		}
 		hh := *h
 		hh.Datatype, hh.BitPix = nifti.Int16, 16
 		if err := nifti.Write(plain, &hh, int16Bytes(vol.I16), nifti.WriteOptions{Level: 0}); err != nil {
@@ -218,12 +223,7 @@ func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, h
 			return "", err
 		}
 		jobs := found.Jobs
-		os.MkdirAll(filepath.Join(out, "e2e"), 0o755)
-		timings, err := timing.CreateCSV[timing.Row](filepath.Join(out, "e2e", "timings.csv"))
-		if err != nil {
-			return "", err
-		}
-		summary, err := timing.CreateCSV[timing.Summary](filepath.Join(out, "e2e", "summary.csv"))
+		timings, summary, err := createBenchCSVs(filepath.Join(out, "e2e"))
 		if err != nil {
 			return "", err
 		}
@@ -232,8 +232,9 @@ func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, h
 			Descrip: "voxpipe bench", Slab: slab, Readers: 1, Writers: 1, Write: nifti.DefaultWriteOptions(),
 			Overwrite: true, RunID: fmt.Sprintf("bench-e2e-%d", i), Timings: timings, Summary: summary})
 		e2e = append(e2e, time.Since(t))
-		timings.Close()
-		summary.Close()
+		if cerr := errors.Join(timings.Close(), summary.Close()); cerr != nil && err == nil {
+			err = cerr
+		}
 		if err != nil || res.OK != 1 {
 			return "", fmt.Errorf("bench: end-to-end run: %v (%+v, see %s)", err, res, filepath.Join(out, "e2e", "summary.csv"))
 		}
@@ -274,35 +275,54 @@ func hiddenCopyFraction(events []segment.Event) float64 {
 	return float64(hidden) / float64(copyTotal)
 }
 
-func writeBenchCSVs(out, dims string, voxels int64, engine string, runs []pipeline.BenchRun) error {
-	timings, err := timing.CreateCSV[timing.Row](filepath.Join(out, "timings.csv"))
-	if err != nil {
-		return err
+// createBenchCSVs makes dir and the timings.csv and summary.csv in it.
+func createBenchCSVs(dir string) (*timing.CSVFile[timing.Row], *timing.CSVFile[timing.Summary], error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
 	}
-	summary, err := timing.CreateCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	timings, err := timing.CreateCSV[timing.Row](filepath.Join(dir, "timings.csv"))
 	if err != nil {
-		timings.Close()
+		return nil, nil, err
+	}
+	summary, err := timing.CreateCSV[timing.Summary](filepath.Join(dir, "summary.csv"))
+	if err != nil {
+		timings.Close() // the error that matters is CreateCSV's
+		return nil, nil, err
+	}
+	return timings, summary, nil
+}
+
+func writeBenchCSVs(out, dims string, voxels int64, engine string, runs []pipeline.BenchRun) error {
+	timings, summary, err := createBenchCSVs(out)
+	if err != nil {
 		return err
 	}
 	msOf := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	var offset time.Duration
 	for i, r := range runs {
 		name := fmt.Sprintf("bench-run-%02d", i)
+		rows := make([]timing.Row, 0, len(r.Events)+1)
 		for _, e := range r.Events {
-			timings.Append(timing.Row{RunID: "bench", Volume: name, Stage: e.Stage, Slab: e.Slab, Device: engine,
+			rows = append(rows, timing.Row{RunID: "bench", Volume: name, Stage: e.Stage, Slab: e.Slab, Device: engine,
 				StartMS: msOf(offset + e.Start), DurationMS: msOf(e.Duration), Bytes: e.Bytes, Voxels: e.Voxels})
 		}
-		timings.Append(timing.Row{RunID: "bench", Volume: name, Stage: timing.StageSegment, Slab: -1, Device: engine,
+		rows = append(rows, timing.Row{RunID: "bench", Volume: name, Stage: timing.StageSegment, Slab: -1, Device: engine,
 			StartMS: msOf(offset), DurationMS: msOf(r.Wall), Voxels: voxels})
-		summary.Append(timing.Summary{RunID: "bench", Volume: name, Status: timing.StatusOK, Dims: dims, Voxels: voxels,
+		// The files' errors are sticky: the first one is also Close's.
+		if err = timings.Append(rows...); err != nil {
+			break
+		}
+		if err = summary.Append(timing.Summary{RunID: "bench", Volume: name, Status: timing.StatusOK, Dims: dims, Voxels: voxels,
 			Engine: engine, SegmentMS: msOf(r.Wall), H2DMS: msOf(r.GPU.H2D), KernelsMS: msOf(r.GPU.Kernels),
-			D2HMS: msOf(r.GPU.D2H), WallMS: msOf(r.Wall), MVoxPerS: float64(voxels) / 1e3 / msOf(r.Wall)})
+			D2HMS: msOf(r.GPU.D2H), WallMS: msOf(r.Wall), MVoxPerS: float64(voxels) / 1e3 / msOf(r.Wall)}); err != nil {
+			break
+		}
 		offset += r.Wall
 	}
-	if err := timings.Close(); err != nil {
-		return err
+	if cerr := errors.Join(timings.Close(), summary.Close()); err == nil {
+		err = cerr
 	}
-	return summary.Close()
+	return err
 }
 
 func int16Bytes(v []int16) []byte {

@@ -32,11 +32,11 @@ func TestBenchCPU(t *testing.T) {
 			t.Errorf("summary line lacks %q: %s", want, line)
 		}
 	}
-	summary, err := timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	summary, err := timing.ReadSummaries(filepath.Join(out, "summary.csv"))
 	if err != nil || len(summary) != 3 {
 		t.Fatalf("summary.csv: %d rows, %v", len(summary), err)
 	}
-	rows, err := timing.ReadCSV[timing.Row](filepath.Join(out, "timings.csv"))
+	rows, err := timing.ReadRows(filepath.Join(out, "timings.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestBenchCPUDefaultDims(t *testing.T) {
 	if want := "bench 128x128x64 cpu slab 64 n=1:"; !strings.Contains(stdout, want) {
 		t.Errorf("stdout lacks %q:\n%s", want, stdout)
 	}
-	summary, err := timing.ReadCSV[timing.Summary](filepath.Join(out, "summary.csv"))
+	summary, err := timing.ReadSummaries(filepath.Join(out, "summary.csv"))
 	if err != nil || len(summary) != 1 || summary[0].Dims != "128x128x64" {
 		t.Fatalf("summary.csv: %+v, %v", summary, err)
 	}

@@ -132,7 +132,7 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 			}
 			assertWholeRecords(t, p)
 		}
-		sums, err := timing.ReadCSV[timing.Summary](filepath.Join(d, records.SummaryName))
+		sums, err := timing.ReadSummaries(filepath.Join(d, records.SummaryName))
 		if err == nil {
 			for _, s := range sums {
 				if s.Status == timing.StatusOK {
@@ -143,7 +143,7 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 				}
 			}
 		}
-		rows, err := timing.ReadCSV[timing.Row](filepath.Join(d, records.TimingsName))
+		rows, err := timing.ReadRows(filepath.Join(d, records.TimingsName))
 		if err == nil {
 			for _, r := range rows {
 				if r.Stage == "write" && r.Slab == -1 {
@@ -162,7 +162,7 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 			t.Errorf("%s: committed %d times", v, n)
 		}
 	}
-	vols, err := timing.ReadCSV[timing.Summary](filepath.Join(out, records.VolumesName))
+	vols, err := timing.ReadSummaries(filepath.Join(out, records.VolumesName))
 	if err != nil || len(vols) != volumes {
 		t.Fatalf("volumes.csv: %d rows, %v", len(vols), err)
 	}

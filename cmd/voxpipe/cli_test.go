@@ -12,6 +12,8 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/timing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // captureRun runs "voxpipe ARGS..." in process through run, as main does (flags after the
@@ -63,6 +65,39 @@ func TestBareCommandAndVersion(t *testing.T) {
 	for _, flag := range []string{"--version", "-v"} {
 		if code, got, _ := cliRun(t, flag); code != 0 || got != want {
 			t.Errorf("voxpipe %s: exit %d, %q; want 0 and %q", flag, code, got, want)
+		}
+	}
+}
+
+// A missing required flag is a usage error that names it, after the command's help when the
+// command has no argument.
+func TestRequiredFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		flag     string
+		wantHelp bool
+	}{
+		{[]string{"run"}, "output", true},
+		{[]string{"run", "in"}, "output", false},
+		{[]string{"watch", "inbox"}, "output", false},
+		{[]string{"bench"}, "output", true},
+		{[]string{"gen", "--count", "2"}, "out", true},
+	} {
+		code, stdout, stderr := cliRun(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, `required flag "`+tc.flag+`" not set`) {
+			t.Errorf("voxpipe %v: exit %d, stderr %q; want 2 naming --%s", tc.args, code, stderr, tc.flag)
+		}
+		if help := strings.Contains(stdout, "OPTIONS:"); help != tc.wantHelp {
+			t.Errorf("voxpipe %v: help printed %v, want %v:\n%s", tc.args, help, tc.wantHelp, stdout)
+		}
+	}
+	// urfave/cli's own Required fails with an error only its text identifies: requireFlags
+	// replaces it.
+	for _, c := range newApp().Commands {
+		for _, f := range c.Flags {
+			if rf, ok := f.(cli.RequiredFlag); ok && rf.IsRequired() {
+				t.Errorf("voxpipe %s: flag %s uses cli's Required; use requireFlags", c.Name, f.Names()[0])
+			}
 		}
 	}
 }

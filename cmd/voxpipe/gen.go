@@ -14,14 +14,15 @@ import (
 
 func init() {
 	commands = append(commands, &cli.Command{
-		Name:  "gen",
-		Usage: "generate synthetic MRI phantoms with ground-truth masks (OUT/volumes, OUT/truth)",
+		Name:   "gen",
+		Before: requireFlags("out"),
+		Usage:  "generate synthetic MRI phantoms with ground-truth masks (OUT/volumes, OUT/truth)",
 		Description: "Writes OUT/volumes/<prefix><index>.<format> (int16 image) and OUT/truth/<same name>\n" +
 			"(uint8 labels: 0 background, 1 tissue, 2 fluid, 3 lesion) for indices start..start+count-1.\n" +
 			"Volume i uses a seed derived from --seed and i alone, so any subset of a series reproduces\n" +
 			"the same files, whatever --workers is.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true, Usage: "output folder (volumes/ and truth/ are created in it)"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output folder (volumes/ and truth/ are created in it; required)"},
 			&cli.StringFlag{Name: "dims", Value: "96x96x64", Usage: "volume size NXxNYxNZ"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 1, Usage: "number of volumes"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "base seed of the series"},

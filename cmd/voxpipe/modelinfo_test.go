@@ -63,6 +63,14 @@ func TestModelInfo(t *testing.T) {
 		t.Fatalf("--json printed %q (%v)", out, err)
 	}
 
+	// The embedded default model has its card.
+	code, out, stderr = cliRun(t, "model", "info")
+	for _, want := range []string{"name            voxpipe-default", "not for clinical use", "2.5 x 2.5 x 3 mm (x y z), orientation RAS", "3 lesion"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("model info of the default: exit %d, lacks %q:\n%s%s", code, want, out, stderr)
+		}
+	}
+
 	bare := writeModel(t, "")
 	code, out, _ = cliRun(t, "model", "info", bare)
 	if code != 0 || !strings.Contains(out, "none: this weights file predates model cards") || !strings.Contains(out, "background, grey, white") {

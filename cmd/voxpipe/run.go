@@ -33,6 +33,7 @@ import (
 func init() {
 	commands = append(commands, &cli.Command{
 		Name:      "run",
+		Before:    requireFlags("output"),
 		Usage:     "segment every NIfTI volume and DICOM series in the inputs (files or folders) and write masks and timing CSVs",
 		ArgsUsage: "INPUT...",
 		Description: "Safe to run unattended and concurrently on one output folder: each volume is claimed\n" +
@@ -213,7 +214,7 @@ func runAction(c *cli.Context) error {
 // workFlags are the flags that run and watch share (readers: --readers' default).
 func workFlags(readers int) []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "output folder for masks and records"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output folder for masks and records (required)"},
 		&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "search input folders recursively (masks mirror the sub-folders)"},
 		&cli.IntFlag{Name: "slab", Value: 32, Usage: "z-slices per slab"},
 		&cli.IntFlag{Name: "readers", Value: readers, Usage: "volumes read in parallel"},

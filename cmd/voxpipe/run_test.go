@@ -136,7 +136,7 @@ func directMask(t *testing.T, m *segment.Model, path string) []uint8 {
 // runSummary reads the summary.csv of run id under out.
 func runSummary(t *testing.T, out, id string) []timing.Summary {
 	t.Helper()
-	s, err := timing.ReadCSV[timing.Summary](filepath.Join(records.RunDir(out, id), records.SummaryName))
+	s, err := timing.ReadSummaries(filepath.Join(records.RunDir(out, id), records.SummaryName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("exit code %d, want %d (some volumes failed)", code, exitFailed)
 	}
 	summary := runSummary(t, out, "first")
-	rows, err := timing.ReadCSV[timing.Row](filepath.Join(records.RunDir(out, "first"), records.TimingsName))
+	rows, err := timing.ReadRows(filepath.Join(records.RunDir(out, "first"), records.TimingsName))
 	if err != nil || len(rows) == 0 {
 		t.Fatalf("timings.csv: %d rows, %v", len(rows), err)
 	}
@@ -214,7 +214,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Errorf("overwrite redid %d volumes, want 3", n)
 	}
 	// volumes.csv: one row per volume, the latest decisive outcome.
-	vols, err := timing.ReadCSV[timing.Summary](filepath.Join(out, records.VolumesName))
+	vols, err := timing.ReadSummaries(filepath.Join(out, records.VolumesName))
 	if err != nil || len(vols) != 6 {
 		t.Fatalf("volumes.csv: %d rows, %v", len(vols), err)
 	}
@@ -305,11 +305,11 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 		t.Fatalf("exit %v, want code %d\n%s", err, exitSIGTERM, stderr.String())
 	}
 	assertNoTemps(t, out)
-	summary, err := timing.ReadCSV[timing.Summary](filepath.Join(records.RunDir(out, "stopped"), records.SummaryName))
+	summary, err := timing.ReadSummaries(filepath.Join(records.RunDir(out, "stopped"), records.SummaryName))
 	if err != nil {
 		t.Fatalf("summary.csv after SIGTERM: %v", err)
 	}
-	if _, err := timing.ReadCSV[timing.Row](filepath.Join(records.RunDir(out, "stopped"), records.TimingsName)); err != nil {
+	if _, err := timing.ReadRows(filepath.Join(records.RunDir(out, "stopped"), records.TimingsName)); err != nil {
 		t.Fatalf("timings.csv after SIGTERM: %v", err)
 	}
 	masks, _ := filepath.Glob(filepath.Join(out, "*_mask.nii.gz"))

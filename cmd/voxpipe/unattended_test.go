@@ -346,7 +346,7 @@ func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
 	if code := run(runArgs(model, in, "-o", out, "--summary", sum)); code != 0 {
 		t.Fatalf("rerun with --summary: exit %d", code)
 	}
-	if rows, err := timing.ReadCSV[timing.Summary](sum); err != nil || countStatus(rows, timing.StatusSkipped) != 2 {
+	if rows, err := timing.ReadSummaries(sum); err != nil || countStatus(rows, timing.StatusSkipped) != 2 {
 		t.Errorf("--summary of an all-skipped run: %d rows, %v", len(rows), err)
 	}
 }
@@ -609,7 +609,7 @@ func TestRunSIGTERMWithinTwoSeconds(t *testing.T) {
 	if c, _ := filepath.Glob(filepath.Join(out, ".*.claim*")); len(c) > 0 {
 		t.Errorf("claims left: %v", c)
 	}
-	if _, err := timing.ReadCSV[timing.Summary](filepath.Join(records.RunDir(out, "r"), records.SummaryName)); err != nil {
+	if _, err := timing.ReadSummaries(filepath.Join(records.RunDir(out, "r"), records.SummaryName)); err != nil {
 		t.Errorf("summary.csv: %v", err)
 	}
 }

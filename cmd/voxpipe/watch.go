@@ -24,6 +24,7 @@ import (
 func init() {
 	commands = append(commands, &cli.Command{
 		Name:      "watch",
+		Before:    requireFlags("output"),
 		Usage:     "a service: segment every volume that arrives in the inbox folders, with the engine kept open",
 		ArgsUsage: "INBOX...",
 		Description: "A volume is taken when it is complete: moved in by rename (complete when first seen), marked\n" +

@@ -126,7 +126,7 @@ func TestWatchPickups(t *testing.T) {
 			t.Errorf("not a JSON line: %q", line)
 		}
 	}
-	if vols, err := timing.ReadCSV[timing.Summary](filepath.Join(out, records.VolumesName)); err != nil || len(vols) != 3 {
+	if vols, err := timing.ReadSummaries(filepath.Join(out, records.VolumesName)); err != nil || len(vols) != 3 {
 		t.Errorf("volumes.csv: %d rows, %v", len(vols), err)
 	}
 }

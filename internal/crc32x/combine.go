@@ -4,63 +4,56 @@ package crc32x
 
 import "hash/crc32"
 
-// CRC-32 of a concatenation from the CRC-32s of its parts, by zlib's crc32_combine (the GF(2)
-// matrix method of zlib 1.2.11): appending n zero bytes to a message is a linear map on the
-// 32-bit CRC register, so CRC(A||B) = Z^len(B) CRC(A) xor CRC(B), where Z^k, the operator for k
-// zero bytes, is built by repeated squaring of the one-bit operator. The pre- and
-// post-conditioning of CRC-32 (the inverted register) cancel out in that identity.
+// CRC-32 of a concatenation from the CRC-32s of its parts, by zlib's crc32_combine (zlib 1.2.12
+// and later): appending n zero bytes to a message multiplies its CRC register by x^(8n) modulo
+// the CRC polynomial P, so CRC(A||B) = CRC(A) * x^(8 len(B)) mod P xor CRC(B). x^(8n) mod P
+// comes from the table of x^(2^k) mod P, one multiplication per set bit of 8n. The pre- and
+// post-conditioning of CRC-32 (the inverted register) cancel out in that identity. Polynomials
+// are in CRC-32's reflected order: bit 31 is x^0.
 
-// Matrix is a linear map on 32-bit vectors over GF(2): m[i] is the image of bit i.
-type Matrix [32]uint32
+// x2n[k] is x^(2^k) mod P.
+var x2n = func() (t [32]uint32) {
+	p := uint32(1) << 30 // x^1
+	for k := range t {
+		t[k] = p
+		p = multModP(p, p)
+	}
+	return t
+}()
 
-// Times applies m to vec.
-func (m *Matrix) Times(vec uint32) uint32 {
-	var sum uint32
-	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
-		if vec&1 != 0 {
-			sum ^= m[i]
+// multModP returns a*b mod P.
+func multModP(a, b uint32) uint32 {
+	var prod uint32
+	for m := uint32(1) << 31; ; m >>= 1 {
+		if a&m != 0 {
+			prod ^= b
+			if a&(m-1) == 0 {
+				return prod
+			}
+		}
+		if b&1 != 0 {
+			b = b>>1 ^ crc32.IEEE
+		} else {
+			b >>= 1
 		}
 	}
-	return sum
 }
 
-// after returns the map "op, then m".
-func (m *Matrix) after(op *Matrix) Matrix {
-	var r Matrix
-	for i := range op {
-		r[i] = m.Times(op[i])
-	}
-	return r
-}
-
-// ZerosOp returns the operator that advances a CRC-32 (IEEE) register over n zero bytes.
-func ZerosOp(n int64) Matrix {
-	var odd, even, op Matrix
-	odd[0] = crc32.IEEE // one zero bit: shift right, fold the polynomial in for bit 0
-	for i := 1; i < 32; i++ {
-		odd[i] = 1 << (i - 1)
-	}
-	for i := range op {
-		op[i] = 1 << i
-	}
-	even = odd.after(&odd)  // two zero bits
-	odd = even.after(&even) // four zero bits
-	for n > 0 {
-		even = odd.after(&odd) // 8, 32, 128 ... zero bits: one, four, 16 ... bytes
+// ZerosOp returns the operator that advances a CRC-32 (IEEE) register over n zero bytes,
+// x^(8n) mod P, for CombineOp: to combine many pieces of one length, make it once.
+func ZerosOp(n int64) uint32 {
+	p := uint32(1) << 31 // x^0
+	for k := 3; n > 0; n, k = n>>1, k+1 {
 		if n&1 != 0 {
-			op = even.after(&op)
+			p = multModP(x2n[k&31], p)
 		}
-		if n >>= 1; n == 0 {
-			break
-		}
-		odd = even.after(&even)
-		if n&1 != 0 {
-			op = odd.after(&op)
-		}
-		n >>= 1
 	}
-	return op
+	return p
 }
+
+// CombineOp returns the CRC-32 of A||B given crc1 = CRC(A), crc2 = CRC(B) and op =
+// ZerosOp(len(B)).
+func CombineOp(crc1, crc2, op uint32) uint32 { return multModP(op, crc1) ^ crc2 }
 
 // Combine returns the CRC-32 (IEEE) of A||B given crc1 = CRC(A), crc2 = CRC(B) and
 // len2 = len(B).
@@ -68,6 +61,5 @@ func Combine(crc1, crc2 uint32, len2 int64) uint32 {
 	if len2 <= 0 {
 		return crc1 // crc2 is then the CRC of nothing, 0
 	}
-	op := ZerosOp(len2)
-	return op.Times(crc1) ^ crc2
+	return CombineOp(crc1, crc2, ZerosOp(len2))
 }

@@ -13,8 +13,8 @@ import (
 
 // Map returns n bytes of zeroed anonymous memory (at least one page is mapped, also for n = 0).
 // For 4 MiB and more it advises transparent huge pages where the kernel allows them (512 times
-// fewer page faults when the memory is first written, and fewer pages to page-lock: 512 MiB
-// locked in 24 ms instead of 52 on the H200 machine, docs/perf.md), unless VOXPIPE_HUGEPAGES=0,
+// fewer page faults when the memory is first written, and fewer pages to page-lock,
+// docs/perf.md), unless VOXPIPE_HUGEPAGES=0,
 // for hosts whose kernel stalls on memory compaction. Release it with Unmap.
 func Map(n int) ([]byte, error) {
 	if n < 0 {

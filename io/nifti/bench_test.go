@@ -1,6 +1,7 @@
 package nifti
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -8,6 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 const benchN = 256
@@ -233,4 +237,76 @@ func BenchmarkWriteMaskLarge(b *testing.B) {
 			b.ReportMetric(float64(len(mask))/float64(st.Size()), "ratio")
 		})
 	}
+}
+
+// BenchmarkReadAhead measures what the read-ahead (prefetch.go) buys the sequential read of a
+// .nii.gz, the path of gzipped volumes not inflated whole (one read thread, files under
+// minParallelGzip, series of more than two volumes): the pipeline's read loop, slab by slab,
+// each slab summed (as the statistics do) after it is read, through a Reader (inflate on the
+// read-ahead goroutine, overlapping the sums) and inline (the same inflate on the caller's
+// goroutine, no read-ahead). docs/perf.md has the figures:
+//
+//	go test -run '^$' -bench ReadAhead -count 5 ./io/nifti
+func BenchmarkReadAhead(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "vol.nii.gz")
+	data := bytesOf(smoothVolume())
+	h := testHeader(Int16, 1, binary.LittleEndian, benchN, benchN, benchN)
+	if err := Write(path, h, data, WriteOptions{Level: 6}); err != nil {
+		b.Fatal(err)
+	}
+	hdr, err := ReadHeader(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const slab = 16
+	vox := make([]int16, slab*benchN*benchN)
+	sum := func(v []int16) (s float64) {
+		for _, x := range v {
+			s += float64(x) * float64(x) // as the statistics' sum of squares
+		}
+		return s
+	}
+	b.Run("read-ahead", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			r, err := Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				n, err := r.ReadSlicesInt16(vox, slab)
+				if err == io.EOF {
+					break
+				} else if err != nil {
+					b.Fatal(err)
+				}
+				sum(vox[:n*benchN*benchN])
+			}
+			r.Close()
+		}
+	})
+	b.Run("inline", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(&vox[0])), 2*len(vox))
+		for b.Loop() {
+			f, err := os.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			gz, err := gzip.NewReader(bufio.NewReaderSize(f, 1<<20))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.CopyN(io.Discard, gz, hdr.VoxOffset); err != nil {
+				b.Fatal(err)
+			}
+			for range benchN / slab {
+				if _, err := io.ReadFull(gz, raw); err != nil {
+					b.Fatal(err)
+				}
+				sum(vox)
+			}
+			f.Close()
+		}
+	})
 }

@@ -28,11 +28,10 @@ var errGzipClosed = errors.New("gzip writer closed")
 // klauspost/compress/flate and ended byte-aligned by a sync flush (Flush), the last one by
 // Close (final bit). Concatenated in order, they form one deflate stream any inflater reads.
 // Each block's CRC-32 is computed by its worker; a sequencer goroutine writes the blocks in
-// order and folds their CRCs together (crc32x.Combine, with the operator for a whole block
-// computed once), so for writes of at least a block no pass over the data runs on the caller
-// or any other single goroutine. Independent 1 MiB blocks compress about as well as pgzip's,
-// which primed each block with the previous one's last 16 KiB (level 1: 0.9 % smaller on
-// labelMask, 4 % smaller on largeMask, 0.25 % larger on the int16 smoothVolume). Blocks start
+// order and folds their CRCs together (crc32x.Combine), so for writes of at least a block no
+// pass over the data runs on the caller or any other single goroutine. Independent 1 MiB
+// blocks compress about as well as blocks primed with the previous one's last 16 KiB, as pgzip
+// does (docs/perf.md). Blocks start
 // every blockSize bytes of the input whatever the sizes of the writes, so the output bytes
 // depend on the data and the level only: the same mask is the same file, however the
 // pipeline's slabs happened to reach the writer.
@@ -78,7 +77,6 @@ type blockGzip struct {
 	crc  uint32
 	size uint32 // ISIZE: the input's length mod 2^32
 
-	blockOp *crc32x.Matrix  // crc32x.ZerosOp(blockSize), computed once
 	flates  []*flate.Writer // one per worker, reused across blocks and files
 	freeIn  chan []byte     // block-sized input buffers
 	freeJob chan *gzJob     // jobs, with their output buffers
@@ -294,22 +292,11 @@ func (z *blockGzip) emit(j *gzJob) {
 		if _, err := z.out.Write(j.out.b); err != nil {
 			z.fail(err)
 		} else {
-			z.crc = z.combine(z.crc, j.crc, j.n)
+			z.crc = crc32x.Combine(z.crc, j.crc, int64(j.n))
 			z.size += uint32(j.n)
 		}
 	}
 	z.putJob(j)
-}
-
-func (z *blockGzip) combine(crc1, crc2 uint32, len2 int) uint32 {
-	if len2 != z.blockSize {
-		return crc32x.Combine(crc1, crc2, int64(len2))
-	}
-	if z.blockOp == nil {
-		op := crc32x.ZerosOp(int64(z.blockSize))
-		z.blockOp = &op
-	}
-	return z.blockOp.Times(crc1) ^ crc2
 }
 
 // Close compresses what is left as the final block, waits for every block to be written, stops

@@ -192,6 +192,43 @@ func TestMissingPartner(t *testing.T) {
 	wantErr(t, err, os.ErrNotExist, "q.hdr")
 }
 
+// Open's errors name the path it was given once, and the file at fault when that is the pair's
+// other file.
+func TestOpenErrorNamesThePath(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.nii")
+	if err := os.WriteFile(bad, []byte("not a NIfTI file at all, but long enough to have a header size"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hdr := filepath.Join(dir, "four.hdr")
+	h := testHeader(Int16, 1, binary.LittleEndian, 2, 2, 2)
+	h.Dim[0], h.Dim[4] = 4, 2
+	if err := Write(hdr, h, make([]byte, 32), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path     string
+		sentinel error
+		named    []string // each once
+	}{
+		{filepath.Join(dir, "none.nii"), os.ErrNotExist, []string{"none.nii"}},
+		{bad, ErrNotNIfTI, []string{"bad.nii"}},
+		{hdr, ErrMultiVolume, []string{"four.hdr"}},
+		{filepath.Join(dir, "four.img"), ErrMultiVolume, []string{"four.img", "four.hdr"}}, // the header is at fault
+	} {
+		_, err := Open(tc.path)
+		if !errors.Is(err, tc.sentinel) {
+			t.Errorf("Open(%s): %v, want %v", tc.path, err, tc.sentinel)
+			continue
+		}
+		for _, name := range tc.named {
+			if n := strings.Count(err.Error(), filepath.Join(dir, name)); n != 1 {
+				t.Errorf("Open(%s): %q names %s %d times, want once", tc.path, err, name, n)
+			}
+		}
+	}
+}
+
 // TestSliceErrorIsSticky: after a truncation error every read repeats it.
 func TestSliceErrorIsSticky(t *testing.T) {
 	n1 := validFile(t, 1, binary.LittleEndian)

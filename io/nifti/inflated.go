@@ -87,8 +87,8 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into
 		return nil, nil
 	}
 	// The compressed file is mapped (the page cache's pages, nothing copied) where it can be,
-	// else read whole first. Either is released in the background: unmapping a 326 MB copy
-	// took 19 ms of the read's critical path on the GPU machine, and nothing waits for it.
+	// else read whole first. Either is released in the background: unmapping it would sit on
+	// the read's critical path (docs/perf.md), and nothing waits for it.
 	var src []byte
 	if f, ok := ds.f.(*os.File); ok && int64(int(ds.size)) == ds.size {
 		if b, err := hostmem.MapFile(f, int(ds.size)); err == nil {
@@ -134,8 +134,8 @@ func inflateWhole(ctx context.Context, ds *source, size int64, threads int, into
 func (m *inflated) readerAt() *bytes.Reader { return bytes.NewReader(m.data) }
 
 // readGzipWhole reads a compressed file that cannot be mapped into memory outside the heap
-// (hostmem.Map), in pieces on threads goroutines. (Reading it while inflating it was no
-// faster on the GPU machine: the copy's CPU time is spent either way, docs/perf.md.)
+// (hostmem.Map), in pieces on threads goroutines. (Reading it while inflating it is no faster:
+// the copy's CPU time is spent either way, docs/perf.md.)
 func readGzipWhole(f dataFile, size int64, threads int) ([]byte, error) {
 	if int64(int(size)) != size {
 		return nil, errors.New("nifti: file too large to read whole")

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"runtime"
-	"strings"
 )
 
 // OpenOption configures Open.
@@ -92,12 +92,28 @@ func Open(path string, opts ...OpenOption) (*Reader, error) {
 	r := &Reader{path: path}
 	if err := r.open(cfg); err != nil {
 		r.Close()
-		if !strings.Contains(err.Error(), path) { // the pair's other file is at fault
-			err = fmt.Errorf("open %s: %w", path, err)
+		if !namesFile(err, path) { // no file, or the pair's other one
+			err = openError(path, err)
 		}
 		return nil, err
 	}
 	return r, nil
+}
+
+// openError is the error of opening file name, "open NAME: err"; Open adds the path it was
+// given to errors that do not name it (namesFile).
+func openError(name string, err error) error {
+	return &fs.PathError{Op: "open", Path: name, Err: err}
+}
+
+// namesFile reports whether err's chain holds an *fs.PathError of path.
+func namesFile(err error, path string) bool {
+	for pe := (*fs.PathError)(nil); errors.As(err, &pe); err = pe.Err {
+		if pe.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Reader) open(cfg openConfig) error {
@@ -116,7 +132,7 @@ func (r *Reader) open(cfg openConfig) error {
 	}
 	single := h.Magic[1] == '+'
 	if !single && !layout.pair {
-		return fmt.Errorf("open %s: %w: magic %q declares a .hdr/.img pair, but this is a single file", hs.name, ErrCorrupt, h.Magic)
+		return openError(hs.name, fmt.Errorf("%w: magic %q declares a .hdr/.img pair, but this is a single file", ErrCorrupt, h.Magic))
 	}
 	if h.Extensions, h.ExtensionLen, err = readExtensions(hs, h, single); err != nil {
 		return err
@@ -126,15 +142,15 @@ func (r *Reader) open(cfg openConfig) error {
 	}
 	r.g, err = checkGeometry(h)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", hs.name, err)
+		return openError(hs.name, err)
 	}
 	if cfg.volumeSet {
 		if cfg.volume < 0 || cfg.volume >= r.g.volumes {
-			return fmt.Errorf("open %s: %w: volume %d requested, the file has %d", hs.name, ErrMultiVolume, cfg.volume, r.g.volumes)
+			return openError(hs.name, fmt.Errorf("%w: volume %d requested, the file has %d", ErrMultiVolume, cfg.volume, r.g.volumes))
 		}
 		r.volume = cfg.volume
 	} else if r.g.volumes > 1 {
-		return fmt.Errorf("open %s: %w: %d volumes (dims %v); pick one with WithVolume", hs.name, ErrMultiVolume, r.g.volumes, h.Dim[1:h.Dim[0]+1])
+		return openError(hs.name, fmt.Errorf("%w: %d volumes (dims %v); pick one with WithVolume", ErrMultiVolume, r.g.volumes, h.Dim[1:h.Dim[0]+1]))
 	}
 
 	ds := hs
@@ -150,11 +166,11 @@ func (r *Reader) open(cfg openConfig) error {
 	maxSize := ds.maxUncompressed()
 	switch {
 	case h.VoxOffset > maxSize:
-		return fmt.Errorf("open %s: %w: vox_offset %d is past the end of the %d-byte file", ds.name, ErrCorrupt, h.VoxOffset, ds.size)
+		return openError(ds.name, fmt.Errorf("%w: vox_offset %d is past the end of the %d-byte file", ErrCorrupt, h.VoxOffset, ds.size))
 	case end > maxSize && !ds.compressed():
-		return fmt.Errorf("open %s: %w", ds.name, r.truncatedAt(maxSize-start))
+		return openError(ds.name, r.truncatedAt(maxSize-start))
 	case end > maxSize:
-		return fmt.Errorf("open %s: %w: the data needs %d bytes, more than a %d-byte gzip file can hold", ds.name, ErrTruncated, end, ds.size)
+		return openError(ds.name, fmt.Errorf("%w: the data needs %d bytes, more than a %d-byte gzip file can hold", ErrTruncated, end, ds.size))
 	}
 	if cfg.headerOnly {
 		r.hdr = *h
@@ -166,16 +182,16 @@ func (r *Reader) open(cfg openConfig) error {
 		cut := errors.Is(err, io.ErrUnexpectedEOF)
 		switch {
 		case !cut && !errors.Is(err, io.EOF) && ds.consumed < h.VoxOffset:
-			return fmt.Errorf("open %s: %w", ds.name, classifyStreamErr(err, "bytes before vox_offset"))
+			return openError(ds.name, classifyStreamErr(err, "bytes before vox_offset"))
 		case !cut && !errors.Is(err, io.EOF):
-			return fmt.Errorf("open %s: %w", ds.name, classifyStreamErr(err, "data"))
+			return openError(ds.name, classifyStreamErr(err, "data"))
 		case cut && ds.consumed < h.VoxOffset:
-			return fmt.Errorf("open %s: %w: the gzip stream ends early (the %d-byte file is cut short), after %d inflated bytes, before vox_offset %d",
-				ds.name, ErrTruncated, ds.size, ds.consumed, h.VoxOffset)
+			return openError(ds.name, fmt.Errorf("%w: the gzip stream ends early (the %d-byte file is cut short), after %d inflated bytes, before vox_offset %d",
+				ErrTruncated, ds.size, ds.consumed, h.VoxOffset))
 		case ds.consumed < h.VoxOffset:
-			return fmt.Errorf("open %s: %w: vox_offset %d is past the end of the data: the gzip stream inflates to %d bytes", ds.name, ErrCorrupt, h.VoxOffset, ds.consumed)
+			return openError(ds.name, fmt.Errorf("%w: vox_offset %d is past the end of the data: the gzip stream inflates to %d bytes", ErrCorrupt, h.VoxOffset, ds.consumed))
 		}
-		return fmt.Errorf("open %s: %w", ds.name, gzipCut(r.truncatedAt(ds.consumed-start), cut))
+		return openError(ds.name, gzipCut(r.truncatedAt(ds.consumed-start), cut))
 	}
 	r.in = ds
 	fileEnd := h.VoxOffset + r.g.volumes*r.g.volBytes
@@ -227,11 +243,11 @@ func readHeader(s *source, raw *RawHeader) (*Header, error) {
 		raw.Read = n
 	}
 	if n < 4 {
-		return nil, fmt.Errorf("open %s: %w", s.name, shortHeader(s, buf[:n], err, 0))
+		return nil, openError(s.name, shortHeader(s, buf[:n], err, 0))
 	}
 	version, order, size, err := detectHeader(buf[:4])
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", s.name, err)
+		return nil, openError(s.name, err)
 	}
 	m, err := readFullRaw(s, buf[4:size])
 	n += m
@@ -243,11 +259,11 @@ func readHeader(s *source, raw *RawHeader) (*Header, error) {
 		raw.Header, raw.Read, raw.StoredVoxOffset = *h, n, voxOffset
 	}
 	if n < size {
-		return nil, fmt.Errorf("open %s: %w", s.name, shortHeader(s, buf[:n], err, version))
+		return nil, openError(s.name, shortHeader(s, buf[:n], err, version))
 	}
 	h, err := decodeHeader(buf[:size], version, order)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", s.name, err)
+		return nil, openError(s.name, err)
 	}
 	return h, nil
 }
@@ -321,13 +337,13 @@ func readExtensions(s *source, h *Header, single bool) ([]Extension, int64, erro
 	}
 	exts, err := parseExtensions(s, area, h.ByteOrder)
 	if err != nil {
-		return nil, 0, fmt.Errorf("open %s: %w", s.name, classifyStreamErr(err, "header extensions"))
+		return nil, 0, openError(s.name, classifyStreamErr(err, "header extensions"))
 	}
 	if area >= 0 {
 		return exts, area, nil
 	}
 	if _, err := io.Copy(io.Discard, io.LimitReader(s, 64<<20)); err != nil {
-		return nil, 0, fmt.Errorf("open %s: %w", s.name, classifyStreamErr(err, "header extensions"))
+		return nil, 0, openError(s.name, classifyStreamErr(err, "header extensions"))
 	}
 	return exts, s.consumed - hsize - 4, nil
 }

@@ -45,7 +45,7 @@ func osOpen(name string) (dataFile, int64, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, 0, fmt.Errorf("open %s: not a regular file", name)
+		return nil, 0, openError(name, errors.New("not a regular file"))
 	}
 	return f, st.Size(), nil
 }
@@ -82,9 +82,9 @@ func openSource(name string, open fileOpener) (*source, error) {
 		if s.gz, err = gzip.NewReader(s.br); err != nil {
 			s.Close()
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, fmt.Errorf("open %s: %w: the %d-byte file ends inside its gzip header", name, ErrTruncated, size)
+				return nil, openError(name, fmt.Errorf("%w: the %d-byte file ends inside its gzip header", ErrTruncated, size))
 			}
-			return nil, fmt.Errorf("open %s: %w", name, classifyStreamErr(err, "gzip header"))
+			return nil, openError(name, classifyStreamErr(err, "gzip header"))
 		}
 		return s, nil
 	}
@@ -221,7 +221,7 @@ func openFirst(candidates []string, open fileOpener) (*source, error) {
 		}
 	}
 	if len(candidates) > 1 {
-		return nil, fmt.Errorf("open %s: no such file, nor %s: %w", candidates[0], strings.Join(candidates[1:], ", "), os.ErrNotExist)
+		return nil, openError(candidates[0], fmt.Errorf("no such file, nor %s: %w", strings.Join(candidates[1:], ", "), os.ErrNotExist))
 	}
 	return nil, firstErr
 }

@@ -3,7 +3,6 @@
 package pinned
 
 import (
-	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -16,7 +15,7 @@ import (
 )
 
 // withContext runs f on a locked OS thread with device 0's primary context current.
-func withContext(t *testing.T, f func()) {
+func withContext(t testing.TB, f func()) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -39,7 +38,7 @@ func withContext(t *testing.T, f func()) {
 	<-done
 }
 
-func mmapTouched(t *testing.T, n, workers int) []byte {
+func mmapTouched(t testing.TB, n, workers int) []byte {
 	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
@@ -59,13 +58,19 @@ func mmapTouched(t *testing.T, n, workers int) []byte {
 	return b
 }
 
-// TestPinnedCost times the ways of getting 512 MiB of page-locked host memory (the input of one
-// 512x512x1000 int16 volume): what a single-volume run pays before its first copy. Timing only;
-// runs when VOXPIPE_PINNED_COST=1 (scripts/gpu-check.sh).
-func TestPinnedCost(t *testing.T) {
-	if os.Getenv("VOXPIPE_PINNED_COST") != "1" {
-		t.Skip("set VOXPIPE_PINNED_COST=1")
+// BenchmarkPinnedCost times the ways of getting 512 MiB of page-locked host memory (the input
+// of one 512x512x1000 int16 volume): what a single-volume run pays before its first copy. Each
+// way's wall time is logged as a TABLE line. On the GPU machine (scripts/gpu-check.sh runs it
+// with GPU_CHECK_PINNED_COST=1):
+//
+//	bin/pinned.test -test.run '^$' -test.bench PinnedCost -test.benchtime 1x
+func BenchmarkPinnedCost(b *testing.B) {
+	for range b.N {
+		pinnedCost(b)
 	}
+}
+
+func pinnedCost(t testing.TB) {
 	const n = 512 << 20
 	const chunk = 32 << 20
 	report := func(what string, d time.Duration) {

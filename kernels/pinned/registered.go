@@ -12,9 +12,8 @@ import (
 )
 
 // AllocRegistered returns bytes of page-locked host memory made the fast way: MapTouched, then
-// page-locked with cuMemHostRegister. On the H200 machine (docs/perf.md) 512 MiB takes ~10 ms
-// to fault in on 16 cores and ~12 ms to register (with transparent huge pages), against ~390 ms
-// for one cuMemHostAlloc (which faults and zeroes on one thread). A CUDA context must be current
+// page-locked with cuMemHostRegister: much faster than one cuMemHostAlloc, which faults and
+// zeroes on one thread (docs/perf.md). A CUDA context must be current
 // on the calling OS thread. Free it with FreeRegistered.
 func AllocRegistered(bytes int) (unsafe.Pointer, error) {
 	p, err := MapTouched(bytes)

@@ -65,7 +65,7 @@ func TestPipelineRunCUDA(t *testing.T) {
 	if err != nil || res.OK != 3 {
 		t.Fatalf("run: %+v, %v", res, err)
 	}
-	sums, err := timing.ReadCSV[timing.Summary](spath)
+	sums, err := timing.ReadSummaries(spath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,11 +62,11 @@ func TestPipelineRun(t *testing.T) {
 	if err != nil || res.OK != 3 || res.Failed != 1 {
 		t.Fatalf("run: %+v, %v", res, err)
 	}
-	rows, err := timing.ReadCSV[timing.Row](tpath)
+	rows, err := timing.ReadRows(tpath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sums, err := timing.ReadCSV[timing.Summary](spath)
+	sums, err := timing.ReadSummaries(spath)
 	if err != nil {
 		t.Fatal(err)
 	}

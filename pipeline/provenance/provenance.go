@@ -18,9 +18,8 @@
 // On a rerun a mask is trusted when the sizes and mtimes still match (no input is read again:
 // an unattended rerun over a large finished folder costs a stat per file); Options.VerifyHash
 // also recomputes the hash. XXH3 rather than SHA-256: it runs at memory speed. Pieces hashed in
-// parallel rather than one stream: one XXH3 stream over a 311 MB .nii.gz took ~45 ms of the
-// read's critical path on the GPU machine (docs/perf.md); the pieces take a few ms on its
-// cores while the GPU segments.
+// parallel rather than one stream, which would sit on the read's critical path (docs/perf.md):
+// the pieces take a few ms on all cores while the GPU segments.
 package provenance
 
 import (

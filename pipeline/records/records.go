@@ -238,7 +238,7 @@ func ReadSummaries(out string) ([]timing.Summary, error) {
 	var rows []timing.Summary
 	var errs []error
 	for _, d := range dirs {
-		rs, err := timing.ReadCSV[timing.Summary](filepath.Join(d, SummaryName))
+		rs, err := timing.ReadSummaries(filepath.Join(d, SummaryName))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // a run killed before it made its files
 		}

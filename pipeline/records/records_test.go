@@ -99,7 +99,7 @@ func TestUpdateVolumes(t *testing.T) {
 	if err == nil {
 		t.Error("the damaged run's file was not reported")
 	}
-	rows, rerr := timing.ReadCSV[timing.Summary](filepath.Join(out, VolumesName))
+	rows, rerr := timing.ReadSummaries(filepath.Join(out, VolumesName))
 	if rerr != nil {
 		t.Fatal(rerr)
 	}

@@ -108,17 +108,3 @@ func (c *CSVFile[T]) Close() error {
 	}
 	return c.err
 }
-
-// ReadCSV parses a whole CSV file of one schema.
-func ReadCSV[T any](path string) ([]T, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("timing: %w", err)
-	}
-	defer f.Close()
-	var rows []T
-	if err := gocsv.UnmarshalFile(f, &rows); err != nil {
-		return nil, fmt.Errorf("timing: parse %s: %w", path, err)
-	}
-	return rows, nil
-}

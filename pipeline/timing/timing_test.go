@@ -32,7 +32,7 @@ func TestCSVFileAppendsAndParses(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := ReadCSV[Row](path)
+	rows, err := ReadRows(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,51 @@
+//go:build cuda
+
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"gorgonia.org/cu"
+
+	"voxpipe/kernels"
+)
+
+// CUDADeviceCount is the number of CUDA devices the driver sees.
+func CUDADeviceCount() (int, error) {
+	n, err := cu.NumDevices()
+	if err != nil {
+		return 0, fmt.Errorf("segment: count CUDA devices: %w", err)
+	}
+	return n, nil
+}
+
+// CUDAInfo describes the GPUs (name, compute capability, memory, multiprocessors, whether
+// voxpipe's kernels run on it) and the driver's CUDA version.
+func CUDAInfo() (string, error) {
+	n, err := CUDADeviceCount()
+	if err != nil {
+		return "", err
+	}
+	if n == 0 {
+		return "", errors.New("segment: no CUDA device")
+	}
+	var parts []string
+	for i := 0; i < n; i++ {
+		dev := cu.Device(i)
+		name, err := dev.Name()
+		if err != nil {
+			return "", fmt.Errorf("segment: name of CUDA device %d: %w", i, err)
+		}
+		major, minor, _ := dev.ComputeCapability()
+		mem, _ := dev.TotalMem()
+		sms, _ := dev.Attribute(cu.MultiprocessorCount)
+		desc := fmt.Sprintf("%d: %s (cc %d.%d, %.1f GiB, %d SMs)", i, name, major, minor, float64(mem)/(1<<30), sms)
+		if err := kernels.CheckDevice(dev); err != nil {
+			desc += " unsupported"
+		}
+		parts = append(parts, desc)
+	}
+	return fmt.Sprintf("%s; driver CUDA %s", strings.Join(parts, "; "), kernels.DriverVersionString(cu.Version())), nil
+}

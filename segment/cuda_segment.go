@@ -1,0 +1,169 @@
+//go:build cuda
+
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"voxpipe/kernels/pinned"
+	"voxpipe/pipeline/timing"
+)
+
+// segment runs on the thread: it plans the volume's slabs, enqueues each (enqueue) and, two
+// slabs behind, harvests it: waits for its download, reports its events and its planes done.
+func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt Options, start time.Time) error {
+	if e.broken != nil {
+		return fmt.Errorf("%s unusable after an earlier CUDA error: %w", e.name, e.broken)
+	}
+	e.registerPending() // the caller's buffers may still be queued for page-locking
+	nx, ny, nz := vol.NX, vol.NY, vol.NZ
+	plane := int64(nx) * int64(ny)
+	elem := int64(vol.elemSize())
+	sizes := e.slabSizes(nz, opt.Slab, plane*elem)
+	zs := make([]int, len(sizes)+1) // slab k is output planes zs[k]..zs[k+1]
+	for k, n := range sizes {
+		zs[k+1] = zs[k] + n
+	}
+	slab := slices.Max(sizes)
+	var host unsafe.Pointer
+	if vol.I16 != nil {
+		host = unsafe.Pointer(&vol.I16[0])
+	} else {
+		host = unsafe.Pointer(&vol.F32[0])
+	}
+	outHost := unsafe.Pointer(&out[0])
+
+	if err := e.ensureBuffers(int64(slab), plane, elem); err != nil {
+		return err
+	}
+	stats := GPUStats{Pinned: pinned.IsPinned(host, nx*ny*nz*int(elem)) && pinned.IsPinned(outHost, len(out))}
+
+	refOffset := time.Since(start)
+	if err := e.ref.Record(e.h2d); err != nil {
+		return e.fail(fmt.Errorf("record event: %w", err))
+	}
+	nSlabs := len(sizes)
+	harvested := 0
+	var kernelsEnd time.Duration // the latest kernel end reported so far (since the reference event)
+	harvest := func(k int) error {
+		ev := &e.ring[k%eventRing]
+		if err := ev.d2h1.Synchronize(); err != nil {
+			return e.fail(fmt.Errorf("slab %d: %w", k, err))
+		}
+		if err := e.report(k, ev, refOffset, &stats, &kernelsEnd, opt.OnEvent); err != nil {
+			return err
+		}
+		if opt.OnSlabDone != nil { // slab k's download is complete: its labels are in out
+			opt.OnSlabDone(zs[k], zs[k+1])
+		}
+		return nil
+	}
+	var runErr error
+	for k := 0; k < nSlabs; k++ {
+		if k >= 2 {
+			if runErr = harvest(k - 2); runErr != nil {
+				break
+			}
+			harvested = k - 1
+		}
+		if err := ctx.Err(); err != nil {
+			runErr = fmt.Errorf("segment slab %d: %w", k, err)
+			break
+		}
+		p := planSlab(k, zs[k], zs[k+1], nz, plane, elem)
+		if runErr = e.enqueue(vol, p, int64(slab), plane, elem, host, outHost); runErr != nil {
+			break
+		}
+	}
+	// Nothing may touch the caller's memory after return: wait for all the streams.
+	for _, s := range e.streams() {
+		if err := s.Synchronize(); err != nil && runErr == nil {
+			runErr = e.fail(fmt.Errorf("synchronize: %w", err))
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	for k := harvested; k < nSlabs; k++ {
+		if err := harvest(k); err != nil {
+			return err
+		}
+	}
+	last := &e.ring[(nSlabs-1)%eventRing]
+	total, err := e.ref.Elapsed(last.d2h1)
+	if err != nil {
+		return e.fail(fmt.Errorf("elapsed time: %w", err))
+	}
+	stats.Total = msDuration(total)
+	stats.Slabs = nSlabs
+	e.lastLock.Lock()
+	e.last = stats
+	e.lastLock.Unlock()
+	return nil
+}
+
+// stickyErrors are the CUDA errors that leave the context unusable (a kernel fault): every
+// later call of the process on it fails.
+var stickyErrors = []error{cu.IllegalAddress, cu.LaunchFailed, cu.IllegalInstruction, cu.MisalignedAddress,
+	cu.HardwareStackError, cu.InvalidPc, cu.Assert, cu.EccUncorrectable}
+
+// fail records err as sticky when it is one of stickyErrors, and returns it with the engine's
+// name.
+func (e *cudaEngine) fail(err error) error {
+	for _, sticky := range stickyErrors {
+		if errors.Is(err, sticky) {
+			e.broken = err
+		}
+	}
+	return fmt.Errorf("%s: %w", e.name, err)
+}
+
+// report reads slab k's event times, adds them to st and sends its Events. kernelsEnd is the
+// latest kernel end of the slabs reported before.
+func (e *cudaEngine) report(k int, ev *slabEvents, refOffset time.Duration, st *GPUStats, kernelsEnd *time.Duration, onEvent func(Event)) error {
+	at := func(x cu.Event) (time.Duration, error) {
+		ms, err := e.ref.Elapsed(x)
+		return msDuration(ms), err
+	}
+	var t [9]time.Duration
+	for i, x := range ev.list() {
+		d, err := at(*x)
+		if err != nil {
+			return e.fail(fmt.Errorf("slab %d: elapsed time: %w", k, err))
+		}
+		t[i] = d
+	}
+	h2d0, h2d1, k0, c1, c2, cg, k1, d2h0, d2h1 := t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]
+	st.H2D += h2d1 - h2d0
+	// Kernel time is time with a kernel running: slab k's may overlap slab k-1's (two compute
+	// streams), and slabs are reported in order.
+	busy := timing.BusyAdded(kernelsEnd, k0, k1-k0)
+	st.Kernels += busy
+	st.D2H += d2h1 - d2h0
+	if e.fused {
+		st.Fused += busy
+	} else {
+		st.Conv1 += c1 - k0
+		st.Conv2 += c2 - c1
+		st.ConvG += cg - c2
+		st.GateHead += k1 - cg
+	}
+	st.H2DBytes += ev.inputBytes
+	st.D2HBytes += ev.labelBytes
+	st.Voxels += ev.voxels
+	if onEvent != nil {
+		onEvent(Event{Stage: timing.StageH2D, Slab: k, Start: refOffset + h2d0, Duration: h2d1 - h2d0, Bytes: ev.inputBytes, Voxels: ev.voxels})
+		onEvent(Event{Stage: timing.StageKernels, Slab: k, Start: refOffset + k0, Duration: k1 - k0, Voxels: ev.voxels})
+		onEvent(Event{Stage: timing.StageD2H, Slab: k, Start: refOffset + d2h0, Duration: d2h1 - d2h0, Bytes: ev.labelBytes, Voxels: ev.voxels})
+	}
+	return nil
+}
+
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
