@@ -12,7 +12,7 @@ import (
 
 // conclude records a volume that is not processed (skipped, busy, conflict) and why.
 func (r *runner) conclude(w *work, status timing.Status, why string) {
-	r.log.Info(string(status), "volume", w.job.Name, "mask", w.job.Output, "reason", why)
+	r.log.Info(string(status), "volume", w.job.Name, "mask", w.job.shownOutput(), "reason", why)
 	w.sum.Status, w.sum.Reason = status, why
 	if status != timing.StatusSkipped {
 		w.sum.Output = ""

@@ -10,12 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
 )
 
 // ErrNoInputs is returned when the inputs name no volume at all.
-var ErrNoInputs = errors.New("pipeline: no NIfTI volumes found in the inputs")
+var ErrNoInputs = errors.New("pipeline: no NIfTI volumes or DICOM series found in the inputs")
 
 // ErrNotRegular fails an input that is not a regular file (a FIFO, device or socket): it is
 // refused without being opened, since opening or reading one can block forever.
@@ -35,6 +36,9 @@ type Job struct {
 	Err error
 	// Voxels is what the input's header declared at discovery (0 if it could not be read).
 	Voxels int64
+	// Series, when set, is the DICOM series the job reads (Input is the folder of its first
+	// file); see dicom.go.
+	Series *dicom.Series
 	// Arrived, when set (voxpipe watch), is when the file was found complete: its wall time
 	// and queue time start there.
 	Arrived time.Time
@@ -82,12 +86,20 @@ func isTemporary(name string) bool { return strings.HasPrefix(name, ".") }
 // leaving out the output folder and voxpipe's own masks. Files that are not regular are listed
 // with Job.Err set, without being opened. Masks go to outDir under the same relative folders,
 // named by maskName ("{name}" is replaced by the volume's name). Two volumes whose masks would
-// collide are an error, not a silent overwrite.
+// collide are an error, not a silent overwrite. Folders' other files are read as DICOM: one
+// job per series, named by dicom.DefaultName (DiscoverDICOM names them otherwise).
 func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discovery, error) {
+	return DiscoverDICOM(inputs, recursive, outDir, maskName, dicom.DefaultName)
+}
+
+// DiscoverDICOM is Discover with the DICOM series' names from the template dicomName
+// (--dicom-name, see dicom.Series.Name).
+func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName string) (*Discovery, error) {
 	if !strings.Contains(maskName, "{name}") {
 		return nil, fmt.Errorf("pipeline: mask name %q must contain {name}", maskName)
 	}
 	d := &Discovery{}
+	var dicomFiles []string       // other files in the folders: DICOM candidates
 	outInfo, _ := os.Stat(outDir) // the output folder may not exist yet: then it is in no input
 	add := func(path, rel string, info fs.FileInfo) {
 		job, own := JobFor(path, rel, info, outDir, maskName)
@@ -103,6 +115,10 @@ func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discov
 			return nil, fmt.Errorf("pipeline: input %w", err)
 		}
 		if !st.IsDir() {
+			if _, ok := VolumeBase(in); !ok && isDICOM(in) {
+				dicomFiles = append(dicomFiles, in)
+				continue
+			}
 			add(in, filepath.Base(in), st)
 			continue
 		}
@@ -129,6 +145,9 @@ func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discov
 				return nil
 			}
 			if _, ok := VolumeBase(de.Name()); !ok || isTemporary(de.Name()) {
+				if de.Type().IsRegular() && dicom.Candidate(de.Name()) {
+					dicomFiles = append(dicomFiles, path)
+				}
 				return nil
 			}
 			info, err := os.Stat(path) // a link's target: a link to a FIFO is a FIFO
@@ -153,6 +172,11 @@ func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discov
 			add(e.path, rel, e.info)
 		}
 	}
+	jobs, err := dicomJobs(dicomFiles, outDir, maskName, dicomName)
+	if err != nil {
+		return nil, err
+	}
+	d.Jobs = append(d.Jobs, jobs...)
 	if len(d.Jobs) == 0 {
 		return d, ErrNoInputs
 	}

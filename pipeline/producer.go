@@ -69,7 +69,7 @@ func (r *runner) jobs(ctx context.Context) func() (Job, bool) {
 // it as work to do, claimed, with the reason.
 func (r *runner) take(ctx context.Context, job Job) *work {
 	w := &work{job: job}
-	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.Output, Shard: r.cfg.Shard}
+	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.shownOutput(), Shard: r.cfg.Shard}
 	if job.Err != nil {
 		r.fail(w, job.Err)
 		return nil
@@ -97,12 +97,12 @@ func (r *runner) take(ctx context.Context, job Job) *work {
 		r.removeStaleTemps(w)
 	}
 	var err error
-	if w.input, w.files, err = provenance.Stat(job.Input); err != nil {
+	if w.input, w.files, err = statJob(job); err != nil {
 		r.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
 		return nil
 	}
 	w.input.Volume = r.cfg.Volume
-	if w.hdr, err = nifti.ReadHeader(job.Input); err != nil {
+	if w.hdr, err = jobHeader(job); err != nil {
 		r.fail(w, err)
 		return nil
 	}

@@ -94,6 +94,9 @@ func (r *readers) read(ctx context.Context, reader int, w *work) bool {
 var ErrInputChanged = errors.New("pipeline: input changed while it was read")
 
 func (r *readers) decode(ctx context.Context, reader int, w *work) error {
+	if w.job.Series != nil {
+		return r.decodeDICOM(ctx, reader, w)
+	}
 	track := fmt.Sprintf("reader %d", reader)
 	t := time.Now()
 	threads := r.cfg.readThreads()
@@ -149,6 +152,11 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 		return err
 	}
 	slope, inter := rd.Scaling()
+	return setNorm(w, stats, slope, inter)
+}
+
+// setNorm sets the volume's normalisation from its statistics (and scaling).
+func setNorm(w *work, stats segment.Stats, slope, inter float64) error {
 	mu, sigma := stats.MeanStd(slope, inter)
 	if math.IsNaN(mu) || math.IsInf(mu, 0) || math.IsNaN(sigma) || math.IsInf(sigma, 0) {
 		// A NaN or infinite voxel poisons the statistics and with them every voxel's input.

@@ -12,7 +12,6 @@ import (
 
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/claim"
-	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/timing"
 )
 
@@ -151,7 +150,7 @@ func (r *writers) createMask(ctx context.Context, w *work) (*nifti.Writer, error
 	if h.err != nil {
 		return nil, fmt.Errorf("read %s: %w", w.job.Input, h.err)
 	}
-	if now, _, err := provenance.Stat(w.job.Input); err != nil || !now.SameFiles(w.input) {
+	if now, _, err := statJob(w.job); err != nil || !now.SameFiles(w.input) {
 		return nil, fmt.Errorf("read %s: %w", w.job.Input, ErrInputChanged)
 	}
 	rec := r.cfg.Provenance

@@ -28,7 +28,7 @@ func init() {
 	commands = append(commands, &cli.Command{
 		Name:      "info",
 		Usage:     "print a volume's header, geometry, extensions and value range, also of broken files",
-		ArgsUsage: "FILE...",
+		ArgsUsage: "FILE|DICOMDIR...",
 		Description: "For each file, prints every header field it could decode, even when the file fails\n" +
 			"validation (unsupported datatype, bad dims or vox_offset, a file or gzip stream cut short):\n" +
 			"then the reason goes to stderr and the exit status is 1. A header cut short shows the\n" +
@@ -38,6 +38,7 @@ func init() {
 			"Of a valid file it reads one volume, --volume N (0-based, default 0), and prints its value\n" +
 			"range (scaled); an integer volume with at most 256 distinct values (a label map) also gets\n" +
 			"each value's voxel count and share.\n" +
+			"A folder is read as DICOM: the series found, with their geometry (see convert).\n" +
 			"Exit status: 0 all files valid, 1 a file failed validation or could not be read, 2 usage\n" +
 			"(no file, a negative --volume, or one past a file's last volume).",
 		Flags: []cli.Flag{
@@ -53,7 +54,7 @@ func init() {
 			}
 			failed, misused := 0, 0
 			for _, path := range c.Args().Slice() {
-				err := printInfo(c.App.Writer, path, volume)
+				err := printInfoOrSeries(c.App.Writer, path, volume)
 				if err == nil {
 					continue
 				}
@@ -320,6 +321,9 @@ func printInfoExtensions(field func(string, string, ...any), more func(string, .
 	}
 	if rec.Input.XXH3 != "" {
 		more("input hash  %s (XXH3-128 of 16 MiB pieces)", rec.Input.XXH3)
+	}
+	if d := rec.Input.DICOM; d != nil {
+		more("DICOM       study %s, series %s (part %d)", d.StudyInstanceUID, d.SeriesInstanceUID, d.Part)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/claim"
@@ -33,7 +34,7 @@ func init() {
 	commands = append(commands, &cli.Command{
 		Name:      "run",
 		Before:    requireFlags("output"),
-		Usage:     "segment every NIfTI volume in the inputs (files or folders) and write masks and timing CSVs",
+		Usage:     "segment every NIfTI volume and DICOM series in the inputs (files or folders) and write masks and timing CSVs",
 		ArgsUsage: "INPUT...",
 		Description: "Safe to run unattended and concurrently on one output folder: each volume is claimed\n" +
 			"before it is worked on, inputs are never written, and each run keeps its own records\n" +
@@ -43,6 +44,7 @@ func init() {
 		Flags: append(append(engineFlags("all"), workFlags(2)...),
 			&cli.BoolFlag{Name: "overwrite", Usage: "redo every volume, replacing up-to-date masks and files voxpipe did not write (default: skip up-to-date masks, report other files as conflicts)"},
 			&cli.BoolFlag{Name: "fail-fast", Usage: "stop at the first failed volume (default: go on)"},
+			&cli.StringFlag{Name: "dicom-name", Value: dicom.DefaultName, Usage: "{name} of a DICOM series' mask: %i PatientID, %t StudyDate, %s SeriesNumber, %d SeriesDescription, %p ProtocolName, %m Modality, %e echo, %j/%k series/study UID, %h series ID (README: DICOM input)"},
 			&cli.StringFlag{Name: "shard", Usage: "do one part of the batch: i/n, or auto (a Slurm array task, or a Kubernetes Indexed Job pod with --shard-count); volumes are split by a stable hash of their names"},
 			&cli.IntFlag{Name: "shard-count", DefaultText: "$" + pipeline.EnvShardCount, Usage: "the number of shards for --shard auto under a Kubernetes Indexed Job (default $" + pipeline.EnvShardCount + ")"},
 			&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
@@ -85,10 +87,13 @@ func runAction(c *cli.Context) error {
 	quiet := c.Bool("quiet")
 	log := newLogger(logOut, c.String("log-format"), quiet)
 
-	found, err := pipeline.Discover(c.Args().Slice(), c.Bool("recursive"), outDir, maskName)
+	if err := dicom.CheckName(c.String("dicom-name")); err != nil {
+		return usageError{fmt.Errorf("run: --dicom-name: %w", err)}
+	}
+	found, err := pipeline.DiscoverDICOM(c.Args().Slice(), c.Bool("recursive"), outDir, maskName, c.String("dicom-name"))
 	if errors.Is(err, pipeline.ErrNoInputs) {
 		noteDiscovery(log, found)
-		log.Info("nothing to do: no NIfTI volumes in the inputs", "inputs", c.Args().Slice())
+		log.Info("nothing to do: no NIfTI volumes or DICOM series in the inputs", "inputs", c.Args().Slice())
 		return nil
 	}
 	if err != nil {

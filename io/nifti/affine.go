@@ -81,3 +81,50 @@ func (h *Header) MMPerUnit() float64 {
 		return 1
 	}
 }
+
+// SetAffine stores a as both the sform and the qform, with the given code (1: scanner
+// coordinates), and sets pixdim[1..3] to its voxel sizes and qfac (pixdim[0]) to its
+// handedness, as nifti1_io's nifti_mat44_to_quatern does. The qform can only hold a rotation:
+// a's columns are taken as orthogonal (true of affines built from DICOM direction cosines).
+func (h *Header) SetAffine(a Affine, code int32) {
+	h.SformCode, h.QformCode = code, code
+	h.SrowX, h.SrowY, h.SrowZ = a[0], a[1], a[2]
+	h.QoffsetX, h.QoffsetY, h.QoffsetZ = a[0][3], a[1][3], a[2][3]
+	var r [3][3]float64
+	size := a.VoxelSizes()
+	for c := range 3 {
+		if size[c] == 0 {
+			size[c] = 1
+		}
+		for i := range 3 {
+			r[i][c] = a[i][c] / size[c]
+		}
+	}
+	det := r[0][0]*(r[1][1]*r[2][2]-r[1][2]*r[2][1]) - r[0][1]*(r[1][0]*r[2][2]-r[1][2]*r[2][0]) + r[0][2]*(r[1][0]*r[2][1]-r[1][1]*r[2][0])
+	qfac := 1.0
+	if det < 0 {
+		qfac = -1
+		for i := range 3 {
+			r[i][2] = -r[i][2]
+		}
+	}
+	var qa, qb, qc, qd float64
+	if t := r[0][0] + r[1][1] + r[2][2] + 1; t > 0.5 {
+		qa = 0.5 * math.Sqrt(t)
+		qb, qc, qd = 0.25*(r[2][1]-r[1][2])/qa, 0.25*(r[0][2]-r[2][0])/qa, 0.25*(r[1][0]-r[0][1])/qa
+	} else if xd, yd := 1+r[0][0]-(r[1][1]+r[2][2]), 1+r[1][1]-(r[0][0]+r[2][2]); xd > 1 {
+		qb = 0.5 * math.Sqrt(xd)
+		qc, qd, qa = 0.25*(r[0][1]+r[1][0])/qb, 0.25*(r[0][2]+r[2][0])/qb, 0.25*(r[2][1]-r[1][2])/qb
+	} else if yd > 1 {
+		qc = 0.5 * math.Sqrt(yd)
+		qb, qd, qa = 0.25*(r[0][1]+r[1][0])/qc, 0.25*(r[1][2]+r[2][1])/qc, 0.25*(r[0][2]-r[2][0])/qc
+	} else {
+		qd = 0.5 * math.Sqrt(1+r[2][2]-(r[0][0]+r[1][1]))
+		qb, qc, qa = 0.25*(r[0][2]+r[2][0])/qd, 0.25*(r[1][2]+r[2][1])/qd, 0.25*(r[1][0]-r[0][1])/qd
+	}
+	if qa < 0 {
+		qb, qc, qd = -qb, -qc, -qd
+	}
+	h.QuaternB, h.QuaternC, h.QuaternD = qb, qc, qd
+	h.PixDim[0], h.PixDim[1], h.PixDim[2], h.PixDim[3] = qfac, size[0], size[1], size[2]
+}

@@ -62,3 +62,54 @@ func TestAffineMethod1(t *testing.T) {
 		t.Errorf("VoxelSizes() = %v", got)
 	}
 }
+
+// TestSetAffineMatchesNibabel writes affines with SetAffine (axial, sagittal, oblique, each
+// handedness) and checks that nibabel reads the same matrix from the qform and the sform.
+func TestSetAffineMatchesNibabel(t *testing.T) {
+	const python = "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import nibabel").Run(); err != nil {
+		t.Skipf("no nibabel for %s (apt-get install python3-nibabel): %v", python, err)
+	}
+	c, s := math.Cos(0.3), math.Sin(0.3)
+	cases := map[string]Affine{
+		"axial":      {{-0.8, 0, 0, 90}, {0, 0.8, 0, -120}, {0, 0, 2.5, -40}, {0, 0, 0, 1}},
+		"sagittal":   {{0, 0, -1.5, 10}, {1.1, 0, 0, -100}, {0, 1.1, 0, -80}, {0, 0, 0, 1}},
+		"oblique":    {{c * 0.9, -s * 0.9, 0, 1}, {s * 0.9, c * 0.9, 0, 2}, {0, 0, -3, 3}, {0, 0, 0, 1}},
+		"oblique-lh": {{-c * 0.9, -s * 0.9, 0, 1}, {-s * 0.9, c * 0.9, 0, 2}, {0, 0, 3, 3}, {0, 0, 0, 1}},
+	}
+	for name, want := range cases {
+		h := Header{Version: 1, Dim: [8]int64{3, 2, 3, 4, 1, 1, 1, 1}, Datatype: Int16, SclSlope: 1, XYZTUnits: 10}
+		h.SetAffine(want, 1)
+		if got := h.QformAffine(); !affineNear(got, want, 1e-9) {
+			t.Errorf("%s: QformAffine = %v, want %v", name, got, want)
+		}
+		path := t.TempDir() + "/a.nii"
+		if err := Write(path, &h, make([]byte, 2*3*4*2), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(python, "-c", "import nibabel,sys\nimg=nibabel.load(sys.argv[1])\nfor m in (img.get_qform(), img.get_sform()): print(' '.join(repr(float(v)) for v in m.ravel()))", path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: nibabel: %v\n%s", name, err, out)
+		}
+		for l, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var got Affine
+			for i, f := range strings.Fields(line) {
+				got[i/4][i%4], _ = strconv.ParseFloat(f, 64)
+			}
+			if !affineNear(got, want, 1e-5) {
+				t.Errorf("%s: nibabel's %s = %v, want %v", name, []string{"qform", "sform"}[l], got, want)
+			}
+		}
+	}
+}
+
+func affineNear(a, b Affine, tol float64) bool {
+	for i := range 4 {
+		for j := range 4 {
+			if math.Abs(a[i][j]-b[i][j]) > tol {
+				return false
+			}
+		}
+	}
+	return true
+}

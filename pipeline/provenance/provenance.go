@@ -83,6 +83,15 @@ type Input struct {
 	XXH3  string `json:"xxh3_128_tree16m"` // Hash of the files' bytes as stored, concatenated in order
 	// Volume is the volume of a 4D file that was segmented (--volume), nil for a 3D file.
 	Volume *int `json:"volume,omitempty"`
+	// DICOM identifies a DICOM series input (its Files are the series' files, in slice order).
+	DICOM *DICOMSeries `json:"dicom,omitempty"`
+}
+
+// DICOMSeries identifies the DICOM series a mask was made from.
+type DICOMSeries struct {
+	StudyInstanceUID  string `json:"study_instance_uid"`
+	SeriesInstanceUID string `json:"series_instance_uid"`
+	Part              int    `json:"part,omitempty"` // of a UID split by orientation, size or echo
 }
 
 // File is one input file as it was when read.
@@ -100,6 +109,11 @@ func Stat(path string) (Input, []string, error) {
 	if err != nil {
 		return Input{}, nil, err
 	}
+	return StatFiles(paths)
+}
+
+// StatFiles fingerprints the files at paths, in order, as Stat does (a DICOM series' files).
+func StatFiles(paths []string) (Input, []string, error) {
 	var in Input
 	for _, p := range paths {
 		st, err := os.Stat(p)

@@ -1,0 +1,410 @@
+package dicom
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// File is what a DICOM file says about its image: identity, pixel format and the geometry of
+// each frame. Pixel data is not read until the series is (Series.Read).
+type File struct {
+	Path   string
+	Syntax TransferSyntax
+	// MediaStorageClass is the meta group's SOP class (a DICOMDIR's is dicomdirClass).
+	MediaStorageClass string
+
+	SOPClassUID       string
+	StudyInstanceUID  string
+	SeriesInstanceUID string
+	PatientID         string // PHI: used only in output names the user asks for
+	StudyDate         string
+	SeriesDescription string
+	ProtocolName      string
+	Modality          string
+	ImageType         string
+	SeriesNumber      int
+	InstanceNumber    int
+	EchoNumber        int
+
+	Rows, Columns       int
+	NumberOfFrames      int
+	SamplesPerPixel     int
+	Photometric         string
+	BitsAllocated       int
+	BitsStored          int
+	PixelRepresentation int // 1: signed
+
+	// Frames holds each frame's geometry and rescale, from the top-level attributes or, in
+	// enhanced multi-frame files, the shared and per-frame functional groups.
+	Frames []Frame
+
+	pixels pixelLoc
+	order  binary.ByteOrder
+	data   []byte // an inflated data set (deflated syntax), which pixel locations index
+	src    io.ReaderAt
+}
+
+// Frame is the geometry and value transform of one frame (the whole image of a single-frame
+// file).
+type Frame struct {
+	Position       [3]float64 // ImagePositionPatient: the centre of the first voxel, LPS mm
+	HasPosition    bool
+	Orientation    [6]float64 // ImageOrientationPatient: row then column direction cosines
+	HasOrientation bool
+	PixelSpacing   [2]float64 // between rows, between columns (mm)
+	SliceThickness float64
+	SliceSpacing   float64 // SpacingBetweenSlices
+	Slope          float64
+	Intercept      float64
+	EchoTime       float64
+	StackPosition  int // InStackPositionNumber of enhanced files, 0 when absent
+}
+
+// HasPixels reports whether the file holds an image.
+func (f *File) HasPixels() bool { return f.pixels.found }
+
+// IsDirectory reports a DICOMDIR (an index of other files).
+func (f *File) IsDirectory() bool { return f.MediaStorageClass == dicomdirClass }
+
+// ParseFile parses the file at path up to and around its pixel data, reading only the bytes
+// it needs (the elements before the pixel data, in 64 KiB windows).
+func ParseFile(path string) (*File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	f, err := parse(fh, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f.Path = path
+	return f, nil
+}
+
+// Parse parses a DICOM file of size bytes read through r, which the File keeps for reading
+// the pixels.
+func Parse(r io.ReaderAt, size int64) (*File, error) {
+	f, err := parse(r, size)
+	if err != nil {
+		return nil, err
+	}
+	if f.src == nil {
+		f.src = r
+	}
+	return f, nil
+}
+
+func parse(r io.ReaderAt, size int64) (*File, error) {
+	src := &source{r: r, size: size}
+	f := &File{}
+	start, meta, err := preamble(src)
+	if err != nil {
+		return nil, err
+	}
+	if meta {
+		d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
+		off := start
+		ds := &DataSet{order: binary.LittleEndian, elems: map[Tag]*value{}}
+		for off+8 <= size {
+			b, err := src.bytes(off, 2)
+			if err != nil {
+				return nil, err
+			}
+			if binary.LittleEndian.Uint16(b) != 0x0002 {
+				break
+			}
+			h, err := d.readHeader(off, size)
+			if err != nil {
+				return nil, fmt.Errorf("meta group: %w", err)
+			}
+			if h.length == undefinedLength || int64(h.length) > size-h.value {
+				return nil, fmt.Errorf("meta group: %w", lengthError(h, size))
+			}
+			if _, kept := keptVR[h.tag]; kept && h.length <= maxKeptValue {
+				b, err := src.bytes(h.value, int(h.length))
+				if err != nil {
+					return nil, err
+				}
+				ds.elems[h.tag] = &value{vr: h.vr, raw: bytes.Clone(b)}
+			}
+			off = h.value + int64(h.length)
+		}
+		start = off
+		f.Syntax = TransferSyntax(ds.str(tagTransferSyntax))
+		f.MediaStorageClass = ds.str(tagMediaStorageSOPClass)
+	}
+	if f.Syntax == "" { // no meta group, or one without the syntax: guess from the data set
+		if f.Syntax, err = guessSyntax(src, start); err != nil {
+			return nil, err
+		}
+	}
+	d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
+	switch f.Syntax {
+	case ImplicitVRLittleEndian:
+		d.explicit = false
+	default:
+		// Some writers declare an explicit syntax and write implicit VR (pydicom's
+		// SC_rgb_jpeg.dcm): the first element tells, as it does to pydicom and dcm2niix.
+		if size-start >= 8 {
+			b, err := src.bytes(start, 8)
+			if err != nil {
+				return nil, err
+			}
+			d.explicit = isVR(b[4:6])
+		}
+	case ExplicitVRBigEndian:
+		d.order = binary.BigEndian
+	case DeflatedExplicitVRLE:
+		// The data set after the meta group is a raw deflate stream (PS3.5 A.5).
+		zr := flate.NewReader(io.NewSectionReader(r, start, size-start))
+		data, err := io.ReadAll(io.LimitReader(zr, maxInflated+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: deflated data set: %v", ErrCorrupt, err)
+		}
+		if int64(len(data)) > maxInflated {
+			return nil, fmt.Errorf("%w: the deflated data set inflates beyond %d bytes", ErrTooLarge, maxInflated)
+		}
+		f.data = data
+		f.src = bytes.NewReader(data)
+		src = &source{r: f.src, size: int64(len(data))}
+		d.src, start, size = src, 0, int64(len(data))
+	}
+	ds, _, err := d.dataset(start, size, false, 0)
+	if err != nil {
+		return nil, err
+	}
+	f.order = d.order
+	f.pixels = d.pixels
+	f.fill(ds)
+	return f, nil
+}
+
+// preamble finds where the file's elements start and whether a meta group comes first: after
+// the 128-byte preamble and "DICM", or, in files written without them (old ACR-NEMA style
+// exports), at offset 0.
+func preamble(src *source) (int64, bool, error) {
+	if src.size >= 132 {
+		b, err := src.bytes(128, 4)
+		if err != nil {
+			return 0, false, err
+		}
+		if string(b) == "DICM" {
+			return 132, true, nil
+		}
+	}
+	if src.size < 8 {
+		return 0, false, fmt.Errorf("%w: %d bytes, no preamble and no element", ErrNotDICOM, src.size)
+	}
+	b, err := src.bytes(0, 8)
+	if err != nil {
+		return 0, false, err
+	}
+	if binary.LittleEndian.Uint16(b) == 0x0002 && isVR(b[4:6]) {
+		return 0, true, nil
+	}
+	if _, err := guessSyntax(src, 0); err != nil {
+		return 0, false, err
+	}
+	return 0, false, nil
+}
+
+// guessSyntax tells the encoding of a data set without a transfer syntax from its first
+// element: a tag of a low group (as every data set starts: 0008, or a private 0001) read little
+// or big endian, with or without a VR (big endian is always explicit).
+func guessSyntax(src *source, off int64) (TransferSyntax, error) {
+	if src.size-off < 8 {
+		return "", fmt.Errorf("%w: no transfer syntax and no data set to guess it from", ErrNotDICOM)
+	}
+	b, err := src.bytes(off, 8)
+	if err != nil {
+		return "", err
+	}
+	le, be := binary.LittleEndian.Uint16(b), binary.BigEndian.Uint16(b)
+	switch {
+	case le > 0 && le <= 0xFF && isVR(b[4:6]):
+		return ExplicitVRLittleEndian, nil
+	case le > 0 && le <= 0xFF:
+		return ImplicitVRLittleEndian, nil
+	case be > 0 && be <= 0xFF && isVR(b[4:6]):
+		return ExplicitVRBigEndian, nil
+	}
+	return "", fmt.Errorf("%w: no \"DICM\" at offset 128 and no data set element at offset %d", ErrNotDICOM, off)
+}
+
+func isVR(b []byte) bool { return b[0] >= 'A' && b[0] <= 'Z' && b[1] >= 'A' && b[1] <= 'Z' }
+
+// fill sets the File's fields from the parsed data set.
+func (f *File) fill(ds *DataSet) {
+	f.SOPClassUID = ds.str(tagSOPClassUID)
+	f.StudyInstanceUID = ds.str(tagStudyInstanceUID)
+	f.SeriesInstanceUID = ds.str(tagSeriesInstanceUID)
+	f.PatientID = ds.str(tagPatientID)
+	f.StudyDate = ds.str(tagStudyDate)
+	f.SeriesDescription = ds.str(tagSeriesDescription)
+	f.ProtocolName = ds.str(tagProtocolName)
+	f.Modality = ds.str(tagModality)
+	f.ImageType = ds.str(tagImageType)
+	f.SeriesNumber = ds.integer(tagSeriesNumber, 0)
+	f.InstanceNumber = ds.integer(tagInstanceNumber, 0)
+	f.EchoNumber = ds.integer(tagEchoNumbers, 0)
+	f.Rows = ds.integer(tagRows, 0)
+	f.Columns = ds.integer(tagColumns, 0)
+	f.NumberOfFrames = 1
+	if ds.has(tagNumberOfFrames) {
+		f.NumberOfFrames = ds.integer(tagNumberOfFrames, 0) // 0 or less, or not a number: checkPixels refuses
+	}
+	f.SamplesPerPixel = ds.integer(tagSamplesPerPixel, 1)
+	f.Photometric = strings.ToUpper(ds.str(tagPhotometric))
+	f.BitsAllocated = ds.integer(tagBitsAllocated, 0)
+	f.BitsStored = ds.integer(tagBitsStored, f.BitsAllocated)
+	f.PixelRepresentation = ds.integer(tagPixelRepresentation, 0)
+
+	top := Frame{Slope: 1}
+	applyFrame(&top, ds)
+	shared := ds.item(tagSharedFunctionalSeq)
+	if shared != nil {
+		applyGroups(&top, shared)
+	}
+	var perFrame []*DataSet
+	if v := ds.elems[tagPerFrameFunctionalSq]; v != nil {
+		perFrame = v.items
+	}
+	// Frames are sized by what the file holds, never by what it claims: more frames than the
+	// pixel data (or fragments) can hold get one Frame, and checkPixels refuses the file.
+	n := max(f.NumberOfFrames, 1)
+	limit := int64(1)
+	switch fb := f.frameBytes(); {
+	case f.pixels.encapsulated:
+		limit = int64(len(f.pixels.fragments))
+	case f.pixels.found && fb > 0:
+		limit = f.pixels.native.n / fb
+	}
+	if int64(n) > limit {
+		n = 1
+	}
+	if len(perFrame) != n {
+		perFrame = nil // not one item per frame: the per-frame groups cannot be matched to frames
+	}
+	if n > 1 && perFrame == nil && f.pixels.found {
+		// A multi-frame image without per-frame positions: every frame gets the top-level
+		// geometry, which series assembly refuses as repeated positions.
+		f.Frames = make([]Frame, n)
+		for i := range f.Frames {
+			f.Frames[i] = top
+		}
+		return
+	}
+	f.Frames = make([]Frame, n)
+	for i := range f.Frames {
+		f.Frames[i] = top
+		if perFrame != nil {
+			applyGroups(&f.Frames[i], perFrame[i])
+		}
+	}
+}
+
+// applyFrame takes the top-level (classic) attributes.
+func applyFrame(fr *Frame, ds *DataSet) {
+	if p := ds.floats(tagImagePosition); len(p) == 3 {
+		fr.Position, fr.HasPosition = [3]float64(p), true
+	}
+	if o := ds.floats(tagImageOrientation); len(o) == 6 {
+		fr.Orientation, fr.HasOrientation = [6]float64(o), true
+	}
+	if s := ds.floats(tagPixelSpacing); len(s) == 2 && s[0] > 0 && s[1] > 0 {
+		fr.PixelSpacing = [2]float64(s)
+	}
+	fr.SliceThickness = ds.float(tagSliceThickness, fr.SliceThickness)
+	fr.SliceSpacing = ds.float(tagSpacingBetweenSlices, fr.SliceSpacing)
+	if ds.has(tagRescaleSlope) || ds.has(tagRescaleIntercept) {
+		fr.Slope = ds.float(tagRescaleSlope, 1)
+		fr.Intercept = ds.float(tagRescaleIntercept, 0)
+		if fr.Slope == 0 { // a zero slope would erase the image; readers take it as absent
+			fr.Slope = 1
+		}
+	}
+	fr.EchoTime = ds.float(tagEchoTime, fr.EchoTime)
+	fr.EchoTime = ds.float(tagEffectiveEchoTime, fr.EchoTime)
+	fr.StackPosition = ds.integer(tagInStackPosition, fr.StackPosition)
+}
+
+// applyGroups takes the functional group macros of an enhanced file's shared or per-frame
+// item (PS3.3 C.7.6.16).
+func applyGroups(fr *Frame, item *DataSet) {
+	for _, t := range []Tag{tagPlanePositionSequence, tagPlaneOrientationSeq, tagPixelMeasuresSeq, tagPixelValueTransform, tagMREchoSequence, tagFrameContentSequence} {
+		if sub := item.item(t); sub != nil {
+			applyFrame(fr, sub)
+		}
+	}
+}
+
+// frameBytes is the size of one native frame.
+func (f *File) frameBytes() int64 {
+	return int64(f.Rows) * int64(f.Columns) * int64(f.SamplesPerPixel) * int64(f.BitsAllocated/8)
+}
+
+// checkPixels refuses pixel formats this package does not read, naming the reason.
+func (f *File) checkPixels() error {
+	switch {
+	case !f.pixels.found:
+		return ErrNoPixels
+	case !f.Syntax.Decoded():
+		return fmt.Errorf("%w: transfer syntax %v", ErrUnsupported, f.Syntax)
+	case f.NumberOfFrames < 1:
+		return fmt.Errorf("%w: Number of Frames is not a positive integer", ErrCorrupt)
+	case f.Rows == 0 || f.Columns == 0 || f.BitsAllocated == 0:
+		return fmt.Errorf("%w: pixel data without Rows, Columns or Bits Allocated", ErrCorrupt)
+	case f.SamplesPerPixel != 1:
+		return fmt.Errorf("%w: %d samples per pixel (%s); only greyscale images are read", ErrUnsupported, f.SamplesPerPixel, f.Photometric)
+	case f.Photometric != "" && f.Photometric != "MONOCHROME1" && f.Photometric != "MONOCHROME2":
+		return fmt.Errorf("%w: photometric interpretation %s; only greyscale images are read", ErrUnsupported, f.Photometric)
+	case f.BitsAllocated != 8 && f.BitsAllocated != 16 && f.BitsAllocated != 32:
+		return fmt.Errorf("%w: %d bits allocated per pixel; 8, 16 and 32 are read", ErrUnsupported, f.BitsAllocated)
+	case f.BitsStored < 1 || f.BitsStored > f.BitsAllocated:
+		return fmt.Errorf("%w: %d bits stored of %d allocated", ErrCorrupt, f.BitsStored, f.BitsAllocated)
+	case f.Rows < 1 || f.Columns < 1:
+		return fmt.Errorf("%w: %dx%d pixels", ErrCorrupt, f.Columns, f.Rows)
+	}
+	if f.pixels.encapsulated {
+		return nil
+	}
+	if fb := f.frameBytes(); int64(f.NumberOfFrames) > f.pixels.native.n/fb {
+		return fmt.Errorf("%w: pixel data holds %d bytes, %d frames of %dx%d %d-bit pixels need more", ErrTruncated, f.pixels.native.n, f.NumberOfFrames, f.Columns, f.Rows, f.BitsAllocated)
+	}
+	return nil
+}
+
+// readFrames reads the frames' samples, in host byte order and BitsAllocated wide, unmasked,
+// into dst (len: NumberOfFrames * frameBytes). r is the file (ignored when the File keeps its
+// own source).
+func (f *File) readFrames(r io.ReaderAt, dst []byte) error {
+	if err := f.checkPixels(); err != nil {
+		return err
+	}
+	if int64(len(dst)) != f.frameBytes()*int64(f.NumberOfFrames) {
+		return fmt.Errorf("%w: %d frames do not fit the %d-byte buffer", ErrCorrupt, f.NumberOfFrames, len(dst))
+	}
+	if f.src != nil {
+		r = f.src
+	}
+	if !f.pixels.encapsulated {
+		if err := readFull(r, dst, f.pixels.native.off); err != nil {
+			return err
+		}
+		if swapped(f.order) && f.BitsAllocated > 8 {
+			swap(dst, f.BitsAllocated/8)
+		}
+		return nil
+	}
+	return f.readRLE(r, dst)
+}

@@ -1,0 +1,308 @@
+package dicom
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"voxpipe/io/nifti"
+)
+
+// Tolerances of series assembly, as dcm2niix's where it has one.
+const (
+	// orientTolerance: two direction cosines are equal within it (dcm2niix's isSameFloatGE).
+	orientTolerance = 1e-4
+	// sliceTolerance is the most (mm) a slice spacing may differ from the first one's
+	// (dcm2niix's kSliceTolerance), and at most half the spacing.
+	sliceTolerance = 0.2
+	// tiltTolerance is the most (mm) the last slice may lie beside the line through the first
+	// one along the normal before the series counts as tilted (sheared).
+	tiltTolerance = 0.01
+	// MaxVoxels bounds a series' volume.
+	MaxVoxels = 1 << 31
+)
+
+// Slice is one image of a series: a frame of a file.
+type Slice struct {
+	File     *File
+	Frame    int
+	Position [3]float64
+}
+
+// Series is a set of slices that make one volume: the files of one SeriesInstanceUID with the
+// same orientation, size and echo (a UID whose files differ in those is split into parts, as
+// dcm2niix splits it).
+type Series struct {
+	UID, StudyUID     string
+	Number            int
+	Part              int // 1, 2, ... when the UID was split into several series, else 0
+	EchoNumber        int
+	Description       string
+	ProtocolName      string
+	PatientID         string // PHI: only in names the user asks for
+	StudyDate         string
+	Modality          string
+	Rows, Columns     int
+	Files             []*File
+	BitsAllocated     int
+	BitsStored        int
+	Signed            bool
+	Syntax            TransferSyntax
+	Slope, Intercept  float64
+	ScaleVaries       bool // slices rescale differently: read as float32, scaled
+	Err               error
+	Slices            []Slice // in volume order: ascending along the slice normal
+	Affine            nifti.Affine
+	Spacing           [3]float64
+	orient            [6]float64
+	flipSlices        bool
+	slicesInFileOrder []Slice
+}
+
+// ID identifies the series without patient information: the first 12 hex digits of the
+// SHA-256 of its SeriesInstanceUID (and part), for logs and records.
+func (s *Series) ID() string {
+	sum := sha256.Sum256([]byte(s.UID + "/" + strconv.Itoa(s.Part)))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Dims are the volume's extents: columns, rows, slices.
+func (s *Series) Dims() [3]int { return [3]int{s.Columns, s.Rows, len(s.Slices)} }
+
+// Group assembles files into series (files without pixels are left out) and works out each
+// series' geometry; a series that does not make a regular volume has Err set (wrapping
+// ErrGeometry or ErrUnsupported). Series come sorted by StudyInstanceUID, SeriesNumber,
+// SeriesInstanceUID and part.
+func Group(files []*File) []*Series {
+	type key struct {
+		uid        string
+		rows, cols int
+		orient     [6]float64
+		echo       int
+		echoTime   float64
+		bits       int
+		signed     int
+	}
+	var keys []key
+	byKey := map[int][]Slice{}
+	for _, f := range files {
+		if !f.HasPixels() {
+			continue
+		}
+		for i, fr := range f.Frames {
+			k := key{f.SeriesInstanceUID, f.Rows, f.Columns, fr.Orientation, f.EchoNumber, fr.EchoTime, f.BitsAllocated, f.PixelRepresentation}
+			found := -1
+			for j, o := range keys {
+				if o.uid == k.uid && o.rows == k.rows && o.cols == k.cols && o.echo == k.echo && o.bits == k.bits &&
+					o.signed == k.signed && math.Abs(o.echoTime-k.echoTime) <= orientTolerance && sameOrientation(o.orient, k.orient) {
+					found = j
+					break
+				}
+			}
+			if found < 0 {
+				found = len(keys)
+				keys = append(keys, k)
+			}
+			byKey[found] = append(byKey[found], Slice{File: f, Frame: i, Position: fr.Position})
+		}
+	}
+	parts := map[string]int{}
+	for _, k := range keys {
+		parts[k.uid]++
+	}
+	var out []*Series
+	for i, k := range keys {
+		sl := byKey[i]
+		f := sl[0].File
+		s := &Series{UID: k.uid, StudyUID: f.StudyInstanceUID, Number: f.SeriesNumber, EchoNumber: f.EchoNumber,
+			Description: f.SeriesDescription, ProtocolName: f.ProtocolName, PatientID: f.PatientID,
+			StudyDate: f.StudyDate, Modality: f.Modality, Rows: k.rows, Columns: k.cols, orient: k.orient,
+			BitsAllocated: f.BitsAllocated, BitsStored: f.BitsStored, Signed: f.PixelRepresentation == 1, Syntax: f.Syntax}
+		seen := map[*File]bool{}
+		for _, x := range sl {
+			if !seen[x.File] {
+				seen[x.File] = true
+				s.Files = append(s.Files, x.File)
+			}
+		}
+		s.Err = s.assemble(sl)
+		out = append(out, s)
+	}
+	slices.SortStableFunc(out, func(a, b *Series) int {
+		return cmp.Or(cmp.Compare(a.StudyUID, b.StudyUID), cmp.Compare(a.Number, b.Number), cmp.Compare(a.UID, b.UID),
+			cmp.Compare(a.EchoNumber, b.EchoNumber), cmp.Compare(firstInstance(a), firstInstance(b)))
+	})
+	for _, s := range out {
+		if parts[s.UID] > 1 {
+			parts[s.UID+"#"]++
+			s.Part = parts[s.UID+"#"]
+		}
+	}
+	return out
+}
+
+func firstInstance(s *Series) int {
+	if len(s.slicesInFileOrder) == 0 {
+		return 0
+	}
+	return s.slicesInFileOrder[0].File.InstanceNumber
+}
+
+func sameOrientation(a, b [6]float64) bool {
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > orientTolerance {
+			return false
+		}
+	}
+	return true
+}
+
+// assemble orders the slices and works out the affine the way dcm2niix does: slices in
+// InstanceNumber order (by position when that order is not spatially sequential); the spacing
+// is the distance between the first two; the volume ascends along the normal (row x column
+// direction), its origin extrapolated from the first slice; rows are stored bottom-up (the
+// DICOM column direction reversed), and LPS becomes RAS.
+func (s *Series) assemble(sl []Slice) error {
+	slices.SortStableFunc(sl, func(a, b Slice) int {
+		return cmp.Or(cmp.Compare(a.File.InstanceNumber, b.File.InstanceNumber), cmp.Compare(a.File.Path, b.File.Path), cmp.Compare(a.Frame, b.Frame))
+	})
+	s.slicesInFileOrder = sl
+	first := sl[0].File.Frames[sl[0].Frame]
+	s.Slope, s.Intercept = first.Slope, first.Intercept
+	for _, x := range sl {
+		fr := x.File.Frames[x.Frame]
+		if fr.Slope != s.Slope || fr.Intercept != s.Intercept {
+			s.ScaleVaries = true
+		}
+		if !fr.HasPosition || !fr.HasOrientation {
+			return fmt.Errorf("%w: a slice has no ImagePositionPatient or ImageOrientationPatient (instance %d)", ErrGeometry, x.File.InstanceNumber)
+		}
+	}
+	if err := sl[0].File.checkPixels(); err != nil {
+		return err
+	}
+	if v := int64(s.Rows) * int64(s.Columns) * int64(len(sl)); v > MaxVoxels {
+		return fmt.Errorf("%w: %d voxels, more than %d", ErrTooLarge, v, MaxVoxels)
+	}
+	row, col := unit(vec(s.orient[0:3])), unit(vec(s.orient[3:6]))
+	if math.IsNaN(row[0]) || math.IsNaN(col[0]) || math.Abs(dot(row, col)) > 0.01 {
+		return fmt.Errorf("%w: ImageOrientationPatient %v is not two orthogonal directions", ErrGeometry, s.orient)
+	}
+	normal := cross(row, col)
+	dr, dc := first.PixelSpacing[0], first.PixelSpacing[1]
+	if dr == 0 || dc == 0 {
+		dr, dc = 1, 1 // as dcm2niix: no PixelSpacing, 1 mm
+	}
+	n := len(sl)
+	proj := func(x Slice) float64 { return dot(x.Position, normal) }
+	if n > 1 && !sequential(sl, proj) {
+		slices.SortStableFunc(sl, func(a, b Slice) int { return cmp.Compare(proj(a), proj(b)) })
+	}
+	dz := first.SliceThickness
+	if first.SliceSpacing > 0 {
+		dz = first.SliceSpacing
+	}
+	if dz <= 0 {
+		dz = 1
+	}
+	ascending := true
+	if n > 1 {
+		dz = norm(sub(sl[1].Position, sl[0].Position))
+		ascending = proj(sl[1]) > proj(sl[0])
+		if err := checkSpacing(sl, proj, dz); err != nil {
+			return err
+		}
+		v := sub(sl[n-1].Position, sl[0].Position)
+		along := dot(v, normal)
+		if off := norm(sub(v, scale(normal, along))); off > tiltTolerance {
+			return fmt.Errorf("%w: the slices are sheared (gantry tilt of %.3g degrees: the last slice lies %.3g mm beside the first one's normal); dcm2niix resamples such series, voxpipe does not", ErrGeometry, math.Atan2(off, math.Abs(along))*180/math.Pi, off)
+		}
+	}
+	origin := sl[0].Position
+	s.Slices = sl
+	if !ascending {
+		origin = sub(origin, scale(normal, float64(n-1)*dz))
+		s.Slices = slices.Clone(sl)
+		slices.Reverse(s.Slices)
+		s.flipSlices = true
+	}
+	// Rows bottom-up (dcm2niix's default flip): the first stored row is DICOM's last.
+	origin = add(origin, scale(col, float64(s.Rows-1)*dr))
+	cols := [3][3]float64{scale(row, dc), scale(col, -dr), scale(normal, dz)}
+	for r := range 3 {
+		sign := 1.0
+		if r < 2 { // LPS to RAS
+			sign = -1
+		}
+		for c := range 3 {
+			s.Affine[r][c] = sign * cols[c][r]
+		}
+		s.Affine[r][3] = sign * origin[r]
+	}
+	s.Affine[3] = [4]float64{0, 0, 0, 1}
+	s.Spacing = [3]float64{dc, dr, dz}
+	return nil
+}
+
+// sequential reports whether consecutive slices step along the normal by the same signed
+// amount (within sliceTolerance), as dcm2niix's ensureSequentialSlicePositions checks.
+func sequential(sl []Slice, proj func(Slice) float64) bool {
+	if len(sl) < 3 {
+		return true
+	}
+	step := proj(sl[1]) - proj(sl[0])
+	for i := 2; i < len(sl); i++ {
+		if math.Abs(proj(sl[i])-proj(sl[i-1])-step) > sliceTolerance {
+			return false
+		}
+	}
+	return true
+}
+
+// checkSpacing refuses repeated positions, missing slices and spacing that varies.
+func checkSpacing(sl []Slice, proj func(Slice) float64, dz float64) error {
+	tol := min(sliceTolerance, dz/2)
+	if dz < 1e-3 {
+		return fmt.Errorf("%w: %d slices share one position (several volumes, echoes or times in one series?); voxpipe reads 3D volumes", ErrGeometry, countAt(sl, proj, proj(sl[0])))
+	}
+	for i := 1; i < len(sl); i++ {
+		d := math.Abs(proj(sl[i]) - proj(sl[i-1]))
+		switch {
+		case d < 1e-3:
+			return fmt.Errorf("%w: %d slices share the position %.4g mm along the normal (several volumes, echoes or times in one series?); voxpipe reads 3D volumes", ErrGeometry, countAt(sl, proj, proj(sl[i])), proj(sl[i]))
+		case math.Abs(d-dz) <= tol:
+		case math.Abs(d/dz-math.Round(d/dz)) < 0.1 && math.Round(d/dz) >= 2:
+			return fmt.Errorf("%w: %.0f slices missing between %.4g and %.4g mm along the normal (spacing %.4g mm, gap %.4g mm)", ErrGeometry, math.Round(d/dz)-1, proj(sl[i-1]), proj(sl[i]), dz, d)
+		default:
+			return fmt.Errorf("%w: slice spacing varies: %.4g mm between %.4g and %.4g mm along the normal, %.4g mm between the first two (tolerance %.3g mm)", ErrGeometry, d, proj(sl[i-1]), proj(sl[i]), dz, tol)
+		}
+	}
+	return nil
+}
+
+func countAt(sl []Slice, proj func(Slice) float64, p float64) int {
+	n := 0
+	for _, x := range sl {
+		if math.Abs(proj(x)-p) < 1e-3 {
+			n++
+		}
+	}
+	return n
+}
+
+type vec3 = [3]float64
+
+func vec(v []float64) vec3         { return vec3{v[0], v[1], v[2]} }
+func dot(a, b vec3) float64        { return a[0]*b[0] + a[1]*b[1] + a[2]*b[2] }
+func norm(a vec3) float64          { return math.Sqrt(dot(a, a)) }
+func sub(a, b vec3) vec3           { return vec3{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
+func add(a, b vec3) vec3           { return vec3{a[0] + b[0], a[1] + b[1], a[2] + b[2]} }
+func scale(a vec3, k float64) vec3 { return vec3{a[0] * k, a[1] * k, a[2] * k} }
+func unit(a vec3) vec3             { return scale(a, 1/norm(a)) }
+func cross(a, b vec3) vec3 {
+	return vec3{a[1]*b[2] - a[2]*b[1], a[2]*b[0] - a[0]*b[2], a[0]*b[1] - a[1]*b[0]}
+}
