@@ -152,6 +152,22 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 	switch f.Syntax {
 	case ImplicitVRLittleEndian:
 		d.explicit = false
+	case ExplicitVRBigEndian:
+		d.order = binary.BigEndian
+	case DeflatedExplicitVRLE:
+		// The data set after the meta group is a raw deflate stream (PS3.5 A.5).
+		zr := flate.NewReader(io.NewSectionReader(r, start, size-start))
+		data, err := io.ReadAll(io.LimitReader(zr, maxInflated+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: deflated data set: %w", ErrCorrupt, err)
+		}
+		if int64(len(data)) > maxInflated {
+			return nil, fmt.Errorf("%w: the deflated data set inflates beyond %d bytes", ErrTooLarge, maxInflated)
+		}
+		f.data = data
+		f.src = bytes.NewReader(data)
+		src = &source{r: f.src, size: int64(len(data))}
+		d.src, start, size = src, 0, int64(len(data))
 	default:
 		// Some writers declare an explicit syntax and write implicit VR (pydicom's
 		// SC_rgb_jpeg.dcm): the first element tells, as it does to pydicom and dcm2niix.
@@ -162,22 +178,6 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 			}
 			d.explicit = isVR(b[4:6])
 		}
-	case ExplicitVRBigEndian:
-		d.order = binary.BigEndian
-	case DeflatedExplicitVRLE:
-		// The data set after the meta group is a raw deflate stream (PS3.5 A.5).
-		zr := flate.NewReader(io.NewSectionReader(r, start, size-start))
-		data, err := io.ReadAll(io.LimitReader(zr, maxInflated+1))
-		if err != nil {
-			return nil, fmt.Errorf("%w: deflated data set: %v", ErrCorrupt, err)
-		}
-		if int64(len(data)) > maxInflated {
-			return nil, fmt.Errorf("%w: the deflated data set inflates beyond %d bytes", ErrTooLarge, maxInflated)
-		}
-		f.data = data
-		f.src = bytes.NewReader(data)
-		src = &source{r: f.src, size: int64(len(data))}
-		d.src, start, size = src, 0, int64(len(data))
 	}
 	ds, _, err := d.dataset(start, size, false, 0)
 	if err != nil {
