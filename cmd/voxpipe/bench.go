@@ -246,33 +246,20 @@ func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, h
 		rd, wr, ee, ee.Median/max(rd.Median, wr.Median)), nil
 }
 
-// hiddenCopyFraction is the share of copy time (h2d and d2h events) that overlaps kernel events.
+// hiddenCopyFraction is the share of copy time (h2d and d2h events) that runs while at least one
+// kernel runs: measured against the union of the kernel spans, since the fp16 engine's kernels
+// of consecutive slabs run on two streams and overlap each other.
 func hiddenCopyFraction(events []segment.Event) float64 {
-	type span struct{ a, b time.Duration }
-	var kernels []span
+	var kernels, copies []timing.Interval[time.Duration]
 	for _, e := range events {
-		if e.Stage != timing.StageH2D && e.Stage != timing.StageD2H {
-			kernels = append(kernels, span{e.Start, e.Start + e.Duration})
+		switch {
+		case e.Stage.IsCopy():
+			copies = append(copies, timing.Interval[time.Duration]{Start: e.Start, Dur: e.Duration})
+		case e.Stage == timing.StageKernels:
+			kernels = append(kernels, timing.Interval[time.Duration]{Start: e.Start, Dur: e.Duration})
 		}
 	}
-	var copyTotal, hidden time.Duration
-	for _, e := range events {
-		if e.Stage != timing.StageH2D && e.Stage != timing.StageD2H {
-			continue
-		}
-		copyTotal += e.Duration
-		// kernels run one at a time on the compute stream, so their spans do not overlap
-		for _, k := range kernels {
-			lo, hi := max(e.Start, k.a), min(e.Start+e.Duration, k.b)
-			if hi > lo {
-				hidden += hi - lo
-			}
-		}
-	}
-	if copyTotal == 0 {
-		return 0
-	}
-	return float64(hidden) / float64(copyTotal)
+	return timing.HiddenCopy(kernels, copies).Fraction()
 }
 
 // createBenchCSVs makes dir and the timings.csv and summary.csv in it.

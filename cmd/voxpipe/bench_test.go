@@ -61,6 +61,17 @@ func TestHiddenCopyFraction(t *testing.T) {
 	if got, want := hiddenCopyFraction(events), 10.0/20.0; got != want {
 		t.Errorf("hidden fraction %v, want %v", got, want)
 	}
+	// The fp16 engine's kernels of slabs k and k+1 run on two streams and overlap: a copy under
+	// both is hidden once (summing per-kernel overlaps, as bench did, gave 13 of 13 ms here).
+	overlapping := []segment.Event{
+		{Stage: "kernels", Slab: 0, Start: 0, Duration: 10 * ms},
+		{Stage: "kernels", Slab: 1, Start: 5 * ms, Duration: 10 * ms},
+		{Stage: "h2d", Slab: 2, Start: 5 * ms, Duration: 5 * ms},  // under both kernels: 5 hidden
+		{Stage: "d2h", Slab: 0, Start: 12 * ms, Duration: 8 * ms}, // 12..15 hidden
+	}
+	if got, want := hiddenCopyFraction(overlapping), 8.0/13.0; got != want {
+		t.Errorf("overlapping kernels: hidden fraction %v, want %v", got, want)
+	}
 	if hiddenCopyFraction(nil) != 0 {
 		t.Error("no copies: want 0")
 	}

@@ -181,6 +181,9 @@ func runAction(c *cli.Context) error {
 		if err := cfg.Trace.WriteFile(c.String("trace")); err != nil {
 			log.Error("trace", "err", err)
 		}
+		for dev, o := range cfg.Trace.CopyOverlap() {
+			log.Info("copies under kernels", "device", dev, "copy_ms", o.Copy, "hidden_pct", 100*o.Fraction())
+		}
 	}
 	if err := rec.Close(); err != nil && runErr == nil {
 		runErr = err

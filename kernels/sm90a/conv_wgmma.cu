@@ -1,0 +1,249 @@
+// conv_wgmma_d1 / conv_wgmma_d2: the network's C -> C (C = 16) 3x3x3 convolutions, plain (D = 1,
+// conv2) and dilated (D = 2, the gate's convg), with zero padding D and ReLU, on Hopper's
+// warpgroup tensor-core instruction (wgmma.mma_async, sm_90a), fp16 in, fp32 accumulation:
+//
+//   out(z,y,x)[co] = relu(b[co] + sum_ci sum_{dz,dy,dx=-1..1} w[co][ci][dz+1][dy+1][dx+1] * e(z+D*dz, y+D*dy, x+D*dx)[ci])
+//
+// e = 0 outside the volume. e and out are fp16, channels last: [z][y][x][16].
+// wsm: the 27 taps' 16x16 weights already in the shared-memory layout wgmma reads (see
+// w_offset), 27*512 bytes; b: [16] float32.
+//
+// As an implicit GEMM per tap: D[64 x-voxels][16 co] += A[64 x-voxels][16 ci] * B[16 ci][16 co],
+// one wgmma m64n16k16. A block is one warpgroup (128 threads) computing a 64 (x) by R (y) tile
+// of output rows, streaming z: each input plane (R + 2D rows with halo) is copied to shared
+// memory with cp.async, one plane ahead. Each input row's three x-shifted A operands are loaded
+// once into registers (ldmatrix) and serve every (dz, dy) tap whose output row is in the tile:
+// up to 9 wgmma per A operand, which keeps shared-memory reads below the tensor cores' rate
+// (with N = 16, an A operand read per wgmma would need ~256 B per clock and SM). Accumulators of
+// the three output planes an input plane feeds are in registers (3 x R x 8 floats per thread),
+// rotated by unrolling the z loop by 3. With D = 2 a block walks the planes of one parity.
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#ifndef WG_R
+#define WG_R 4 // output rows per block
+#endif
+#ifndef WG_MINB
+#define WG_MINB 1 // __launch_bounds__ minimum blocks per SM (caps registers)
+#endif
+#ifndef WG_CHUNK
+#define WG_CHUNK 64 // output planes per block (of one parity when D = 2)
+#endif
+
+namespace wg {
+
+constexpr int C = 16;
+constexpr int TX = 64; // output voxels along x per block: wgmma's M
+constexpr int R = WG_R;
+constexpr int THREADS = 128;
+
+// Byte offset of weight (co, ci) within one tap's 512-byte B operand: wgmma's K-major layout
+// without swizzle, in 8x8 core matrices of 16-byte rows (one row per co, 8 ci each); core
+// matrices adjacent in K (ci) are LBO = 128 bytes apart, those adjacent in N (co) SBO = 256.
+__host__ __device__ constexpr int w_offset(int co, int ci) {
+	return (co & 7) * 16 + (co >> 3) * 256 + (ci >> 3) * 128 + (ci & 7) * 2;
+}
+
+template <int LBO, int SBO>
+__device__ __forceinline__ uint64_t desc(uint32_t smem_addr) {
+	return (uint64_t)((smem_addr >> 4) & 0x3FFF) | ((uint64_t)((LBO >> 4) & 0x3FFF) << 16) |
+	       ((uint64_t)((SBO >> 4) & 0x3FFF) << 32);
+}
+
+__device__ __forceinline__ void wgmma_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t bdesc) {
+	asm volatile(
+	    "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+	    "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(bdesc));
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads and writes across the asynchronous wgmma.
+__device__ __forceinline__ void fence_acc(float (&d)[8]) {
+#pragma unroll
+	for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], uint32_t addr) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+	             : "r"(addr));
+}
+
+// A plane's voxel v (0 .. SX-1 along x) keeps its channel halves 16 bytes each, swapped when
+// bit 2 of v is set, so that the 8 rows of an ldmatrix phase (8 consecutive voxels, one half)
+// fall in distinct banks whatever the x shift.
+__host__ __device__ constexpr int vox_half_offset(int v, int half) { return v * 32 + ((half ^ ((v >> 2) & 1)) * 16); }
+
+template <int D, int LBO, int SBO>
+struct Conv {
+	static constexpr int SX = TX + 2 * D; // plane row length in voxels, with halo
+	static constexpr int SY = R + 2 * D;  // plane rows, with halo
+	static constexpr int PLANE_BYTES = SY * SX * 32;
+	static constexpr int W_BYTES = 27 * 512;
+	static constexpr int SMEM_BYTES = W_BYTES + 2 * PLANE_BYTES;
+	static_assert(SY % 2 == 0, "A-operand double buffer alternates by input row");
+
+	// load_plane copies input plane z (zeros outside the volume) into plane buffer dst.
+	static __device__ __forceinline__ void load_plane(uint32_t dst, const __half* __restrict__ e, int z, int x0, int y0,
+	                                                  int nx, int ny, int nz) {
+		const bool zin = z >= 0 && z < nz;
+		for (int i = threadIdx.x; i < SY * SX * 2; i += THREADS) {
+			const int half = i & 1, v = (i >> 1) % SX, r = (i >> 1) / SX;
+			const int x = x0 - D + v, y = y0 - D + r;
+			const bool ok = zin && x >= 0 && x < nx && y >= 0 && y < ny;
+			const __half* src = ok ? e + ((((size_t)z * ny + y) * nx + x) * C + half * 8) : e;
+			cp_async16(dst + r * SX * 32 + vox_half_offset(v, half), src, ok);
+		}
+		cp_async_commit();
+	}
+
+	// step processes input step t (plane zin) into the three accumulator slots it feeds; U = t % 3.
+	template <int U>
+	static __device__ __forceinline__ void step(float (&acc)[3][R][8], uint32_t (&a)[2][3][4], uint32_t plane,
+	                                            uint32_t wbase, int warp, int lane) {
+		// this lane's ldmatrix row: voxel warp*16 + lane%16 of the tile, channel half lane/16
+		const int m = warp * 16 + (lane & 15), half = lane >> 4;
+#pragma unroll
+		for (int yr = 0; yr < SY; ++yr) {
+			uint32_t(&ab)[3][4] = a[yr & 1];
+			wgmma_wait<1>(); // the wgmma of row yr-2, which read ab, are done
+#pragma unroll
+			for (int dx = 0; dx < 3; ++dx) {
+				const int v = m + D * dx; // input voxel (x0 - D + v) for output x0 + m, tap dx-1
+				ldmatrix_x4(ab[dx], plane + yr * SX * 32 + vox_half_offset(v, half));
+			}
+			wgmma_fence();
+#pragma unroll
+			for (int dz = 0; dz < 3; ++dz) {
+				// input step t feeds output j = t - 1 - (dz-1) = t - dz: slot (U - dz) mod 3
+				const int slot = (U + 3 - dz) % 3;
+#pragma unroll
+				for (int dy = 0; dy < 3; ++dy) {
+					const int r = yr - D * dy; // output row of tap dy-1: input row yr = r + D*dy
+					if (r < 0 || r >= R) continue;
+#pragma unroll
+					for (int dx = 0; dx < 3; ++dx)
+						wgmma_rs(acc[slot][r], ab[dx], desc<LBO, SBO>(wbase + ((dz * 3 + dy) * 3 + dx) * 512));
+				}
+			}
+			wgmma_commit();
+		}
+	}
+
+	// epilogue writes output j (slot S) of the tile: relu(acc + b) as fp16, then zeroes the slot.
+	template <int S>
+	static __device__ __forceinline__ void epilogue(float (&acc)[3][R][8], const float (&bias)[4], __half* __restrict__ out,
+	                                                int z, bool zok, int x0, int y0, int nx, int ny, int warp, int lane) {
+		const int x = x0 + warp * 16 + (lane >> 2), co = (lane & 3) * 2;
+#pragma unroll
+		for (int r = 0; r < R; ++r) {
+			float(&d)[8] = acc[S][r];
+			const int y = y0 + r;
+			if (zok && y < ny) {
+				__half* row = out + (((size_t)z * ny + y) * nx) * C;
+#pragma unroll
+				for (int hi = 0; hi < 2; ++hi) { // rows x and x + 8
+					const int xx = x + hi * 8;
+					if (xx < nx) {
+#pragma unroll
+						for (int nb = 0; nb < 2; ++nb) { // co and co + 8
+							const float v0 = fmaxf(d[nb * 4 + hi * 2] + bias[nb * 2], 0.f);
+							const float v1 = fmaxf(d[nb * 4 + hi * 2 + 1] + bias[nb * 2 + 1], 0.f);
+							*reinterpret_cast<__half2*>(row + (size_t)xx * C + nb * 8 + co) = __floats2half2_rn(v0, v1);
+						}
+					}
+				}
+			}
+#pragma unroll
+			for (int i = 0; i < 8; ++i) d[i] = 0.f;
+		}
+	}
+
+	// Output planes of one block: parity p (D = 2) or all (D = 1), indices j in [j0, j1) of
+	// that parity's planes z = p + D*j.
+	static __device__ void run(const __half* __restrict__ e, const uint8_t* __restrict__ wsm, const float* __restrict__ b,
+	                           __half* __restrict__ out, int nx, int ny, int nz) {
+		extern __shared__ __align__(128) uint8_t smem[];
+		const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+		const uint32_t wbase = sbase, planes = sbase + W_BYTES;
+		const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+		const int x0 = blockIdx.x * TX, y0 = blockIdx.y * R;
+		const int p = blockIdx.z % D, chunk = blockIdx.z / D;
+		const int np = (nz - p + D - 1) / D; // planes of this parity
+		const int j0 = chunk * WG_CHUNK, j1 = min(np, j0 + WG_CHUNK);
+		if (j0 >= j1) return;
+
+		for (int i = threadIdx.x; i < W_BYTES / 16; i += THREADS)
+			cp_async16(wbase + i * 16, wsm + i * 16, true);
+		float bias[4];
+		{
+			const int co = (lane & 3) * 2;
+			bias[0] = b[co], bias[1] = b[co + 1], bias[2] = b[co + 8], bias[3] = b[co + 9];
+		}
+		float acc[3][R][8];
+#pragma unroll
+		for (int s = 0; s < 3; ++s)
+#pragma unroll
+			for (int r = 0; r < R; ++r)
+#pragma unroll
+				for (int i = 0; i < 8; ++i) acc[s][r][i] = 0.f;
+		uint32_t a[2][3][4];
+
+		// Input step t reads plane p + D*(j0 - 1 + t) and feeds outputs j0 + t - 2 .. j0 + t;
+		// after it, output j0 + t - 2 is complete. Output j0 + k lives in slot k % 3.
+		const int steps = (j1 - j0) + 2;
+		load_plane(planes, e, p + D * (j0 - 1), x0, y0, nx, ny, nz);
+		for (int t0 = 0; t0 < steps; t0 += 3) {
+#define WG_STEP(U)                                                                                                  \
+	{                                                                                                           \
+		const int t = t0 + U;                                                                                   \
+		if (t < steps) {                                                                                        \
+			cp_async_wait_all();                                                                                \
+			asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");                                   \
+			__syncthreads();                                                                                    \
+			if (t + 1 < steps)                                                                                  \
+				load_plane(planes + ((t + 1) & 1) * PLANE_BYTES, e, p + D * (j0 + t), x0, y0, nx, ny, nz);     \
+			step<U>(acc, a, planes + (t & 1) * PLANE_BYTES, wbase, warp, lane);                                 \
+			/* output j0 + t - 2 is complete; before the chunk (t < 2) it is only cleared */                   \
+			wgmma_wait<0>();                                                                                    \
+			for (int s_ = 0; s_ < 3; ++s_)                                                                      \
+				for (int r_ = 0; r_ < R; ++r_) fence_acc(acc[s_][r_]);                                          \
+			const int j = j0 + t - 2;                                                                           \
+			epilogue<(U + 1) % 3>(acc, bias, out, p + D * j, t >= 2 && j < j1, x0, y0, nx, ny, warp, lane);    \
+		}                                                                                                       \
+	}
+			WG_STEP(0) WG_STEP(1) WG_STEP(2)
+#undef WG_STEP
+		}
+		wgmma_wait<0>();
+	}
+};
+
+// Descriptor offsets of w_offset's layout (the launch names them so that an experiment can
+// swap them).
+constexpr int LBO = 128, SBO = 256;
+
+} // namespace wg
+
+extern "C" __global__ void __launch_bounds__(wg::THREADS, WG_MINB) conv_wgmma_d1(const __half* __restrict__ e, const uint8_t* __restrict__ wsm,
+                                                                       const float* __restrict__ b, __half* __restrict__ out,
+                                                                       int nx, int ny, int nz) {
+	wg::Conv<1, wg::LBO, wg::SBO>::run(e, wsm, b, out, nx, ny, nz);
+}
+extern "C" __global__ void __launch_bounds__(wg::THREADS, WG_MINB) conv_wgmma_d2(const __half* __restrict__ e, const uint8_t* __restrict__ wsm,
+                                                                       const float* __restrict__ b, __half* __restrict__ out,
+                                                                       int nx, int ny, int nz) {
+	wg::Conv<2, wg::LBO, wg::SBO>::run(e, wsm, b, out, nx, ny, nz);
+}

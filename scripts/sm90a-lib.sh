@@ -1,0 +1,48 @@
+# Shared by scripts/build-sm90a.sh (run on the GPU machine, nvcc >= 12.x) and
+# scripts/check-sm90a.sh (CI, no nvcc needed): what the committed sm_90a artifact is built from
+# and how. Sourced, not run.
+#
+# The artifact: kernels/sm90a/voxpipe_sm90a.cubin, SASS for sm_90a only (wgmma, setmaxnreg:
+# Hopper-only instructions that nvcc 11.8, the committed fatbin's compiler, cannot emit). Its
+# stamp, kernels/sm90a/voxpipe_sm90a.stamp, records the sha256 of every source, the nvcc that
+# built it and the flags, so a source edit without a rebuild fails CI.
+
+sm90a_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+sm90a_dir=kernels/sm90a
+sm90a_unit=voxpipe_sm90a.cu
+sm90a_cubin=$sm90a_dir/voxpipe_sm90a.cubin
+sm90a_stamp=$sm90a_dir/voxpipe_sm90a.stamp
+# -gencode, not -arch=sm_90a: HOPPER.md saw the shorthand run a plain sm_90 pass that rejects wgmma.
+sm90a_flags="-cubin -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a"
+
+# sm90a_sources lists, sorted, every file the cubin is built from: all of kernels/sm90a/ but the
+# artifact and its stamp. The unit may include only files in that folder (checked by
+# sm90a_check_includes), so this list is complete.
+sm90a_sources() {
+	(cd "$sm90a_root" && find "$sm90a_dir" -maxdepth 1 -type f \( -name '*.cu' -o -name '*.cuh' -o -name '*.h' \) | LC_ALL=C sort)
+}
+
+# sm90a_check_includes fails when a source includes a quoted file from outside kernels/sm90a/.
+sm90a_check_includes() {
+	local f bad=0
+	for f in $(sm90a_sources); do
+		if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]*/)' "$sm90a_root/$f"; then
+			echo "sm90a: $f includes a file outside $sm90a_dir (the stamp would not cover it)" >&2
+			bad=1
+		fi
+	done
+	return $bad
+}
+
+# sm90a_stamp_text prints the stamp for the current sources, given nvcc's release line and the
+# cubin's path.
+sm90a_stamp_text() {
+	local nvcc_release=$1 cubin=$2 f
+	echo "# kernels/sm90a/voxpipe_sm90a.cubin: rebuild with scripts/build-sm90a.sh on the GPU machine"
+	echo "nvcc: $nvcc_release"
+	echo "flags: $sm90a_flags $sm90a_unit"
+	for f in $(sm90a_sources); do
+		echo "source: $(cd "$sm90a_root" && sha256sum "$f" | cut -d' ' -f1) $f"
+	done
+	echo "cubin: $(sha256sum "$cubin" | cut -d' ' -f1)"
+}
