@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -295,6 +296,43 @@ func TestLabelsBackNearest(t *testing.T) {
 					t.Fatalf("fine[%d,%d,%d] = %d, want %d", x, y, z, got, want)
 				}
 			}
+		}
+	}
+}
+
+// TestFlipXY: the in-place flip equals Apply of the reorientation, on any stack of planes, and
+// undoes itself.
+func TestFlipXY(t *testing.T) {
+	dims := [3]int{7, 5, 4}
+	n := dims[0] * dims[1] * dims[2]
+	src := make([]int32, n)
+	for i := range src {
+		src[i] = int32(i)
+	}
+	for _, from := range []string{"LAS", "RPS", "LPS"} {
+		ro, err := NewReorient(from, Canonical, dims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ro.InPlaceXY() {
+			t.Fatalf("%s: not an in-place flip", from)
+		}
+		want := make([]int32, n)
+		Apply(ro, want, src)
+		got := slices.Clone(src)
+		FlipXY(got, dims[0], dims[1], ro.Flip[0], ro.Flip[1])
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: FlipXY differs from Apply", from)
+		}
+		FlipXY(got[2*35:], dims[0], dims[1], ro.Flip[0], ro.Flip[1]) // planes 2.. back
+		FlipXY(got[:2*35], dims[0], dims[1], ro.Flip[0], ro.Flip[1]) // planes 0, 1 back
+		if !slices.Equal(got, src) {
+			t.Fatalf("%s: FlipXY twice is not the identity", from)
+		}
+	}
+	for _, from := range []string{"RAS", "RAI", "ASR"} {
+		if ro, _ := NewReorient(from, Canonical, dims); ro.InPlaceXY() {
+			t.Errorf("%s: InPlaceXY, want false", from)
 		}
 	}
 }

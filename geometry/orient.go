@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"voxpipe/io/nifti"
@@ -310,4 +311,37 @@ func parallelPlanes(nz, planeVoxels int, f func(z0, z1 int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// InPlaceXY reports whether the reorientation only reverses x and/or y: it can then be done in
+// place, plane by plane (FlipXY), and undone on any range of planes.
+func (r Reorient) InPlaceXY() bool {
+	return r.Perm == [3]int{0, 1, 2} && !r.Flip[2] && !r.Identity()
+}
+
+// FlipXY reverses the x and/or y axis of the planes in v (dims nx, ny and any number of planes,
+// x fastest), in place, on up to GOMAXPROCS goroutines. It is its own inverse.
+func FlipXY[T any](v []T, nx, ny int, flipX, flipY bool) {
+	plane := nx * ny
+	if plane == 0 || len(v)%plane != 0 {
+		panic(fmt.Sprintf("geometry.FlipXY: %d values for planes of %dx%d", len(v), nx, ny))
+	}
+	parallelPlanes(len(v)/plane, plane, func(z0, z1 int) {
+		for z := z0; z < z1; z++ {
+			p := v[z*plane : (z+1)*plane]
+			if flipY {
+				for y := range ny / 2 {
+					a, b := p[y*nx:(y+1)*nx], p[(ny-1-y)*nx:(ny-y)*nx]
+					for x := range a {
+						a[x], b[x] = b[x], a[x]
+					}
+				}
+			}
+			if flipX {
+				for y := range ny {
+					slices.Reverse(p[y*nx : (y+1)*nx])
+				}
+			}
+		}
+	})
 }

@@ -46,6 +46,9 @@ func (r *writers) analyse(w *work, track string) error {
 		return removeStale(jsonPath, csvPath, pngPath)
 	}
 	start := time.Now()
+	if w.plan.inPlace() { // the input as read, for the intensities and the picture
+		flipVolume(&w.vol, w.plan)
+	}
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
 	mask := w.mask.bytes[:voxels]
 	var stale []string

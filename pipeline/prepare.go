@@ -38,6 +38,12 @@ type gridPlan struct {
 // identity reports whether the model reads the volume as stored.
 func (p *gridPlan) identity() bool { return p.ro.Identity() && p.rs == nil }
 
+// inPlace reports whether the model's view is the volume with x and/or y reversed (LAS, LPS,
+// RPS to RAS, the common cases): the input buffer is flipped in place, the engine's labels go
+// to the writer slab by slab as for a volume read as stored, and the writer flips each range
+// of planes back before writing it. No copy, and the engine keeps its pinned input.
+func (p *gridPlan) inPlace() bool { return p != nil && p.rs == nil && p.ro.InPlaceXY() }
+
 // modelDims are the dims of the model's view.
 func (p *gridPlan) modelDims() [3]int {
 	if p.rs != nil {
@@ -106,7 +112,7 @@ func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
 // the volume is reoriented), the resampled image with the intermediate volumes of its passes
 // (when it is resampled), and the mask on the model's grid.
 func (p *gridPlan) prepareBytes(h *nifti.Header) int64 {
-	if p == nil || p.identity() {
+	if p == nil || p.identity() || p.inPlace() {
 		return 0
 	}
 	var b int64
@@ -145,7 +151,10 @@ func (r *readers) prepare(w *work, track string) error {
 			return fmt.Errorf("%s: %w: %s", w.job.Input, ErrOutOfDomain, w.sum.Domain)
 		}
 	}
-	if !p.identity() {
+	switch {
+	case p.inPlace():
+		flipVolume(&w.vol, p)
+	case !p.identity():
 		r.makeModelView(w)
 	}
 	r.span(w, span{stage: timing.StagePrepare, slab: -1, device: timing.DeviceHost, track: track,
@@ -189,6 +198,16 @@ func (r *readers) makeModelView(w *work) {
 	}
 	w.model = &model
 	w.modelMask = make([]uint8, p.modelVoxels())
+}
+
+// flipVolume reverses vol's x and/or y axis in place, as plan p says (inPlace); twice is the
+// identity.
+func flipVolume(vol *segment.Volume, p *gridPlan) {
+	if vol.I16 != nil {
+		geometry.FlipXY(vol.I16, vol.NX, vol.NY, p.ro.Flip[0], p.ro.Flip[1])
+	} else {
+		geometry.FlipXY(vol.F32, vol.NX, vol.NY, p.ro.Flip[0], p.ro.Flip[1])
+	}
 }
 
 // dropModel frees the model's view and gives its memory back to the budget.

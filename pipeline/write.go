@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"voxpipe/geometry"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/claim"
 	"voxpipe/pipeline/timing"
@@ -101,6 +102,9 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 			if out, err = r.createMask(ctx, w); err != nil {
 				return err
 			}
+		}
+		if w.plan.inPlace() { // the engine labelled the flipped volume: these planes back
+			geometry.FlipXY(mask[written*plane:z1*plane], w.vol.NX, w.vol.NY, w.plan.ro.Flip[0], w.plan.ro.Flip[1])
 		}
 		err = out.WriteSlices(mask[written*plane : z1*plane])
 		n := int64((z1 - written) * plane)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"voxpipe/geometry"
 	"voxpipe/io/nifti"
 	"voxpipe/report/volstats"
 )
@@ -106,5 +107,44 @@ func TestDomainVerdicts(t *testing.T) {
 	summary, _ = os.ReadFile(filepath.Join(out2, "runs", "s", "summary.csv"))
 	if !strings.Contains(string(summary), "zero,failed,") || !strings.Contains(string(summary), "phantom,ok,") {
 		t.Errorf("--strict-domain: want zero failed and phantom ok:\n%s", summary)
+	}
+}
+
+// TestStatisticsOfFlippedCopy: an LPS-stored copy (flipped in place for the engine, flipped back
+// for the analysis) gets the RAS copy's statistics, its bounding boxes mirrored in x and y.
+func TestStatisticsOfFlippedCopy(t *testing.T) {
+	h, vals := readFixture(t, "../../fixtures/volumes/phantom_001.nii.gz")
+	dims := [3]int{h.NX(), h.NY(), h.NZ()}
+	in, out := t.TempDir(), t.TempDir()
+	ro, err := geometry.NewReorient("RAS", "LPS", dims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := make([]float32, len(vals))
+	geometry.Apply(ro, flipped, vals)
+	writeAs(t, filepath.Join(in, "ras.nii"), h, dims, h.Affine(), vals)
+	writeAs(t, filepath.Join(in, "lps.nii"), h, dims, ro.Affine(h.Affine()), flipped)
+	if code, _, stderr := captureRun(t, "run", "-q", "--engine", "cpu", "--statistics", in, "-o", out, "--run-id", "a"); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	read := func(name string) []volstats.Row {
+		f, err := os.Open(filepath.Join(out, "statistics", name+".csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		rows, err := volstats.ReadCSV(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	ras, lps := read("ras"), read("lps")
+	for i := range ras {
+		a, b := ras[i], lps[i]
+		if a.Voxels != b.Voxels || a.IntensityMean != b.IntensityMean || a.Components != b.Components ||
+			b.BBoxX0 != dims[0]-1-a.BBoxX1 || b.BBoxY0 != dims[1]-1-a.BBoxY1 || a.BBoxZ0 != b.BBoxZ0 {
+			t.Errorf("label %d: RAS copy %+v, LPS copy %+v", a.Label, a, b)
+		}
 	}
 }
