@@ -6,10 +6,12 @@ import (
 	"slices"
 )
 
-// The fp16 engine's slabs grow from Options.Slab at both ends of the volume to at most
-// fusedLargestSlab planes in the middle (SlabRamp), and to at most fusedSlotBytes of input per
-// device buffer slot (two slots are allocated).
+// The fp16 engine's slabs grow from Options.Slab, but at most fusedFirstSlab planes, at both
+// ends of the volume to at most fusedLargestSlab planes in the middle (SlabRamp), and to at most
+// fusedSlotBytes of input per device buffer slot (two slots are allocated). A thin first slab
+// is a short upload that nothing hides, a thin last one a short download (docs/perf.md).
 const (
+	fusedFirstSlab   = 16
 	fusedLargestSlab = 256
 	fusedSlotBytes   = 512 << 20
 )
@@ -28,6 +30,7 @@ func (e *cudaEngine) slabSizes(nz, slab int, planeBytes int64) []int {
 	largest := 0
 	if e.fused {
 		largest = int(min(fusedLargestSlab, fusedSlotBytes/max(planeBytes, 1)))
+		slab = min(slab, fusedFirstSlab)
 	}
 	return SlabRamp(nz, slab, largest)
 }
