@@ -152,14 +152,6 @@ func (c *Card) Marshal() (string, error) {
 	return string(b), nil
 }
 
-// LabelName is the card's name for a label value, or "label N" for one it does not list.
-func (c *Card) LabelName(v int) string {
-	if c != nil && v >= 0 && v < len(c.Labels) {
-		return c.Labels[v].Name
-	}
-	return fmt.Sprintf("label %d", v)
-}
-
 // defaultColours colour the labels of a model without a card (label 0 black): distinct hues
 // (Sasha Trubetskoy's list), cycled.
 var defaultColours = []string{"#e6194b", "#3cb44b", "#ffe119", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#bfef45", "#469990"}
@@ -179,4 +171,13 @@ func (m *Model) Labels() []Label {
 		ls[i] = Label{Value: i, Name: n, Color: c}
 	}
 	return ls
+}
+
+// LabelName is the name of label v: from Labels, or "label N" for a value the model does not
+// have.
+func (m *Model) LabelName(v int) string {
+	if ls := m.Labels(); v >= 0 && v < len(ls) {
+		return ls[v].Name
+	}
+	return fmt.Sprintf("label %d", v)
 }

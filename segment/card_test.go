@@ -38,8 +38,8 @@ func TestCardRoundTrip(t *testing.T) {
 	if got.Card == nil || got.Card.Labels[3].Color != "#f03c3c" || got.Card.Domain.QuantileMax[6] != 2.4 || got.Card.SpacingMM[2] != 3 {
 		t.Fatalf("card did not survive: %+v", got.Card)
 	}
-	if got.Card.LabelName(2) != "fluid" || got.Card.LabelName(9) != "label 9" {
-		t.Errorf("LabelName: %q %q", got.Card.LabelName(2), got.Card.LabelName(9))
+	if got.LabelName(2) != "fluid" || got.LabelName(9) != "label 9" {
+		t.Errorf("LabelName: %q %q", got.LabelName(2), got.LabelName(9))
 	}
 	m.Card = nil
 	b, err = m.MarshalSafetensors()
@@ -86,5 +86,12 @@ func TestCardRejects(t *testing.T) {
 	m.Card = testCard()
 	if _, err := m.MarshalSafetensors(); !errors.Is(err, ErrBadModel) {
 		t.Errorf("card names differ from class_names: %v", err)
+	}
+}
+
+// TestParameters: the default architecture's count, as docs/model.md gives it.
+func TestParameters(t *testing.T) {
+	if got := RandomModel(16, 4, 1).Parameters(); got != 14653 {
+		t.Errorf("Parameters() = %d, want 14653", got)
 	}
 }

@@ -61,6 +61,15 @@ func tensorSpecs(c, k int) []tensorSpec {
 	}
 }
 
+// Parameters is the number of weights and biases in the network.
+func (m *Model) Parameters() int {
+	n := 0
+	for _, spec := range tensorSpecs(m.Channels, m.Classes) {
+		n += numel(spec.shape)
+	}
+	return n
+}
+
 func numel(shape []uint64) int {
 	n := 1
 	for _, d := range shape {

@@ -90,19 +90,10 @@ func evalAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	name := func(k int) string {
-		if model.Card != nil {
-			return model.Card.LabelName(k)
-		}
-		if k < len(model.ClassNames) {
-			return model.ClassNames[k]
-		}
-		return fmt.Sprintf("label %d", k)
-	}
 	var rows []evalRow
 	add := func(volume string, m segment.Metrics) {
 		for k, cm := range m.Classes {
-			rows = append(rows, evalRow{Volume: volume, Class: k, Name: name(k), Dice: cm.Dice, Precision: cm.Precision,
+			rows = append(rows, evalRow{Volume: volume, Class: k, Name: model.LabelName(k), Dice: cm.Dice, Precision: cm.Precision,
 				Recall: cm.Recall, Pred: cm.Pred, Truth: cm.Truth, Intersection: cm.Intersection, Accuracy: m.Accuracy})
 		}
 	}

@@ -60,13 +60,9 @@ func modelInfo(c *cli.Context) error {
 }
 
 func printModel(w io.Writer, m *segment.Model, name, sha string) {
-	params := 0
-	for _, t := range [][]float32{m.C1W, m.C1B, m.C2W, m.C2B, m.CGW, m.CGB, m.WXW, m.WXB, m.WGW, m.WGB, m.PsiW, m.PsiB, m.HeadW, m.HeadB} {
-		params += len(t)
-	}
 	row := func(k, format string, a ...any) { fmt.Fprintf(w, "%-15s %s\n", k, fmt.Sprintf(format, a...)) }
 	row("file", "%s (sha256 %s)", name, sha)
-	row("network", "attention-gate CNN, %d channels, %d classes, %d parameters", m.Channels, m.Classes, params)
+	row("network", "attention-gate CNN, %d channels, %d classes, %d parameters", m.Channels, m.Classes, m.Parameters())
 	card := m.Card
 	if card == nil {
 		row("card", "none: this weights file predates model cards, so voxpipe cannot check")
