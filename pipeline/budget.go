@@ -47,11 +47,9 @@ func (b *budget) release(n int64) {
 // volumeNeeds is what a volume's buffers take: its input buffer (with headroom), its mask, the
 // memory a gzipped file is inflated into when it cannot be inflated straight into the input
 // buffer, and the model's view of it when it is reoriented or resampled (prepare.go). files
-// are the input's files (work.files: the data file last).
-func (r *runner) volumeNeeds(h *nifti.Header, files []string) (in, mask, scratch, prep int64) {
-	if p, err := r.planFor(h); err == nil { // else prepare fails the volume
-		prep = p.prepareBytes(h)
-	}
+// are the input's files (work.files: the data file last), p its plan (work.plan).
+func (r *runner) volumeNeeds(h *nifti.Header, files []string, p *gridPlan) (in, mask, scratch, prep int64) {
+	prep = p.prepareBytes(h)
 	voxels := int64(h.NX()) * int64(h.NY()) * int64(h.NZ())
 	sample := int64(4)
 	asInt16 := nifti.Int16Exact(h.Datatype)
@@ -76,7 +74,7 @@ func (r *runner) admit(ctx context.Context, w *work) error {
 	if b == nil {
 		return nil
 	}
-	in, mask, scratch, prep := r.volumeNeeds(w.hdr, w.files)
+	in, mask, scratch, prep := r.volumeNeeds(w.hdr, w.files, w.plan)
 	if need := in + mask + scratch + prep; need > b.limit {
 		return fmt.Errorf("read %s: %w: its buffers need %s (input %s, mask %s, inflate %s, model's view %s), the budget is %s",
 			w.job.Input, ErrMemoryBudget, gib(need), gib(in), gib(mask), gib(scratch), gib(prep), gib(b.limit))

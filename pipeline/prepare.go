@@ -75,8 +75,8 @@ func (p *gridPlan) String() string {
 
 func mmString(s [3]float64) string { return fmt.Sprintf("%.3gx%.3gx%.3g", s[0], s[1], s[2]) }
 
-// planFor works out the model's view of a volume from its header alone (so the memory budget
-// can count it before the read).
+// planFor works out the model's view of a volume from its header alone: the producer makes
+// it (work.plan), for the rerun check, the memory budget and the prepare step.
 func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
 	card := r.cfg.Card
 	dims := [3]int{h.NX(), h.NY(), h.NZ()}
@@ -134,11 +134,10 @@ func (p *gridPlan) prepareBytes(h *nifti.Header) int64 {
 // file).
 func (r *readers) prepare(w *work, track string) error {
 	start := time.Now()
-	p, err := r.planFor(w.hdr)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", w.job.Input, err)
+	if w.planErr != nil {
+		return fmt.Errorf("read %s: %w", w.job.Input, w.planErr)
 	}
-	w.plan = p
+	p := w.plan
 	w.sum.Grid = p.String()
 	verdict := segment.CheckDomain(r.cfg.Card, segment.DomainInput{
 		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil, ModelDims: p.modelDims(),

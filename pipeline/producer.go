@@ -108,8 +108,9 @@ func (r *runner) take(ctx context.Context, job Job) *work {
 	}
 	dims := [3]int{w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()}
 	opt := provenance.Options{VerifyHash: r.cfg.VerifyInputs}
-	if p, err := r.planFor(w.hdr); err == nil { // else the read stage fails the volume
-		opt.Grid, opt.AsStored = p.String(), p.identity()
+	w.plan, w.planErr = r.planFor(w.hdr) // a plan that cannot be made fails the volume in prepare
+	if w.planErr == nil {
+		opt.Grid, opt.AsStored = w.plan.String(), w.plan.identity()
 	}
 	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Provenance.Model, opt)
 	switch {
