@@ -15,6 +15,7 @@ import (
 	"voxpipe/report"
 	"voxpipe/report/preview"
 	"voxpipe/report/volstats"
+	"voxpipe/segment"
 )
 
 // The analyse step runs in the writer once the mask is whole and before it is committed, while
@@ -53,46 +54,14 @@ func (r *writers) analyse(w *work, track string) error {
 	mask := w.mask.bytes[:voxels]
 	var stale []string
 	if cfg.Statistics {
-		var st *volstats.Volume
-		var err error
-		g := volstats.GridOf(w.hdr)
-		if w.vol.I16 != nil {
-			st, err = volstats.Compute(mask, w.vol.I16, g, cfg.Labels, volstats.Options{})
-		} else {
-			st, err = volstats.Compute(mask, w.vol.F32, g, cfg.Labels, volstats.Options{})
-		}
-		if err == nil {
-			err = os.MkdirAll(filepath.Dir(jsonPath), 0o755)
-		}
-		if err == nil {
-			err = st.WriteJSON(jsonPath)
-		}
-		if err == nil {
-			err = volstats.WriteCSV(csvPath, st.Rows(w.job.Name))
-		}
-		if err != nil {
+		if err := writeStatistics(w, mask, cfg.Labels, jsonPath, csvPath); err != nil {
 			return fmt.Errorf("statistics of %s: %w", w.job.Name, err)
 		}
 	} else {
 		stale = append(stale, jsonPath, csvPath)
 	}
 	if cfg.Preview {
-		var p *preview.Preview
-		var err error
-		g := preview.GeometryOf(w.hdr)
-		opts := preview.Options{Title: w.job.Name}
-		if w.vol.I16 != nil {
-			p, err = preview.Render(w.vol.I16, mask, g, cfg.Labels, opts)
-		} else {
-			p, err = preview.Render(w.vol.F32, mask, g, cfg.Labels, opts)
-		}
-		if err == nil {
-			err = os.MkdirAll(filepath.Dir(pngPath), 0o755)
-		}
-		if err == nil {
-			err = preview.WritePNG(pngPath, p.Image)
-		}
-		if err != nil {
+		if err := writePreview(w, mask, cfg.Labels, pngPath); err != nil {
 			return fmt.Errorf("preview of %s: %w", w.job.Name, err)
 		}
 	} else {
@@ -101,6 +70,46 @@ func (r *writers) analyse(w *work, track string) error {
 	r.span(w, span{stage: timing.StageAnalyse, slab: -1, device: timing.DeviceHost, track: track,
 		start: start, end: time.Now(), voxels: int64(voxels)})
 	return removeStale(stale...)
+}
+
+// writeStatistics computes the volume's per-label statistics and writes them as JSON and CSV.
+func writeStatistics(w *work, mask []uint8, labels []segment.Label, jsonPath, csvPath string) error {
+	var st *volstats.Volume
+	var err error
+	if g := volstats.GridOf(w.hdr); w.vol.I16 != nil {
+		st, err = volstats.Compute(mask, w.vol.I16, g, labels, volstats.Options{})
+	} else {
+		st, err = volstats.Compute(mask, w.vol.F32, g, labels, volstats.Options{})
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(jsonPath), 0o755); err != nil {
+		return err
+	}
+	if err := st.WriteJSON(jsonPath); err != nil {
+		return err
+	}
+	return volstats.WriteCSV(csvPath, st.Rows(w.job.Name))
+}
+
+// writePreview renders the volume's preview and writes it as a PNG.
+func writePreview(w *work, mask []uint8, labels []segment.Label, pngPath string) error {
+	var p *preview.Preview
+	var err error
+	g, opts := preview.GeometryOf(w.hdr), preview.Options{Title: w.job.Name}
+	if w.vol.I16 != nil {
+		p, err = preview.Render(w.vol.I16, mask, g, labels, opts)
+	} else {
+		p, err = preview.Render(w.vol.F32, mask, g, labels, opts)
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(pngPath), 0o755); err != nil {
+		return err
+	}
+	return preview.WritePNG(pngPath, p.Image)
 }
 
 func removeStale(paths ...string) error {

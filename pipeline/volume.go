@@ -77,9 +77,9 @@ type work struct {
 	vol  segment.Volume
 	// inflatedInto: the gzipped file was inflated straight into in (nifti.WithInflateInto).
 	inflatedInto bool
-	// How the volume meets the model (prepare.go; its plan made by the producer), and, when it is not
-	// read as stored, the model's view of it and the mask on that grid (heap memory,
-	// modelBytes of it drawn from the budget), until the restore step.
+	// How the volume meets the model (prepare.go; its plan made by the producer), and, when
+	// it is not read as stored, the model's view of it and the mask on that grid (heap
+	// memory, modelBytes of it drawn from the budget), until the restore step.
 	flat       bool      // the statistics found every voxel equal
 	plan       *gridPlan // from the producer (planFor), nil with planErr
 	planErr    error
