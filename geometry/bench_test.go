@@ -2,24 +2,15 @@ package geometry
 
 import (
 	"fmt"
-	"os"
 	"testing"
-
-	"voxpipe/phantom"
+	"voxpipe/internal/benchvol"
 )
 
 // benchDims is the volume the benchmarks work on: 512x512x1000 (0.47 x 0.47 x 0.56 mm, a
 // phantom's spacing at that size) unless VOXPIPE_GEOMETRY_DIMS says otherwise.
 func benchDims(b *testing.B) [3]int {
-	s := os.Getenv("VOXPIPE_GEOMETRY_DIMS")
-	if s == "" {
-		s = "512x512x1000"
-	}
-	nx, ny, nz, err := phantom.ParseDims(s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return [3]int{nx, ny, nz}
+	d, _ := benchvol.Dims(b, "VOXPIPE_GEOMETRY_DIMS", "512x512x1000")
+	return d
 }
 
 func benchVolume(d [3]int) []int16 {

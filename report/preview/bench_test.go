@@ -2,10 +2,9 @@ package preview
 
 import (
 	"bytes"
-	"os"
 	"testing"
 
-	"voxpipe/phantom"
+	"voxpipe/internal/benchvol"
 )
 
 // BenchmarkRender renders and encodes the preview of a phantom (its truth as the mask),
@@ -14,18 +13,7 @@ import (
 //
 //	VOXPIPE_PREVIEW_DIMS=512x512x1000 go test ./report/preview -run '^$' -bench Render -benchtime 3x
 func BenchmarkRender(b *testing.B) {
-	dims := os.Getenv("VOXPIPE_PREVIEW_DIMS")
-	if dims == "" {
-		dims = "128x128x100"
-	}
-	nx, ny, nz, err := phantom.ParseDims(dims)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ph, err := phantom.Generate(phantom.Params{NX: nx, NY: ny, NZ: nz, Seed: 7})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ph, dims := benchvol.Phantom(b, "VOXPIPE_PREVIEW_DIMS", "128x128x100")
 	g := GeometryOf(ph.Header)
 	var buf bytes.Buffer
 	for b.Loop() {

@@ -1,9 +1,9 @@
 package volstats
 
 import (
-	"os"
 	"testing"
 
+	"voxpipe/internal/benchvol"
 	"voxpipe/phantom"
 	"voxpipe/segment"
 )
@@ -14,18 +14,7 @@ import (
 //
 //	VOXPIPE_STATS_DIMS=512x512x1000 go test ./report/volstats -run '^$' -bench Compute -benchtime 3x
 func BenchmarkCompute(b *testing.B) {
-	dims := os.Getenv("VOXPIPE_STATS_DIMS")
-	if dims == "" {
-		dims = "128x128x100"
-	}
-	nx, ny, nz, err := phantom.ParseDims(dims)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ph, err := phantom.Generate(phantom.Params{NX: nx, NY: ny, NZ: nz, Seed: 7})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ph, _ := benchvol.Phantom(b, "VOXPIPE_STATS_DIMS", "128x128x100")
 	labels := make([]segment.Label, len(phantom.ClassNames))
 	for i, n := range phantom.ClassNames {
 		labels[i] = segment.Label{Value: i, Name: n}
@@ -34,6 +23,7 @@ func BenchmarkCompute(b *testing.B) {
 	b.SetBytes(int64(len(ph.Truth)) * 3) // the mask and the int16 image
 	b.ReportAllocs()
 	var v *Volume
+	var err error
 	for b.Loop() {
 		if v, err = Compute(ph.Truth, ph.Image, g, labels, Options{}); err != nil {
 			b.Fatal(err)
