@@ -134,6 +134,9 @@ func (p *gridPlan) prepareBytes(h *nifti.Header) int64 {
 // file).
 func (r *readers) prepare(w *work, track string) error {
 	start := time.Now()
+	if w.plan == nil && w.planErr == nil { // read without the producer (ReadAll)
+		w.plan, w.planErr = r.planFor(w.hdr)
+	}
 	if w.planErr != nil {
 		return fmt.Errorf("read %s: %w", w.job.Input, w.planErr)
 	}
