@@ -12,8 +12,8 @@
 // 2. NX x NY x NZ (default 512x512x1000), D = 1 and 2: every voxel against the naive GPU
 //    reference, then the median of `runs` timed launches (CUDA events) and the TFLOP/s of the
 //    convolution's 2*16*16*27 FLOP per voxel;
-// Compile-time settings (kernels/sm90a/conv_wgmma.cu): -DWG_R=rows per block, -DWG_MINB=blocks
-// per SM for __launch_bounds__.
+// Compile-time settings (kernels/sm90a/conv_wgmma.cu): -DWG_N=16 or 48 (wgmma N), -DWG_R=rows
+// per block, -DWG_MINB=blocks per SM for __launch_bounds__.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -89,18 +89,13 @@ struct Weights {
 };
 static Weights make_weights(uint64_t seed) {
 	Weights W;
-	W.w.resize(16 * 16 * 27), W.b.resize(16), W.sm.assign(27 * 512, 0);
+	W.w.resize(16 * 16 * 27), W.b.resize(16), W.sm.assign(wg::W_BYTES, 0);
 	for (size_t i = 0; i < W.w.size(); ++i) {
 		const float v = ((float)(hash32(i + seed) >> 8) / 16777216.f - 0.5f) * 0.2f;
 		W.w[i] = __half2float(__float2half_rn(v));
 	}
 	for (int i = 0; i < 16; ++i) W.b[i] = ((float)(hash32(i + seed * 7 + 1) >> 8) / 16777216.f - 0.6f) * 0.5f;
-	for (int t = 0; t < 27; ++t)
-		for (int co = 0; co < 16; ++co)
-			for (int ci = 0; ci < 16; ++ci) {
-				const __half h = __float2half_rn(W.w[(co * 16 + ci) * 27 + t]);
-				memcpy(&W.sm[t * 512 + wg::w_offset(co, ci)], &h, 2);
-			}
+	wg::pack_weights<__half>(W.w.data(), W.sm.data(), [](float v) { return __float2half_rn(v); });
 	return W;
 }
 
@@ -233,7 +228,7 @@ int main(int argc, char** argv) {
 	ok &= check_small<1>(64, 4, 1, 3), ok &= check_small<2>(130, 9, 70, 4);
 	ok &= check_small<1>(5, 3, 2, 5), ok &= check_small<2>(70, 6, 131, 6);
 	ok &= big<1>(nx, ny, nz, runs), ok &= big<2>(nx, ny, nz, runs);
-	printf("settings: R=%d MINB=%d CHUNK=%d\n", WG_R, WG_MINB, WG_CHUNK);
+	printf("settings: N=%d R=%d MINB=%d CHUNK=%d\n", WG_N, WG_R, WG_MINB, WG_CHUNK);
 	printf(ok ? "wgmma_conv_bench: all outputs match\n" : "wgmma_conv_bench: MISMATCH\n");
 	return ok ? 0 : 1;
 }
