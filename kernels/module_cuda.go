@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"fmt"
+	"os"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -34,6 +35,19 @@ type Module struct {
 	conv1I16, conv1F32, conv2, convg, gateHead   cu.Function
 	fusedI16, fusedF32, fusedI16K16, fusedF32K16 cu.Function
 	fused                                        FusedGeometry
+
+	// Image is where the kernels came from. Fallback, when not nil, is why the image picked by
+	// device could not be loaded (the fatbin was, instead).
+	Image    Image
+	Fallback error
+}
+
+// Describe says, in words, which kernels the module runs: its image, and a fallback's reason.
+func (m *Module) Describe() string {
+	if m.Fallback != nil {
+		return fmt.Sprintf("%s, after the sm_90a cubin failed: %v", m.Image, m.Fallback)
+	}
+	return m.Image.String()
 }
 
 // FusedGeometry is the launch geometry of the fused kernels a module holds (fused_geometry in
@@ -92,15 +106,96 @@ func DriverVersionString(v int) string {
 	return fmt.Sprintf("%d.%d", v/1000, v%1000/10)
 }
 
-// LoadModule loads Fatbin into the context current on the calling OS thread. A failure names
-// the driver version, the usual cause (a driver too old for the PTX or SASS in the fatbin).
-func LoadModule() (*Module, error) {
-	mod, err := cu.LoadFatBinary(string(Fatbin))
-	if err != nil {
-		return nil, fmt.Errorf("%w: load kernels (fatbin with sm_80/86/89/90 SASS and compute_80 PTX 7.8) with a driver for CUDA %s: %v",
-			ErrUnsupported, DriverVersionString(cu.Version()), err)
+// EnvKernels is the environment variable that overrides which kernel image LoadModuleFor
+// loads: "fatbin", "sm90a", or the path of a cubin or fatbin file (kernel development: time a
+// freshly built cubin before committing it). Empty or "auto": by device (ChooseImage).
+const EnvKernels = "VOXPIPE_KERNELS"
+
+// Image is a kernel image a module can be loaded from, and what the driver runs of it.
+type Image struct {
+	Name string // "sm_90a cubin", "fatbin", or a file's path
+	Code string // what runs on the device: "sm_90a SASS, nvcc 13.0.88", "compute_80 PTX (JIT), nvcc 11.8"
+	data []byte
+}
+
+func (i Image) String() string { return i.Name + " (" + i.Code + ")" }
+
+// fatbinCompiler is the nvcc the committed fatbin is built with (scripts/check-fatbin.sh).
+const fatbinCompiler = "nvcc 11.8"
+
+func fatbinImage(ccMajor, ccMinor int) Image {
+	code := fmt.Sprintf("compute_80 PTX (JIT), %s", fatbinCompiler)
+	switch cc := ccMajor*10 + ccMinor; cc {
+	case 80, 86, 89, 90:
+		code = fmt.Sprintf("sm_%d SASS, %s", cc, fatbinCompiler)
 	}
-	m := &Module{mod: mod}
+	return Image{Name: "fatbin", Code: code, data: Fatbin}
+}
+
+func sm90aImage() Image {
+	return Image{Name: "sm_90a cubin", Code: "sm_90a SASS, " + SM90aCompiler(), data: CubinSM90a}
+}
+
+// ChooseImage picks the kernel image for a device of compute capability major.minor: the
+// sm_90a cubin on 9.0 (Hopper), the fatbin elsewhere. env (EnvKernels' value) overrides it:
+// "fatbin", "sm90a" (refused on other devices), or a file to read. auto reports a choice made by
+// device, which LoadModuleFor may still fall back from.
+func ChooseImage(major, minor int, env string) (img Image, auto bool, err error) {
+	switch env {
+	case "", "auto":
+		if major == 9 && minor == 0 && len(CubinSM90a) > 0 {
+			return sm90aImage(), true, nil
+		}
+		return fatbinImage(major, minor), true, nil
+	case "fatbin":
+		return fatbinImage(major, minor), false, nil
+	case "sm90a":
+		if major != 9 || minor != 0 {
+			return Image{}, false, fmt.Errorf("%w: %s=sm90a on a device of compute capability %d.%d (sm_90a code runs on 9.0 only)",
+				ErrUnsupported, EnvKernels, major, minor)
+		}
+		return sm90aImage(), false, nil
+	}
+	data, err := os.ReadFile(env)
+	if err != nil {
+		return Image{}, false, fmt.Errorf("kernels: %s: %w", EnvKernels, err)
+	}
+	return Image{Name: env, Code: "from " + EnvKernels, data: data}, false, nil
+}
+
+// LoadModuleFor loads the kernel image ChooseImage picks for dev, with EnvKernels from the
+// environment, into the context current on the calling OS thread. When the sm_90a cubin was
+// picked by device and the driver refuses it (a driver older than its nvcc), the fatbin is
+// loaded instead and Module.Fallback says why.
+func LoadModuleFor(dev cu.Device) (*Module, error) {
+	major, minor, err := dev.ComputeCapability()
+	if err != nil {
+		return nil, fmt.Errorf("kernels: compute capability of device %d: %w", int(dev), err)
+	}
+	img, auto, err := ChooseImage(major, minor, os.Getenv(EnvKernels))
+	if err != nil {
+		return nil, err
+	}
+	m, err := loadImage(img)
+	if err != nil && auto && img.Name != "fatbin" {
+		fb := fatbinImage(major, minor)
+		if m, ferr := loadImage(fb); ferr == nil {
+			m.Fallback = err
+			return m, nil
+		}
+	}
+	return m, err
+}
+
+// loadImage loads img into the context current on the calling OS thread. A failure names the
+// driver version, the usual cause (a driver too old for the PTX or SASS in the image).
+func loadImage(img Image) (*Module, error) {
+	mod, err := cu.LoadData(string(img.data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: load kernels from the %s with a driver for CUDA %s: %v",
+			ErrUnsupported, img, DriverVersionString(cu.Version()), err)
+	}
+	m := &Module{mod: mod, Image: img}
 	for _, f := range []struct {
 		name string
 		fn   *cu.Function

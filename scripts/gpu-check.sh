@@ -64,8 +64,10 @@ fi
 if [[ "${GPU_CHECK_PINNED_COST:-0}" != 0 && -x bin/pinned.test ]]; then
 	step pinned-cost 120 bin/pinned.test -test.run '^$' -test.bench 'PinnedCost$' -test.benchtime 1x
 fi
-step engine 240 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms)$'
+step engine 240 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms|KernelImages)$'
+# The kernel image the device picks (the sm_90a cubin on Hopper), then the fatbin.
 step kernels 120 bin/kernels.test -test.v -test.count=1
+VOXPIPE_KERNELS=fatbin step kernels-fatbin 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead|TestWrapperArgumentChecks'
 if [[ -f bin/fused-variants.txt ]]; then
 	# ncu on the committed fused kernel (its first launch in TestFusedVariants).
 	if [[ "${GPU_CHECK_NCU:-1}" != 0 ]] && command -v ncu >/dev/null; then

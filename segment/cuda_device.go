@@ -5,6 +5,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"gorgonia.org/cu"
@@ -44,6 +45,14 @@ func CUDAInfo() (string, error) {
 		desc := fmt.Sprintf("%d: %s (cc %d.%d, %.1f GiB, %d SMs)", i, name, major, minor, float64(mem)/(1<<30), sms)
 		if err := kernels.CheckDevice(dev); err != nil {
 			desc += " unsupported"
+		} else if img, auto, err := kernels.ChooseImage(major, minor, os.Getenv(kernels.EnvKernels)); err != nil {
+			desc += fmt.Sprintf(" kernels: %v", err)
+		} else {
+			how := "by device"
+			if !auto {
+				how = "by " + kernels.EnvKernels
+			}
+			desc += fmt.Sprintf(" kernels: %s, %s", img, how)
 		}
 		parts = append(parts, desc)
 	}

@@ -65,11 +65,14 @@ type cudaEngine struct {
 	stopped  bool // the thread was told to stop
 	liveHost int  // pinned buffers not yet freed (the context must outlive them)
 
-	// Host buffers from AllocHost whose page-locking is still to do (on the thread, which needs
-	// the context). Its own mutex: functions run on the thread never take mu (call holds mu
-	// while handing a function over).
-	pendMu  sync.Mutex
-	pending []*pinnedBuffer
+	// Host buffers from AllocHost whose page-locking is still to do (it needs the context). Its
+	// own mutex: functions run on the thread never take mu (call holds mu while handing a
+	// function over). registering: taken off pending, page-locking under way. ctxMade is closed
+	// once the thread has made the context (e.ctx, zero if it could not).
+	pendMu      sync.Mutex
+	pending     []*pinnedBuffer
+	registering []*pinnedBuffer
+	ctxMade     chan struct{}
 
 	// Owned by the thread.
 	ctx      cu.CUContext
@@ -124,7 +127,7 @@ func NewCUDAEngineWith(m *Model, device int, opt CUDAOptions) (Engine, error) {
 		return nil, err
 	}
 	e := &cudaEngine{device: device, name: fmt.Sprintf("cuda:%d", device), model: m, reqs: make(chan func()),
-		ready: make(chan struct{}), precision: precision, fused: precision == PrecisionFP16}
+		ready: make(chan struct{}), ctxMade: make(chan struct{}), precision: precision, fused: precision == PrecisionFP16}
 	go e.loop()
 	return e, nil
 }

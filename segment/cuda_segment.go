@@ -22,7 +22,6 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	if e.broken != nil {
 		return fmt.Errorf("%s unusable after an earlier CUDA error: %w", e.name, e.broken)
 	}
-	e.registerPending() // the caller's buffers may still be queued for page-locking
 	nx, ny, nz := vol.NX, vol.NY, vol.NZ
 	plane := int64(nx) * int64(ny)
 	elem := int64(vol.elemSize())
@@ -43,6 +42,9 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	if err := e.ensureBuffers(int64(slab), plane, elem); err != nil {
 		return err
 	}
+	// The caller's buffers may still be page-locking aside (registerAside), or queued for it.
+	e.pinFor(host, nx*ny*nz*int(elem))
+	e.pinFor(outHost, len(out))
 	stats := GPUStats{Pinned: pinned.IsPinned(host, nx*ny*nz*int(elem)) && pinned.IsPinned(outHost, len(out))}
 
 	refOffset := time.Since(start)

@@ -27,8 +27,10 @@ func (e *cudaEngine) loop() {
 	}
 	if err != nil {
 		err = fmt.Errorf("CUDA context on device %d: %w", e.device, err)
+		close(e.ctxMade)
 	} else {
 		e.ctx = ctx
+		close(e.ctxMade) // registerAside may page-lock host buffers from now on
 		if err = e.setup(); err != nil {
 			e.release() // what setup made; its own errors add nothing to err
 		}
@@ -53,6 +55,19 @@ func (e *cudaEngine) loop() {
 func (e *cudaEngine) Ready() error {
 	<-e.ready
 	return e.openErr
+}
+
+// Kernels implements KernelDescriber: the kernel set the engine's precision runs and the image
+// its module was loaded from (kernels.Module.Describe).
+func (e *cudaEngine) Kernels() (string, error) {
+	if err := e.Ready(); err != nil {
+		return "", err
+	}
+	set := "float32 kernels (conv1, conv2, convg, gate_head)"
+	if e.fused {
+		set = "fused fp16 kernel (mma.sync)"
+	}
+	return set + " from the " + e.mod.Describe(), nil
 }
 
 // call runs f on the context's thread and waits for it (first for the engine to have opened:
@@ -96,7 +111,7 @@ func (e *cudaEngine) setup() error {
 		return fmt.Errorf("multiprocessor count: %w", err)
 	}
 	e.sms = int32(sms)
-	if e.mod, err = kernels.LoadModule(); err != nil {
+	if e.mod, err = kernels.LoadModuleFor(cu.Device(e.device)); err != nil {
 		return err
 	}
 	m := e.model

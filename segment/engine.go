@@ -64,3 +64,9 @@ type Engine interface {
 type BackgroundOpener interface {
 	Ready() error
 }
+
+// KernelDescriber is implemented by engines that can say which compiled kernels they run (the
+// CUDA engine: its kernel image and kernel set). Kernels waits for the engine to be open.
+type KernelDescriber interface {
+	Kernels() (string, error)
+}

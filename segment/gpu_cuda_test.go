@@ -18,7 +18,10 @@ import (
 	"time"
 	"unsafe"
 
+	"gorgonia.org/cu"
+
 	"voxpipe/fixtures"
+	"voxpipe/kernels"
 	"voxpipe/phantom"
 	"voxpipe/pipeline/timing"
 )
@@ -848,5 +851,63 @@ func TestCUDABackgroundOpen(t *testing.T) {
 	}
 	if err := e.Close(); err != nil {
 		t.Errorf("Close after a failed open: %v", err)
+	}
+}
+
+// TestCUDAKernelImages checks which kernel image the engine loads on this device (the sm_90a
+// cubin on compute capability 9.0, the fatbin elsewhere; never a silent fallback) and, where both
+// load, that the fused kernel of each gives the same labels on phantoms (>= 99.99 %: two
+// compilers may contract floating-point operations differently).
+func TestCUDAKernelImages(t *testing.T) {
+	if os.Getenv(kernels.EnvKernels) != "" {
+		t.Skipf("%s is set: the choice by device is not what runs", kernels.EnvKernels)
+	}
+	model, err := ParseModel(fixtures.DefaultModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto := newTestCUDAEngine(t, model, PrecisionFP16)
+	desc, err := auto.Kernels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table(t, "kernels by device", "%s", desc)
+	if auto.mod.Fallback != nil {
+		t.Fatalf("the image picked by device did not load: %v", auto.mod.Fallback)
+	}
+	major, minor, err := cu.Device(0).ComputeCapability()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if major != 9 || minor != 0 {
+		if auto.mod.Image.Name != "fatbin" {
+			t.Fatalf("compute capability %d.%d: loaded the %s, want the fatbin", major, minor, auto.mod.Image)
+		}
+		return
+	}
+	if !strings.Contains(desc, "sm_90a cubin") {
+		t.Fatalf("compute capability 9.0: kernels %q, want the sm_90a cubin", desc)
+	}
+	t.Setenv(kernels.EnvKernels, "fatbin")
+	fat := newTestCUDAEngine(t, model, PrecisionFP16)
+	if fat.mod.Image.Name != "fatbin" {
+		t.Fatalf("%s=fatbin loaded the %s", kernels.EnvKernels, fat.mod.Image)
+	}
+	for _, p := range []phantom.Params{{NX: 181, NY: 217, NZ: 90, Seed: 2}, {NX: 256, NY: 256, NZ: 160, Seed: 3}} {
+		ph, err := phantom.Generate(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st Stats
+		st.AddInt16(ph.Image)
+		vol := &Volume{NX: p.NX, NY: p.NY, NZ: p.NZ, I16: ph.Image, Norm: st.Norm(ph.Header.SclSlope, ph.Header.SclInter)}
+		a, b := make([]uint8, len(ph.Image)), make([]uint8, len(ph.Image))
+		gpuSegment(t, auto, vol, a, 32)
+		gpuSegment(t, fat, vol, b, 32)
+		diff, agree, _, _ := maskAgreement(a, b, model.Classes)
+		table(t, fmt.Sprintf("sm_90a cubin vs fatbin, phantom %dx%dx%d", p.NX, p.NY, p.NZ), "%d of %d differ (%.5f%% agree)", diff, len(a), 100*agree)
+		if agree < 0.9999 {
+			t.Errorf("phantom %dx%dx%d: the images' labels agree on %.5f %% of voxels, want >= 99.99 %%", p.NX, p.NY, p.NZ, 100*agree)
+		}
 	}
 }

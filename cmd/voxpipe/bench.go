@@ -124,6 +124,11 @@ func benchAction(c *cli.Context) error {
 			pipeline.SpreadOf(d2h), float64(g.D2HBytes)/g.D2H.Seconds()/1e9,
 			100*hiddenCopyFraction(benchRuns[len(benchRuns)-1].Events))
 	}
+	if k, ok := eng.(segment.KernelDescriber); ok {
+		if desc, err := k.Kernels(); err == nil {
+			line += "; kernels: " + desc
+		}
+	}
 
 	if fileRuns > 0 {
 		fileLine, err := benchFiles(ctx, eng, model, hdr, vol, mask, input, out, slab, fileRuns, say)

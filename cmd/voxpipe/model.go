@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -9,6 +10,7 @@ import (
 
 	"voxpipe/fixtures"
 	"voxpipe/pipeline/provenance"
+	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 )
 
@@ -66,6 +68,26 @@ func openModelAndEngines(c *cli.Context) (*segment.Model, string, []segment.Engi
 		return nil, "", nil, usageError{err}
 	}
 	return model, name, engines, nil
+}
+
+// noteKernels logs which compiled kernels each engine runs (the CUDA engine's kernel image) and
+// adds it to the trace's metadata (tr may be nil). An engine that failed to open is left out:
+// the run reports its error.
+func noteKernels(engines []segment.Engine, log *slog.Logger, tr *timing.Trace) {
+	for _, e := range engines {
+		k, ok := e.(segment.KernelDescriber)
+		if !ok {
+			continue
+		}
+		desc, err := k.Kernels()
+		if err != nil {
+			continue
+		}
+		log.Info("kernels", "engine", e.Name(), "kernels", desc)
+		if tr != nil {
+			tr.Note(e.Name()+" kernels", desc)
+		}
+	}
 }
 
 func closeEngines(engines []segment.Engine) {

@@ -177,6 +177,7 @@ func runAction(c *cli.Context) error {
 	defer sig.stop()
 	res, runErr := pipeline.Run(ctx, cfg)
 	logOut.set(os.Stderr)
+	noteKernels(es.engines, log, cfg.Trace)
 	if cfg.Trace != nil {
 		if err := cfg.Trace.WriteFile(c.String("trace")); err != nil {
 			log.Error("trace", "err", err)

@@ -86,6 +86,7 @@ func watchAction(c *cli.Context) error {
 			}
 		}
 	}
+	noteKernels(es.engines, log, nil)
 	rec, err := records.Create(ws.outDir, ws.runID)
 	if err != nil {
 		return usageError{fmt.Errorf("watch: %w", err)}

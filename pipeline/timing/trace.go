@@ -24,6 +24,17 @@ type Span struct {
 type Trace struct {
 	mu    sync.Mutex
 	spans []Span
+	meta  map[string]string
+}
+
+// Note adds key: value to the trace's metadata ("otherData"), e.g. the kernels an engine ran.
+func (t *Trace) Note(key, value string) {
+	t.mu.Lock()
+	if t.meta == nil {
+		t.meta = map[string]string{}
+	}
+	t.meta[key] = value
+	t.mu.Unlock()
 }
 
 // Add records a span.
@@ -94,6 +105,11 @@ func (t *Trace) WriteFile(path string) error {
 	// Copy overlap per device, from the union of its kernel spans: trace viewers show it under
 	// the trace's metadata ("otherData").
 	other := map[string]string{}
+	t.mu.Lock()
+	for k, v := range t.meta {
+		other[k] = v
+	}
+	t.mu.Unlock()
 	for dev, o := range t.CopyOverlap() {
 		other[dev+" copies hidden"] = fmt.Sprintf("%.1f %% of %.3f ms (h2d and d2h under the union of kernel spans)", 100*o.Fraction(), o.Copy)
 	}
