@@ -51,14 +51,14 @@ func (b *pinnedBuffer) Free() error {
 			e.pending = slices.Delete(e.pending, i, i+1)
 		}
 		e.pendMu.Unlock()
-		if i < 0 { // registerList has taken it: once it is done, ask the thread
+		if i < 0 { // registerList has taken it: once it is done, undo it
 			<-b.regDone
-			err = e.call(func() error {
-				if b.registered {
-					return pinned.Unregister(b.p)
-				}
-				return b.regErr
-			})
+			err = b.regErr
+			if b.registered {
+				// Aside, like the page-locking: the engine's thread may be busy, or gone
+				// after a failed open (the context lives while buffers do: stopIfIdle).
+				err = e.withContext(func() error { return pinned.Unregister(b.p) })
+			}
 		}
 		// Unmapping needs no context: off the engine's thread, so buffers free in parallel.
 		if uerr := pinned.Unmap(b.p, b.n); uerr != nil && err == nil {
@@ -113,13 +113,22 @@ func (e *cudaEngine) registerAside() {
 	if e.ctx == (cu.CUContext{}) {
 		return // no context: the engine failed to open and will not copy
 	}
+	// On failure the buffers stay queued for Segment (pinFor).
+	_ = e.withContext(func() error { e.registerPending(); return nil })
+}
+
+// withContext runs f on the calling goroutine, locked to its OS thread, with the engine's context
+// current there (besides its own thread), and leaves no context current on that pooled thread.
+// The context must exist (ctxMade) and live (a pinned buffer not yet freed keeps it).
+func (e *cudaEngine) withContext(f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := cu.SetCurrentContext(e.ctx); err != nil {
-		return // the buffers stay queued for Segment (pinFor)
+		return fmt.Errorf("segment: %s: make the context current: %w", e.name, err)
 	}
-	e.registerPending()
-	_ = cu.SetCurrentContext(cu.CUContext{}) // leave no context current on a pooled thread
+	err := f()
+	_ = cu.SetCurrentContext(cu.CUContext{})
+	return err
 }
 
 // registerPending page-locks the buffers AllocHost has queued, on a thread where the engine's
