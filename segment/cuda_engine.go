@@ -32,8 +32,8 @@ import (
 //	                 setup and release of what lives in the context
 //	cuda_pinned.go   page-locked host buffers (AllocHost)
 //	cuda_slabs.go    how a volume is cut into slabs
-//	cuda_segment.go  one volume on the thread: slabs enqueued, then harvested two slabs
-//	                 behind (timings, planes done); sticky CUDA errors
+//	cuda_segment.go  one volume on the thread: every slab enqueued, then each harvested in
+//	                 order (timings, planes done); sticky CUDA errors
 //	cuda_streams.go  one slab on the streams: upload, kernels, download
 //	cuda_buffers.go  device buffers and their guard regions
 //
@@ -74,7 +74,8 @@ type cudaEngine struct {
 	registering []*pinnedBuffer
 	ctxMade     chan struct{}
 
-	// Owned by the thread.
+	// Owned by the thread (opened: until ready is closed, then read-only).
+	opened   []OpenStep
 	ctx      cu.CUContext
 	mod      *kernels.Module
 	weights  *kernels.DeviceWeights
@@ -82,7 +83,7 @@ type cudaEngine struct {
 	compute  [2]cu.Stream // the fp16 engine's slab k runs on compute[k%2]; the fp32 kernels on compute[0]
 	d2h      cu.Stream
 	ref      cu.Event
-	ring     [eventRing]slabEvents
+	ring     []slabEvents // one event set per slab of the volume with the most slabs so far (ensureEvents)
 	bufs     deviceBuffers
 	broken   error // a sticky CUDA error: the context is unusable
 	last     GPUStats

@@ -16,8 +16,8 @@ import (
 	"voxpipe/pipeline/timing"
 )
 
-// segment runs on the thread: it plans the volume's slabs, enqueues each (enqueue) and, two
-// slabs behind, harvests it: waits for its download, reports its events and its planes done.
+// segment runs on the thread: it plans the volume's slabs, enqueues them all (enqueue), then
+// harvests each in order: waits for its download, reports its events and its planes done.
 func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt Options, start time.Time) error {
 	if e.broken != nil {
 		return fmt.Errorf("%s unusable after an earlier CUDA error: %w", e.name, e.broken)
@@ -55,7 +55,7 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	harvested := 0
 	var kernelsEnd time.Duration // the latest kernel end reported so far (since the reference event)
 	harvest := func(k int) error {
-		ev := &e.ring[k%eventRing]
+		ev := &e.ring[k]
 		if err := ev.d2h1.Synchronize(); err != nil {
 			return e.fail(fmt.Errorf("slab %d: %w", k, err))
 		}
@@ -67,22 +67,31 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 		}
 		return nil
 	}
+	// Every slab goes onto the streams first, ordered there by events alone, so that no upload
+	// waits for the host (a host that enqueued slab k only after harvesting slab k-2 left the
+	// kernels of the first slabs waiting for their uploads: docs/perf.md); then the slabs are
+	// harvested in order as their downloads complete.
 	var runErr error
-	for k := 0; k < nSlabs; k++ {
-		if k >= 2 {
-			if runErr = harvest(k - 2); runErr != nil {
-				break
-			}
-			harvested = k - 1
-		}
+	if err := e.ensureEvents(nSlabs); err != nil {
+		return e.fail(err)
+	}
+	enqueued := 0
+	for k := 0; k < nSlabs && runErr == nil; k++ {
 		if err := ctx.Err(); err != nil {
 			runErr = fmt.Errorf("segment slab %d: %w", k, err)
 			break
 		}
 		p := planSlab(k, zs[k], zs[k+1], nz, plane, elem)
-		if runErr = e.enqueue(vol, p, int64(slab), plane, elem, host, outHost); runErr != nil {
+		if runErr = e.enqueue(vol, p, int64(slab), plane, elem, host, outHost); runErr == nil {
+			enqueued = k + 1
+		}
+	}
+	for ; harvested < enqueued && runErr == nil; harvested++ {
+		if err := ctx.Err(); err != nil {
+			runErr = fmt.Errorf("segment slab %d: %w", harvested, err)
 			break
 		}
+		runErr = harvest(harvested)
 	}
 	// Nothing may touch the caller's memory after return: wait for all the streams.
 	for _, s := range e.streams() {
@@ -93,12 +102,7 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	if runErr != nil {
 		return runErr
 	}
-	for k := harvested; k < nSlabs; k++ {
-		if err := harvest(k); err != nil {
-			return err
-		}
-	}
-	last := &e.ring[(nSlabs-1)%eventRing]
+	last := &e.ring[nSlabs-1]
 	total, err := e.ref.Elapsed(last.d2h1)
 	if err != nil {
 		return e.fail(fmt.Errorf("elapsed time: %w", err))

@@ -23,10 +23,6 @@ import (
 // Slabs k and k+2 share buffer slots, so slab k+1's upload and slab k-1's download overlap
 // slab k's kernels.
 
-// eventRing is how many slabs' event sets are in use at once: a slab's events are read two
-// slabs after it was enqueued (segment's harvest).
-const eventRing = 4
-
 // slabEvents are the CUDA events of one slab, in stream order.
 type slabEvents struct {
 	h2d0, h2d1             cu.Event // upload
@@ -57,11 +53,11 @@ type slabJob struct {
 func (e *cudaEngine) enqueue(vol *Volume, p slabPlan, slab, plane, elem int64, host, outHost unsafe.Pointer) error {
 	k := p.index
 	slot := k % 2
-	j := &slabJob{vol: vol, p: p, slab: slab, plane: plane, elem: elem, ev: &e.ring[k%eventRing],
+	j := &slabJob{vol: vol, p: p, slab: slab, plane: plane, elem: elem, ev: &e.ring[k],
 		in: e.bufs.in[slot], lab: e.bufs.lab[slot], compute: e.computeStream(slot)}
 	j.ev.inputBytes, j.ev.labelBytes, j.ev.voxels = p.inputBytes, p.labelBytes, p.outputVoxels
 	if k >= 2 {
-		j.prev = &e.ring[(k-2)%eventRing]
+		j.prev = &e.ring[k-2]
 	}
 	if err := e.enqueueUpload(j, host); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"gorgonia.org/cu"
 
@@ -18,6 +19,7 @@ import (
 // goroutine.
 func (e *cudaEngine) loop() {
 	runtime.LockOSThread()
+	t0 := time.Now()
 	dev := cu.Device(e.device)
 	_ = dev.SetPrimaryCtxFlags(cu.SchedBlockingSync) // fails harmlessly when the context is already active
 	ctx, err := dev.RetainPrimaryCtx()
@@ -30,6 +32,7 @@ func (e *cudaEngine) loop() {
 		close(e.ctxMade)
 	} else {
 		e.ctx = ctx
+		e.opened = append(e.opened, OpenStep{"context", time.Since(t0)})
 		close(e.ctxMade) // registerAside may page-lock host buffers from now on
 		if err = e.setup(); err != nil {
 			e.release() // what setup made; its own errors add nothing to err
@@ -68,6 +71,15 @@ func (e *cudaEngine) Kernels() (string, error) {
 		set = "fused fp16 kernel (mma.sync)"
 	}
 	return set + " from the " + e.mod.Describe(), nil
+}
+
+// OpenSteps implements KernelDescriber: how long the background open took to make the
+// context, load the kernels, and upload the weights and make the streams and events.
+func (e *cudaEngine) OpenSteps() ([]OpenStep, error) {
+	if err := e.Ready(); err != nil {
+		return nil, err
+	}
+	return e.opened, nil
 }
 
 // call runs f on the context's thread and waits for it (first for the engine to have opened:
@@ -111,9 +123,13 @@ func (e *cudaEngine) setup() error {
 		return fmt.Errorf("multiprocessor count: %w", err)
 	}
 	e.sms = int32(sms)
+	t := time.Now()
 	if e.mod, err = kernels.LoadModuleFor(cu.Device(e.device)); err != nil {
 		return err
 	}
+	e.opened = append(e.opened, OpenStep{"kernels", time.Since(t)})
+	t = time.Now()
+	defer func() { e.opened = append(e.opened, OpenStep{"weights and streams", time.Since(t)}) }()
 	m := e.model
 	if e.weights, err = e.mod.SetWeights(&kernels.Weights{
 		Channels: m.Channels, Classes: m.Classes,
@@ -131,12 +147,30 @@ func (e *cudaEngine) setup() error {
 	if e.ref, err = cu.MakeEvent(cu.BlockingSyncEvent); err != nil {
 		return fmt.Errorf("create event: %w", err)
 	}
-	for i := range e.ring {
-		for _, ev := range e.ring[i].list() {
+	return e.ensureEvents(initialEventSets)
+}
+
+// initialEventSets: the event sets setup makes, enough for a 512x512x1000 volume at the default
+// slab (the ramp's slabs, then 32 planes each).
+const initialEventSets = 40
+
+// ensureEvents grows the event ring to at least n slabs' sets (on the thread). Sets are never
+// shrunk: release destroys them.
+func (e *cudaEngine) ensureEvents(n int) error {
+	for len(e.ring) < n {
+		var set slabEvents
+		for _, ev := range set.list() {
+			var err error
 			if *ev, err = cu.MakeEvent(cu.BlockingSyncEvent); err != nil {
+				for _, made := range set.list() {
+					if *made != (cu.Event{}) {
+						cu.DestroyEvent(made)
+					}
+				}
 				return fmt.Errorf("create event: %w", err)
 			}
 		}
+		e.ring = append(e.ring, set)
 	}
 	return nil
 }
@@ -165,6 +199,7 @@ func (e *cudaEngine) release() error {
 			}
 		}
 	}
+	e.ring = nil
 	if e.ref != zero {
 		note("destroy event", cu.DestroyEvent(&e.ref))
 	}

@@ -66,7 +66,16 @@ type BackgroundOpener interface {
 }
 
 // KernelDescriber is implemented by engines that can say which compiled kernels they run (the
-// CUDA engine: its kernel image and kernel set). Kernels waits for the engine to be open.
+// CUDA engine: its kernel image and kernel set) and how long their opening took, by step. Both
+// wait for the engine to be open.
 type KernelDescriber interface {
 	Kernels() (string, error)
+	OpenSteps() ([]OpenStep, error)
+}
+
+// OpenStep is one step of an engine's opening and its duration (the CUDA engine: "context",
+// "kernels", "weights and streams").
+type OpenStep struct {
+	Name     string
+	Duration time.Duration
 }

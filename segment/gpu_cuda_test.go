@@ -890,6 +890,9 @@ func TestCUDAKernelImages(t *testing.T) {
 	}
 	t.Setenv(kernels.EnvKernels, "fatbin")
 	fat := newTestCUDAEngine(t, model, PrecisionFP16)
+	if err := fat.Ready(); err != nil { // the module is set by the engine's thread as it opens
+		t.Fatal(err)
+	}
 	if fat.mod.Image.Name != "fatbin" {
 		t.Fatalf("%s=fatbin loaded the %s", kernels.EnvKernels, fat.mod.Image)
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -83,7 +84,13 @@ func noteKernels(engines []segment.Engine, log *slog.Logger, tr *timing.Trace) {
 		if err != nil {
 			continue
 		}
-		log.Info("kernels", "engine", e.Name(), "kernels", desc)
+		attrs := []any{"engine", e.Name(), "kernels", desc}
+		if steps, err := k.OpenSteps(); err == nil {
+			for _, s := range steps {
+				attrs = append(attrs, "open_"+strings.ReplaceAll(s.Name, " ", "_")+"_ms", float64(s.Duration.Microseconds())/1000)
+			}
+		}
+		log.Info("kernels", attrs...)
 		if tr != nil {
 			tr.Note(e.Name()+" kernels", desc)
 		}

@@ -100,4 +100,20 @@ func TestTraceCopyOverlap(t *testing.T) {
 	if len(doc.OtherData) != 1 || !strings.HasPrefix(doc.OtherData["cuda:0 copies hidden"], "61.5 % of 13.000 ms") {
 		t.Errorf("otherData %v, want cuda:0's copies 61.5 %% hidden of 13 ms", doc.OtherData)
 	}
+
+	// Notes join the metadata (the kernels an engine ran).
+	tr.Note("cuda:0 kernels", "fused fp16 kernel from the fatbin")
+	if err := tr.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	doc.OtherData = nil
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.OtherData) != 2 || doc.OtherData["cuda:0 kernels"] != "fused fp16 kernel from the fatbin" {
+		t.Errorf("otherData %v, want the note beside the copies", doc.OtherData)
+	}
 }
