@@ -1,14 +1,42 @@
 #!/usr/bin/env bash
-# Runs voxpipe's CUDA kernels on the host through kernels/emu (no GPU needed): builds
-# kernels/emu/emu_test.cpp with g++ (C++20) and compares the kernels' e, s, g and labels with a
-# float64 reference on awkward sizes and slab cuts, and the fused fp16 kernel against both.
-# Takes a few minutes on two cores. Arguments go to emu_test (fused: the fused kernel only);
-# EMU_CFLAGS adds compiler flags, e.g. EMU_CFLAGS="-DVF_ROWS=12 -DVF_GATE_SPLIT=0" for the fused
-# kernel as sm_80-89 build it.
+# Runs voxpipe's CUDA kernels on the host through kernels/emu (no GPU needed), built with g++
+# (C++20):
+# - kernels/emu/emu_test.cpp compares the kernels' e, s, g and labels with a float64 reference on
+#   awkward sizes and slab cuts, and the fused fp16 kernel against both (a few minutes on two
+#   cores);
+# - kernels/emu/emu_wgmma_test.cpp runs the sm_90a wgmma convolutions (kernels/sm90a/conv_wgmma.cu,
+#   both dilations) on awkward small volumes against a double reference, once per build setting
+#   below: the committed GPU build's (WG_N=48, WG_R=4, WG_CHUNK=64), small z chunks so that chunk
+#   boundaries are crossed, N = 16, and R = 2 (under a minute in all).
+# No argument: both. `wgmma`: the wgmma checks only. Any other arguments go to emu_test (fused: the
+# fused kernel only; k16; case FILE...). EMU_CFLAGS adds compiler flags to emu_test, e.g.
+# EMU_CFLAGS="-DVF_ROWS=12 -DVF_GATE_SPLIT=0" for the fused kernel as sm_80-89 build it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-g++ -std=c++20 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -pthread ${EMU_CFLAGS:-} -x c++ \
-	-o "$out/emu_test" kernels/emu/emu_test.cpp
-"$out/emu_test" "$@"
+cxx=(g++ -std=c++20 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -pthread)
+
+emu_test() {
+	# shellcheck disable=SC2086 # EMU_CFLAGS holds separate flags
+	"${cxx[@]}" ${EMU_CFLAGS:-} -x c++ -o "$out/emu_test" kernels/emu/emu_test.cpp
+	"$out/emu_test" "$@"
+}
+
+wgmma_tests() {
+	local settings
+	for settings in "" "-DWG_CHUNK=5" "-DWG_N=16 -DWG_CHUNK=4" "-DWG_R=2 -DWG_CHUNK=3"; do
+		# shellcheck disable=SC2086 # settings are separate flags
+		"${cxx[@]}" $settings -x c++ -o "$out/emu_wgmma_test" kernels/emu/emu_wgmma_test.cpp
+		"$out/emu_wgmma_test"
+	done
+}
+
+case "${1:-}" in
+"")
+	emu_test
+	wgmma_tests
+	;;
+wgmma) wgmma_tests ;;
+*) emu_test "$@" ;;
+esac

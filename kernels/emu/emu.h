@@ -3,11 +3,14 @@
 // hand-written x86-64 context switch) on one OS thread, scheduled round-robin; a fiber runs until
 // it waits at a barrier: __syncthreads (all threads of the block) or a warp-level operation
 // (ldmatrix, mma.sync, shuffles: the 32 lanes of the warp exchange their operands). The kernels'
-// static ("__shared__") arrays are shared by the block's fibers; blocks run one after another.
+// static ("__shared__") arrays are shared by the block's fibers, and so is the dynamic shared
+// memory of emu_launch_dyn (addressed through a shared window, __cvta_generic_to_shared, and
+// poisoned with 0xFF bytes, fp16 NaN, before every block); blocks run one after another.
 // Arithmetic is float32 with fmaf, as on the GPU (build with -ffp-contract=off); fp16 is
 // _Float16 (round to nearest even); mma products are exact in float32 and summed in k order, the
 // tensor cores' own summation order is not modelled (differences of float32 rounding only).
-// Used only by emu_test.cpp (scripts/kernels-emu.sh); not part of any build.
+// emu_sm90.h adds the Hopper operations of kernels/sm90a/conv_wgmma.cu (cp.async, wgmma).
+// Used only by emu_test.cpp and emu_wgmma_test.cpp (scripts/kernels-emu.sh); not part of any build.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -116,15 +119,21 @@ constexpr size_t stackBytes = 256 << 10;
 
 inline void yield() { emu_switch(&cur->sp, schedSP); }
 
-inline void wait(EmuBarrier& b) {
+// wait blocks until b.expected fibers have arrived; the last to arrive runs last() first, while
+// all the others still wait (a warpgroup operation computes there for every thread).
+template <class F> inline void wait(EmuBarrier& b, F&& last) {
 	++progress;
 	const unsigned g = b.gen;
 	if (++b.count == b.expected) {
+		last();
 		b.count = 0;
 		++b.gen;
 		return;
 	}
 	while (b.gen == g) yield();
+}
+inline void wait(EmuBarrier& b) {
+	wait(b, [] {});
 }
 
 inline EmuWarp& warp() { return warps[cur->linear / 32]; }
@@ -156,6 +165,41 @@ inline void start(EmuFiber& f) {
 }
 } // namespace emu
 
+// ---- dynamic shared memory ----
+
+namespace emu {
+// The shared window's address of the dynamic shared memory: arbitrary and nonzero, so that a kernel
+// relying on it being 0 fails; 1024-aligned, as are the host bytes behind it, so that alignments
+// seen through either agree.
+constexpr uint32_t sharedBase = 0x400;
+constexpr size_t maxDynamicShared = 227 << 10; // sm_90's largest per-block opt-in
+alignas(1024) inline unsigned char dynSmem[maxDynamicShared];
+inline size_t dynSmemBytes; // of the running launch
+} // namespace emu
+
+// emu_dynamic_shared stands for a kernel's `extern __shared__ T smem[]`.
+inline unsigned char* emu_dynamic_shared() { return emu::dynSmem; }
+
+inline size_t __cvta_generic_to_shared(const void* p) {
+	const unsigned char* c = static_cast<const unsigned char*>(p);
+	if (c < emu::dynSmem || c > emu::dynSmem + emu::dynSmemBytes) {
+		std::fprintf(stderr, "emu: __cvta_generic_to_shared(%p): not in the %zu bytes of dynamic shared memory (static __shared__ arrays have no shared address here)\n", p, emu::dynSmemBytes);
+		std::abort();
+	}
+	return emu::sharedBase + size_t(c - emu::dynSmem);
+}
+
+// emu_shared returns the host bytes of shared-window address addr .. addr+n-1, failing loudly
+// outside the launch's dynamic shared memory; what names the operation for the message.
+inline unsigned char* emu_shared(uint32_t addr, size_t n, const char* what) {
+	if (addr < emu::sharedBase || addr - emu::sharedBase + n > emu::dynSmemBytes) {
+		std::fprintf(stderr, "emu: %s: shared address 0x%x (+%zu bytes) outside the dynamic shared memory [0x%x, 0x%zx)\n", what, addr, n,
+		             emu::sharedBase, emu::sharedBase + emu::dynSmemBytes);
+		std::abort();
+	}
+	return emu::dynSmem + (addr - emu::sharedBase);
+}
+
 inline void __syncthreads() { emu::wait(emu::block); }
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline float __fmul_rn(float a, float b) { return a * b; }
@@ -175,6 +219,17 @@ inline float emu_half_float(unsigned short b) {
 	return (float)h;
 }
 inline unsigned emu_pack_half2(float lo, float hi) { return unsigned(emu_half_bits(lo)) | unsigned(emu_half_bits(hi)) << 16; }
+
+// cuda_fp16.h's storage types and the conversions the kernels and tests use (no arithmetic).
+struct alignas(2) __half {
+	unsigned short x;
+};
+struct alignas(4) __half2 {
+	__half x, y; // x: the low 16 bits
+};
+inline __half __float2half_rn(float v) { return {emu_half_bits(v)}; }
+inline float __half2float(__half h) { return emu_half_float(h.x); }
+inline __half2 __floats2half2_rn(float lo, float hi) { return {{emu_half_bits(lo)}, {emu_half_bits(hi)}}; }
 
 inline void emu_ldmatrix_x4(unsigned (&r)[4], const void* p, bool trans) {
 	if (reinterpret_cast<uintptr_t>(p) % 16) {
@@ -241,8 +296,11 @@ inline float emu_shfl_xor(float v, int m) {
 }
 inline int emu_shfl_xor(int v, int m) { return (int)emu_shfl_xor_bits((unsigned)v, m); }
 
+#include "emu_sm90.h"
+
 #define __global__
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __shared__ static
 #define __constant__
@@ -250,11 +308,17 @@ inline int emu_shfl_xor(int v, int m) { return (int)emu_shfl_xor_bits((unsigned)
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))
 
-// emu_launch runs kernel(args...) over grid x block, one block at a time, every thread a fiber.
-template <class F, class... A> void emu_launch(F kernel, dim3 grid, dim3 block, A... args) {
+// emu_launch_dyn runs kernel(args...) over grid x block with smemBytes of dynamic shared memory
+// (emu_dynamic_shared), one block at a time, every thread a fiber.
+template <class F, class... A> void emu_launch_dyn(F kernel, dim3 grid, dim3 block, size_t smemBytes, A... args) {
 	gridDim = grid;
 	blockDim = block;
 	const unsigned nthreads = block.x * block.y * block.z;
+	if (smemBytes > emu::maxDynamicShared) {
+		std::fprintf(stderr, "emu: %zu bytes of dynamic shared memory requested, at most %zu\n", smemBytes, emu::maxDynamicShared);
+		std::abort();
+	}
+	emu::dynSmemBytes = smemBytes;
 	static std::vector<EmuFiber> fibers;
 	if (fibers.size() < nthreads) fibers.resize(nthreads);
 	emu::warps.assign((nthreads + 31) / 32, EmuWarp{});
@@ -266,6 +330,8 @@ template <class F, class... A> void emu_launch(F kernel, dim3 grid, dim3 block, 
 			for (unsigned bx = 0; bx < grid.x; ++bx) {
 				blockIdx = {bx, by, bz};
 				emu::block = EmuBarrier{0, int(nthreads), 0};
+				std::memset(emu::dynSmem, 0xFF, smemBytes); // what an earlier block left: fp16 NaN
+				emu::sm90::blockStart(nthreads);
 				for (unsigned t = 0; t < nthreads; ++t) {
 					EmuFiber& f = fibers[t];
 					f.tid = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
@@ -297,4 +363,9 @@ template <class F, class... A> void emu_launch(F kernel, dim3 grid, dim3 block, 
 					}
 				}
 			}
+}
+
+// emu_launch runs kernel(args...) over grid x block without dynamic shared memory.
+template <class F, class... A> void emu_launch(F kernel, dim3 grid, dim3 block, A... args) {
+	emu_launch_dyn(kernel, grid, block, 0, args...);
 }

@@ -19,7 +19,9 @@
 // (with N = 16, an A operand read per wgmma would need ~256 B per clock and SM). Accumulators of
 // the three output planes an input plane feeds are in registers (R x 24 floats per thread),
 // their slots rotated by unrolling the z loop by 3. With D = 2 a block walks the planes of one parity.
+#ifndef VOXPIPE_EMU // kernels/emu (the host emulator, g++) brings its own __half
 #include <cuda_fp16.h>
+#endif
 #include <stdint.h>
 #include <string.h>
 
@@ -90,6 +92,9 @@ __device__ __forceinline__ uint64_t desc(uint32_t smem_addr) {
 // d[8S .. 8S+7]); wgmma_rs: N = 48, all of d.
 template <int S>
 __device__ __forceinline__ void wgmma_rs16(float (&d)[24], const uint32_t (&a)[4], uint64_t bdesc) {
+#ifdef VOXPIPE_EMU // kernels/emu: this file's PTX wrappers call the host emulator instead
+	emu_wgmma_rs(d + 8 * S, 16, a, bdesc);
+#else
 	asm volatile(
 	    "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
 	    "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
@@ -97,8 +102,12 @@ __device__ __forceinline__ void wgmma_rs16(float (&d)[24], const uint32_t (&a)[4
 	    : "+f"(d[8 * S]), "+f"(d[8 * S + 1]), "+f"(d[8 * S + 2]), "+f"(d[8 * S + 3]), "+f"(d[8 * S + 4]),
 	      "+f"(d[8 * S + 5]), "+f"(d[8 * S + 6]), "+f"(d[8 * S + 7])
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(bdesc));
+#endif
 }
 __device__ __forceinline__ void wgmma_rs(float (&d)[24], const uint32_t (&a)[4], uint64_t bdesc) {
+#ifdef VOXPIPE_EMU
+	emu_wgmma_rs(d, 48, a, bdesc);
+#else
 	asm volatile(
 	    "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
 	    "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 "
@@ -108,19 +117,36 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[24], const uint32_t (&a)[4],
 	      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
 	      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(bdesc));
+#endif
 }
+#ifdef VOXPIPE_EMU
+__device__ __forceinline__ void wgmma_fence() { emu_wgmma_fence(); }
+__device__ __forceinline__ void wgmma_commit() { emu_wgmma_commit(); }
+template <int N> __device__ __forceinline__ void wgmma_wait() { emu_wgmma_wait(N); }
+#else
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wgmma_wait() {
 	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+#endif
 // Keeps the compiler from moving accumulator reads and writes across the asynchronous wgmma.
 template <int K>
 __device__ __forceinline__ void fence_acc(float (&d)[K]) {
+#ifndef VOXPIPE_EMU // kernels/emu: the accumulators' address escapes to the emulator, whose waits are opaque calls
 #pragma unroll
 	for (int i = 0; i < K; ++i) asm volatile("" : "+f"(d[i])::"memory");
+#endif
 }
 
+#ifdef VOXPIPE_EMU
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) { emu_cp_async16(dst, src, valid ? 16 : 0); }
+__device__ __forceinline__ void cp_async_commit() { emu_cp_async_commit(); }
+__device__ __forceinline__ void cp_async_wait_all() { emu_cp_async_wait_group(0); }
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], uint32_t addr) { emu_ldmatrix_x4_shared(a, addr); }
+// WG_FENCE_PROXY_ASYNC: fence.proxy.async.shared::cta, a macro since WG_STEP (a macro) cannot hold #ifdef
+#define WG_FENCE_PROXY_ASYNC() emu_fence_proxy_async()
+#else
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
@@ -132,6 +158,8 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], uint32_t addr) {
 	             : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
 	             : "r"(addr));
 }
+#define WG_FENCE_PROXY_ASYNC() asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory")
+#endif
 
 // A plane's voxel v (0 .. SX-1 along x) keeps its channel halves 16 bytes each, swapped when
 // bit 2 of v is set, so that the 8 rows of an ldmatrix phase (8 consecutive voxels, one half)
@@ -237,7 +265,11 @@ struct Conv {
 	// that parity's planes z = p + D*j.
 	static __device__ void run(const __half* __restrict__ e, const uint8_t* __restrict__ wsm, const float* __restrict__ b,
 	                           __half* __restrict__ out, int nx, int ny, int nz) {
+#ifdef VOXPIPE_EMU
+		uint8_t* const smem = emu_dynamic_shared();
+#else
 		extern __shared__ __align__(128) uint8_t smem[];
+#endif
 		const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
 		const uint32_t wbase = sbase, planes = sbase + W_BYTES;
 		const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -271,7 +303,7 @@ struct Conv {
 		const int t = t0 + U;                                                                                   \
 		if (t < steps) {                                                                                        \
 			cp_async_wait_all();                                                                                \
-			asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");                                   \
+			WG_FENCE_PROXY_ASYNC();                                                                             \
 			__syncthreads();                                                                                    \
 			if (t + 1 < steps)                                                                                  \
 				load_plane(planes + ((t + 1) & 1) * PLANE_BYTES, e, p + D * (j0 + t), x0, y0, nx, ny, nz);     \
