@@ -106,63 +106,6 @@ func DriverVersionString(v int) string {
 	return fmt.Sprintf("%d.%d", v/1000, v%1000/10)
 }
 
-// EnvKernels is the environment variable that overrides which kernel image LoadModuleFor
-// loads: "fatbin", "sm90a", or the path of a cubin or fatbin file (kernel development: time a
-// freshly built cubin before committing it). Empty or "auto": by device (ChooseImage).
-const EnvKernels = "VOXPIPE_KERNELS"
-
-// Image is a kernel image a module can be loaded from, and what the driver runs of it.
-type Image struct {
-	Name string // "sm_90a cubin", "fatbin", or a file's path
-	Code string // what runs on the device: "sm_90a SASS, nvcc 13.0.88", "compute_80 PTX (JIT), nvcc 11.8"
-	data []byte
-}
-
-func (i Image) String() string { return i.Name + " (" + i.Code + ")" }
-
-// fatbinCompiler is the nvcc the committed fatbin is built with (scripts/check-fatbin.sh).
-const fatbinCompiler = "nvcc 11.8"
-
-func fatbinImage(ccMajor, ccMinor int) Image {
-	code := fmt.Sprintf("compute_80 PTX (JIT), %s", fatbinCompiler)
-	switch cc := ccMajor*10 + ccMinor; cc {
-	case 80, 86, 89, 90:
-		code = fmt.Sprintf("sm_%d SASS, %s", cc, fatbinCompiler)
-	}
-	return Image{Name: "fatbin", Code: code, data: Fatbin}
-}
-
-func sm90aImage() Image {
-	return Image{Name: "sm_90a cubin", Code: "sm_90a SASS, " + SM90aCompiler(), data: CubinSM90a}
-}
-
-// ChooseImage picks the kernel image for a device of compute capability major.minor: the
-// sm_90a cubin on 9.0 (Hopper), the fatbin elsewhere. env (EnvKernels' value) overrides it:
-// "fatbin", "sm90a" (refused on other devices), or a file to read. auto reports a choice made by
-// device, which LoadModuleFor may still fall back from.
-func ChooseImage(major, minor int, env string) (img Image, auto bool, err error) {
-	switch env {
-	case "", "auto":
-		if major == 9 && minor == 0 && len(CubinSM90a) > 0 {
-			return sm90aImage(), true, nil
-		}
-		return fatbinImage(major, minor), true, nil
-	case "fatbin":
-		return fatbinImage(major, minor), false, nil
-	case "sm90a":
-		if major != 9 || minor != 0 {
-			return Image{}, false, fmt.Errorf("%w: %s=sm90a on a device of compute capability %d.%d (sm_90a code runs on 9.0 only)",
-				ErrUnsupported, EnvKernels, major, minor)
-		}
-		return sm90aImage(), false, nil
-	}
-	data, err := os.ReadFile(env)
-	if err != nil {
-		return Image{}, false, fmt.Errorf("kernels: %s: %w", EnvKernels, err)
-	}
-	return Image{Name: env, Code: "from " + EnvKernels, data: data}, false, nil
-}
-
 // LoadModuleFor loads the kernel image ChooseImage picks for dev, with EnvKernels from the
 // environment, into the context current on the calling OS thread. When the sm_90a cubin was
 // picked by device and the driver refuses it (a driver older than its nvcc), the fatbin is

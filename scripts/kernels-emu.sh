@@ -6,7 +6,7 @@
 #   cores);
 # - kernels/emu/emu_wgmma_test.cpp runs the sm_90a wgmma convolutions (kernels/sm90a/conv_wgmma.cu,
 #   both dilations) on awkward small volumes against a double reference, once per build setting
-#   below: the committed GPU build's (WG_N=48, WG_R=4, WG_CHUNK=64), small z chunks so that chunk
+#   below: the committed GPU build's (WG_N=48, WG_R=6, WG_CHUNK=64), small z chunks so that chunk
 #   boundaries are crossed, N = 16, and R = 2 (under a minute in all).
 # No argument: both. `wgmma`: the wgmma checks only. Any other arguments go to emu_test (fused: the
 # fused kernel only; k16; case FILE...). EMU_CFLAGS adds compiler flags to emu_test, e.g.

@@ -854,8 +854,8 @@ func TestCUDABackgroundOpen(t *testing.T) {
 	}
 }
 
-// TestCUDAKernelImages checks which kernel image the engine loads on this device (the sm_90a
-// cubin on compute capability 9.0, the fatbin elsewhere; never a silent fallback) and, where both
+// TestCUDAKernelImages checks which kernel image the engine loads on this device (ChooseImage's
+// pick by device; never a silent fallback) and, on compute capability 9.0 where both images
 // load, that the fused kernel of each gives the same labels on phantoms (>= 99.99 %: two
 // compilers may contract floating-point operations differently).
 func TestCUDAKernelImages(t *testing.T) {
@@ -866,35 +866,37 @@ func TestCUDAKernelImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auto := newTestCUDAEngine(t, model, PrecisionFP16)
-	desc, err := auto.Kernels()
-	if err != nil {
-		t.Fatal(err)
-	}
-	table(t, "kernels by device", "%s", desc)
-	if auto.mod.Fallback != nil {
-		t.Fatalf("the image picked by device did not load: %v", auto.mod.Fallback)
-	}
 	major, minor, err := cu.Device(0).ComputeCapability()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if major != 9 || minor != 0 {
-		if auto.mod.Image.Name != "fatbin" {
-			t.Fatalf("compute capability %d.%d: loaded the %s, want the fatbin", major, minor, auto.mod.Image)
-		}
-		return
-	}
-	if !strings.Contains(desc, "sm_90a cubin") {
-		t.Fatalf("compute capability 9.0: kernels %q, want the sm_90a cubin", desc)
-	}
-	t.Setenv(kernels.EnvKernels, "fatbin")
-	fat := newTestCUDAEngine(t, model, PrecisionFP16)
-	if err := fat.Ready(); err != nil { // the module is set by the engine's thread as it opens
+	want, _, err := kernels.ChooseImage(major, minor, "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if fat.mod.Image.Name != "fatbin" {
-		t.Fatalf("%s=fatbin loaded the %s", kernels.EnvKernels, fat.mod.Image)
+	open := func(env string) *cudaEngine {
+		t.Setenv(kernels.EnvKernels, env)
+		e := newTestCUDAEngine(t, model, PrecisionFP16)
+		desc, err := e.Kernels() // waits for the open, which sets e.mod
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.mod.Fallback != nil {
+			t.Fatalf("%s=%q: the image did not load: %v", kernels.EnvKernels, env, e.mod.Fallback)
+		}
+		table(t, "kernels, "+kernels.EnvKernels+"="+env, "%s", desc)
+		return e
+	}
+	auto := open("")
+	if auto.mod.Image.Name != want.Name {
+		t.Fatalf("compute capability %d.%d: loaded the %s, want the %s", major, minor, auto.mod.Image, want)
+	}
+	if major != 9 || minor != 0 {
+		return
+	}
+	cubin, fat := open("sm90a"), open("fatbin")
+	if cubin.mod.Image.Name != "sm_90a cubin" || fat.mod.Image.Name != "fatbin" {
+		t.Fatalf("forced images: %s and %s", cubin.mod.Image, fat.mod.Image)
 	}
 	for _, p := range []phantom.Params{{NX: 181, NY: 217, NZ: 90, Seed: 2}, {NX: 256, NY: 256, NZ: 160, Seed: 3}} {
 		ph, err := phantom.Generate(p)
@@ -905,7 +907,7 @@ func TestCUDAKernelImages(t *testing.T) {
 		st.AddInt16(ph.Image)
 		vol := &Volume{NX: p.NX, NY: p.NY, NZ: p.NZ, I16: ph.Image, Norm: st.Norm(ph.Header.SclSlope, ph.Header.SclInter)}
 		a, b := make([]uint8, len(ph.Image)), make([]uint8, len(ph.Image))
-		gpuSegment(t, auto, vol, a, 32)
+		gpuSegment(t, cubin, vol, a, 32)
 		gpuSegment(t, fat, vol, b, 32)
 		diff, agree, _, _ := maskAgreement(a, b, model.Classes)
 		table(t, fmt.Sprintf("sm_90a cubin vs fatbin, phantom %dx%dx%d", p.NX, p.NY, p.NZ), "%d of %d differ (%.5f%% agree)", diff, len(a), 100*agree)

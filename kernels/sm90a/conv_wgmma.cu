@@ -26,7 +26,7 @@
 #include <string.h>
 
 #ifndef WG_R
-#define WG_R 4 // output rows per block
+#define WG_R 6 // output rows per block (even: the A operands alternate by input row; docs/perf.md for 2-6)
 #endif
 #ifndef WG_MINB
 #define WG_MINB 1 // __launch_bounds__ minimum blocks per SM (caps registers)
