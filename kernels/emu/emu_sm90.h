@@ -104,7 +104,7 @@ inline void emu_cp_async16(uint32_t dst, const void* src, int srcBytes) {
 	if (srcBytes && reinterpret_cast<uintptr_t>(src) % 16) emu::sm90::fail("cp.async: global address not 16-byte aligned");
 	emu_shared(dst, 16, "cp.async"); // bounds, now rather than at the wait
 	unsigned short& f = emu::sm90::inflight[(dst - emu::sharedBase) / 16];
-	if (f) emu::sm90::fail("cp.async to a shared granule that another cp.async is still copying to");
+	if (f) emu::sm90::fail("cp.async to a shared granule that an earlier cp.async (not yet waited for) still copies to");
 	f = (unsigned short)(emu::cur->linear + 1);
 	auto& t = emu::sm90::me();
 	t.cp.push_back({dst, src, srcBytes, t.cpGroups});
