@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <functional>
 #include <random>
+#include <deque>
 #include <vector>
 
 #if !defined(__x86_64__)

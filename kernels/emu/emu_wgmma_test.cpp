@@ -107,7 +107,7 @@ int main() {
 	check<1>(5, 3, 2, 9), check<2>(5, 3, 3, 10);  // smaller than a tile and its halo
 	check<1>(130, 1, 7, 11), check<2>(3, 11, 9, 12);
 	const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-	std::printf("%llu wgmma executed (per warpgroup), %.1f s\n", emu::sm90::executed, sec);
+	std::printf("%llu wgmma executed (per warpgroup), %.1f s\n", emu::sm90::wgmmaExecuted, sec);
 	if (failures) {
 		std::printf("FAILED: %d volumes\n", failures);
 		return 1;
