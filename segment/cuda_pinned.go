@@ -107,7 +107,7 @@ func (e *cudaEngine) AllocHost(bytes int) (HostBuffer, error) {
 // engine's context current there too, as soon as that context exists: page-locking the first
 // volume's buffers (~0.8 GB at 512x512x1000) then overlaps the engine's kernel and weight
 // loading and the read, instead of delaying the first upload (docs/perf.md). Segment waits for
-// it (waitRegistering). Nothing to report: Free returns a buffer's page-locking error.
+// it (pinFor). Nothing to report: Free returns a buffer's page-locking error.
 func (e *cudaEngine) registerAside() {
 	<-e.ctxMade
 	if e.ctx == (cu.CUContext{}) {
@@ -145,6 +145,8 @@ func (e *cudaEngine) registerPending() {
 	e.registerList(list)
 }
 
+// registerList page-locks the buffers taken off the pending list into e.registering (a context
+// current on the calling thread) and marks each done.
 func (e *cudaEngine) registerList(list []*pinnedBuffer) {
 	for _, b := range list {
 		b.regErr = pinned.Register(b.p, b.n)

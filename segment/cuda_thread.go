@@ -150,8 +150,8 @@ func (e *cudaEngine) setup() error {
 	return e.ensureEvents(initialEventSets)
 }
 
-// initialEventSets: the event sets setup makes, enough for a 512x512x1000 volume at the default
-// slab (the ramp's slabs, then 32 planes each).
+// initialEventSets: the event sets setup makes, enough for 1000 planes at the default --slab 32
+// at either precision (fp32: 32 slabs; the fp16 ramp's doubling slabs: fewer).
 const initialEventSets = 40
 
 // ensureEvents grows the event ring to at least n slabs' sets (on the thread). Sets are never
