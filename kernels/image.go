@@ -27,11 +27,17 @@ func (i Image) String() string { return i.Name + " (" + i.Code + ")" }
 // fatbinCompiler is the nvcc the committed fatbin is built with (scripts/check-fatbin.sh).
 const fatbinCompiler = "nvcc 11.8"
 
+// fatbinSASS are the architectures the fatbin has SASS for (scripts/build-fatbin.sh), newest
+// first. SASS for sm_XY runs on sm_XZ with Z >= Y; other GPUs JIT-compile its compute_80 PTX.
+var fatbinSASS = []int{90, 89, 86, 80}
+
 func fatbinImage(ccMajor, ccMinor int) Image {
 	code := fmt.Sprintf("compute_80 PTX (JIT), %s", fatbinCompiler)
-	switch cc := ccMajor*10 + ccMinor; cc {
-	case 80, 86, 89, 90:
-		code = fmt.Sprintf("sm_%d SASS, %s", cc, fatbinCompiler)
+	for _, sm := range fatbinSASS {
+		if sm/10 == ccMajor && sm%10 <= ccMinor {
+			code = fmt.Sprintf("sm_%d SASS, %s", sm, fatbinCompiler)
+			break
+		}
 	}
 	return Image{Name: "fatbin", Code: code, data: Fatbin}
 }

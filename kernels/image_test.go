@@ -39,8 +39,9 @@ func TestChooseImage(t *testing.T) {
 		{8, 0, "", "fatbin", "sm_80 SASS, nvcc 11.8", true},
 		{8, 6, "auto", "fatbin", "sm_86 SASS, nvcc 11.8", true},
 		{8, 9, "", "fatbin", "sm_89 SASS, nvcc 11.8", true},
-		{8, 7, "", "fatbin", "compute_80 PTX (JIT), nvcc 11.8", true}, // no SASS for sm_87 in the fatbin
+		{8, 7, "", "fatbin", "sm_86 SASS, nvcc 11.8", true}, // sm_86's SASS runs on 8.7
 		{10, 0, "", "fatbin", "compute_80 PTX (JIT), nvcc 11.8", true},
+		{12, 0, "", "fatbin", "compute_80 PTX (JIT), nvcc 11.8", true},
 		{9, 0, "fatbin", "fatbin", "sm_90 SASS, nvcc 11.8", false},
 		{9, 0, "sm90a", "sm_90a cubin", "sm_90a SASS, " + SM90aCompiler(), false},
 	} {
