@@ -3,8 +3,9 @@
 same-call comparison in docs/perf.md (voxpipe's own rows come from `voxpipe bench`).
 
 The volume (normalised values, random: convolution time does not depend on them) is cut into
-z-slabs with the network's halo as baseline/segment.py does; the labels stay on the GPU, so
-only the network and the argmax are timed (CUDA events), the median of --runs after --warmup.
+z-slabs with the network's halo as baseline/segment.py does (model.slab_windows). The labels stay
+on the GPU, so only the network and the argmax are timed (CUDA events), the median of --runs
+after --warmup.
 Variants: fp32 (TF32 off, as voxpipe's fp32 reference kernels), fp16 with channels_last_3d,
 and that under torch.compile(mode=--compile-mode) with one fixed slab shape (compiles once,
 during the warm-up; the first call can take minutes with max-autotune).
@@ -32,18 +33,11 @@ def flop_per_voxel(c, k):
 
 
 def run_variant(model, x, slab, dtype, channels_last, fixed, runs, warmup):
-    d = x.shape[0]
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
     labels = torch.empty(x.shape, dtype=torch.uint8, device=x.device)
-    halo = M.HALO
 
     def once():
-        for z0 in range(0, d, slab):
-            z1 = min(d, z0 + slab)
-            a, b = max(0, z0 - halo), min(d, z1 + halo)
-            if fixed and d >= slab + 2 * halo:
-                a = min(max(0, z0 - halo), d - (slab + 2 * halo))
-                b = a + slab + 2 * halo
+        for z0, z1, a, b in M.slab_windows(x.shape[0], slab, fixed):
             xin = x[a:b].to(dtype)[None, None].contiguous(memory_format=fmt)
             logits = model(xin)[0, :, z0 - a:z1 - a]
             labels[z0:z1] = M.argmax_lowest(logits, dim=0).to(torch.uint8)

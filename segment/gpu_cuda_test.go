@@ -645,6 +645,19 @@ func TestCUDAFP16MatchesFP32(t *testing.T) {
 	}
 }
 
+// phantomVolume generates phantom p and returns it with its int16 volume, normalised as the
+// pipeline does.
+func phantomVolume(t *testing.T, p phantom.Params) (*phantom.Phantom, *Volume) {
+	t.Helper()
+	ph, err := phantom.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Stats
+	st.AddInt16(ph.Image)
+	return ph, &Volume{NX: p.NX, NY: p.NY, NZ: p.NZ, I16: ph.Image, Norm: st.Norm(ph.Header.SclSlope, ph.Header.SclInter)}
+}
+
 // TestCUDAFP16Phantoms compares the precisions on generated phantoms with the default (trained)
 // model and with a random one: agreement at least 99.9%, and the Dice of each against the truth.
 func TestCUDAFP16Phantoms(t *testing.T) {
@@ -659,13 +672,7 @@ func TestCUDAFP16Phantoms(t *testing.T) {
 		e16 := newTestCUDAEngine(t, mc.model, PrecisionFP16)
 		e32 := newTestCUDAEngine(t, mc.model, PrecisionFP32)
 		for _, p := range []phantom.Params{{NX: 96, NY: 96, NZ: 64, Seed: 1}, {NX: 181, NY: 217, NZ: 90, Seed: 2}, {NX: 256, NY: 256, NZ: 160, Seed: 3}} {
-			ph, err := phantom.Generate(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var st Stats
-			st.AddInt16(ph.Image)
-			vol := &Volume{NX: p.NX, NY: p.NY, NZ: p.NZ, I16: ph.Image, Norm: st.Norm(ph.Header.SclSlope, ph.Header.SclInter)}
+			ph, vol := phantomVolume(t, p)
 			got, want := make([]uint8, len(ph.Image)), make([]uint8, len(ph.Image))
 			gpuSegment(t, e16, vol, got, 32)
 			gpuSegment(t, e32, vol, want, 32)
@@ -899,13 +906,7 @@ func TestCUDAKernelImages(t *testing.T) {
 		t.Fatalf("forced images: %s and %s", cubin.mod.Image, fat.mod.Image)
 	}
 	for _, p := range []phantom.Params{{NX: 181, NY: 217, NZ: 90, Seed: 2}, {NX: 256, NY: 256, NZ: 160, Seed: 3}} {
-		ph, err := phantom.Generate(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st Stats
-		st.AddInt16(ph.Image)
-		vol := &Volume{NX: p.NX, NY: p.NY, NZ: p.NZ, I16: ph.Image, Norm: st.Norm(ph.Header.SclSlope, ph.Header.SclInter)}
+		ph, vol := phantomVolume(t, p)
 		a, b := make([]uint8, len(ph.Image)), make([]uint8, len(ph.Image))
 		gpuSegment(t, cubin, vol, a, 32)
 		gpuSegment(t, fat, vol, b, 32)

@@ -137,6 +137,20 @@ def load_safetensors(path):
     return model, meta
 
 
+def slab_windows(d, slab, fixed_window=False):
+    """(z0, z1, a, b) per slab of `slab` output z-slices of a volume of d slices: output slices
+    z0..z1 read input slices a..b, HALO more on each side clipped to the volume; fixed_window gives
+    every window the same size (slab + 2*HALO, shifted inward at the volume's ends) when the
+    volume is that deep."""
+    for z0 in range(0, d, slab):
+        z1 = min(d, z0 + slab)
+        a, b = max(0, z0 - HALO), min(d, z1 + HALO)
+        if fixed_window and d >= slab + 2 * HALO:
+            a = min(max(0, z0 - HALO), d - (slab + 2 * HALO))
+            b = a + slab + 2 * HALO
+        yield z0, z1, a, b
+
+
 def segment_volume(model, vol, slab=None, dtype=torch.float32, channels_last=False,
                    device=None, return_logits=False, fixed_window=False):
     """Labels (uint8 numpy, shape (D,H,W)) for a normalised volume vol ((D,H,W) float32 numpy or
@@ -168,12 +182,7 @@ def segment_volume(model, vol, slab=None, dtype=torch.float32, channels_last=Fal
     model.eval()
     try:
         with torch.no_grad():
-            for z0 in range(0, d, slab):
-                z1 = min(d, z0 + slab)
-                a, b = max(0, z0 - HALO), min(d, z1 + HALO)
-                if fixed_window and d >= slab + 2 * HALO:
-                    a = min(max(0, z0 - HALO), d - (slab + 2 * HALO))
-                    b = a + slab + 2 * HALO
+            for z0, z1, a, b in slab_windows(d, slab, fixed_window):
                 xin = x[a:b].to(device=device, dtype=dtype, non_blocking=True)[None, None]
                 xin = xin.contiguous(memory_format=fmt)
                 logits = model(xin)[0, :, z0 - a:z1 - a].float()
