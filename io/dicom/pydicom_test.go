@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"voxpipe/internal/testexec"
 )
 
 // pydicomFiles is where Debian's python3-pydicom keeps pydicom's test files: real scanner
@@ -147,7 +147,7 @@ for p in sys.stdin.read().split("\n"):
         continue
     print(os.path.relpath(p, root), hashlib.sha256(a.astype("<i8").tobytes()).hexdigest()[:16])
 `
-	cmd := exec.Command("/usr/bin/python3", "-c", script, pydicomFiles)
+	cmd := testexec.Command(t, "/usr/bin/python3", "-c", script, pydicomFiles)
 	cmd.Stdin = strings.NewReader(strings.Join(paths, "\n"))
 	out, err := cmd.Output()
 	if err != nil {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"voxpipe/internal/testexec"
 )
 
 func newManager(t *testing.T, root, run string) *Manager {
@@ -39,7 +39,7 @@ func writeClaim(t *testing.T, mask string, h Holder, mtime time.Time) {
 // deadPID is the pid of a process that has exited (and been reaped).
 func deadPID(t *testing.T) int {
 	t.Helper()
-	cmd := exec.Command("true")
+	cmd := testexec.Command(t, "true")
 	if err := cmd.Run(); err != nil {
 		t.Skip("cannot run true:", err)
 	}
@@ -314,7 +314,7 @@ func TestProcessStart(t *testing.T) {
 	if err != nil || a == 0 {
 		t.Fatalf("processStart(self) = %d, %v", a, err)
 	}
-	cmd := exec.Command("sleep", "5")
+	cmd := testexec.Command(t, "sleep", "5")
 	if err := cmd.Start(); err != nil {
 		t.Skip(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
 )
 
@@ -35,7 +36,7 @@ func TestHashIsTheDocumentedTree(t *testing.T) {
 		t.Skip("xxh128sum not installed (Debian package xxhash)")
 	}
 	xxh := func(p string) []byte {
-		out, err := exec.Command("xxh128sum", p).Output()
+		out, err := testexec.Command(t, "xxh128sum", p).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +164,7 @@ func TestCheckConflicts(t *testing.T) {
 		"garbage":      func(p string) { os.WriteFile(p, []byte(strings.Repeat("garbage ", 100)), 0o644) },
 		"folder":       func(p string) { os.Mkdir(p, 0o755) },
 		"foreign mask": func(p string) { writeVol(t, p, 4, 4, 4, nil) },
-		"fifo":         func(p string) { exec.Command("mkfifo", p).Run() },
+		"fifo":         func(p string) { testexec.Command(t, "mkfifo", p).Run() },
 	}
 	for name, make := range cases {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+"_mask.nii.gz")
