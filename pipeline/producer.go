@@ -75,6 +75,12 @@ func (r *runner) take(ctx context.Context, job Job) *work {
 		return nil
 	}
 	if r.cfg.Claims != nil {
+		// The claim lives beside the mask: its folder (a sub-folder of -r, or of a --mask-name
+		// template) must exist first.
+		if err := os.MkdirAll(filepath.Dir(job.Output), 0o755); err != nil {
+			r.fail(w, fmt.Errorf("create the mask's folder: %w", err))
+			return nil
+		}
 		c, err := r.cfg.Claims.Acquire(job.Output)
 		var busy *claim.BusyError
 		if errors.As(err, &busy) {

@@ -182,10 +182,10 @@ func (m *Manager) Acquire(mask string) (*Claim, error) {
 		return nil, err
 	}
 	tmp := fmt.Sprintf("%s.%s-%d-%d-%s.tmp", path, m.hostKey, h.PID, h.PIDStart, h.Token)
+	defer os.Remove(tmp) // also when writing it failed part way (a full disk)
 	if err := os.WriteFile(tmp, append(content, '\n'), 0o644); err != nil {
 		return nil, fmt.Errorf("claim %s: %w", mask, err)
 	}
-	defer os.Remove(tmp)
 	c := &Claim{m: m, mask: mask, path: path, holder: h, lost: make(chan struct{})}
 	if err := linkOnce(tmp, path); err == nil {
 		m.add(c)

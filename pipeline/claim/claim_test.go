@@ -10,8 +10,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+	"voxpipe/internal/fullfs"
 	"voxpipe/internal/testexec"
 )
 
@@ -322,5 +324,25 @@ func TestProcessStart(t *testing.T) {
 	b, err := processStart(cmd.Process.Pid)
 	if err != nil || b < a {
 		t.Fatalf("child started at %d, before its parent (%d)? %v", b, a, err)
+	}
+}
+
+// On a full disk a claim fails with ENOSPC and leaves no temporary file behind.
+func TestAcquireOnFullDiskLeavesNothing(t *testing.T) {
+	t.Parallel()
+	dir := fullfs.New(t)
+	m := newManager(t, dir, "run-full")
+	mask := filepath.Join(dir, "a_mask.nii.gz")
+	if _, err := m.Acquire(mask); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Acquire on a full disk: %v; want ENOSPC", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != ".filler" {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+	if len(m.Held()) != 0 {
+		t.Errorf("holds %d claims", len(m.Held()))
 	}
 }

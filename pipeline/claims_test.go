@@ -1,0 +1,59 @@
+package pipeline
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"voxpipe/pipeline/claim"
+	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
+)
+
+// Masks whose folders do not exist yet (-r over nested inputs, a --mask-name with folders) are
+// claimed and written: the claim's folder is made before the claim.
+func TestRunClaimsMasksInNewFolders(t *testing.T) {
+	t.Parallel()
+	for _, maskName := range []string{"{name}_mask.nii.gz", "masks/{name}_mask.nii.gz", "a/b/{name}.nii"} {
+		t.Run(maskName, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+			os.MkdirAll(filepath.Join(in, "sub", "deeper"), 0o755)
+			writeVolume(t, filepath.Join(in, "top.nii.gz"), 9, 7, 5, 1)
+			writeVolume(t, filepath.Join(in, "sub", "mid.nii"), 9, 7, 5, 2)
+			writeVolume(t, filepath.Join(in, "sub", "deeper", "low.nii.gz"), 9, 7, 5, 3)
+			found, err := Discover([]string{in}, true, out, maskName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.MkdirAll(out, 0o755)
+			claims, err := claim.NewManager(out, claim.Options{RunID: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rows []timing.Summary
+			res, err := Run(context.Background(), Config{Jobs: found.Jobs, Engines: []segment.Engine{&signEngine{}}, Classes: 3,
+				Slab: 4, Readers: 2, Writers: 1, RunID: "test", Claims: claims, Observer: &summaries{rows: &rows}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK != 3 {
+				t.Fatalf("%+v; rows %+v", res, rows)
+			}
+			for _, j := range found.Jobs {
+				if _, err := os.Stat(j.Output); err != nil {
+					t.Errorf("mask of %s: %v", j.Name, err)
+				}
+			}
+			assertNoTemporaries(t, out)
+		})
+	}
+}
+
+// summaries collects the summary rows of a run.
+type summaries struct{ rows *[]timing.Summary }
+
+func (s *summaries) Row(timing.Row)           {}
+func (s *summaries) Summary(r timing.Summary) { *s.rows = append(*s.rows, r) }
