@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"voxpipe/pipeline/claim"
@@ -57,3 +58,38 @@ type summaries struct{ rows *[]timing.Summary }
 
 func (s *summaries) Row(timing.Row)           {}
 func (s *summaries) Summary(r timing.Summary) { *s.rows = append(*s.rows, r) }
+
+// --statistics or --preview over a finished folder makes what is missing (the volumes are
+// done again: the same masks), rather than skipping them silently; once they exist, the
+// volumes are skipped again.
+func TestRunMakesMissingAnalysesOfUpToDateMasks(t *testing.T) {
+	t.Parallel()
+	b := newBatch(t, 2)
+	if first := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.OutDir = b.out }); first.res.OK != 2 {
+		t.Fatalf("first run %+v", first.res)
+	}
+	analyses := func(c *Config) {
+		c.OutDir, c.Statistics, c.Preview = b.out, true, true
+		c.Labels = []segment.Label{{Value: 0, Name: "background", Color: "#000000"}, {Value: 1, Name: "a", Color: "#ff0000"}, {Value: 2, Name: "b", Color: "#00ff00"}}
+	}
+	again := runBatch(t, context.Background(), b, &signEngine{}, analyses)
+	if again.res.OK != 2 || again.res.Skipped != 0 {
+		t.Fatalf("with --statistics --preview over up-to-date masks: %+v", again.res)
+	}
+	for name, s := range statusByVolume(again.summary) {
+		if _, good := b.good[name]; good && !strings.Contains(s.Reason, "statistics and preview are missing") {
+			t.Errorf("%s: reason %q", name, s.Reason)
+		}
+	}
+	for name := range b.good {
+		jsonPath, csvPath := statisticsPaths(b.out, name)
+		for _, p := range []string{jsonPath, csvPath, previewPath(b.out, name)} {
+			if !isFile(p) {
+				t.Errorf("missing %s", p)
+			}
+		}
+	}
+	if third := runBatch(t, context.Background(), b, &signEngine{}, analyses); third.res.Skipped != 2 {
+		t.Errorf("third run %+v: want both skipped", third.res)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"voxpipe/pipeline/records"
@@ -12,7 +13,11 @@ import (
 
 // conclude records a volume that is not processed (skipped, busy, conflict) and why.
 func (r *runner) conclude(w *work, status timing.Status, why string) {
-	r.log.Info(string(status), "volume", w.job.Name, "mask", w.job.shownOutput(), "reason", why)
+	level := slog.LevelInfo
+	if status == timing.StatusConflict {
+		level = slog.LevelError // the run exits 1 for it
+	}
+	r.log.Log(context.Background(), level, string(status), "volume", w.job.Name, "mask", w.job.shownOutput(), "reason", why)
 	w.sum.Status, w.sum.Reason = status, why
 	if status != timing.StatusSkipped {
 		w.sum.Output = ""

@@ -119,6 +119,12 @@ func (r *runner) take(ctx context.Context, job Job) *work {
 		opt.Grid, opt.AsStored = w.plan.String(), w.plan.identity()
 	}
 	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Provenance.Model, opt)
+	if verdict == provenance.UpToDate {
+		if missing := r.missingAnalyses(job); missing != "" {
+			// Asked for now, absent: the volume is done again to make them (the same mask).
+			verdict, why = provenance.Redo, "mask up to date, but its "+missing+" missing"
+		}
+	}
 	switch {
 	case verdict == provenance.UpToDate && !r.cfg.Overwrite:
 		r.conclude(w, timing.StatusSkipped, why)
@@ -158,4 +164,37 @@ func (r *runner) removeStaleTemps(w *work) {
 	if len(removed) > 0 {
 		r.log.Info("removed temporaries left by a dead process", "volume", w.job.Name, "files", removed)
 	}
+}
+
+// missingAnalyses names the statistics or preview asked for that a volume's up-to-date mask
+// lacks ("statistics are", "preview is"), or is empty.
+func (r *runner) missingAnalyses(job Job) string {
+	if r.cfg.OutDir == "" {
+		return ""
+	}
+	var missing []string
+	if r.cfg.Statistics {
+		jsonPath, csvPath := statisticsPaths(r.cfg.OutDir, job.Name)
+		if !isFile(jsonPath) || !isFile(csvPath) {
+			missing = append(missing, "statistics")
+		}
+	}
+	if r.cfg.Preview && !isFile(previewPath(r.cfg.OutDir, job.Name)) {
+		missing = append(missing, "preview")
+	}
+	switch len(missing) {
+	case 0:
+		return ""
+	case 1:
+		if missing[0] == "preview" {
+			return "preview is"
+		}
+		return "statistics are"
+	}
+	return "statistics and preview are"
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -14,6 +15,19 @@ const (
 	KindCUDA = "cuda"
 )
 
+// Sentinels of OpenEngines' usage errors, one per flag, so that callers can name the flag.
+var (
+	// ErrEngineKind: an engine kind other than auto, cpu or cuda.
+	ErrEngineKind = errors.New("segment: unknown engine")
+	// ErrDevices: a device list that does not parse, or names a GPU that is not present.
+	ErrDevices = errors.New("segment: bad device list")
+	// ErrWorkers: a negative CPU thread count.
+	ErrWorkers = errors.New("segment: bad CPU thread count")
+)
+
+// AllDevices is the device list that means every GPU present (the --devices default).
+const AllDevices = "all"
+
 // OpenEngines opens the engines a run asked for: kind is auto, cpu or cuda; devices is "all"
 // or a comma-separated list of GPU ordinals (cuda only); cpuWorkers is the CPU engine's
 // thread count (0: all cores); cuda configures the CUDA engines (its precision is checked
@@ -22,6 +36,13 @@ const (
 // wrapping ErrNoCUDA.
 func OpenEngines(m *Model, kind, devices string, cpuWorkers int, cuda CUDAOptions) ([]Engine, error) {
 	if err := cuda.Validate(); err != nil {
+		return nil, err
+	}
+	if cpuWorkers < 0 {
+		return nil, fmt.Errorf("%w: %d (want 0 for all cores, or more)", ErrWorkers, cpuWorkers)
+	}
+	// The list's syntax is checked whatever runs: a typo must not pass because no GPU is here.
+	if err := CheckDevices(devices); err != nil {
 		return nil, err
 	}
 	switch kind {
@@ -35,7 +56,7 @@ func OpenEngines(m *Model, kind, devices string, cpuWorkers int, cuda CUDAOption
 	case KindCUDA:
 		return openCUDA(m, devices, cuda)
 	}
-	return nil, fmt.Errorf("segment: unknown engine %q (want auto, cpu or cuda)", kind)
+	return nil, fmt.Errorf("%w %q (want auto, cpu or cuda)", ErrEngineKind, kind)
 }
 
 func openCUDA(m *Model, devices string, opt CUDAOptions) ([]Engine, error) {
@@ -64,10 +85,20 @@ func openCUDA(m *Model, devices string, opt CUDAOptions) ([]Engine, error) {
 	return engines, nil
 }
 
+// CheckDevices checks the syntax of a device list ("all" or distinct ordinals), whatever GPUs
+// are present.
+func CheckDevices(spec string) error {
+	if s := strings.TrimSpace(spec); s == "" || s == AllDevices {
+		return nil
+	}
+	_, err := ParseDevices(spec, math.MaxInt)
+	return err
+}
+
 // ParseDevices turns "all" or "0,2" into GPU ordinals, checked against the count present.
 func ParseDevices(spec string, count int) ([]int, error) {
 	spec = strings.TrimSpace(spec)
-	if spec == "" || spec == "all" {
+	if spec == "" || spec == AllDevices {
 		ids := make([]int, count)
 		for i := range ids {
 			ids[i] = i
@@ -79,13 +110,13 @@ func ParseDevices(spec string, count int) ([]int, error) {
 	for _, f := range strings.Split(spec, ",") {
 		id, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || id < 0 {
-			return nil, fmt.Errorf("segment: bad device %q in %q (want \"all\" or ordinals like 0,1)", f, spec)
+			return nil, fmt.Errorf("%w: %q in %q (want \"all\" or ordinals like 0,1)", ErrDevices, f, spec)
 		}
 		if id >= count {
-			return nil, fmt.Errorf("segment: device %d requested but only %d GPU(s) present", id, count)
+			return nil, fmt.Errorf("%w: device %d requested but only %d GPU(s) present", ErrDevices, id, count)
 		}
 		if seen[id] {
-			return nil, fmt.Errorf("segment: device %d listed twice in %q", id, spec)
+			return nil, fmt.Errorf("%w: device %d listed twice in %q", ErrDevices, id, spec)
 		}
 		seen[id] = true
 		ids = append(ids, id)

@@ -144,3 +144,32 @@ func TestRefLogitsAt(t *testing.T) {
 		}
 	}
 }
+
+// Device lists are checked whatever GPUs are present; every usage error wraps its flag's
+// sentinel.
+func TestEngineFlagErrors(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"", "all", " all ", "0", "0,1", "3"} {
+		if err := CheckDevices(ok); err != nil {
+			t.Errorf("CheckDevices(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"abc", "-1", "0,0", "1,x", ","} {
+		if err := CheckDevices(bad); !errors.Is(err, ErrDevices) {
+			t.Errorf("CheckDevices(%q): %v; want ErrDevices", bad, err)
+		}
+	}
+	if _, err := ParseDevices("3", 1); !errors.Is(err, ErrDevices) {
+		t.Errorf("a GPU beyond those present: %v", err)
+	}
+	m := RandomModel(4, 3, 1)
+	if _, err := OpenEngines(m, KindCPU, "abc", 1, CUDAOptions{}); !errors.Is(err, ErrDevices) {
+		t.Errorf("cpu engine, --devices abc: %v", err)
+	}
+	if _, err := OpenEngines(m, KindCPU, "all", -1, CUDAOptions{}); !errors.Is(err, ErrWorkers) {
+		t.Errorf("--workers -1: %v", err)
+	}
+	if _, err := OpenEngines(m, "gpu", "all", 1, CUDAOptions{}); !errors.Is(err, ErrEngineKind) {
+		t.Errorf("--engine gpu: %v", err)
+	}
+}

@@ -30,6 +30,9 @@ func newApp() *cli.App {
 		if c.OnUsageError == nil {
 			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 		}
+		if len(c.Subcommands) > 0 && c.Action == nil {
+			c.Action = subcommandRequired
+		}
 	}
 	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
 	return &cli.App{
@@ -56,7 +59,33 @@ func newApp() *cli.App {
 			return usageError{err}
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides the exit code, after cleanup
+		// "voxpipe help runn": urfave/cli would exit 3 (the report gate's code); a help topic
+		// that does not exist is a usage error. The error is kept for run to return.
+		CommandNotFound: func(c *cli.Context, name string) {
+			err := fmt.Errorf("no help topic %q", name)
+			if s := cli.SuggestCommand(c.App.Commands, name); s != "" {
+				err = fmt.Errorf("%w. %s", err, s)
+			}
+			helpNotFound = usageError{err}
+		},
 	}
+}
+
+// helpNotFound is set when help was asked about a topic that does not exist.
+var helpNotFound error
+
+// subcommandRequired is the action of a command that only groups subcommands ("voxpipe
+// model"): without one, or with one that does not exist, a usage error after the help.
+func subcommandRequired(c *cli.Context) error {
+	if !c.Args().Present() {
+		cli.HelpPrinter(c.App.ErrWriter, cli.SubcommandHelpTemplate, c.Command)
+		return usageError{fmt.Errorf("%s: give a subcommand", c.Command.Name)}
+	}
+	err := fmt.Errorf("%s: unknown subcommand %q", c.Command.Name, c.Args().First())
+	if s := cli.SuggestCommand(c.Command.Subcommands, c.Args().First()); s != "" {
+		err = fmt.Errorf("%w. %s", err, s)
+	}
+	return usageError{err}
 }
 
 // requireFlags is the Before of a command with required flags: it fails with a usageError
@@ -90,7 +119,11 @@ func run(args []string) int {
 	app := newApp()
 	ordered, err := flagsFirst(app, args)
 	if err == nil {
+		helpNotFound = nil
 		err = app.Run(ordered)
+	}
+	if err == nil {
+		err = helpNotFound
 	}
 	if err == nil {
 		return 0

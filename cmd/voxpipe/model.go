@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -61,14 +62,54 @@ func engineFlags(devices string) []cli.Flag {
 func openModelAndEngines(c *cli.Context) (*segment.Model, string, []segment.Engine, error) {
 	model, name, err := loadModel(c.String("model"))
 	if err != nil {
-		return nil, "", nil, usageError{err}
+		return nil, "", nil, usageError{fmt.Errorf("--model: %w", err)}
 	}
 	engines, err := segment.OpenEngines(model, c.String("engine"), c.String("devices"), c.Int("workers"),
 		segment.CUDAOptions{Precision: c.String("precision")})
 	if err != nil {
-		return nil, "", nil, usageError{err}
+		return nil, "", nil, usageError{fmt.Errorf("%s: %w", engineFlagOf(err), err)}
+	}
+	// GPUs asked for by name must not quietly become the CPU engine.
+	if devices := c.String("devices"); c.IsSet("devices") && devices != segment.AllDevices && !isCUDA(engines[0]) {
+		closeEngines(engines)
+		return nil, "", nil, usageError{fmt.Errorf("--devices %s: %w: the %s engine runs (no GPU present, this build has no CUDA, or --engine cpu)", devices, segment.ErrDevices, engines[0].Name())}
 	}
 	return model, name, engines, nil
+}
+
+// checkEngineFlags checks engineFlags' values without opening anything (usage errors).
+func checkEngineFlags(c *cli.Context, cmd string) error {
+	if k := c.String("engine"); k != segment.KindAuto && k != segment.KindCPU && k != segment.KindCUDA {
+		return usageError{fmt.Errorf("%s: --engine must be %s, %s or %s, not %q", cmd, segment.KindAuto, segment.KindCPU, segment.KindCUDA, k)}
+	}
+	if err := (segment.CUDAOptions{Precision: c.String("precision")}).Validate(); err != nil {
+		return usageError{fmt.Errorf("%s: --precision: %w", cmd, err)}
+	}
+	if err := segment.CheckDevices(c.String("devices")); err != nil {
+		return usageError{fmt.Errorf("%s: --devices: %w", cmd, err)}
+	}
+	if w := c.Int("workers"); w < 0 {
+		return usageError{fmt.Errorf("%s: --workers must be 0 (all cores) or more, not %d", cmd, w)}
+	}
+	return nil
+}
+
+// engineFlagOf names the flag an error of segment.OpenEngines is about.
+func engineFlagOf(err error) string {
+	switch {
+	case errors.Is(err, segment.ErrDevices):
+		return "--devices"
+	case errors.Is(err, segment.ErrWorkers):
+		return "--workers"
+	case errors.Is(err, segment.ErrBadPrecision):
+		return "--precision"
+	}
+	return "--engine"
+}
+
+func isCUDA(e segment.Engine) bool {
+	kind, _, _ := strings.Cut(e.Name(), ":")
+	return kind == segment.KindCUDA
 }
 
 // noteKernels logs which compiled kernels each engine runs (the CUDA engine's kernel image) and

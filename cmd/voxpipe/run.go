@@ -72,6 +72,7 @@ func runAction(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usageError{errors.New("run: give at least one input file or folder")}
 	}
+	// Every usage error is found before anything is written.
 	ws, err := checkWorkFlags(c, "run")
 	if err != nil {
 		return err
@@ -81,15 +82,20 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{fmt.Errorf("run: --shard: %w", err)}
 	}
+	if err := dicom.CheckName(c.String("dicom-name")); err != nil {
+		return usageError{fmt.Errorf("run: --dicom-name: %w", err)}
+	}
+	for _, f := range []string{"timings", "summary", "trace"} {
+		if err := checkNewFile(c.String(f), f == "trace"); err != nil {
+			return usageError{fmt.Errorf("run: --%s: %w", f, err)}
+		}
+	}
 
 	// Bars on a terminal, log lines otherwise; logs print above the bars.
 	logOut := &switchWriter{w: os.Stderr}
 	quiet := c.Bool("quiet")
 	log := newLogger(logOut, c.String("log-format"), quiet)
 
-	if err := dicom.CheckName(c.String("dicom-name")); err != nil {
-		return usageError{fmt.Errorf("run: --dicom-name: %w", err)}
-	}
 	found, err := pipeline.DiscoverDICOM(c.Args().Slice(), c.Bool("recursive"), outDir, maskName, c.String("dicom-name"))
 	if errors.Is(err, pipeline.ErrNoInputs) {
 		noteDiscovery(log, found)
@@ -108,8 +114,13 @@ func runAction(c *cli.Context) error {
 		log.Info("nothing to do: no volume falls in this shard", "shard", shard.String(), "volumes", len(found.Jobs))
 		return nil
 	}
+	es, closeSetup, err := openSetup(c, log)
+	if err != nil {
+		return err
+	}
+	defer closeSetup()
 
-	// Everything the run will write is checked before any work.
+	// Now the run's outputs: the folder, the trace, the records.
 	if err := checkWritable(outDir); err != nil {
 		return usageError{fmt.Errorf("run: %w", err)}
 	}
@@ -125,12 +136,6 @@ func runAction(c *cli.Context) error {
 			log.Warn("the output folder's file system may be too full for the masks", "free_bytes", free, "estimated_bytes", need)
 		}
 	}
-
-	es, closeSetup, err := openSetup(c, log)
-	if err != nil {
-		return err
-	}
-	defer closeSetup()
 
 	var rec *records.Run
 	defaultRecords := c.String("timings") == "" && c.String("summary") == ""
@@ -320,10 +325,35 @@ func checkWorkFlags(c *cli.Context, cmd string) (workSettings, error) {
 	if c.Duration("claim-timeout") < time.Second {
 		return ws, usageError{fmt.Errorf("%s: --claim-timeout %v is too short", cmd, c.Duration("claim-timeout"))}
 	}
-	if err := records.CheckRunID(ws.runID); err != nil {
+	if c.Duration("progress-interval") < 0 {
+		return ws, usageError{fmt.Errorf("%s: --progress-interval must be 0 (no progress lines) or more, not %v", cmd, c.Duration("progress-interval"))}
+	}
+	if err := records.CheckNew(ws.outDir, ws.runID); err != nil {
 		return ws, usageError{fmt.Errorf("%s: --run-id: %w", cmd, err)}
 	}
+	if err := checkEngineFlags(c, cmd); err != nil {
+		return ws, err
+	}
 	return ws, nil
+}
+
+// checkNewFile checks, without writing, that a file can be created at path (empty: nothing
+// asked): its folder exists, and unless mayExist, nothing is there yet.
+func checkNewFile(path string, mayExist bool) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Lstat(path); err == nil && (!mayExist || st.IsDir()) {
+		return fmt.Errorf("%s exists (a run's records are never overwritten)", path)
+	}
+	st, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a folder", filepath.Dir(path))
+	}
+	return nil
 }
 
 // startClaims makes the claim manager of a run or watch on outDir and starts its heartbeat;

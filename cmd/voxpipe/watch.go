@@ -59,10 +59,18 @@ func watchAction(c *cli.Context) error {
 	}
 	log := newLogger(os.Stderr, c.String("log-format"), c.Bool("quiet"))
 	for _, in := range c.Args().Slice() {
-		if st, err := os.Stat(in); err != nil || !st.IsDir() {
-			return usageError{fmt.Errorf("watch: inbox %s is not a folder (%v)", in, err)}
+		if st, err := os.Stat(in); err != nil {
+			return usageError{fmt.Errorf("watch: inbox: %w", err)}
+		} else if !st.IsDir() {
+			return usageError{fmt.Errorf("watch: inbox %s is not a folder", in)}
 		}
 	}
+	es, closeSetup, err := openSetup(c, log)
+	if err != nil {
+		return err
+	}
+	defer closeSetup()
+	// Usage errors are all found; now the output folder.
 	if err := checkWritable(ws.outDir); err != nil {
 		return usageError{fmt.Errorf("watch: %w", err)}
 	}
@@ -72,12 +80,6 @@ func watchAction(c *cli.Context) error {
 	if err != nil {
 		return usageError{fmt.Errorf("watch: %w", err)}
 	}
-
-	es, closeSetup, err := openSetup(c, log)
-	if err != nil {
-		return err
-	}
-	defer closeSetup()
 	// The engine is opened once, before anything is announced as ready.
 	for _, e := range es.engines {
 		if o, ok := e.(segment.BackgroundOpener); ok {

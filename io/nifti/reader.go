@@ -150,7 +150,7 @@ func (r *Reader) open(cfg openConfig) error {
 		}
 		r.volume = cfg.volume
 	} else if r.g.volumes > 1 {
-		return openError(hs.name, fmt.Errorf("%w: %d volumes (dims %v); pick one with WithVolume", ErrMultiVolume, r.g.volumes, h.Dim[1:h.Dim[0]+1]))
+		return openError(hs.name, fmt.Errorf("%w: %d volumes (dims %v); choose one with --volume N", ErrMultiVolume, r.g.volumes, h.Dim[1:h.Dim[0]+1]))
 	}
 
 	ds := hs

@@ -79,6 +79,10 @@ func ModelOf(name string, weights []byte) Model {
 
 // Input is the input volume's fingerprint.
 type Input struct {
+	// Path is the input's own location (absolute, links resolved): the .nii(.gz) or .hdr. Two
+	// inputs with one mask path (a/x.nii and b/x.nii under one output folder) are told apart
+	// by it. Empty for a DICOM series (identified by its UIDs) and in masks of older versions.
+	Path  string `json:"path,omitempty"`
 	Files []File `json:"files"`            // the .nii(.gz), or the .hdr then the .img of a pair
 	XXH3  string `json:"xxh3_128_tree16m"` // Hash of the files' bytes as stored, concatenated in order
 	// Volume is the volume of a 4D file that was segmented (--volume), nil for a 3D file.
@@ -109,7 +113,26 @@ func Stat(path string) (Input, []string, error) {
 	if err != nil {
 		return Input{}, nil, err
 	}
-	return StatFiles(paths)
+	in, files, err := StatFiles(paths)
+	if err != nil {
+		return in, files, err
+	}
+	if in.Path, err = filepath.Abs(path); err != nil {
+		return Input{}, nil, fmt.Errorf("provenance: %w", err)
+	}
+	if resolved, err := filepath.EvalSymlinks(in.Path); err == nil {
+		in.Path = resolved
+	}
+	return in, files, nil
+}
+
+// source names what the input is, for telling two inputs apart: its path, or its DICOM
+// series' UIDs; empty when the record predates both.
+func (in Input) source() string {
+	if in.DICOM != nil {
+		return fmt.Sprintf("DICOM series %s (part %d)", in.DICOM.SeriesInstanceUID, in.DICOM.Part)
+	}
+	return in.Path
 }
 
 // StatFiles fingerprints the files at paths, in order, as Stat does (a DICOM series' files).
@@ -323,6 +346,9 @@ func Check(ctx context.Context, mask string, inputDims [3]int, cur Input, paths 
 	h, rec, err := Read(mask)
 	if err != nil {
 		return Conflict, fmt.Sprintf("the file at the mask's path has no voxpipe provenance (%v)", err)
+	}
+	if was, now := rec.Input.source(), cur.source(); was != "" && now != "" && was != now {
+		return Conflict, fmt.Sprintf("the mask was made from another input: %s, not %s (two inputs map to this mask path: rename one, or give them separate output folders)", was, now)
 	}
 	if got := [3]int{h.NX(), h.NY(), h.NZ()}; got != inputDims {
 		return Redo, fmt.Sprintf("mask dims %dx%dx%d differ from the input's %dx%dx%d", got[0], got[1], got[2], inputDims[0], inputDims[1], inputDims[2])

@@ -193,3 +193,53 @@ func BenchmarkHash(b *testing.B) {
 		}
 	}
 }
+
+// A mask made from one input is not another input's with the same name: a/x.nii and b/x.nii
+// under one output folder are two patients. The second is a conflict naming both; the first
+// input, changed, is still redone; a mask of an older version (no path) is judged as before.
+func TestCheckOtherInputIsAConflict(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "b"), 0o755)
+	a, b := filepath.Join(dir, "a", "x.nii"), filepath.Join(dir, "b", "x.nii")
+	writeVol(t, a, 4, 4, 4, nil)
+	writeVol(t, b, 4, 4, 4, nil)
+	curA, files, err := Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	curB, filesB, _ := Stat(b)
+	if curA.Path == "" || curA.Path == curB.Path {
+		t.Fatalf("Stat records paths %q and %q", curA.Path, curB.Path)
+	}
+	model := ModelOf("m", nil)
+	rec := Record{Generator: Generator, Version: "v1", Model: model, Engine: "cpu", Precision: "fp32", Input: curA}
+	mask := filepath.Join(dir, "x_mask.nii.gz")
+	writeVol(t, mask, 4, 4, 4, []nifti.Extension{rec.Extension()})
+	dims := [3]int{4, 4, 4}
+	v, why := Check(context.Background(), mask, dims, curB, filesB, model, Options{})
+	if v != Conflict || !strings.Contains(why, a) || !strings.Contains(why, b) {
+		t.Errorf("another input's mask: %v %q; want a conflict naming %s and %s", v, why, a, b)
+	}
+	// The same input through a relative path or a link to its folder is the same input.
+	link := filepath.Join(dir, "link")
+	os.Symlink(filepath.Join(dir, "a"), link)
+	viaLink, linkFiles, _ := Stat(filepath.Join(link, "x.nii"))
+	if v, why := Check(context.Background(), mask, dims, viaLink, linkFiles, model, Options{}); v != UpToDate {
+		t.Errorf("the input through a link: %v %s", v, why)
+	}
+	later := time.Now().Add(time.Hour)
+	os.Chtimes(a, later, later)
+	touched, _, _ := Stat(a)
+	if v, why := Check(context.Background(), mask, dims, touched, files, model, Options{}); v != Redo || !strings.Contains(why, "input changed") {
+		t.Errorf("the mask's own input changed: %v %s", v, why)
+	}
+	old := rec
+	old.Input.Path = ""
+	oldMask := filepath.Join(dir, "old_mask.nii.gz")
+	writeVol(t, oldMask, 4, 4, 4, []nifti.Extension{old.Extension()})
+	if v, why := Check(context.Background(), oldMask, dims, touched, files, model, Options{}); v != Redo {
+		t.Errorf("a mask without a recorded path: %v %s", v, why)
+	}
+}

@@ -61,6 +61,23 @@ func CheckRunID(id string) error {
 	return nil
 }
 
+// CheckNew reports, without writing anything, whether run id can be created under out: a
+// plain folder name (CheckRunID) whose run folder does not exist (ErrRunExists).
+func CheckNew(out, id string) error {
+	if err := CheckRunID(id); err != nil {
+		return err
+	}
+	if dir := RunDir(out, id); exists(dir) {
+		return fmt.Errorf("%w: %s", ErrRunExists, dir)
+	}
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
 // RunDir is the folder of run id's records.
 func RunDir(out, id string) string { return filepath.Join(out, RunsDir, id) }
 
@@ -86,7 +103,7 @@ func Create(out, id string) (*Run, error) {
 	}
 	removeStaleStaging(runs, time.Now())
 	dir := RunDir(out, id)
-	if _, err := os.Lstat(dir); err == nil {
+	if exists(dir) {
 		return nil, fmt.Errorf("%w: %s", ErrRunExists, dir)
 	}
 	host, _ := os.Hostname()
@@ -100,7 +117,7 @@ func Create(out, id string) (*Run, error) {
 		// Onto an existing run folder (made meanwhile) the rename fails: it is not empty.
 		if err = os.Rename(staging, dir); err != nil {
 			r.Close()
-			if _, serr := os.Lstat(dir); serr == nil {
+			if exists(dir) {
 				err = fmt.Errorf("%w: %s", ErrRunExists, dir)
 			}
 		}
