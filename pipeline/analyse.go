@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"voxpipe/internal/regular"
 	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
 	"voxpipe/report"
@@ -151,7 +152,7 @@ func MergeStatistics(out string) error {
 	return records.WithLock(out, func() error {
 		var rows []volstats.Row
 		for _, f := range files {
-			b, err := os.Open(f)
+			b, _, err := regular.Open(f)
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
 					continue // removed by a run that redid the volume without statistics

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"voxpipe/internal/regular"
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
@@ -198,8 +199,8 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 func JobFor(path, rel string, info fs.FileInfo, outDir, maskName string) (job Job, own bool) {
 	var jobErr error
 	var voxels int64
-	if !info.Mode().IsRegular() {
-		jobErr = fmt.Errorf("input %s: %w (%s)", path, ErrNotRegular, info.Mode().Type())
+	if err := checkRegular(path); err != nil {
+		jobErr = fmt.Errorf("input %s: %w: %w", path, ErrNotRegular, err)
 	} else {
 		h, own := readDiscovered(path)
 		if own {
@@ -215,6 +216,21 @@ func JobFor(path, rel string, info fs.FileInfo, outDir, maskName string) (job Jo
 	}
 	out := filepath.Join(outDir, filepath.FromSlash(strings.ReplaceAll(maskName, "{name}", name)))
 	return Job{Name: name, Input: path, Output: out, Err: jobErr, Voxels: voxels}, false
+}
+
+// checkRegular checks, without opening them, that the file at path and the other files of its
+// volume (the .img of a .hdr) are regular files.
+func checkRegular(path string) error {
+	files, err := nifti.Files(path)
+	if err != nil {
+		files = nil // a missing partner fails when the volume is read, with its own error
+	}
+	for _, f := range append([]string{path}, files...) {
+		if _, err := regular.Check(f); err != nil && errors.Is(err, regular.ErrNotRegular) {
+			return err
+		}
+	}
+	return nil
 }
 
 // readDiscovered reads the header of the file at path (nil if it cannot) and whether the file

@@ -109,9 +109,6 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if errors.Is(err, nifti.ErrMultiVolume) && r.cfg.Volume == nil {
-			err = fmt.Errorf("%w (choose one with --volume N)", err)
-		}
 		return err
 	}
 	defer rd.Close()
@@ -151,8 +148,18 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 	} else if stats, err = r.readSequential(ctx, rd, w, track, t); err != nil {
 		return err
 	}
+	r.noteScaling(w)
 	slope, inter := rd.Scaling()
 	return setNorm(w, stats, slope, inter)
+}
+
+// noteScaling warns, naming the file, about a header scaling that does not mean what it says
+// (scl_slope 0, NaN or infinite; scl_inter not finite).
+func (r *readers) noteScaling(w *work) {
+	if msg := w.hdr.ScalingWarning(); msg != "" {
+		w.warnings = append(w.warnings, w.job.Input+": "+msg)
+		r.log.Warn("input scaling", "volume", w.job.Name, "file", w.job.Input, "warning", msg)
+	}
 }
 
 // setNorm sets the volume's normalisation from its statistics (and scaling).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"voxpipe/internal/regular"
 )
 
 // Files returns the files that hold the volume at path, as Open would read them: path itself,
@@ -49,15 +50,11 @@ func CheckComplete(path string, h *Header) error {
 	}
 	data := files[len(files)-1]
 	end := h.VoxOffset + g.volumes*g.volBytes
-	f, err := os.Open(data)
+	f, st, err := regular.Open(data)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
 	if !Gzipped(data) {
 		if st.Size() < end {
 			return fmt.Errorf("check %s: %w: %d bytes, the header declares %d", data, ErrTruncated, st.Size(), end)

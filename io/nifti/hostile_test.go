@@ -114,7 +114,7 @@ func TestHostileFiles(t *testing.T) {
 			for i := 4; i <= 7; i++ {
 				setDim1(b, i, 181)
 			}
-		}), ErrMultiVolume, false, "WithVolume"},
+		}), ErrMultiVolume, false, "--volume"},
 		{"complex64", "a.nii", clone(n1, func(b []byte) { setDatatype1(b, 32) }), ErrUnsupportedDatatype, false, "complex64"},
 		{"rgb24", "a.nii", clone(n1, func(b []byte) { setDatatype1(b, 128) }), ErrUnsupportedDatatype, false, "rgb24"},
 		{"unknown datatype", "a.nii", clone(n2, func(b []byte) { setDatatype2(b, 9999) }), ErrUnsupportedDatatype, false, "9999"},

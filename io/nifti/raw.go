@@ -1,5 +1,10 @@
 package nifti
 
+import (
+	"fmt"
+	"math"
+)
+
 // RawHeader is what ReadHeaderRaw could decode of a file's header, whether or not the file
 // passes Open's checks.
 type RawHeader struct {
@@ -86,6 +91,23 @@ func zeroPartialFields(b []byte, version int) {
 // of nibabel and niftilib; Reader.Scaling gives the same for an opened file).
 func (h *Header) EffectiveScaling() (slope, inter float64) {
 	return effectiveScaling(h)
+}
+
+// ScalingWarning says what is wrong with the header's scaling, or is empty: a scl_slope of 0
+// (which the NIfTI standard reads as no scaling: values as stored, which a writer that meant
+// to scale did not get), NaN or infinite (taken as no scaling, as nibabel and niftilib do), or
+// a scl_inter that is not finite with a valid slope (taken as 0).
+func (h *Header) ScalingWarning() string {
+	s, i := h.SclSlope, h.SclInter
+	switch {
+	case s == 0:
+		return "scl_slope is 0: the values are used as stored (no scaling, as the NIfTI standard says)"
+	case math.IsNaN(s) || math.IsInf(s, 0):
+		return fmt.Sprintf("scl_slope is %v: taken as no scaling, the values used as stored", s)
+	case math.IsNaN(i) || math.IsInf(i, 0):
+		return fmt.Sprintf("scl_inter is %v: taken as 0", i)
+	}
+	return ""
 }
 
 // fields1 and fields2 give the offset and size of the header fields decoded into Header (and

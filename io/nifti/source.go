@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"voxpipe/internal/regular"
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/gzip"
@@ -34,18 +35,9 @@ type dataFile interface {
 type fileOpener func(name string) (dataFile, int64, error)
 
 func osOpen(name string) (dataFile, int64, error) {
-	f, err := os.Open(name)
+	f, st, err := regular.Open(name) // never blocks on a FIFO (a .img of a pair included)
 	if err != nil {
-		return nil, 0, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, openError(name, errors.New("not a regular file"))
+		return nil, 0, err // an *fs.PathError naming the file
 	}
 	return f, st.Size(), nil
 }

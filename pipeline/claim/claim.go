@@ -44,6 +44,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"voxpipe/internal/regular"
 
 	"github.com/gofrs/flock"
 )
@@ -377,18 +378,16 @@ func (m *Manager) locked(f func() error) error {
 // parsed (not one of ours, or damaged) is returned with an empty holder: it is judged by its
 // mtime alone.
 func (m *Manager) read(path string) (Holder, time.Time, error) {
-	f, err := os.Open(path)
+	f, st, err := regular.Open(path) // a FIFO there must not block the run
+	if errors.Is(err, regular.ErrNotRegular) {
+		if st, err := os.Lstat(path); err == nil {
+			return Holder{}, st.ModTime(), nil
+		}
+	}
 	if err != nil {
 		return Holder{}, time.Time{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Holder{}, time.Time{}, err
-	}
-	if !st.Mode().IsRegular() {
-		return Holder{}, st.ModTime(), nil
-	}
 	var b [4096]byte
 	n, _ := f.Read(b[:])
 	var h Holder

@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/internal/hostmem"
+	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
 )
 
@@ -240,15 +241,11 @@ func hashRange(bufs [][]byte, lo, hi int) (sum xxh3.Uint128, err error) {
 
 // mapFile maps the file at path read-only; nil for an empty file.
 func mapFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, st, err := regular.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("provenance: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("provenance: %w", err)
-	}
 	n := st.Size()
 	if n == 0 {
 		return nil, nil
