@@ -51,7 +51,7 @@ func engineFlags(devices string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", DefaultText: "embedded", Usage: "weights file (.safetensors); default: the embedded model"},
 		&cli.StringFlag{Name: "engine", Value: segment.KindAuto, Usage: "auto, cpu or cuda (auto: CUDA when built with it and a GPU is present)"},
-		&cli.StringFlag{Name: "devices", Value: devices, Usage: "GPUs for the cuda engine: all, or ordinals such as 0,1"},
+		&cli.StringFlag{Name: "devices", Value: devices, Usage: "GPUs for the cuda engine: all, or ordinals such as 0,1 (ordinals where no GPU engine runs are a usage error)"},
 		&cli.StringFlag{Name: "precision", Value: segment.PrecisionFP16, Usage: "cuda engine arithmetic: fp16 (fused tensor-core kernel) or fp32 (float32 reference kernels)"},
 		&cli.IntFlag{Name: "workers", Usage: "threads of the CPU engine (0: all cores)"},
 	}

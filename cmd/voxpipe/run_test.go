@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,14 +22,18 @@ import (
 	"voxpipe/segment"
 )
 
-// testBinary builds voxpipe once for the tests that need a separate process (signals, RSS).
+// testBinary builds voxpipe once for the tests that need a separate process (signals, RSS);
+// parallel tests wait for the one build.
 var testBinary = func() func(t *testing.T) string {
+	var mu sync.Mutex
 	var path string
 	var err error
 	var out []byte
 	built := false
 	return func(t *testing.T) string {
 		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
 		if !built {
 			built = true
 			dir, _ := os.MkdirTemp("", "voxpipe-bin")
