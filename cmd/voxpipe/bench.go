@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
@@ -66,6 +67,19 @@ func benchAction(c *cli.Context) error {
 	// on the engine.
 	if (c.IsSet("runs") && c.Int("runs") < 1) || c.Int("warmup") < 0 || c.Int("file-runs") < 0 || c.Int("slab") < 1 {
 		return usageError{errors.New("bench: --runs and --slab must be >= 1, --warmup and --file-runs >= 0")}
+	}
+	if c.IsSet("dims") && c.String("input") == "" {
+		if _, _, _, err := phantom.ParseDims(c.String("dims")); err != nil {
+			return usageError{fmt.Errorf("bench: --dims: %w", err)}
+		}
+	}
+	if in := c.String("input"); in != "" {
+		if _, err := regular.Check(in); err != nil {
+			return usageError{fmt.Errorf("bench: --input: %w", err)}
+		}
+	}
+	if err := checkEngineFlags(c, "bench"); err != nil {
+		return err
 	}
 	model, modelName, engines, err := openModelAndEngines(c)
 	if err != nil {

@@ -88,3 +88,33 @@ func TestUnknownSubcommandsAndHelpTopics(t *testing.T) {
 		}
 	}
 }
+
+// The other commands' usage errors exit 2, name the flag, and leave their output folder
+// unmade.
+func TestOtherCommandsUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args  []string
+		names string
+	}{
+		{[]string{"gen", "--dims", "0x2x3"}, "--dims"},
+		{[]string{"gen", "--count", "-1"}, "--count"},
+		{[]string{"bench", "--dims", "0x1x1"}, "--dims"},
+		{[]string{"bench", "--input", "/no/such/volume.nii"}, "--input"},
+		{[]string{"bench", "--devices", "abc"}, "--devices"},
+		{[]string{"bench", "--workers", "-2"}, "--workers"},
+		{[]string{"bench", "--runs", "0"}, "--runs"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		code, _, stderr := cliRun(t, append(tc.args, "-o", out)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.names) {
+			t.Errorf("voxpipe %s: exit %d, stderr %q; want 2 naming %s", strings.Join(tc.args, " "), code, stderr, tc.names)
+		}
+		if _, err := os.Lstat(out); err == nil {
+			t.Errorf("voxpipe %s: left %s behind", strings.Join(tc.args, " "), out)
+		}
+	}
+	if code, _, stderr := cliRun(t, "version", "extra"); code != exitUsage {
+		t.Errorf("version extra: exit %d, %q", code, stderr)
+	}
+}

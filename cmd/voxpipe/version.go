@@ -20,6 +20,9 @@ func init() {
 		Name:  "version",
 		Usage: "print the version, the engines compiled in, and the GPUs and driver when present",
 		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usageError{fmt.Errorf("version: takes no arguments, got %q", c.Args().First())}
+			}
 			printVersion(c.App.Writer)
 			return nil
 		},
