@@ -54,6 +54,13 @@ func reportAction(c *cli.Context) error {
 	if len(runs) == 0 || len(baselines) == 0 {
 		return usageError{errors.New("report: need at least one --run and one --baseline")}
 	}
+	for flag, paths := range map[string][]string{"run": runs, "baseline": baselines} {
+		for _, p := range paths {
+			if _, err := os.Stat(p); err != nil {
+				return usageError{fmt.Errorf("report: --%s: %w", flag, err)}
+			}
+		}
+	}
 	if c.Int("resamples") < 1 {
 		return usageError{errors.New("report: --resamples must be at least 1")}
 	}

@@ -118,3 +118,20 @@ func TestOtherCommandsUsageErrors(t *testing.T) {
 		t.Errorf("version extra: exit %d, %q", code, stderr)
 	}
 }
+
+// report names the flag whose input does not exist.
+func TestReportNamesMissingInputs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, flag := range []string{"--run", "--baseline"} {
+		args := []string{"report", "--run", dir, "--baseline", dir, "-o", filepath.Join(dir, "r")}
+		for i := range args {
+			if args[i] == flag {
+				args[i+1] = filepath.Join(dir, "missing")
+			}
+		}
+		if code, _, stderr := cliRun(t, args...); code != exitUsage || !strings.Contains(stderr, flag+":") {
+			t.Errorf("report with a missing %s: exit %d, %q", flag, code, stderr)
+		}
+	}
+}
