@@ -360,8 +360,14 @@ func (b *Inbox) sentSeries(q *queued) []any {
 	if len(added)+len(changed) == 0 {
 		return nil
 	}
-	return []any{"series", q.job.Name, "files_before", len(before), "files_now", len(q.ver),
-		"new_files", clip(added), "changed_files", clip(changed)}
+	attrs := []any{"series", q.job.Name, "files_before", len(before), "files_now", len(q.ver)}
+	if len(added) > 0 {
+		attrs = append(attrs, "new_files", clip(added))
+	}
+	if len(changed) > 0 {
+		attrs = append(attrs, "changed_files", clip(changed))
+	}
+	return attrs
 }
 
 // clip shortens a list of file names for a log line.
