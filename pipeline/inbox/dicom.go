@@ -64,6 +64,20 @@ type dcmSeries struct {
 	entries []*queued // its queued entries (dropped when a newer version is queued)
 }
 
+// part10Prefix is the length of a Part 10 file's preamble and "DICM": a file this long that
+// does not parse as DICOM is none (a shorter one may be one still being written).
+const part10Prefix = 132
+
+// anyLeft reports whether a file of v is still a candidate; b.mu held.
+func (b *Inbox) anyLeft(v version) bool {
+	for p := range v {
+		if _, ok := b.dcm[p]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // changes lists the files of now that base lacks (added) or holds in another version.
 func changes(now, base version) (added, changed []string) {
 	for p, v := range now {
@@ -161,16 +175,21 @@ func (b *Inbox) settleDICOM(now time.Time) {
 	b.mu.Unlock()
 	for _, p := range look {
 		b.mu.Lock()
-		f := b.dcm[p]
+		f, ok := b.dcm[p]
+		var root string
+		if ok {
+			root = f.root
+		}
 		b.mu.Unlock()
-		if f != nil {
-			b.observeDICOM(p, f.root)
+		if ok {
+			b.observeDICOM(p, root)
 		}
 	}
 	b.parseDICOM()
 
 	// Group the image files by series; find the folders that hold a candidate that is not
-	// (yet) readable and still changing.
+	// (yet) readable and still changing, unless it is long enough to tell it is no DICOM file
+	// (a table being rewritten must not hold series up).
 	b.mu.Lock()
 	members := map[string][]string{}
 	busy := map[string]bool{}
@@ -185,7 +204,9 @@ func (b *Inbox) settleDICOM(now time.Time) {
 		case f.parsed && f.err == nil:
 			members[f.uid] = append(members[f.uid], p)
 		case now.Sub(f.changed) < b.opt.Settle:
-			busy[filepath.Dir(p)] = true
+			if !f.parsed || !errors.Is(f.err, dicom.ErrNotDICOM) || f.ver.size < part10Prefix {
+				busy[filepath.Dir(p)] = true
+			}
 		case !f.stable:
 			f.stable = true
 			leftOut = append(leftOut, left{p, f.err})
@@ -196,9 +217,9 @@ func (b *Inbox) settleDICOM(now time.Time) {
 			}
 		}
 	}
-	for uid := range b.series {
-		if len(members[uid]) == 0 {
-			delete(b.series, uid)
+	for uid, s := range b.series {
+		if len(members[uid]) == 0 && !b.anyLeft(s.queued) {
+			delete(b.series, uid) // its files are gone
 		}
 	}
 	var ready []readySeries

@@ -194,7 +194,8 @@ func TestDICOMSeriesHandedOnceSettled(t *testing.T) {
 }
 
 // Two series in one folder settle apart: one complete series is handed out while another
-// keeps arriving beside it. Files that are not DICOM are logged once and hold nothing up.
+// keeps arriving beside it. Files that are not DICOM are logged once and hold nothing up,
+// even one rewritten all the time (a table).
 func TestDICOMSeriesSettleApart(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -213,6 +214,7 @@ func TestDICOMSeriesSettleApart(t *testing.T) {
 				t.Fatal("series a not handed out while b arrives")
 			}
 			d.write(t, "b"+dicomtest.FileName(i), b.Slice(i))
+			d.write(t, "table.csv", []byte(strings.Repeat("volume,status\n", 10+i)))
 			d.tick(2 * step)
 			if j, ok := d.taken(); ok {
 				got = j
@@ -232,8 +234,10 @@ func TestDICOMSeriesSettleApart(t *testing.T) {
 		d.rescan()
 		d.quiet(t, step, 2*settle, "after a rescan")
 		logs := d.logs.String()
-		if n := strings.Count(logs, "not a volume or DICOM file"); n != 1 || !strings.Contains(logs, "notes.txt") {
-			t.Errorf("notes.txt said %d times, want once:\n%s", n, logs)
+		for _, f := range []string{"notes.txt", "table.csv"} {
+			if n := strings.Count(logs, "not a volume or DICOM file\" file="+filepath.Join(d.in, f)); n != 1 {
+				t.Errorf("%s said %d times, want once:\n%s", f, n, logs)
+			}
 		}
 		if strings.Contains(logs, ".ready") {
 			t.Errorf("a marker was taken for a DICOM candidate:\n%s", logs)
