@@ -134,9 +134,11 @@ func (b *Inbox) seenDICOM(path, root string, v fileVersion, now time.Time) bool 
 	return true
 }
 
+// forgetDICOM forgets a file that is gone: a new file at its path is judged, and said, anew.
 func (b *Inbox) forgetDICOM(path string) {
 	b.mu.Lock()
 	delete(b.dcm, path)
+	delete(b.noted, path)
 	b.mu.Unlock()
 }
 

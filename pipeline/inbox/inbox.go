@@ -288,6 +288,7 @@ func (b *Inbox) event(ev fsnotify.Event) {
 		delete(b.files, path)
 		delete(b.dirs, path)
 		delete(b.dcm, path)
+		delete(b.noted, path)
 		b.mu.Unlock()
 	case strings.HasSuffix(name, b.opt.ReadySuffix):
 		vol := strings.TrimSuffix(path, b.opt.ReadySuffix)
