@@ -203,10 +203,12 @@ func (b *Inbox) settleDICOM(now time.Time) {
 	var leftOut []left
 	for p, f := range b.dcm {
 		switch {
-		case f.parsed && f.err == nil:
+		case !f.parsed: // changed while it was parsed: parsed again at the next tick
+			busy[filepath.Dir(p)] = true
+		case f.err == nil:
 			members[f.uid] = append(members[f.uid], p)
 		case now.Sub(f.changed) < b.opt.Settle:
-			if !f.parsed || !errors.Is(f.err, dicom.ErrNotDICOM) || f.ver.size < part10Prefix {
+			if !errors.Is(f.err, dicom.ErrNotDICOM) || f.ver.size < part10Prefix {
 				busy[filepath.Dir(p)] = true
 			}
 		case !f.stable:
@@ -214,7 +216,7 @@ func (b *Inbox) settleDICOM(now time.Time) {
 			leftOut = append(leftOut, left{p, f.err})
 			fallthrough
 		default:
-			if f.parsed && !errors.Is(f.err, dicom.ErrNotDICOM) && !errors.Is(f.err, dicom.ErrNoPixels) {
+			if !errors.Is(f.err, dicom.ErrNotDICOM) && !errors.Is(f.err, dicom.ErrNoPixels) {
 				unreadable[filepath.Dir(p)] = append(unreadable[filepath.Dir(p)], p)
 			}
 		}
