@@ -33,7 +33,7 @@ func maskDims(path string) [3]int {
 // this package share the built binary and the process's stdout.
 func TestWatchDICOMSeries(t *testing.T) {
 	inbox, out := t.TempDir(), t.TempDir()
-	const settle = 1500 * time.Millisecond
+	const settle = 2500 * time.Millisecond
 	w := startWatch(t, inbox, out, "wd", "--settle", settle.String(), "--dicom-name", "s%s")
 	s := dicomtest.Series{StudyUID: "1.2.826.0.1.3680043.2", SeriesUID: "1.2.826.0.1.3680043.2.5", Number: 5,
 		Rows: 20, Columns: 24, Description: "T1 axial", PatientID: "PID42"}
