@@ -14,6 +14,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 
+	"voxpipe/io/dicom"
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/inbox"
 	"voxpipe/pipeline/records"
@@ -25,16 +26,18 @@ func init() {
 	commands = append(commands, &cli.Command{
 		Name:      "watch",
 		Before:    requireFlags("output"),
-		Usage:     "a service: segment every volume that arrives in the inbox folders, with the engine kept open",
+		Usage:     "a service: segment every volume and DICOM series that arrives in the inbox folders, with the engine kept open",
 		ArgsUsage: "INBOX...",
 		Description: "A volume is taken when it is complete: moved in by rename (complete when first seen), marked\n" +
-			"by a <name>.ready file, or unchanged in size and mtime for --settle. It uses run's claims,\n" +
+			"by a <name>.ready file, or unchanged in size and mtime for --settle. Other files are read as\n" +
+			"DICOM and grouped by series; a series is taken once none of its files has been new or changed\n" +
+			"for --settle, and taken again, with a warning, if it grows afterwards. It uses run's claims,\n" +
 			"records (one run folder for the service's life) and provenance, so watchers and runs can\n" +
 			"share an output folder. Under systemd (Type=notify) it reports READY, STOPPING and WATCHDOG.\n" +
 			"On SIGTERM or SIGINT it takes no new volume, finishes those in flight within --grace,\n" +
 			"releases its claims and exits 0; 143/130 when it had to abandon volumes at the grace's end.",
 		Flags: append(append(engineFlags("all"), workFlags(1)...),
-			&cli.DurationFlag{Name: "settle", Value: inbox.DefaultSettle, Usage: "a file unchanged in size and mtime this long is taken as complete"},
+			&cli.DurationFlag{Name: "settle", Value: inbox.DefaultSettle, Usage: "a file unchanged in size and mtime this long is taken as complete; so is a DICOM series none of whose files is new or changed this long"},
 			&cli.DurationFlag{Name: "rescan", Value: inbox.DefaultRescan, Usage: "rescan the inboxes this often (network file systems send no events)"},
 			&cli.StringFlag{Name: "ready-suffix", Value: inbox.DefaultReadySuffix, Usage: "a file <volume><suffix> marks the volume complete"},
 			&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "on SIGTERM, time to finish the volumes in flight"},
@@ -57,6 +60,9 @@ func watchAction(c *cli.Context) error {
 	if c.Duration("settle") <= 0 || c.Duration("rescan") <= 0 || c.Duration("grace") < 0 {
 		return usageError{errors.New("watch: --settle and --rescan must be positive, --grace not negative")}
 	}
+	if err := dicom.CheckName(c.String("dicom-name")); err != nil {
+		return usageError{fmt.Errorf("watch: --dicom-name: %w", err)}
+	}
 	log := newLogger(os.Stderr, c.String("log-format"), c.Bool("quiet"))
 	for _, in := range c.Args().Slice() {
 		if st, err := os.Stat(in); err != nil {
@@ -75,7 +81,7 @@ func watchAction(c *cli.Context) error {
 		return usageError{fmt.Errorf("watch: %w", err)}
 	}
 	box, err := inbox.New(inbox.Options{Folders: c.Args().Slice(), Recursive: c.Bool("recursive"),
-		OutDir: ws.outDir, MaskName: ws.maskName, Settle: c.Duration("settle"), Rescan: c.Duration("rescan"),
+		OutDir: ws.outDir, MaskName: ws.maskName, DICOMName: c.String("dicom-name"), Settle: c.Duration("settle"), Rescan: c.Duration("rescan"),
 		ReadySuffix: c.String("ready-suffix"), Log: log})
 	if err != nil {
 		return usageError{fmt.Errorf("watch: %w", err)}
@@ -109,9 +115,9 @@ func watchAction(c *cli.Context) error {
 		es.metrics.SetQueueDepth(func() float64 { return float64(box.Pending()) })
 	}
 	// Claimed by a live process (another watcher, a run, or this one's previous version of
-	// the file): looked at again later, in case its holder fails or dies.
+	// the file or series): looked at again later, in case its holder fails or dies.
 	retry := max(c.Duration("settle"), c.Duration("claim-timeout")/4)
-	cfg.OnBusy = func(j pipeline.Job) { box.Defer(j.Input, retry) }
+	cfg.OnBusy = func(j pipeline.Job) { box.Defer(j, retry) }
 
 	// SIGTERM/SIGINT: stop taking volumes at once, abandon those in flight after --grace, and
 	// exit by force if even that does not end the work (as run does).

@@ -1,7 +1,8 @@
-// Package inbox watches folders for volumes that arrive and hands each one to the pipeline
-// once it is complete, once per version (size and modification time) of the file.
+// Package inbox watches folders for volumes and DICOM series that arrive and hands each one
+// to the pipeline once it is complete, once per version (size and modification time) of its
+// files.
 //
-// A volume is complete when:
+// A volume (a NIfTI file) is complete when:
 //   - it is complete the first time it is seen (its header parses and the file holds all the
 //     data the header declares: nifti.CheckComplete), which is how a file moved in by rename,
 //     or one already there at start, looks; it is taken at once;
@@ -9,8 +10,17 @@
 //   - it has been unchanged in size and mtime for Options.Settle (a writer filling it in place,
 //     or anything the first two rules cannot judge, which the pipeline then accepts or fails).
 //
+// The other files (not hidden, not markers) are DICOM candidates. A DICOM series arrives file
+// by file and no file says it is the last, so a series (the image files of one
+// SeriesInstanceUID, across the folders) is complete when none of its files has been new or
+// changed for Options.Settle; it has no marker. Its jobs are pipeline.DICOMJobs', as `voxpipe
+// run` makes them. A series that grows or changes after the pipeline took it is handed out
+// again, with a warning (dicom.go). Files that are neither volumes nor DICOM images are logged
+// once and left out.
+//
 // Changes are seen through inotify (github.com/fsnotify/fsnotify) and, because network file
-// systems deliver no events, through a rescan of the folders every Options.Rescan.
+// systems deliver no events, through a rescan of the folders every Options.Rescan (and, before
+// a series is handed out, a listing of its folders).
 package inbox
 
 import (
@@ -27,6 +37,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline"
 )
@@ -45,10 +56,15 @@ type Options struct {
 	// OutDir and MaskName name the masks as pipeline.Discover does; the output folder is not
 	// watched when it lies inside an inbox.
 	OutDir, MaskName string
-	Settle           time.Duration
-	Rescan           time.Duration
-	ReadySuffix      string
-	Log              *slog.Logger
+	// DICOMName names DICOM series' masks ({name} of MaskName; --dicom-name, default
+	// dicom.DefaultName).
+	DICOMName string
+	// Settle: a volume unchanged this long, or a series none of whose files is new or
+	// changed for this long, is complete.
+	Settle      time.Duration
+	Rescan      time.Duration
+	ReadySuffix string
+	Log         *slog.Logger
 }
 
 // Inbox hands complete volumes out on Jobs.
@@ -62,9 +78,21 @@ type Inbox struct {
 	mu      sync.Mutex
 	files   map[string]*entry // candidate volume files, by path
 	dirs    map[string]string // watched folder -> its inbox root
-	queue   []pipeline.Job
+	queue   []*queued
 	next    int
-	ignored map[string]bool // own masks seen, said once
+	ignored map[string]bool       // own masks seen, said once
+	dcm     map[string]*dcmFile   // DICOM candidates, by path (dicom.go)
+	series  map[string]*dcmSeries // DICOM series, by SeriesInstanceUID
+	noted   map[string]bool       // files left out, said once
+}
+
+// queued is a job waiting to be taken by the pipeline.
+type queued struct {
+	job pipeline.Job
+	// dropped: replaced by a newer version of its series before the pipeline took it.
+	dropped bool
+	series  *dcmSeries // a DICOM series' job: its series, and the version it reads
+	ver     version
 }
 
 // entry is what the inbox knows of one file.
@@ -80,25 +108,15 @@ type entry struct {
 
 // New watches the folders (which must exist).
 func New(opt Options) (*Inbox, error) {
-	if opt.Settle <= 0 {
-		opt.Settle = DefaultSettle
-	}
-	if opt.Rescan <= 0 {
-		opt.Rescan = DefaultRescan
-	}
-	if opt.ReadySuffix == "" {
-		opt.ReadySuffix = DefaultReadySuffix
-	}
-	if opt.Log == nil {
-		opt.Log = slog.New(slog.DiscardHandler)
+	b, err := newInbox(opt)
+	if err != nil {
+		return nil, err
 	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
-	b := &Inbox{opt: opt, watcher: w, jobs: make(chan pipeline.Job), wake: make(chan struct{}, 1),
-		files: map[string]*entry{}, dirs: map[string]string{}, ignored: map[string]bool{}}
-	b.outInfo, _ = os.Stat(opt.OutDir)
+	b.watcher = w
 	for _, f := range opt.Folders {
 		st, err := os.Stat(f)
 		if err != nil {
@@ -117,6 +135,33 @@ func New(opt Options) (*Inbox, error) {
 	return b, nil
 }
 
+// newInbox is an Inbox with its options' defaults, watching nothing yet.
+func newInbox(opt Options) (*Inbox, error) {
+	if opt.Settle <= 0 {
+		opt.Settle = DefaultSettle
+	}
+	if opt.Rescan <= 0 {
+		opt.Rescan = DefaultRescan
+	}
+	if opt.ReadySuffix == "" {
+		opt.ReadySuffix = DefaultReadySuffix
+	}
+	if opt.DICOMName == "" {
+		opt.DICOMName = dicom.DefaultName
+	}
+	if err := dicom.CheckName(opt.DICOMName); err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	b := &Inbox{opt: opt, jobs: make(chan pipeline.Job), wake: make(chan struct{}, 1),
+		files: map[string]*entry{}, dirs: map[string]string{}, ignored: map[string]bool{},
+		dcm: map[string]*dcmFile{}, series: map[string]*dcmSeries{}, noted: map[string]bool{}}
+	b.outInfo, _ = os.Stat(opt.OutDir)
+	return b, nil
+}
+
 // Jobs is where complete volumes are handed out; it is closed when Run returns.
 func (b *Inbox) Jobs() <-chan pipeline.Job { return b.jobs }
 
@@ -124,7 +169,13 @@ func (b *Inbox) Jobs() <-chan pipeline.Job { return b.jobs }
 func (b *Inbox) Pending() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.queue)
+	n := 0
+	for _, q := range b.queue {
+		if !q.dropped {
+			n++
+		}
+	}
+	return n
 }
 
 // Run scans the folders, then follows their events and rescans them until ctx is done; then it
@@ -173,17 +224,20 @@ func (b *Inbox) Run(ctx context.Context, onTick func()) error {
 	}
 }
 
-// feed hands the queued jobs out in order, as the pipeline takes them.
+// feed hands the queued jobs out in order, as the pipeline takes them, leaving out those a
+// newer version of their series replaced. Only feed removes entries from the queue.
 func (b *Inbox) feed(ctx context.Context) {
 	for {
 		b.mu.Lock()
-		var job pipeline.Job
-		have := len(b.queue) > 0
-		if have {
-			job = b.queue[0]
+		for len(b.queue) > 0 && b.queue[0].dropped {
+			b.queue = b.queue[1:]
+		}
+		var q *queued
+		if len(b.queue) > 0 {
+			q = b.queue[0]
 		}
 		b.mu.Unlock()
-		if !have {
+		if q == nil {
 			select {
 			case <-b.wake:
 				continue
@@ -192,14 +246,37 @@ func (b *Inbox) feed(ctx context.Context) {
 			}
 		}
 		select {
-		case b.jobs <- job:
+		case b.jobs <- q.job:
 			b.mu.Lock()
 			b.queue = b.queue[1:]
+			var grew []any
+			if q.series != nil {
+				grew = b.sentSeries(q)
+			}
 			b.mu.Unlock()
+			if grew != nil {
+				b.opt.Log.Warn("inbox: a DICOM series grew or changed after it was handed out for segmentation; "+
+					"segmenting it again (its mask, if one was made, is replaced: the records give the reason)", grew...)
+			}
+		case <-b.wake: // a job queued or dropped: look again
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// push queues a job (series, ver: a DICOM series' job and the version it reads); b.mu held.
+func (b *Inbox) push(job pipeline.Job, arrived time.Time, series *dcmSeries, ver version) *queued {
+	job.Index = b.next
+	job.Arrived = arrived
+	b.next++
+	q := &queued{job: job, series: series, ver: ver}
+	b.queue = append(b.queue, q)
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	return q
 }
 
 func (b *Inbox) event(ev fsnotify.Event) {
@@ -210,6 +287,8 @@ func (b *Inbox) event(ev fsnotify.Event) {
 		b.mu.Lock()
 		delete(b.files, path)
 		delete(b.dirs, path)
+		delete(b.dcm, path)
+		delete(b.noted, path)
 		b.mu.Unlock()
 	case strings.HasSuffix(name, b.opt.ReadySuffix):
 		vol := strings.TrimSuffix(path, b.opt.ReadySuffix)
@@ -229,10 +308,14 @@ func (b *Inbox) event(ev fsnotify.Event) {
 		if pipeline.IsVolumeName(name) {
 			// A new file at this name: renamed in (complete at once) or a writer's new file.
 			b.observeNew(path, root)
+		} else if b.candidate(name) {
+			b.observeDICOM(path, root)
 		}
 	case ev.Has(fsnotify.Write) || ev.Has(fsnotify.Chmod):
 		if pipeline.IsVolumeName(name) {
 			b.observe(path, b.rootOf(filepath.Dir(path)), false)
+		} else if b.candidate(name) {
+			b.observeDICOM(path, b.rootOf(filepath.Dir(path)))
 		}
 	}
 }
@@ -250,12 +333,19 @@ func (b *Inbox) observeNew(path, root string) {
 	b.observe(path, root, false)
 }
 
-// Defer hands the volume at path out again, at the earliest after delay: the pipeline found
-// it claimed by a live process, which may yet fail or die.
-func (b *Inbox) Defer(path string, delay time.Duration) {
+// Defer hands the job's volume or DICOM series out again (its current version), at the
+// earliest after delay: the pipeline found it claimed by a live process, which may yet fail
+// or die.
+func (b *Inbox) Defer(job pipeline.Job, delay time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e, ok := b.files[path]; ok {
+	if job.Series != nil {
+		if s, ok := b.series[job.Series.UID]; ok {
+			s.retryAt = time.Now().Add(delay)
+		}
+		return
+	}
+	if e, ok := b.files[job.Input]; ok {
 		e.sent, e.notBefore = false, time.Now().Add(delay)
 	}
 }
@@ -335,17 +425,10 @@ func (b *Inbox) hand(path, root string, st fs.FileInfo, arrived time.Time) {
 		}
 		return
 	}
-	job.Index = b.next
-	job.Arrived = arrived
-	b.next++
-	b.queue = append(b.queue, job)
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.push(job, arrived, nil, nil)
 }
 
-// settle looks again at the files waiting to be complete.
+// settle looks again at the files and series waiting to be complete.
 func (b *Inbox) settle() {
 	b.mu.Lock()
 	var waiting []string
@@ -360,6 +443,7 @@ func (b *Inbox) settle() {
 	for _, p := range waiting {
 		b.observe(p, roots[p], false)
 	}
+	b.settleDICOM(time.Now())
 }
 
 // rescan walks the folders for files that events did not announce (network file systems,
@@ -386,6 +470,8 @@ func (b *Inbox) rescan() {
 			}
 			if pipeline.IsVolumeName(de.Name()) {
 				b.observe(p, root, false)
+			} else if b.candidate(de.Name()) {
+				b.observeDICOM(p, root)
 			}
 		}
 	}

@@ -225,7 +225,7 @@ func TestDeferAndRepeatedEvents(t *testing.T) {
 		t.Fatalf("handed out twice: %+v", j)
 	}
 	deferred := time.Now()
-	h.box.Defer(j.Input, 300*time.Millisecond)
+	h.box.Defer(j, 300*time.Millisecond)
 	j, ok = h.next(t, 5*time.Second)
 	if !ok || j.Name != "v" {
 		t.Fatalf("deferred volume: %+v %v", j, ok)

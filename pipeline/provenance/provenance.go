@@ -348,7 +348,11 @@ func Check(ctx context.Context, mask string, inputDims [3]int, cur Input, paths 
 		return Conflict, fmt.Sprintf("the mask was made from another input: %s, not %s (two inputs map to this mask path: rename one, or give them separate output folders)", was, now)
 	}
 	if got := [3]int{h.NX(), h.NY(), h.NZ()}; got != inputDims {
-		return Redo, fmt.Sprintf("mask dims %dx%dx%d differ from the input's %dx%dx%d", got[0], got[1], got[2], inputDims[0], inputDims[1], inputDims[2])
+		why := fmt.Sprintf("mask dims %dx%dx%d differ from the input's %dx%dx%d", got[0], got[1], got[2], inputDims[0], inputDims[1], inputDims[2])
+		if !rec.Input.SameFiles(cur) { // a DICOM series that gained or lost slices: say which
+			why = "input changed since the mask was made (" + describeChange(rec.Input, cur) + "); " + why
+		}
+		return Redo, why
 	}
 	if err := nifti.CheckComplete(mask, h); err != nil {
 		return Redo, fmt.Sprintf("mask damaged: %v", err)
@@ -395,7 +399,7 @@ func describeMode(m fs.FileMode) string {
 
 func describeChange(was, now Input) string {
 	if len(was.Files) != len(now.Files) {
-		return fmt.Sprintf("%d files, now %d", len(was.Files), len(now.Files))
+		return describeCount(was, now)
 	}
 	var parts []string
 	for i := range was.Files {
@@ -410,6 +414,54 @@ func describeChange(was, now Input) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// describeCount describes a change in the number of files: a DICOM series that grew (or
+// shrank), and the files new or gone, by name.
+func describeCount(was, now Input) string {
+	in := func(f File, files []File) bool {
+		for _, o := range files {
+			if o.Name == f.Name {
+				return true
+			}
+		}
+		return false
+	}
+	var added, gone []string
+	for _, f := range now.Files {
+		if !in(f, was.Files) {
+			added = append(added, f.Name)
+		}
+	}
+	for _, f := range was.Files {
+		if !in(f, now.Files) {
+			gone = append(gone, f.Name)
+		}
+	}
+	s := fmt.Sprintf("%d files, now %d", len(was.Files), len(now.Files))
+	if now.DICOM != nil {
+		verb := "grew"
+		if len(now.Files) < len(was.Files) {
+			verb = "shrank"
+		}
+		s = fmt.Sprintf("the DICOM series %s from %d to %d files", verb, len(was.Files), len(now.Files))
+	}
+	if len(added) > 0 {
+		s += "; new: " + nameList(added)
+	}
+	if len(gone) > 0 {
+		s += "; gone: " + nameList(gone)
+	}
+	return s
+}
+
+// nameList joins file names for a reason, the first few of them.
+func nameList(names []string) string {
+	const most = 5
+	if len(names) > most {
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+	}
+	return strings.Join(names, ", ")
 }
 
 func sameVolume(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

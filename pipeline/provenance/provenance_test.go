@@ -152,6 +152,36 @@ func TestRecordRoundTripAndCheck(t *testing.T) {
 	}
 }
 
+// A DICOM series that grew since its mask was made is redone, and the reason says that it
+// grew and names the new files, whether or not the dims tell it too.
+func TestCheckSeriesGrew(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var paths []string
+	for _, n := range []string{"IM0001", "IM0002", "IM0003"} {
+		p := filepath.Join(dir, n)
+		os.WriteFile(p, []byte(n), 0o644)
+		paths = append(paths, p)
+	}
+	series := &DICOMSeries{StudyInstanceUID: "1.2", SeriesInstanceUID: "1.2.3"}
+	was, _, err := StatFiles(paths[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	was.DICOM = series
+	model := ModelOf("m", []byte("weights"))
+	mask := filepath.Join(dir, "s_mask.nii.gz")
+	writeVol(t, mask, 8, 6, 2, []nifti.Extension{Record{Generator: Generator, Model: model, Input: was}.Extension()})
+	now, _, _ := StatFiles(paths)
+	now.DICOM = series
+	for _, dims := range [][3]int{{8, 6, 3}, {8, 6, 2}} {
+		v, why := Check(context.Background(), mask, dims, now, paths, model, Options{})
+		if v != Redo || !strings.Contains(why, "the DICOM series grew from 2 to 3 files; new: IM0003") {
+			t.Errorf("dims %v: %v %q", dims, v, why)
+		}
+	}
+}
+
 // Whatever voxpipe did not write at the mask's path is a conflict, never up to date.
 func TestCheckConflicts(t *testing.T) {
 	dir := t.TempDir()

@@ -1,0 +1,329 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"voxpipe/internal/dicomtest"
+	"voxpipe/pipeline"
+)
+
+// The DICOM tests run in a synctest bubble: the clock is fake and moves only while every
+// goroutine of the test waits, so settle times are exact and cost no real time. The inbox has
+// no file watcher there (its events would not let the clock move): the tests call event,
+// rescan and settle as its Run loop does.
+
+// logBuffer collects log lines from several goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// dicomBox is an inbox without a watcher on a new folder, feeding its Jobs until the test
+// ends.
+type dicomBox struct {
+	*Inbox
+	in, out string
+	logs    *logBuffer
+}
+
+func newDICOMBox(t *testing.T, settle time.Duration) *dicomBox {
+	t.Helper()
+	dir := t.TempDir()
+	d := &dicomBox{in: filepath.Join(dir, "inbox"), out: filepath.Join(dir, "out"), logs: &logBuffer{}}
+	os.MkdirAll(d.in, 0o755)
+	b, err := newInbox(Options{Folders: []string{d.in}, OutDir: d.out, MaskName: "{name}_mask.nii.gz", DICOMName: "s%s",
+		Settle: settle, Log: slog.New(slog.NewTextHandler(d.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.dirs[d.in] = d.in
+	d.Inbox = b
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.feed(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return d
+}
+
+// taken is the job the inbox hands out now, if any.
+func (d *dicomBox) taken() (pipeline.Job, bool) {
+	synctest.Wait()
+	select {
+	case j := <-d.jobs:
+		synctest.Wait() // what the feeder does once a job is taken (its log lines)
+		return j, true
+	default:
+		return pipeline.Job{}, false
+	}
+}
+
+// write writes the file and announces it as inotify would.
+func (d *dicomBox) write(t *testing.T, name string, data []byte) {
+	t.Helper()
+	p := filepath.Join(d.in, name)
+	_, err := os.Stat(p)
+	op := fsnotify.Write
+	if err != nil {
+		op = fsnotify.Create
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.event(fsnotify.Event{Name: p, Op: op})
+}
+
+// tick lets step pass and runs a settle tick, as Run does.
+func (d *dicomBox) tick(step time.Duration) {
+	time.Sleep(step)
+	d.settle()
+}
+
+// next ticks every step until a job is handed out, at most for limit.
+func (d *dicomBox) next(t *testing.T, step, limit time.Duration) pipeline.Job {
+	t.Helper()
+	for end := time.Now().Add(limit); time.Now().Before(end); {
+		d.tick(step)
+		if j, ok := d.taken(); ok {
+			return j
+		}
+	}
+	t.Fatalf("no job within %v\n%s", limit, d.logs.String())
+	return pipeline.Job{}
+}
+
+// quiet ticks every step for span and fails on any job handed out.
+func (d *dicomBox) quiet(t *testing.T, step, span time.Duration, when string) {
+	t.Helper()
+	for end := time.Now().Add(span); time.Now().Before(end); {
+		d.tick(step)
+		if j, ok := d.taken(); ok {
+			t.Fatalf("%s: handed out %s (%d files)", when, j.Name, len(j.Series.Files))
+		}
+	}
+}
+
+func testSeries(uid string, number int) dicomtest.Series {
+	return dicomtest.Series{StudyUID: "1.2.826.0.1", SeriesUID: uid, Number: number, Rows: 10, Columns: 12,
+		Description: "T1", PatientID: "P1"}
+}
+
+// checkSeriesJob checks a job reads the series' first n slices.
+func checkSeriesJob(t *testing.T, d *dicomBox, j pipeline.Job, s dicomtest.Series, n int) {
+	t.Helper()
+	if j.Series == nil || j.Err != nil {
+		t.Fatalf("job %s: series %v, err %v", j.Name, j.Series, j.Err)
+	}
+	if j.Series.UID != s.SeriesUID || len(j.Series.Files) != n || j.Series.Dims() != [3]int{s.Columns, s.Rows, n} {
+		t.Fatalf("job %s: series %s, %d files, dims %v; want %s, %d files", j.Name, j.Series.UID, len(j.Series.Files), j.Series.Dims(), s.SeriesUID, n)
+	}
+	if want := pipeline.DICOMJobName(j.Series); j.Name != want || !strings.HasPrefix(j.Name, "series_") {
+		t.Errorf("job name %q, want %q", j.Name, want)
+	}
+	if want := filepath.Join(d.out, "s"+strconv.Itoa(s.Number)+"_mask.nii.gz"); j.Output != want {
+		t.Errorf("mask %s, want %s (--dicom-name)", j.Output, want)
+	}
+	for i, f := range j.Series.Files {
+		if filepath.Base(f.Path) != dicomtest.FileName(i) {
+			t.Errorf("file %d is %s", i, f.Path)
+		}
+	}
+}
+
+// A series copied in file by file, each file written in two parts, is handed out once: a
+// settle time after its last file, with all its files, and never while files still arrive.
+func TestDICOMSeriesHandedOnceSettled(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const settle, step = 2 * time.Second, 250 * time.Millisecond
+		d := newDICOMBox(t, settle)
+		s := testSeries("1.2.826.0.1.7", 7)
+		var last time.Time
+		for i := range 6 {
+			data := s.Slice(i)
+			d.write(t, dicomtest.FileName(i), data[:len(data)/2])
+			d.quiet(t, step, 3*step, "half a file written")
+			d.write(t, dicomtest.FileName(i), data)
+			last = time.Now()
+			d.quiet(t, step, 3*step, "a file of the series arrived 0.75 s ago")
+		}
+		j := d.next(t, step, 3*settle)
+		if took := time.Since(last); took < settle || took > settle+step {
+			t.Errorf("handed out %v after the last file, want the %v settle (ticks of %v)", took, settle, step)
+		}
+		checkSeriesJob(t, d, j, s, 6)
+		if j.Arrived.IsZero() || j.Input != d.in {
+			t.Errorf("job arrived %v, input %s", j.Arrived, j.Input)
+		}
+		d.quiet(t, step, 4*settle, "the same version again")
+		d.rescan() // files seen again (network file systems): the same version
+		d.quiet(t, step, 2*settle, "the same version after a rescan")
+		if strings.Contains(d.logs.String(), "level=WARN") {
+			t.Errorf("warnings:\n%s", d.logs.String())
+		}
+	})
+}
+
+// Two series in one folder settle apart: one complete series is handed out while another
+// keeps arriving beside it. Files that are not DICOM are logged once and hold nothing up,
+// even one rewritten all the time (a table).
+func TestDICOMSeriesSettleApart(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const settle, step = 2 * time.Second, 250 * time.Millisecond
+		d := newDICOMBox(t, settle)
+		a, b := testSeries("1.2.826.0.1.1", 1), testSeries("1.2.826.0.1.2", 2)
+		for i := range 3 {
+			d.write(t, "a"+dicomtest.FileName(i), a.Slice(i))
+		}
+		d.write(t, "notes.txt", []byte("not an image"))
+		d.write(t, "scan.nii.gz.ready", nil) // a marker of no volume: not a DICOM candidate
+		start := time.Now()
+		var got pipeline.Job
+		for i := 0; got.Name == ""; i++ {
+			if time.Since(start) > 3*settle {
+				t.Fatal("series a not handed out while b arrives")
+			}
+			d.write(t, "b"+dicomtest.FileName(i), b.Slice(i))
+			d.write(t, "table.csv", []byte(strings.Repeat("volume,status\n", 10+i)))
+			d.tick(2 * step)
+			if j, ok := d.taken(); ok {
+				got = j
+			}
+		}
+		if got.Series.UID != a.SeriesUID || len(got.Series.Files) != 3 {
+			t.Fatalf("handed out %s with %d files, want series a with 3", got.Name, len(got.Series.Files))
+		}
+		if took := time.Since(start); took < settle || took > settle+2*step {
+			t.Errorf("series a handed out after %v, settle %v", took, settle)
+		}
+		j := d.next(t, step, 3*settle)
+		if j.Series.UID != b.SeriesUID {
+			t.Fatalf("then %s, want series b", j.Name)
+		}
+		d.quiet(t, step, 2*settle, "both handed out")
+		d.rescan()
+		d.quiet(t, step, 2*settle, "after a rescan")
+		logs := d.logs.String()
+		for _, f := range []string{"notes.txt", "table.csv"} {
+			if n := strings.Count(logs, "not a volume or DICOM file\" file="+filepath.Join(d.in, f)); n != 1 {
+				t.Errorf("%s said %d times, want once:\n%s", f, n, logs)
+			}
+		}
+		if strings.Contains(logs, ".ready") {
+			t.Errorf("a marker was taken for a DICOM candidate:\n%s", logs)
+		}
+	})
+}
+
+// A series that grows after the pipeline took it is handed out again with its new files, and
+// a warning says so; a version still queued is replaced by a newer one, not handed out too;
+// files that go away hand nothing out.
+func TestDICOMSeriesGrowthReported(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const settle, step = 2 * time.Second, 250 * time.Millisecond
+		d := newDICOMBox(t, settle)
+		s := testSeries("1.2.826.0.1.9", 9)
+		if _, err := s.Write(d.in, 0, 4); err != nil {
+			t.Fatal(err)
+		}
+		d.rescan()
+		checkSeriesJob(t, d, d.next(t, step, 3*settle), s, 4) // taken by the pipeline
+		if strings.Contains(d.logs.String(), "grew") {
+			t.Fatalf("a warning before the series grew:\n%s", d.logs.String())
+		}
+
+		d.write(t, dicomtest.FileName(4), s.Slice(4))
+		checkSeriesJob(t, d, d.next(t, step, 3*settle), s, 5)
+		logs := d.logs.String()
+		if !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "grew or changed after it was handed out") ||
+			!strings.Contains(logs, "files_before=4 files_now=5 new_files=IM0005") {
+			t.Fatalf("no warning that the series grew:\n%s", logs)
+		}
+		if n := strings.Count(logs, "grew or changed"); n != 1 {
+			t.Fatalf("%d warnings, want 1", n)
+		}
+
+		// Grows while its new version waits in the queue: the newer version replaces it.
+		d.write(t, dicomtest.FileName(5), s.Slice(5))
+		for d.Pending() == 0 {
+			d.tick(step)
+			synctest.Wait()
+		}
+		d.write(t, dicomtest.FileName(6), s.Slice(6))
+		for range (settle + step) / step { // the pipeline takes nothing meanwhile
+			d.tick(step)
+		}
+		j, ok := d.taken()
+		if !ok {
+			t.Fatal("nothing handed out")
+		}
+		checkSeriesJob(t, d, j, s, 7)
+		d.quiet(t, step, 2*settle, "a replaced version")
+		if !strings.Contains(d.logs.String(), "files_before=5 files_now=7") {
+			t.Errorf("the warning does not compare with the version taken:\n%s", d.logs.String())
+		}
+
+		// Files removed (the inbox cleaned up): nothing to segment again.
+		os.Remove(filepath.Join(d.in, dicomtest.FileName(6)))
+		d.event(fsnotify.Event{Name: filepath.Join(d.in, dicomtest.FileName(6)), Op: fsnotify.Remove})
+		d.quiet(t, step, 2*settle, "a file removed")
+	})
+}
+
+// A series the pipeline found busy (claimed by a live process) is handed out again after the
+// delay, not before, and without a warning: its files did not change.
+func TestDICOMSeriesDeferred(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const settle, step = time.Second, 250 * time.Millisecond
+		d := newDICOMBox(t, settle)
+		s := testSeries("1.2.826.0.1.3", 3)
+		if _, err := s.Write(d.in, 0, 3); err != nil {
+			t.Fatal(err)
+		}
+		d.rescan()
+		j := d.next(t, step, 3*settle)
+		deferred := time.Now()
+		d.Defer(j, 5*time.Second)
+		j = d.next(t, step, 10*time.Second)
+		if since := time.Since(deferred); since < 5*time.Second {
+			t.Errorf("handed out again %v after Defer, before its 5 s", since)
+		}
+		checkSeriesJob(t, d, j, s, 3)
+		d.quiet(t, step, 2*settle, "handed out again once")
+		if strings.Contains(d.logs.String(), "level=WARN") {
+			t.Errorf("warnings:\n%s", d.logs.String())
+		}
+	})
+}
