@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
@@ -271,5 +273,28 @@ func TestRunDICOMSampleTypes(t *testing.T) {
 		if len(dcmMask) == 0 || !bytes.Equal(dcmMask, niiMask) {
 			t.Errorf("%s: the series' mask (%d bytes) differs from its NIfTI's (%d bytes)", name, len(dcmMask), len(niiMask))
 		}
+	}
+}
+
+// TestDiscoverFIFO: a FIFO named as an input (no NIfTI name, so a DICOM candidate) is a job
+// that fails as not a regular file, without being opened.
+func TestDiscoverFIFO(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "pipe")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan *Discovery, 1)
+	go func() {
+		found, _ := Discover([]string{fifo}, false, t.TempDir(), "{name}_mask.nii.gz")
+		done <- found
+	}()
+	select {
+	case found := <-done:
+		if found == nil || len(found.Jobs) != 1 || !errors.Is(found.Jobs[0].Err, ErrNotRegular) {
+			t.Errorf("discovery of a FIFO: %+v", found)
+		}
+	case <-time.After(20 * time.Second): // a bound, not a timing: discovery blocked on the FIFO
+		t.Fatal("Discover blocked on a FIFO")
 	}
 }

@@ -10,9 +10,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"voxpipe/internal/regular"
 )
 
 // writeFiles writes specs as dir/IM<i> and returns their paths.
@@ -388,5 +391,42 @@ func TestDeflatedSeriesStreams(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), paths[2]) || !wrapsSentinel(err) {
 			t.Errorf("%s after the scan: %v, want an error of the package naming %s", name, err, paths[2])
 		}
+	}
+}
+
+// TestScanFIFO: a FIFO in a DICOM folder is listed as skipped, not opened (a FIFO with no
+// writer blocks an open for reading forever), and a FIFO named on its own is an error.
+func TestScanFIFO(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, stack(3, func(k int) int { return k + 1 }, nil))
+	fifo := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	type result struct {
+		scan *Scan
+		err  error
+	}
+	scanned := func(paths ...string) result {
+		done := make(chan result, 1)
+		go func() {
+			scan, err := ScanPaths(paths, 2)
+			done <- result{scan, err}
+		}()
+		select {
+		case r := <-done:
+			return r
+		case <-time.After(20 * time.Second): // a bound, not a timing: the scan blocked on the FIFO
+			t.Fatalf("ScanPaths(%v) blocked", paths)
+			return result{}
+		}
+	}
+	r := scanned(dir)
+	if r.err != nil || len(r.scan.Series) != 1 || r.scan.Series[0].Err != nil || len(r.scan.Skipped) != 1 ||
+		r.scan.Skipped[0].Path != fifo || !errors.Is(r.scan.Skipped[0].Err, regular.ErrNotRegular) {
+		t.Errorf("folder with a FIFO: %v, %+v", r.err, r.scan)
+	}
+	if r := scanned(fifo); !errors.Is(r.err, regular.ErrNotRegular) {
+		t.Errorf("a FIFO named: %v, want regular.ErrNotRegular", r.err)
 	}
 }
