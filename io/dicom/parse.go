@@ -47,9 +47,10 @@ type source struct {
 	win    []byte
 	winOff int64
 
-	z     io.Reader // the inflating stream, or nil
-	pos   int64     // offset of the next byte z gives: the window ends there
-	limit int64     // bytes at or past limit are not inflated (ErrTooLarge)
+	z       io.Reader // the inflating stream, or nil
+	pos     int64     // offset of the next byte z gives: the window ends there
+	limit   int64     // bytes at or past limit are not inflated (ErrTooLarge)
+	allowed bool      // the pixel data's length was added to limit
 }
 
 // newStream is a source over the inflated data set z, bounded by maxInflated.
@@ -175,10 +176,12 @@ func (s *source) more(off int64) (bool, error) {
 	return false, nil
 }
 
-// allow raises the stream's limit by n bytes: the pixel data's declared length.
+// allow raises the stream's limit by n bytes: the pixel data's declared length, once (a
+// second pixel data element counts against MaxInflated).
 func (s *source) allow(n int64) {
-	if s.z != nil {
+	if s.z != nil && !s.allowed {
 		s.limit += n
+		s.allowed = true
 	}
 }
 

@@ -266,6 +266,14 @@ func bombs(uid string) map[string]struct {
 	bigDS := big.dataset()
 	bigHead := bigDS[:len(bigDS)-12] // up to the pixel data's length, which the file then declares
 	bigHead = append(bigHead, 0, 0, 0, 2)
+	// A second pixel data element declaring 1 GiB, which follows.
+	img.uid = uid + ".4"
+	second := newEnc(ExplicitVRLittleEndian)
+	second.buf.Write(img.dataset())
+	second.tag(tagPixelData)
+	second.buf.WriteString("OW")
+	second.u16(0)
+	second.u32(1 << 30)
 	// Garbage after a good start: not a deflate stream.
 	garbage := deflatedBomb(ds[:40], 0, nil)
 	garbage = append(garbage[:len(garbage)-8], bytes.Repeat([]byte{0xFF}, 4096)...)
@@ -277,6 +285,7 @@ func bombs(uid string) map[string]struct {
 	}{
 		"1 GiB after the pixels":   {deflatedBomb(ds2, 1024, nil), ErrTooLarge},
 		"1 GiB private element":    {deflatedBomb(blob.buf.Bytes(), 1024, ds), ErrTooLarge},
+		"1 GiB second pixel data":  {deflatedBomb(second.buf.Bytes(), 1024, nil), ErrTooLarge},
 		"image cut short":          {deflatedBomb(bigHead, 8, nil), ErrTruncated},
 		"damaged stream":           {garbage, ErrCorrupt},
 		"256 MiB after the pixels": {deflatedBomb(ds, 256, nil), ErrTooLarge},
