@@ -164,10 +164,13 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 	}
 	if f.Syntax == "" { // no meta group, or one without the syntax: guess from the data set
 		if f.Syntax, err = guessSyntax(src, start); err != nil {
-			if meta {
-				return f, err // DICM and a meta group, then nothing that parses
+			switch {
+			case !meta:
+				return nil, err
+			case size-start < 8: // a meta group, then the file ends: DICOM, cut short
+				return f, fmt.Errorf("%w: the file ends after its meta group", ErrTruncated)
 			}
-			return nil, err
+			return f, fmt.Errorf("%w: the meta group names no transfer syntax, and what follows it is no data set", ErrCorrupt)
 		}
 	}
 	d := &decoder{src: src, order: binary.LittleEndian, explicit: true}

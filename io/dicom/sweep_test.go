@@ -439,3 +439,18 @@ func TestScanFIFO(t *testing.T) {
 		t.Errorf("a FIFO named: %v, want regular.ErrNotRegular", r.err)
 	}
 }
+
+// TestCutAfterMetaGroup: a file with a meta group that names no transfer syntax, cut right
+// after it, is DICOM cut short (it fails the series of its folder), not "not DICOM".
+func TestCutAfterMetaGroup(t *testing.T) {
+	dir := t.TempDir()
+	paths := writeFiles(t, dir, stack(3, func(k int) int { return k + 1 }, nil))
+	meta := newEnc(ExplicitVRLittleEndian)
+	meta.str(tagMediaStorageSOPClass, "UI", "1.2.840.10008.5.1.4.1.1.4")
+	cut := filepath.Join(dir, "IM9")
+	os.WriteFile(cut, append(append(make([]byte, 128), "DICM"...), meta.buf.Bytes()...), 0o644)
+	scan := ScanFiles(append(paths, cut), 1)
+	if len(scan.Skipped) != 0 || len(scan.Series) != 1 || !errors.Is(scan.Series[0].Err, ErrTruncated) || !strings.Contains(scan.Series[0].Err.Error(), cut) {
+		t.Errorf("skipped %v, series %v", scan.Skipped, scan.Series)
+	}
+}
