@@ -48,6 +48,9 @@ func (b *budget) release(n int64) {
 // memory a gzipped file is inflated into when it cannot be inflated straight into the input
 // buffer, and the model's view of it when it is reoriented or resampled (prepare.go). files
 // are the input's files (work.files: the data file last), p its plan (work.plan).
+// A DICOM series (its header is the one dcm2niix would write) takes its input buffer and mask
+// only: it is read, deflated files inflated, straight into the input buffer and widened there
+// (decodeDICOM).
 func (r *runner) volumeNeeds(h *nifti.Header, files []string, p *gridPlan) (in, mask, scratch, prep int64) {
 	prep = p.prepareBytes(h)
 	voxels := int64(h.NX()) * int64(h.NY()) * int64(h.NZ())

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"voxpipe/internal/hostmem"
+	"voxpipe/internal/regular"
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
@@ -24,17 +24,22 @@ import (
 // (statJob: the series' files and UIDs), the header (jobHeader) and the read (decodeDICOM).
 // Jobs are named by series number and ID (a hash of the SeriesInstanceUID), and logs and
 // records show the mask as the series ID (shownOutput): the mask's file name comes from
-// --dicom-name, whose default holds the PatientID and StudyDate.
+// --dicom-name, whose default (dicom.DefaultName) is that job name, no patient data.
 
-// isDICOM reports whether the file at path parses as DICOM.
+// isDICOM reports whether the file at path, a regular file, parses as DICOM or is a DICOM
+// file that fails to (anything but dicom.ErrNotDICOM). Other files are not opened.
 func isDICOM(path string) bool {
+	if _, err := regular.Check(path); err != nil {
+		return false
+	}
 	_, err := dicom.ParseFile(path)
 	return err == nil || !errors.Is(err, dicom.ErrNotDICOM)
 }
 
-// dicomJobs makes one job per series found in files; series that cannot be read get Job.Err.
-// Files that are not DICOM images are left out.
-func dicomJobs(files []string, outDir, maskName, dicomName string) ([]Job, error) {
+// dicomJobs makes one job per series found in files; series that cannot be read (a member
+// that cannot, see dicom.ScanFiles; their geometry) get Job.Err. Files that are not DICOM
+// images are left out, listed in d.Skipped.
+func dicomJobs(d *Discovery, files []string, outDir, maskName, dicomName string) ([]Job, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
@@ -42,6 +47,7 @@ func dicomJobs(files []string, outDir, maskName, dicomName string) ([]Job, error
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	scan := dicom.ScanFiles(files, 0)
+	d.Skipped = append(d.Skipped, scan.Skipped...)
 	var jobs []Job
 	for i, name := range dicom.Names(scan.Series, dicomName) {
 		s := scan.Series[i]
@@ -99,18 +105,25 @@ func jobHeader(job Job) (*nifti.Header, error) {
 	return job.Series.Header(job.Series.StoredType()), nil
 }
 
-// decodeDICOM is the read stage for a series: its files are read in parallel (dicom.ReadRaw),
-// int16 series straight into the input buffer, others through a scratch mapping converted to
-// int16 when their values fit (uint16 series whose values all do, as dcm2niix stores them) or
-// float32; then the statistics as the NIfTI path makes them (int16: exact; float32: slab by
-// slab), so that a series and dcm2niix's NIfTI of it are normalised alike. Timing rows: one
-// read (slab -1) and one stats.
+// decodeDICOM is the read stage for a series: its files are read in parallel (dicom.ReadRaw)
+// straight into the input buffer, which admission sized for the engine's samples (int16 for
+// int16-exact types, float32 for the others) and so holds the stored samples too; those
+// that are not what the engine reads are then widened in place (uint16 series whose values
+// all fit int16 are int16 already, as dcm2niix stores them). Nothing else is allocated for
+// the voxels: the read takes what the budget reserved (budget.go), no more. Then the
+// statistics as the NIfTI path makes them (int16: exact; float32: slab by slab), so that a
+// series and dcm2niix's NIfTI of it are normalised alike. A series is one volume: --volume N
+// other than 0 fails it, as it fails a 3D NIfTI file. Timing rows: one read (slab -1) and one
+// stats.
 func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	track := fmt.Sprintf("reader %d", reader)
 	t := time.Now()
 	s := w.job.Series
 	if s.Err != nil {
 		return s.Err
+	}
+	if v := r.cfg.Volume; v != nil && *v != 0 {
+		return fmt.Errorf("read %s: %w: volume %d requested, DICOM series %s is one volume", w.job.Input, nifti.ErrMultiVolume, *v, s.ID())
 	}
 	nx, ny, nz := s.Columns, s.Rows, len(s.Slices)
 	voxels := nx * ny * nz
@@ -119,40 +132,22 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	w.vol = segment.Volume{NX: nx, NY: ny, NZ: nz}
 	r.progress().VolumeStarted(w.job, nz)
 	stored := s.StoredType()
-	threads := r.cfg.readThreads()
-	var dt nifti.DataType
-	var raw []byte
-	if stored == nifti.Int16 {
-		if err := r.grow(w, w.in, voxels*2); err != nil {
-			return err
-		}
+	sample := 4
+	if nifti.Int16Exact(stored) {
+		sample = 2
+	}
+	if err := r.grow(w, w.in, voxels*sample); err != nil {
+		return err
+	}
+	dt, err := s.ReadRaw(w.in.bytes[:voxels*stored.Size()], r.cfg.readThreads())
+	if err != nil {
+		return err
+	}
+	widenInPlace(w.in.bytes[:voxels*sample], voxels, dt)
+	if nifti.Int16Exact(dt) {
 		w.vol.I16 = w.in.int16s(voxels)
-		var err error
-		if dt, err = s.ReadRaw(unsafe.Slice((*byte)(unsafe.Pointer(&w.vol.I16[0])), voxels*2), threads); err != nil {
-			return err
-		}
 	} else {
-		var err error
-		if raw, err = hostmem.Map(voxels * stored.Size()); err != nil {
-			return err
-		}
-		defer hostmem.Unmap(raw)
-		if dt, err = s.ReadRaw(raw, threads); err != nil {
-			return err
-		}
-		size := 4
-		if nifti.Int16Exact(dt) {
-			size = 2
-		}
-		if err := r.grow(w, w.in, voxels*size); err != nil {
-			return err
-		}
-		if size == 2 {
-			w.vol.I16 = w.in.int16s(voxels)
-		} else {
-			w.vol.F32 = w.in.float32s(voxels)
-		}
-		widenInto(w.vol, raw, dt)
+		w.vol.F32 = w.in.float32s(voxels)
 	}
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
@@ -179,32 +174,38 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	return setNorm(w, stats, slope, inter)
 }
 
-// widenInto converts host-order samples of type dt into the volume's int16 or float32 voxels.
-func widenInto(v segment.Volume, raw []byte, dt nifti.DataType) {
-	n := len(raw) / dt.Size()
+// widenInPlace converts the n host-order samples of type dt at the start of buf into what the
+// engine reads, in the same buffer: int16 for int16-exact types, float32 for the others. The
+// engine's samples are at least as wide as the stored ones, so the conversion runs from the
+// last sample, whose result lies at or after every sample not yet converted.
+func widenInPlace(buf []byte, n int, dt nifti.DataType) {
+	if dt == nifti.Int16 || dt == nifti.Float32 || n == 0 {
+		return
+	}
+	size := dt.Size()
 	at := func(i int) float64 {
-		b := raw[i*dt.Size():]
+		b := buf[i*size:]
 		switch dt {
 		case nifti.Uint8:
 			return float64(b[0])
 		case nifti.Int8:
 			return float64(int8(b[0]))
-		case nifti.Int16:
-			return float64(*(*int16)(unsafe.Pointer(&b[0])))
 		case nifti.Uint16:
 			return float64(*(*uint16)(unsafe.Pointer(&b[0])))
 		case nifti.Int32:
 			return float64(*(*int32)(unsafe.Pointer(&b[0])))
-		case nifti.Uint32:
-			return float64(*(*uint32)(unsafe.Pointer(&b[0])))
 		}
-		return float64(*(*float32)(unsafe.Pointer(&b[0])))
+		return float64(*(*uint32)(unsafe.Pointer(&b[0])))
 	}
-	for i := range n {
-		if v.I16 != nil {
-			v.I16[i] = int16(at(i))
-		} else {
-			v.F32[i] = float32(at(i))
+	if nifti.Int16Exact(dt) {
+		out := unsafe.Slice((*int16)(unsafe.Pointer(&buf[0])), n)
+		for i := n - 1; i >= 0; i-- {
+			out[i] = int16(at(i))
 		}
+		return
+	}
+	out := unsafe.Slice((*float32)(unsafe.Pointer(&buf[0])), n)
+	for i := n - 1; i >= 0; i-- {
+		out[i] = float32(at(i))
 	}
 }

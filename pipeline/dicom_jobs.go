@@ -6,5 +6,5 @@ package pipeline
 // that cannot be read. Files that are not DICOM images are left out. The watch service
 // (pipeline/inbox) calls it with the files of one settled series.
 func DICOMJobs(files []string, outDir, maskName, dicomName string) ([]Job, error) {
-	return dicomJobs(files, outDir, maskName, dicomName)
+	return dicomJobs(&Discovery{}, files, outDir, maskName, dicomName) // the inbox notes skipped files itself
 }

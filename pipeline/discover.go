@@ -54,6 +54,10 @@ type Discovery struct {
 	OwnOutputs []string
 	// SkippedFolders are folders not searched because they are the output folder.
 	SkippedFolders []string
+	// Skipped are the folders' other files (DICOM candidates) left out as not DICOM images,
+	// with why (dicom.Skipped). DICOM files that cannot be read are not here: they fail their
+	// series (a job with Err).
+	Skipped []dicom.Skipped
 }
 
 // volumeExtensions are the file names that make a volume; .img files come with their .hdr.
@@ -173,7 +177,7 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 			add(e.path, rel, e.info)
 		}
 	}
-	jobs, err := dicomJobs(dicomFiles, outDir, maskName, dicomName)
+	jobs, err := dicomJobs(d, dicomFiles, outDir, maskName, dicomName)
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,8 @@ done <"$work/series/cases.txt"
 "$py" scripts/dicom_compare.py "$work/pairs" || failed=$((failed + 1))
 
 # voxpipe run on a DICOM series must give the labels and affine it gives on dcm2niix's NIfTI of
-# the series, and print and record no patient data (the series' PatientID, name, date).
+# the series, and print, record and name nothing with patient data (the series' PatientID,
+# name, date).
 "$work/voxpipe" gen -o "$work/ph" --dims 96x80x40 --count 1 --seed 21 --quiet
 "$py" scripts/dicom_gen.py --from-nifti "$work/ph/volumes/phantom_000.nii.gz" "$work/ph-dicom"
 mkdir -p "$work/ph-nii"
@@ -58,6 +59,15 @@ if ! "$py" scripts/dicom_compare.py "$work/run-pair"; then
 fi
 if grep -rl -e 'PID-0042' -e 'Doe' -e '20240102' "$work/run-dicom.log" "$work/run-dicom/runs" "$work/run-dicom/volumes.csv"; then
 	echo "FAIL patient data in voxpipe run's log or records (files above)"; failed=$((failed + 1))
+fi
+# With the default --dicom-name no file name holds patient data either: the mask, statistics
+# and preview are named series_<number>_<ID>, as the log and records name the series.
+"$work/voxpipe" run --quiet --statistics --preview "$work/ph-dicom" -o "$work/run-default"
+if find "$work/run-default" | grep -e 'PID-0042' -e 'Doe' -e '20240102'; then
+	echo "FAIL patient data in the names of voxpipe run's outputs with the default --dicom-name (above)"; failed=$((failed + 1))
+fi
+if ! ls "$work/run-default"/series_*_mask.nii.gz >/dev/null; then
+	echo "FAIL no series_<number>_<ID>_mask.nii.gz with the default --dicom-name"; failed=$((failed + 1))
 fi
 echo "dicom-test: $cases cases against dcm2niix $(dcm2niix --version 2>&1 | grep -o 'v1[0-9.]*' | head -1), $failed failures"
 [ "$failed" -eq 0 ]

@@ -28,7 +28,7 @@ func init() {
 	commands = append(commands, &cli.Command{
 		Name:      "info",
 		Usage:     "print a volume's header, geometry, extensions and value range, also of broken files",
-		ArgsUsage: "FILE|DICOMDIR...",
+		ArgsUsage: "FILE|DICOMFILE|FOLDER...",
 		Description: "For each file, prints every header field it could decode, even when the file fails\n" +
 			"validation (unsupported datatype, bad dims or vox_offset, a file or gzip stream cut short):\n" +
 			"then the reason goes to stderr and the exit status is 1. A header cut short shows the\n" +
@@ -38,7 +38,8 @@ func init() {
 			"Of a valid file it reads one volume, --volume N (0-based, default 0), and prints its value\n" +
 			"range (scaled); an integer volume with at most 256 distinct values (a label map) also gets\n" +
 			"each value's voxel count and share.\n" +
-			"A folder is read as DICOM: the series found, with their geometry (see convert).\n" +
+			"A folder: each NIfTI volume in it (and its sub-folders) as above, then the DICOM series\n" +
+			"its other files make, with their geometry (see convert). A DICOM file: its series.\n" +
 			"Exit status: 0 all files valid, 1 a file failed validation or could not be read, 2 usage\n" +
 			"(no file, a negative --volume, or one past a file's last volume).",
 		Flags: []cli.Flag{
@@ -46,7 +47,7 @@ func init() {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
-				return usageError{errors.New("info: give at least one NIfTI file")}
+				return usageError{errors.New("info: give at least one NIfTI file, DICOM file or folder")}
 			}
 			volume := c.Int("volume")
 			if volume < 0 {

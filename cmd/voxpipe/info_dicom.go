@@ -4,25 +4,110 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
+	"voxpipe/internal/regular"
 	"voxpipe/io/dicom"
+	"voxpipe/pipeline"
 )
 
-// printInfoOrSeries prints a NIfTI file's info, or the DICOM series of a folder.
+// printInfoOrSeries prints what info shows of path: a folder's NIfTI volumes and DICOM series
+// (printFolder), a DICOM file's series (as run reads a DICOM file named on its own), or a NIfTI
+// file's info.
 func printInfoOrSeries(w io.Writer, path string, volume int) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
+	st, err := os.Stat(path)
+	if err == nil && st.IsDir() {
+		return printFolder(w, path, volume)
+	}
+	if _, nii := pipeline.VolumeBase(path); !nii && err == nil && st.Mode().IsRegular() && isDICOMFile(path) {
 		return printSeries(w, path)
 	}
 	return printInfo(w, path, volume)
 }
 
-// printSeries lists the DICOM series under dir with their geometry, or why each cannot be
-// read. Series are named by ID and number, never by patient data. It fails when a series
-// cannot be read or none is found.
-func printSeries(w io.Writer, dir string) error {
-	scan, err := dicom.ScanPaths([]string{dir}, 0)
+// isDICOMFile reports whether the (regular) file at path is DICOM: it parses, or fails as a
+// DICOM file does, not as something else.
+func isDICOMFile(path string) bool {
+	_, err := dicom.ParseFile(path)
+	return err == nil || !errors.Is(err, dicom.ErrNotDICOM) && !errors.Is(err, regular.ErrNotRegular)
+}
+
+// printFolder prints the NIfTI volumes under dir (each as info prints a file, with its error
+// if it has one) and then its DICOM series (printSeries). It fails when a volume or a series
+// cannot be read, or when the folder holds neither.
+func printFolder(w io.Writer, dir string, volume int) error {
+	var volumes []string
+	other := false // files that are DICOM candidates
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case d.IsDir():
+		case pipeline.IsVolumeName(d.Name()):
+			volumes = append(volumes, path)
+		case dicom.Candidate(d.Name()):
+			other = true
+		}
+		return nil
+	})
 	if err != nil {
+		return err
+	}
+	if len(volumes) == 0 {
+		return printSeries(w, dir) // a DICOM folder, or an empty one: printSeries says so
+	}
+	fmt.Fprintf(w, "%s\n  %d NIfTI volumes\n", dir, len(volumes))
+	failed, misused := 0, 0
+	for _, v := range volumes {
+		if err := printInfo(w, v, volume); err != nil {
+			fmt.Fprintf(w, "  %-11s %v\n", "error", err)
+			var ue usageError
+			if errors.As(err, &ue) {
+				misused++
+			} else {
+				failed++
+			}
+		}
+	}
+	var seriesErr error
+	if other {
+		if seriesErr = printSeries(w, dir); errors.Is(seriesErr, errNoSeries) {
+			seriesErr = nil // other files, no DICOM among them: the volumes are what the folder holds
+		}
+	}
+	switch {
+	case failed == 0 && misused == 0:
+		return seriesErr
+	case failed == 0 && seriesErr == nil:
+		return usageError{fmt.Errorf("%s: %d of %d NIfTI volumes have no volume %d", dir, misused, len(volumes), volume)}
+	}
+	err = fmt.Errorf("%s: %d of %d NIfTI volumes cannot be read", dir, failed+misused, len(volumes))
+	if seriesErr != nil {
+		err = fmt.Errorf("%w; %w", err, seriesErr)
+	}
+	return err
+}
+
+// errNoSeries: a folder (or file) holds no DICOM image series.
+var errNoSeries = errors.New("no NIfTI volumes or DICOM image series")
+
+// printSeries lists the DICOM series under path (a folder, or one DICOM file) with their
+// geometry, or why each cannot be read. Series are named by ID and number, never by patient
+// data. It fails when a series cannot be read or none is found.
+func printSeries(w io.Writer, path string) error {
+	scan, err := dicom.ScanPaths([]string{path}, 0)
+	if err != nil {
+		fmt.Fprintf(w, "%s\n", path)
 		return err
 	}
 	other := 0
@@ -31,10 +116,10 @@ func printSeries(w io.Writer, dir string) error {
 			other++
 		}
 	}
-	fmt.Fprintf(w, "%s\n  %d DICOM series; %d files are not DICOM images\n", dir, len(scan.Series), other)
+	fmt.Fprintf(w, "%s\n  %d DICOM series; %d files are not DICOM images\n", path, len(scan.Series), other)
 	for _, sk := range scan.Skipped {
 		if !errors.Is(sk.Err, dicom.ErrNotDICOM) && !errors.Is(sk.Err, dicom.ErrNoPixels) {
-			fmt.Fprintf(w, "  unreadable %v\n", sk.Err)
+			fmt.Fprintf(w, "  skipped %v\n", sk.Err)
 		}
 	}
 	failed := 0
@@ -44,6 +129,9 @@ func printSeries(w io.Writer, dir string) error {
 			part = fmt.Sprintf(" part %d", s.Part)
 		}
 		fmt.Fprintf(w, "  series %s (number %d%s) %s %q: %d files, %v\n", s.ID(), s.Number, part, s.Modality, s.Description, len(s.Files), s.Syntax)
+		if len(s.Duplicates) > 0 {
+			fmt.Fprintf(w, "    duplicates  %d exact copies of its files left out: %s\n", len(s.Duplicates), strings.Join(s.Duplicates, ", "))
+		}
 		if s.Err != nil {
 			failed++
 			fmt.Fprintf(w, "    cannot be read: %v\n", s.Err)
@@ -63,10 +151,10 @@ func printSeries(w io.Writer, dir string) error {
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%s: %d of %d series cannot be read", dir, failed, len(scan.Series))
+		return fmt.Errorf("%s: %d of %d series cannot be read", path, failed, len(scan.Series))
 	}
 	if len(scan.Series) == 0 {
-		return fmt.Errorf("%s: no DICOM image series", dir)
+		return fmt.Errorf("%s: %w", path, errNoSeries)
 	}
 	return nil
 }

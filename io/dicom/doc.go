@@ -11,9 +11,30 @@
 // the attributes it uses, skips everything else (private tags, undefined-length sequences and
 // items) by length or delimiter, and checks every length against the bytes left before reading
 // or sizing anything, so a hostile file fails (ErrTruncated, ErrCorrupt, ErrTooLarge) instead of
-// allocating what it claims. The pixel data is located, not read.
+// allocating what it claims. The pixel data is located, not read. Files are opened only when
+// they are regular files (internal/regular: a FIFO fails at once). A deflated data set is
+// parsed as it inflates, the window sliding over the stream: nothing of it is kept but the
+// window and the kept attributes, and it may inflate to what its pixel data declares plus
+// MaxInflated bytes of other elements, no more (ErrTooLarge, after at most that much
+// inflating). It is inflated through to its end at the scan, so a stream that is cut short or
+// damaged fails there; reading its pixels inflates it again, each frame straight into its
+// place in the caller's buffer, and checks it ends where it did.
 //
 // Group and ScanPaths assemble series as dcm2niix does (see Series.assemble); Series.ReadRaw
 // reads the files in parallel straight into the caller's volume, and Series.Header gives the
-// NIfTI header. Errors wrap the Err* sentinels.
+// NIfTI header. Errors wrap the Err* sentinels, and errors about files name them.
+//
+// The rule for files that cannot be read (ScanFiles): a file that is not DICOM (ErrNotDICOM),
+// a DICOM file without an image (ErrNoPixels: a DICOMDIR, a report) and a file that is not
+// regular are left out, listed in Scan.Skipped with the reason. Every other candidate that
+// cannot be read fails a series, never silently: a DICOM file cut short (pixel data shorter
+// than the image declares included: the file's size tells at the scan), one that does not
+// parse, one that cannot be opened (permission denied, gone). It fails the series of the
+// SeriesInstanceUID read before the damage (the UIDs precede the pixel data); when none could
+// be read (damage in the meta group, a file that cannot be opened), every series with a file in
+// its folder; a file that fails no series is a failed series of its own. The error names the
+// file and the reason. Files with one SOPInstanceUID: byte-identical copies are left out
+// (Series.Duplicates, for a note), different files fail their series naming both
+// (ErrDuplicate). Series-level errors (a gap, spacing that varies, repeated positions, tilt, a
+// missing position) name the files involved.
 package dicom

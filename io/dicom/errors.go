@@ -22,9 +22,12 @@ var (
 	ErrUnsupported = errors.New("dicom: unsupported")
 	// ErrNoPixels: the file holds no image (a DICOMDIR, a structured report, an RT plan).
 	ErrNoPixels = errors.New("dicom: no pixel data")
-	// ErrTooLarge: a deflated data set inflates beyond MaxInflated, or a series beyond
-	// MaxVoxels.
+	// ErrTooLarge: a deflated data set inflates beyond its pixel data and MaxInflated bytes
+	// of other elements, or a series beyond MaxVoxels.
 	ErrTooLarge = errors.New("dicom: too large")
+	// ErrDuplicate: two different files carry one SOP Instance UID (byte-identical copies are
+	// not an error: one is read, the others noted in Series.Duplicates).
+	ErrDuplicate = errors.New("dicom: two different files carry one SOP Instance UID")
 	// ErrGeometry: the slices of a series do not make one regular volume (a missing slice,
 	// spacing that varies, gantry tilt, repeated positions, no position or orientation).
 	ErrGeometry = errors.New("dicom: irregular series geometry")

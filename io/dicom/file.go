@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/flate"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
+
+	"voxpipe/internal/regular"
 )
 
 // File is what a DICOM file says about its image: identity, pixel format and the geometry of
@@ -19,6 +21,7 @@ type File struct {
 	MediaStorageClass string
 
 	SOPClassUID       string
+	SOPInstanceUID    string
 	StudyInstanceUID  string
 	SeriesInstanceUID string
 	PatientID         string // PHI: used only in output names the user asks for
@@ -43,10 +46,13 @@ type File struct {
 	// enhanced multi-frame files, the shared and per-frame functional groups.
 	Frames []Frame
 
-	pixels pixelLoc
+	pixels pixelLoc // in a deflated file, offsets into the inflated data set
 	order  binary.ByteOrder
-	data   []byte // an inflated data set (deflated syntax), which pixel locations index
-	src    io.ReaderAt
+	size   int64       // the file's size
+	src    io.ReaderAt // the file, when Parse was given it (ParseFile's files are reopened)
+	// deflateAt is where a deflated data set's stream starts in the file, inflated its
+	// length once inflated (0: not deflated).
+	deflateAt, inflated int64
 }
 
 // Frame is the geometry and value transform of one frame (the whole image of a single-frame
@@ -72,22 +78,32 @@ func (f *File) HasPixels() bool { return f.pixels.found }
 func (f *File) IsDirectory() bool { return f.MediaStorageClass == dicomdirClass }
 
 // ParseFile parses the file at path up to and around its pixel data, reading only the bytes
-// it needs (the elements before the pixel data, in 64 KiB windows).
+// it needs (the elements before the pixel data, in 64 KiB windows). Only regular files are
+// opened (internal/regular): a FIFO fails at once with regular.ErrNotRegular.
 func ParseFile(path string) (*File, error) {
-	fh, err := os.Open(path)
+	f, err := parseFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// parseFile is ParseFile, but a file that is DICOM and fails to parse also comes back with
+// what could be read of it (its identity: the UIDs precede the pixel data), for Group to fail
+// its series with the error. Errors name the file.
+func parseFile(path string) (*File, error) {
+	fh, st, err := regular.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
 	f, err := parse(fh, st.Size())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if f != nil {
+		f.Path = path
 	}
-	f.Path = path
+	if err != nil {
+		return f, fmt.Errorf("%s: %w", path, err)
+	}
 	return f, nil
 }
 
@@ -98,18 +114,21 @@ func Parse(r io.ReaderAt, size int64) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.src == nil {
-		f.src = r
-	}
+	f.src = r
 	return f, nil
 }
 
+// parse parses the file. On an error after the preamble (the file is DICOM), the File holds
+// the identity read before the error, if any.
 func parse(r io.ReaderAt, size int64) (*File, error) {
 	src := &source{r: r, size: size}
-	f := &File{}
+	f := &File{size: size}
 	start, meta, err := preamble(src)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, ErrNotDICOM) {
+			return nil, err
+		}
+		return f, err
 	}
 	if meta {
 		d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
@@ -118,22 +137,22 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 		for off+8 <= size {
 			b, err := src.bytes(off, 2)
 			if err != nil {
-				return nil, err
+				return f, err
 			}
 			if binary.LittleEndian.Uint16(b) != 0x0002 {
 				break
 			}
 			h, err := d.readHeader(off, size)
 			if err != nil {
-				return nil, fmt.Errorf("meta group: %w", err)
+				return f, fmt.Errorf("meta group: %w", err)
 			}
 			if h.length == undefinedLength || int64(h.length) > size-h.value {
-				return nil, fmt.Errorf("meta group: %w", lengthError(h, size))
+				return f, fmt.Errorf("meta group: %w", lengthError(h, size))
 			}
 			if _, kept := keptVR[h.tag]; kept && h.length <= maxKeptValue {
 				b, err := src.bytes(h.value, int(h.length))
 				if err != nil {
-					return nil, err
+					return f, err
 				}
 				ds.elems[h.tag] = &value{vr: h.vr, raw: bytes.Clone(b)}
 			}
@@ -145,7 +164,13 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 	}
 	if f.Syntax == "" { // no meta group, or one without the syntax: guess from the data set
 		if f.Syntax, err = guessSyntax(src, start); err != nil {
-			return nil, err
+			switch {
+			case !meta:
+				return nil, err
+			case size-start < 8: // a meta group, then the file ends: DICOM, cut short
+				return f, fmt.Errorf("%w: the file ends after its meta group", ErrTruncated)
+			}
+			return f, fmt.Errorf("%w: the meta group names no transfer syntax, and what follows it is no data set", ErrCorrupt)
 		}
 	}
 	d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
@@ -155,33 +180,31 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 	case ExplicitVRBigEndian:
 		d.order = binary.BigEndian
 	case DeflatedExplicitVRLE:
-		// The data set after the meta group is a raw deflate stream (PS3.5 A.5).
+		// The data set after the meta group is a raw deflate stream (PS3.5 A.5), parsed as it
+		// inflates: only the window and the kept attributes are held.
 		zr := flate.NewReader(io.NewSectionReader(r, start, size-start))
-		data, err := io.ReadAll(io.LimitReader(zr, maxInflated+1))
-		if err != nil {
-			return nil, fmt.Errorf("%w: deflated data set: %w", ErrCorrupt, err)
-		}
-		if int64(len(data)) > maxInflated {
-			return nil, fmt.Errorf("%w: the deflated data set inflates beyond %d bytes", ErrTooLarge, maxInflated)
-		}
-		f.data = data
-		f.src = bytes.NewReader(data)
-		src = &source{r: f.src, size: int64(len(data))}
-		d.src, start, size = src, 0, int64(len(data))
+		defer zr.Close()
+		src = newStream(zr)
+		f.deflateAt = start
+		d.src, start, size = src, 0, src.size
 	default:
 		// Some writers declare an explicit syntax and write implicit VR (pydicom's
 		// SC_rgb_jpeg.dcm): the first element tells, as it does to pydicom and dcm2niix.
 		if size-start >= 8 {
 			b, err := src.bytes(start, 8)
 			if err != nil {
-				return nil, err
+				return f, err
 			}
 			d.explicit = isVR(b[4:6])
 		}
 	}
-	ds, _, err := d.dataset(start, size, false, 0)
+	ds, end, err := d.dataset(start, size, false, 0)
 	if err != nil {
-		return nil, err
+		f.identity(ds)
+		return f, err
+	}
+	if f.deflateAt > 0 {
+		f.inflated = end
 	}
 	f.order = d.order
 	f.pixels = d.pixels
@@ -243,9 +266,10 @@ func guessSyntax(src *source, off int64) (TransferSyntax, error) {
 
 func isVR(b []byte) bool { return b[0] >= 'A' && b[0] <= 'Z' && b[1] >= 'A' && b[1] <= 'Z' }
 
-// fill sets the File's fields from the parsed data set.
-func (f *File) fill(ds *DataSet) {
+// identity sets the fields that name the file's series and instance.
+func (f *File) identity(ds *DataSet) {
 	f.SOPClassUID = ds.str(tagSOPClassUID)
+	f.SOPInstanceUID = ds.str(tagSOPInstanceUID)
 	f.StudyInstanceUID = ds.str(tagStudyInstanceUID)
 	f.SeriesInstanceUID = ds.str(tagSeriesInstanceUID)
 	f.PatientID = ds.str(tagPatientID)
@@ -257,6 +281,11 @@ func (f *File) fill(ds *DataSet) {
 	f.SeriesNumber = ds.integer(tagSeriesNumber, 0)
 	f.InstanceNumber = ds.integer(tagInstanceNumber, 0)
 	f.EchoNumber = ds.integer(tagEchoNumbers, 0)
+}
+
+// fill sets the File's fields from the parsed data set.
+func (f *File) fill(ds *DataSet) {
+	f.identity(ds)
 	f.Rows = ds.integer(tagRows, 0)
 	f.Columns = ds.integer(tagColumns, 0)
 	f.NumberOfFrames = 1
@@ -384,27 +413,100 @@ func (f *File) checkPixels() error {
 	return nil
 }
 
-// readFrames reads the frames' samples, in host byte order and BitsAllocated wide, unmasked,
-// into dst (len: NumberOfFrames * frameBytes). r is the file (ignored when the File keeps its
-// own source).
+// readFrames reads all frames into dst (len: NumberOfFrames * frameBytes), host byte order.
 func (f *File) readFrames(r io.ReaderAt, dst []byte) error {
-	if err := f.checkPixels(); err != nil {
-		return err
-	}
 	if int64(len(dst)) != f.frameBytes()*int64(f.NumberOfFrames) {
 		return fmt.Errorf("%w: %d frames do not fit the %d-byte buffer", ErrCorrupt, f.NumberOfFrames, len(dst))
+	}
+	fb := f.frameBytes()
+	return f.readFramesTo(r, func(i int) []byte { return dst[int64(i)*fb : int64(i+1)*fb] })
+}
+
+// readFramesTo reads the frames' samples, in host byte order and BitsAllocated wide, unmasked,
+// frame i into to(i) (frameBytes long; nil: frame i is not wanted), in frame order. r is the
+// file (ignored when the File keeps its own source). A deflated file is inflated as it is
+// read: each frame straight into its place, nothing else kept.
+func (f *File) readFramesTo(r io.ReaderAt, to func(frame int) []byte) error {
+	if err := f.checkPixels(); err != nil {
+		return err
 	}
 	if f.src != nil {
 		r = f.src
 	}
-	if !f.pixels.encapsulated {
-		if err := readFull(r, dst, f.pixels.native.off); err != nil {
+	switch {
+	case f.deflateAt > 0:
+		return f.readDeflated(r, to)
+	case f.pixels.encapsulated:
+		return f.readRLE(r, to)
+	}
+	fb := f.frameBytes()
+	for i := range f.NumberOfFrames {
+		dst := to(i)
+		if dst == nil {
+			continue
+		}
+		if err := readFull(r, dst, f.pixels.native.off+int64(i)*fb); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("%w: the file ends inside frame %d's pixel data (it was cut short after it was scanned)", ErrTruncated, i)
+			}
 			return err
 		}
 		if swapped(f.order) && f.BitsAllocated > 8 {
 			swap(dst, f.BitsAllocated/8)
 		}
-		return nil
 	}
-	return f.readRLE(r, dst)
+	return nil
+}
+
+// readDeflated inflates the data set again, drops what precedes the pixel data, inflates each
+// frame into its place, and checks that the stream then ends where it ended at the scan.
+func (f *File) readDeflated(r io.ReaderAt, to func(frame int) []byte) error {
+	zr := flate.NewReader(io.NewSectionReader(r, f.deflateAt, f.size-f.deflateAt))
+	defer zr.Close()
+	pos := int64(0)
+	skip := func(to int64) error {
+		k, err := io.CopyN(io.Discard, zr, to-pos)
+		pos += k
+		return err
+	}
+	fail := func(err error) error {
+		if err == io.EOF {
+			return fmt.Errorf("%w: the deflated data set ends at byte %d, %d bytes when scanned", ErrTruncated, pos, f.inflated)
+		}
+		return inflateError(err, pos)
+	}
+	if err := skip(f.pixels.native.off); err != nil {
+		return fail(err)
+	}
+	fb := f.frameBytes()
+	for i := range f.NumberOfFrames {
+		dst := to(i)
+		if dst == nil {
+			if err := skip(pos + fb); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+		k, err := io.ReadFull(zr, dst)
+		pos += int64(k)
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if swapped(f.order) && f.BitsAllocated > 8 {
+			swap(dst, f.BitsAllocated/8)
+		}
+	}
+	if err := skip(f.inflated); err != nil {
+		return fail(err)
+	}
+	var b [1]byte
+	if k, err := io.ReadFull(zr, b[:]); k > 0 {
+		return fmt.Errorf("%w: the deflated data set inflates past the %d bytes it held when scanned", ErrCorrupt, f.inflated)
+	} else if err != io.EOF {
+		return fail(err)
+	}
+	return nil
 }

@@ -116,6 +116,7 @@ type sliceSpec struct {
 	syntax          TransferSyntax
 	declare         TransferSyntax // the syntax the meta group names, when not syntax
 	uid             string
+	sop             string // SOPInstanceUID, written when set
 	instance        int
 	pos             [3]float64
 	orient          [6]float64
@@ -141,6 +142,15 @@ func ds(v ...float64) string {
 
 // file encodes the spec as a Part 10 file.
 func (sp sliceSpec) file() []byte {
+	if sp.declare != "" {
+		return part10As(sp.declare, sp.dataset(), false)
+	}
+	return part10(sp.syntax, sp.dataset())
+}
+
+// dataset encodes the spec's data set (explicit VR little endian for the deflated syntax, not
+// deflated).
+func (sp sliceSpec) dataset() []byte {
 	ts := sp.syntax
 	body := ts
 	if ts == DeflatedExplicitVRLE || ts == RLELossless {
@@ -153,7 +163,11 @@ func (sp sliceSpec) file() []byte {
 			seqStart(0x00091003, "SQ").elem(0x00091004, "OB", make([]byte, 30)).seqEnd().seqEnd()
 		e.elem(0x00091010, "OB", bytes.Repeat([]byte{0xAB}, 1000))
 	}
-	e.str(tagSOPClassUID, "UI", "1.2.840.10008.5.1.4.1.1.4").str(tagStudyDate, "DA", "20240102").str(tagModality, "CS", "MR")
+	e.str(tagSOPClassUID, "UI", "1.2.840.10008.5.1.4.1.1.4")
+	if sp.sop != "" {
+		e.str(0x00080018, "UI", sp.sop)
+	}
+	e.str(tagStudyDate, "DA", "20240102").str(tagModality, "CS", "MR")
 	e.str(tagSeriesDescription, "LO", "T1 / axial").str(tagPatientID, "LO", "PID 42")
 	e.str(tagSliceThickness, "DS", "2")
 	if sp.echo > 0 {
@@ -217,10 +231,7 @@ func (sp sliceSpec) file() []byte {
 	} else {
 		e.elem(tagPixelData, "OW", raw)
 	}
-	if sp.declare != "" {
-		return part10As(sp.declare, e.buf.Bytes(), false)
-	}
-	return part10(ts, e.buf.Bytes())
+	return e.buf.Bytes()
 }
 
 // encodeRLE16 encodes 16-bit samples as one RLE frame (two segments, high bytes first), with

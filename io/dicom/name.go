@@ -6,9 +6,10 @@ import (
 	"strings"
 )
 
-// DefaultName is the default naming template: PatientID, StudyDate, SeriesNumber and
-// SeriesDescription.
-const DefaultName = "%i_%t_%s_%d"
+// DefaultName is the default naming template: "series_", the SeriesNumber, "_" and the
+// series' ID, the name logs and records give the series (pipeline.DICOMJobName). It holds no
+// patient data; a template asks for DICOM fields explicitly.
+const DefaultName = "series_%s_%h"
 
 // nameFields are the template's verbs. PatientName and birth dates have none, on purpose.
 var nameFields = map[byte]func(s *Series) string{

@@ -13,9 +13,11 @@ import (
 
 // Limits on what a file can make the parser do.
 const (
-	// MaxInflated bounds the inflated size of a deflated data set: a deflate bomb fails with
-	// ErrTooLarge once it has produced this much, instead of filling memory.
-	MaxInflated = 1 << 30
+	// MaxInflated bounds what a deflated data set may inflate to besides its pixel data (the
+	// attributes, private elements, padding): past it the file fails with ErrTooLarge, after
+	// at most that much inflating and without keeping it. The pixel data may add what it
+	// declares, no more.
+	MaxInflated = 16 << 20
 	// maxDepth bounds the nesting of sequences, so a hostile file cannot exhaust the stack.
 	maxDepth = 32
 	// maxKeptValue bounds a kept attribute's value (all of them are short strings or numbers;
@@ -34,16 +36,34 @@ const undefinedLength = 0xFFFFFFFF
 
 // source reads byte ranges of a file through a window, so that skipped elements (private
 // blobs, overlays, the pixel data itself) are never read.
+//
+// Over a deflated data set (z set) the window slides forward over the inflating stream: what
+// lies behind the window cannot be read again (the decoder never asks), skipped bytes are
+// inflated and dropped, and nothing at or past limit is inflated. The stream's length is not
+// known until it ends: size is then math.MaxInt64, and more tells where the data set ends.
 type source struct {
 	r      io.ReaderAt
 	size   int64
 	win    []byte
 	winOff int64
+
+	z       io.Reader // the inflating stream, or nil
+	pos     int64     // offset of the next byte z gives: the window ends there
+	limit   int64     // bytes at or past limit are not inflated (ErrTooLarge)
+	allowed bool      // the pixel data's length was added to limit
+}
+
+// newStream is a source over the inflated data set z, bounded by maxInflated.
+func newStream(z io.Reader) *source {
+	return &source{z: z, size: math.MaxInt64, limit: maxInflated}
 }
 
 // bytes returns n bytes at off; the slice is valid until the next call. Callers have checked
 // off+n against size.
 func (s *source) bytes(off int64, n int) ([]byte, error) {
+	if s.z != nil {
+		return s.streamBytes(off, n)
+	}
 	if off >= s.winOff && off+int64(n) <= s.winOff+int64(len(s.win)) {
 		return s.win[off-s.winOff : off-s.winOff+int64(n)], nil
 	}
@@ -62,6 +82,119 @@ func (s *source) bytes(off int64, n int) ([]byte, error) {
 	}
 	s.winOff = off
 	return s.win[:n], nil
+}
+
+// streamBytes is bytes over the inflating stream.
+func (s *source) streamBytes(off int64, n int) ([]byte, error) {
+	end := off + int64(n)
+	if off < s.winOff {
+		return nil, fmt.Errorf("%w: the deflated data set is read backwards at offset %d", ErrCorrupt, off)
+	}
+	if end <= s.pos {
+		return s.win[off-s.winOff : end-s.winOff], nil
+	}
+	if end > s.limit {
+		return nil, s.tooLarge()
+	}
+	if off > s.pos {
+		if err := s.skip(off); err != nil {
+			return nil, err
+		}
+		s.win = s.win[:0]
+	} else {
+		s.win = s.win[:copy(s.win, s.win[off-s.winOff:])]
+	}
+	s.winOff = off
+	want := int(min(int64(max(n, windowSize)), s.limit-off))
+	if cap(s.win) < want {
+		s.win = append(make([]byte, 0, want), s.win...)
+	}
+	for len(s.win) < n {
+		k, err := s.z.Read(s.win[len(s.win):want])
+		s.win = s.win[:len(s.win)+k]
+		s.pos += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, inflateError(err, s.pos)
+		}
+	}
+	if len(s.win) < n {
+		return nil, fmt.Errorf("%w: the deflated data set ends at byte %d, %d bytes are needed at offset %d", ErrTruncated, s.pos, n, off)
+	}
+	return s.win[:n], nil
+}
+
+// skip inflates and drops the stream's bytes up to off.
+func (s *source) skip(off int64) error {
+	if off > s.limit {
+		return s.tooLarge()
+	}
+	k, err := io.CopyN(io.Discard, s.z, off-s.pos)
+	s.pos += k
+	if err == io.EOF {
+		return fmt.Errorf("%w: the deflated data set ends at byte %d, an element extends to byte %d", ErrTruncated, s.pos, off)
+	}
+	if err != nil {
+		return inflateError(err, s.pos)
+	}
+	return nil
+}
+
+// more reports whether the data set goes on at off: off is before the end of the file, or of
+// the inflated stream (which is then inflated up to off).
+func (s *source) more(off int64) (bool, error) {
+	if s.z == nil {
+		return off < s.size, nil
+	}
+	if off < s.pos {
+		return true, nil
+	}
+	if off < s.limit {
+		if _, err := s.streamBytes(off, 1); err != nil {
+			if errors.Is(err, ErrTruncated) && s.pos == off {
+				return false, nil
+			}
+			return false, err
+		}
+		return true, nil
+	}
+	if off > s.pos {
+		if err := s.skip(off); err != nil {
+			return false, err
+		}
+	}
+	var b [1]byte // at the limit: only the stream's end is allowed
+	k, err := io.ReadFull(s.z, b[:])
+	if k > 0 {
+		return false, s.tooLarge()
+	}
+	if err != io.EOF {
+		return false, inflateError(err, s.pos)
+	}
+	return false, nil
+}
+
+// allow raises the stream's limit by n bytes: the pixel data's declared length, once (a
+// second pixel data element counts against MaxInflated).
+func (s *source) allow(n int64) {
+	if s.z != nil && !s.allowed {
+		s.limit += n
+		s.allowed = true
+	}
+}
+
+func (s *source) tooLarge() error {
+	return fmt.Errorf("%w: the deflated data set inflates beyond its pixel data and %d bytes of other elements", ErrTooLarge, maxInflated)
+}
+
+// inflateError classifies an error of the inflating stream at offset off.
+func inflateError(err error, off int64) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: the deflate stream ends before its last block (after %d bytes)", ErrTruncated, off)
+	}
+	return fmt.Errorf("%w: deflated data set, after %d bytes: %w", ErrCorrupt, off, err)
 }
 
 // readFull reads len(b) bytes at off: a short read is an error (io.ErrUnexpectedEOF when the
@@ -133,7 +266,7 @@ func (d *decoder) readHeader(off, end int64) (header, error) {
 	if tag.Group() == 0xFFFE || !d.explicit { // items and delimiters never carry a VR
 		return header{tag: tag, length: d.order.Uint32(b[4:8]), value: off + 8}, nil
 	}
-	vr := string(b[4:6])
+	vr := vrName(b[4:6])
 	if !longLengthVR(vr) {
 		return header{tag: tag, vr: vr, length: uint32(d.order.Uint16(b[6:8])), value: off + 8}, nil
 	}
@@ -147,17 +280,48 @@ func (d *decoder) readHeader(off, end int64) (header, error) {
 	return header{tag: tag, vr: vr, length: d.order.Uint32(b), value: off + 12}, nil
 }
 
-// dataset parses elements from off to end (a defined length), or up to an item delimiter
-// when undefined. It returns the data set and the offset after it (after the delimiter).
-func (d *decoder) dataset(off, end int64, undefined bool, depth int) (*DataSet, int64, error) {
-	if depth > maxDepth {
-		return nil, 0, fmt.Errorf("%w: sequences nested deeper than %d", ErrCorrupt, maxDepth)
+// knownVRs are the value representations of PS3.5 6.2, whose names vrName returns without
+// allocating.
+var knownVRs = func() map[[2]byte]string {
+	m := map[[2]byte]string{}
+	for _, vr := range strings.Fields("AE AS AT CS DA DS DT FD FL IS LO LT OB OD OF OL OV OW PN SH SL SQ SS ST SV TM UC UI UL UN UR US UT UV") {
+		m[[2]byte{vr[0], vr[1]}] = vr
 	}
+	return m
+}()
+
+// vrName is an explicit VR's name. Two bytes that are not letters (a damaged or hostile
+// file) are all named "??", so that a run of them allocates nothing.
+func vrName(b []byte) string {
+	if vr, ok := knownVRs[[2]byte{b[0], b[1]}]; ok {
+		return vr
+	}
+	if !isVR(b) {
+		return "??"
+	}
+	return string(b)
+}
+
+// dataset parses elements from off to end (a defined length), or up to an item delimiter
+// when undefined. It returns the data set and the offset after it (after the delimiter). On
+// an error the data set holds the elements parsed before it (a broken file's identity).
+func (d *decoder) dataset(off, end int64, undefined bool, depth int) (*DataSet, int64, error) {
 	ds := &DataSet{order: d.order, elems: map[Tag]*value{}}
+	if depth > maxDepth {
+		return ds, 0, fmt.Errorf("%w: sequences nested deeper than %d", ErrCorrupt, maxDepth)
+	}
 	for off < end {
+		if more, err := d.src.more(off); err != nil {
+			return ds, 0, err
+		} else if !more {
+			if depth > 0 || undefined {
+				return ds, 0, fmt.Errorf("%w: the data set ends at offset %d inside an item", ErrTruncated, off)
+			}
+			break // the end of a deflated data set
+		}
 		h, err := d.readHeader(off, end)
 		if err != nil {
-			return nil, 0, err
+			return ds, 0, err
 		}
 		switch h.tag {
 		case tagItemDelim:
@@ -168,7 +332,7 @@ func (d *decoder) dataset(off, end int64, undefined bool, depth int) (*DataSet, 
 			continue
 		case tagSequenceDelim, tagItem:
 			if depth > 0 || h.tag == tagItem {
-				return nil, 0, fmt.Errorf("%w: %v where an element was expected, at offset %d", ErrCorrupt, h.tag, off)
+				return ds, 0, fmt.Errorf("%w: %v where an element was expected, at offset %d", ErrCorrupt, h.tag, off)
 			}
 			off = h.value // a stray sequence delimiter at the top level (seen in the wild)
 			continue
@@ -176,7 +340,7 @@ func (d *decoder) dataset(off, end int64, undefined bool, depth int) (*DataSet, 
 		if h.tag == tagPixelData || h.length == undefinedLength && (h.vr == "OB" || h.vr == "OW") {
 			// The image's pixels (recorded), or an icon's inside a sequence (skipped).
 			if off, err = d.pixelData(h, end, depth == 0); err != nil {
-				return nil, 0, err
+				return ds, 0, err
 			}
 			continue
 		}
@@ -193,13 +357,13 @@ func (d *decoder) dataset(off, end int64, undefined bool, depth int) (*DataSet, 
 			seqEnd := end
 			if h.length != undefinedLength {
 				if int64(h.length) > end-h.value {
-					return nil, 0, lengthError(h, end)
+					return ds, 0, lengthError(h, end)
 				}
 				seqEnd = h.value + int64(h.length)
 			}
 			items, next, err := sub.items(h.value, seqEnd, h.length == undefinedLength, depth+1, kept)
 			if err != nil {
-				return nil, 0, fmt.Errorf("in sequence %v: %w", h.tag, err)
+				return ds, 0, fmt.Errorf("in sequence %v: %w", h.tag, err)
 			}
 			if kept {
 				ds.elems[h.tag] = &value{vr: "SQ", items: items}
@@ -208,19 +372,19 @@ func (d *decoder) dataset(off, end int64, undefined bool, depth int) (*DataSet, 
 			continue
 		}
 		if int64(h.length) > end-h.value {
-			return nil, 0, lengthError(h, end)
+			return ds, 0, lengthError(h, end)
 		}
 		if kept && h.length <= maxKeptValue {
 			b, err := d.src.bytes(h.value, int(h.length))
 			if err != nil {
-				return nil, 0, err
+				return ds, 0, err
 			}
 			ds.elems[h.tag] = &value{vr: vr, raw: bytes.Clone(b)}
 		}
 		off = h.value + int64(h.length)
 	}
 	if undefined {
-		return nil, 0, fmt.Errorf("%w: item without its delimiter before offset %d", ErrTruncated, end)
+		return ds, 0, fmt.Errorf("%w: item without its delimiter before offset %d", ErrTruncated, end)
 	}
 	return ds, off, nil
 }
@@ -272,6 +436,7 @@ func (d *decoder) pixelData(h header, end int64, record bool) (int64, error) {
 		}
 		if record {
 			d.pixels = pixelLoc{found: true, native: fragment{h.value, int64(h.length)}}
+			d.src.allow(int64(h.length))
 		}
 		return h.value + int64(h.length), nil
 	}
@@ -299,6 +464,7 @@ func (d *decoder) pixelData(h header, end int64, record bool) (int64, error) {
 		}
 		switch {
 		case !record:
+		case first && ih.length > maxKeptValue: // an offset table of 256 Ki frames: ignored
 		case first: // the basic offset table
 			b, err := d.src.bytes(ih.value, int(ih.length))
 			if err != nil {

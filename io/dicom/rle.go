@@ -54,8 +54,9 @@ func (f *File) frameFragments() ([][]fragment, error) {
 	return nil, fmt.Errorf("%w: %d fragments for %d frames and a basic offset table of %d entries", ErrCorrupt, len(frags), n, len(f.pixels.offsets))
 }
 
-// readRLE decodes RLE Lossless frames (PS3.5 annex G) into dst, host byte order.
-func (f *File) readRLE(r io.ReaderAt, dst []byte) error {
+// readRLE decodes RLE Lossless frames (PS3.5 annex G), frame i into to(i) (nil: skipped),
+// host byte order.
+func (f *File) readRLE(r io.ReaderAt, to func(frame int) []byte) error {
 	if f.Syntax != RLELossless {
 		return fmt.Errorf("%w: encapsulated pixel data in transfer syntax %v", ErrUnsupported, f.Syntax)
 	}
@@ -63,9 +64,12 @@ func (f *File) readRLE(r io.ReaderAt, dst []byte) error {
 	if err != nil {
 		return err
 	}
-	size := f.frameBytes()
 	var buf []byte
 	for i, frags := range frames {
+		dst := to(i)
+		if dst == nil {
+			continue
+		}
 		buf = buf[:0]
 		for _, fr := range frags {
 			at := len(buf)
@@ -74,7 +78,7 @@ func (f *File) readRLE(r io.ReaderAt, dst []byte) error {
 				return err
 			}
 		}
-		if err := decodeRLE(dst[int64(i)*size:int64(i+1)*size], buf, f.BitsAllocated/8); err != nil {
+		if err := decodeRLE(dst, buf, f.BitsAllocated/8); err != nil {
 			return fmt.Errorf("RLE frame %d: %w", i, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package dicom
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -10,10 +11,14 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"voxpipe/internal/regular"
 )
 
-// Skipped is a file a scan left out, and why (ErrNotDICOM, ErrNoPixels for DICOMDIRs and
-// reports, a parse error).
+// Skipped is a file a scan left out as not a DICOM image, and why: not DICOM (ErrNotDICOM),
+// DICOM without an image (ErrNoPixels: a DICOMDIR, a report), or not a regular file (wrapping
+// regular.ErrNotRegular: a FIFO, a socket, a device, never opened). A DICOM file that cannot be
+// read is not skipped: it fails its series (see ScanFiles).
 type Skipped struct {
 	Path string
 	Err  error
@@ -28,7 +33,8 @@ type Scan struct {
 // ScanPaths parses the files named by paths (folders are walked; hidden files and NIfTI
 // volumes in them are not DICOM candidates) on workers goroutines (0: GOMAXPROCS), each file
 // read only up to its pixel data, and groups them into series. A file named explicitly that
-// is not DICOM is an error; in folders such files are listed in Skipped.
+// is not DICOM, or cannot be read, is an error; in folders such files are listed in Skipped,
+// or fail their series (see ScanFiles).
 func ScanPaths(paths []string, workers int) (*Scan, error) {
 	var files []string
 	named := map[string]bool{}
@@ -52,7 +58,9 @@ func ScanPaths(paths []string, workers int) (*Scan, error) {
 				}
 				return nil
 			}
-			if d.Type().IsRegular() && Candidate(d.Name()) {
+			// Links and special files too: a link is followed when opened, and a FIFO is
+			// refused (regular.Open) and listed, not skipped silently.
+			if !d.IsDir() && Candidate(d.Name()) {
 				files = append(files, path)
 			}
 			return nil
@@ -71,23 +79,33 @@ func ScanPaths(paths []string, workers int) (*Scan, error) {
 	return ScanFiles(files, workers), nil
 }
 
-// ScanFiles parses files on workers goroutines (0: GOMAXPROCS) and groups them into series;
-// files that are not DICOM images, or cannot be parsed, are listed in Skipped.
+// ScanFiles parses files on workers goroutines (0: GOMAXPROCS) and groups them into series.
+// Files that are not DICOM images (see Skipped) are listed in Skipped. Every other file that
+// cannot be read fails a series, named in its error with the reason: a DICOM file cut short
+// or that does not parse, one that cannot be opened (permission denied, gone). Its series is
+// the one of the SeriesInstanceUID read before the damage (its UIDs precede the pixel data),
+// or, when none could be read (the damage is in its meta group, or it could not be opened),
+// every series with a file in its folder; a broken file that fails no series is reported as
+// a failed series of its own (see Group). Pixel data shorter than the image declares is such
+// damage: found here, from the file's size (a deflated file is inflated through to its end).
 func ScanFiles(files []string, workers int) *Scan {
 	parsed, errs := ParseFiles(files, workers)
 	scan := &Scan{}
 	var ok []*File
+	var bad []broken
 	for i, f := range parsed {
-		switch {
-		case errs[i] != nil:
-			scan.Skipped = append(scan.Skipped, Skipped{files[i], errs[i]})
-		case !f.HasPixels():
-			scan.Skipped = append(scan.Skipped, Skipped{files[i], fmt.Errorf("%s: %w", files[i], ErrNoPixels)})
-		default:
+		switch err := errs[i]; {
+		case err == nil && f.HasPixels():
 			ok = append(ok, f)
+		case err == nil:
+			scan.Skipped = append(scan.Skipped, Skipped{files[i], fmt.Errorf("%s: %w", files[i], ErrNoPixels)})
+		case errors.Is(err, ErrNotDICOM) || errors.Is(err, regular.ErrNotRegular):
+			scan.Skipped = append(scan.Skipped, Skipped{files[i], err})
+		default:
+			bad = append(bad, broken{path: files[i], file: f, err: err})
 		}
 	}
-	scan.Series = Group(ok)
+	scan.Series = group(ok, bad)
 	return scan
 }
 
@@ -106,12 +124,14 @@ func Candidate(name string) bool {
 	return true
 }
 
-// ParseFiles parses files on workers goroutines (0: GOMAXPROCS); result i is file i's.
+// ParseFiles parses files on workers goroutines (0: GOMAXPROCS); result i is file i's. A
+// file that is DICOM and fails to parse has both an error and a File holding what could be
+// read of its identity (SeriesInstanceUID and the others, when they precede the damage).
 func ParseFiles(files []string, workers int) ([]*File, []error) {
 	out := make([]*File, len(files))
 	errs := make([]error, len(files))
 	forEach(len(files), workers, func(_, i int) error {
-		out[i], errs[i] = ParseFile(files[i])
+		out[i], errs[i] = parseFile(files[i])
 		return nil
 	})
 	return out, errs

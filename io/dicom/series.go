@@ -1,14 +1,19 @@
 package dicom
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
+	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
 )
 
@@ -37,36 +42,48 @@ type Slice struct {
 // same orientation, size and echo (a UID whose files differ in those is split into parts, as
 // dcm2niix splits it).
 type Series struct {
-	UID, StudyUID     string
-	Number            int
-	Part              int // 1, 2, ... when the UID was split into several series, else 0
-	EchoNumber        int
-	Description       string
-	ProtocolName      string
-	PatientID         string // PHI: only in names the user asks for
-	StudyDate         string
-	Modality          string
-	Rows, Columns     int
-	Files             []*File
-	BitsAllocated     int
-	BitsStored        int
-	Signed            bool
-	Syntax            TransferSyntax
-	Slope, Intercept  float64
-	ScaleVaries       bool // slices rescale differently: read as float32, scaled
-	Err               error
+	UID, StudyUID    string
+	Number           int
+	Part             int // 1, 2, ... when the UID was split into several series, else 0
+	EchoNumber       int
+	Description      string
+	ProtocolName     string
+	PatientID        string // PHI: only in names the user asks for
+	StudyDate        string
+	Modality         string
+	Rows, Columns    int
+	Files            []*File
+	BitsAllocated    int
+	BitsStored       int
+	Signed           bool
+	Syntax           TransferSyntax
+	Slope, Intercept float64
+	ScaleVaries      bool // slices rescale differently: read as float32, scaled
+	// Err, when set, is why the series cannot be read: a member that cannot (naming it),
+	// two different files with one SOP Instance UID (ErrDuplicate), or its geometry.
+	Err error
+	// Duplicates are files left out as byte-identical copies of a member (same SOP Instance
+	// UID, same bytes), for a note in the log.
+	Duplicates        []string
 	Slices            []Slice // in volume order: ascending along the slice normal
 	Affine            nifti.Affine
 	Spacing           [3]float64
 	orient            [6]float64
 	flipSlices        bool
 	slicesInFileOrder []Slice
+	// folder, when set, is the folder of files that name no series and fail (see Group):
+	// the series stands for them, and its ID is the folder's.
+	folder string
 }
 
 // ID identifies the series without patient information: the first 12 hex digits of the
 // SHA-256 of its SeriesInstanceUID (and part), for logs and records.
 func (s *Series) ID() string {
-	sum := sha256.Sum256([]byte(s.UID + "/" + strconv.Itoa(s.Part)))
+	key := s.UID + "/" + strconv.Itoa(s.Part)
+	if s.folder != "" {
+		key = "folder:" + s.folder
+	}
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:6])
 }
 
@@ -76,8 +93,134 @@ func (s *Series) Dims() [3]int { return [3]int{s.Columns, s.Rows, len(s.Slices)}
 // Group assembles files into series (files without pixels are left out) and works out each
 // series' geometry; a series that does not make a regular volume has Err set (wrapping
 // ErrGeometry or ErrUnsupported). Series come sorted by StudyInstanceUID, SeriesNumber,
-// SeriesInstanceUID and part.
-func Group(files []*File) []*Series {
+// SeriesInstanceUID and part. Of files with one SOPInstanceUID, byte-identical copies are
+// left out (Series.Duplicates) and different ones fail their series (ErrDuplicate).
+func Group(files []*File) []*Series { return group(files, nil) }
+
+// broken is a candidate file that is DICOM, or could not be read to tell, and cannot be read:
+// file is what could be read of it (nil if nothing), err why not (naming it).
+type broken struct {
+	path string
+	file *File
+	err  error
+}
+
+// group is Group, failing the series of each broken file: the series of its
+// SeriesInstanceUID (every part) when it could be read, else every series with a file in its
+// folder. A broken file that fails no series becomes a failed series of its own: one per
+// SeriesInstanceUID, or one per folder for files that name none. No broken file is dropped.
+func group(files []*File, bad []broken) []*Series {
+	files, dups, conflicts := dedup(files)
+	out := assembleAll(files)
+	for _, s := range out {
+		for _, f := range s.Files {
+			s.Duplicates = append(s.Duplicates, dups[f]...)
+		}
+	}
+	for _, c := range conflicts {
+		for _, s := range out {
+			if slices.Contains(s.Files, c[0]) || slices.Contains(s.Files, c[1]) {
+				s.Err = fmt.Errorf("%w: %s and %s carry one SOP Instance UID but differ", ErrDuplicate, c[0].Path, c[1].Path)
+			}
+		}
+	}
+	failBroken(&out, bad)
+	slices.SortStableFunc(out, func(a, b *Series) int {
+		return cmp.Or(cmp.Compare(a.StudyUID, b.StudyUID), cmp.Compare(a.Number, b.Number), cmp.Compare(a.UID, b.UID),
+			cmp.Compare(a.EchoNumber, b.EchoNumber), cmp.Compare(firstInstance(a), firstInstance(b)), cmp.Compare(a.folder, b.folder))
+	})
+	parts := map[string]int{}
+	for _, s := range out {
+		if s.folder == "" {
+			parts[s.UID]++
+		}
+	}
+	for _, s := range out {
+		if s.folder == "" && parts[s.UID] > 1 {
+			parts[s.UID+"#"]++
+			s.Part = parts[s.UID+"#"]
+		}
+	}
+	return out
+}
+
+// dedup leaves out files whose SOPInstanceUID an earlier file has with the same bytes
+// (dups: the kept file's copies), and reports pairs that share one and differ.
+func dedup(files []*File) (kept []*File, dups map[*File][]string, conflicts [][2]*File) {
+	dups = map[*File][]string{}
+	bySOP := map[string][]*File{}
+	for _, f := range files {
+		uid := f.SOPInstanceUID
+		if uid == "" {
+			kept = append(kept, f)
+			continue
+		}
+		dup := false
+		for _, g := range bySOP[uid] {
+			if same, err := sameBytes(g, f); err == nil && same {
+				dups[g] = append(dups[g], f.Path)
+				dup = true
+				break
+			}
+		}
+		if dup {
+			continue
+		}
+		if len(bySOP[uid]) > 0 {
+			conflicts = append(conflicts, [2]*File{bySOP[uid][0], f})
+		}
+		bySOP[uid] = append(bySOP[uid], f)
+		kept = append(kept, f)
+	}
+	return kept, dups, conflicts
+}
+
+// sameBytes reports whether two files hold the same bytes.
+func sameBytes(a, b *File) (bool, error) {
+	if a.size != b.size {
+		return false, nil
+	}
+	ra, closeA, err := a.reader()
+	if err != nil {
+		return false, err
+	}
+	defer closeA()
+	rb, closeB, err := b.reader()
+	if err != nil {
+		return false, err
+	}
+	defer closeB()
+	ba, bb := make([]byte, windowSize), make([]byte, windowSize)
+	for off := int64(0); off < a.size; off += windowSize {
+		n := int(min(windowSize, a.size-off))
+		if err := readFull(ra, ba[:n], off); err != nil {
+			return false, err
+		}
+		if err := readFull(rb, bb[:n], off); err != nil {
+			return false, err
+		}
+		if !bytes.Equal(ba[:n], bb[:n]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// reader opens the file for reading (its own source when it has one).
+func (f *File) reader() (io.ReaderAt, func(), error) {
+	if f.src != nil {
+		return f.src, func() {}, nil
+	}
+	fh, _, err := regular.Open(f.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fh, func() { fh.Close() }, nil
+}
+
+// assembleAll keys each frame by SeriesInstanceUID, size, orientation, echo and pixel type,
+// and assembles each key's slices into a series.
+func assembleAll(files []*File) []*Series {
 	type key struct {
 		uid        string
 		rows, cols int
@@ -110,18 +253,11 @@ func Group(files []*File) []*Series {
 			byKey[found] = append(byKey[found], Slice{File: f, Frame: i, Position: fr.Position})
 		}
 	}
-	parts := map[string]int{}
-	for _, k := range keys {
-		parts[k.uid]++
-	}
 	var out []*Series
 	for i, k := range keys {
 		sl := byKey[i]
-		f := sl[0].File
-		s := &Series{UID: k.uid, StudyUID: f.StudyInstanceUID, Number: f.SeriesNumber, EchoNumber: f.EchoNumber,
-			Description: f.SeriesDescription, ProtocolName: f.ProtocolName, PatientID: f.PatientID,
-			StudyDate: f.StudyDate, Modality: f.Modality, Rows: k.rows, Columns: k.cols, orient: k.orient,
-			BitsAllocated: f.BitsAllocated, BitsStored: f.BitsStored, Signed: f.PixelRepresentation == 1, Syntax: f.Syntax}
+		s := seriesOf(sl[0].File)
+		s.Rows, s.Columns, s.orient = k.rows, k.cols, k.orient
 		seen := map[*File]bool{}
 		for _, x := range sl {
 			if !seen[x.File] {
@@ -132,17 +268,108 @@ func Group(files []*File) []*Series {
 		s.Err = s.assemble(sl)
 		out = append(out, s)
 	}
-	slices.SortStableFunc(out, func(a, b *Series) int {
-		return cmp.Or(cmp.Compare(a.StudyUID, b.StudyUID), cmp.Compare(a.Number, b.Number), cmp.Compare(a.UID, b.UID),
-			cmp.Compare(a.EchoNumber, b.EchoNumber), cmp.Compare(firstInstance(a), firstInstance(b)))
-	})
-	for _, s := range out {
-		if parts[s.UID] > 1 {
-			parts[s.UID+"#"]++
-			s.Part = parts[s.UID+"#"]
+	return out
+}
+
+// seriesOf is a series with f's identity and pixel format.
+func seriesOf(f *File) *Series {
+	return &Series{UID: f.SeriesInstanceUID, StudyUID: f.StudyInstanceUID, Number: f.SeriesNumber, EchoNumber: f.EchoNumber,
+		Description: f.SeriesDescription, ProtocolName: f.ProtocolName, PatientID: f.PatientID,
+		StudyDate: f.StudyDate, Modality: f.Modality, Rows: f.Rows, Columns: f.Columns,
+		BitsAllocated: f.BitsAllocated, BitsStored: f.BitsStored, Signed: f.PixelRepresentation == 1, Syntax: f.Syntax}
+}
+
+// failBroken fails the series of each broken file (see group), adding series for those that
+// fail none.
+func failBroken(out *[]*Series, bad []broken) {
+	type member struct {
+		err     error
+		unnamed bool // the file names no series: it fails those of its folder
+	}
+	failed := map[*Series][]member{}
+	var order []*Series // the series failed, in the order first failed
+	fail := func(s *Series, m member) {
+		if failed[s] == nil {
+			order = append(order, s)
+		}
+		failed[s] = append(failed[s], m)
+	}
+	var unnamed []broken
+	byUID := map[string]*Series{} // series whose files are all broken
+	for _, b := range bad {
+		if b.file == nil || b.file.SeriesInstanceUID == "" {
+			unnamed = append(unnamed, b)
+			continue
+		}
+		uid := b.file.SeriesInstanceUID
+		if s := byUID[uid]; s != nil {
+			s.Files = append(s.Files, b.file)
+			fail(s, member{err: b.err})
+			continue
+		}
+		hit := false
+		for _, s := range *out {
+			if s.UID == uid && s.folder == "" {
+				fail(s, member{err: b.err})
+				hit = true
+			}
+		}
+		if !hit {
+			s := seriesOf(b.file)
+			s.Files = []*File{b.file}
+			byUID[uid] = s
+			*out = append(*out, s)
+			fail(s, member{err: b.err})
 		}
 	}
-	return out
+	byFolder := map[string]*Series{}
+	for _, b := range unnamed {
+		dir, hit := filepath.Dir(b.path), false
+		for _, s := range *out {
+			if s.folder == "" && slices.ContainsFunc(s.Files, func(f *File) bool { return filepath.Dir(f.Path) == dir }) {
+				fail(s, member{err: b.err, unnamed: true})
+				hit = true
+			}
+		}
+		if hit {
+			continue
+		}
+		s := byFolder[dir]
+		if s == nil {
+			s = &Series{folder: dir}
+			byFolder[dir] = s
+			*out = append(*out, s)
+		}
+		s.Files = append(s.Files, &File{Path: b.path})
+		fail(s, member{err: b.err})
+	}
+	for _, s := range order {
+		ms := failed[s]
+		switch {
+		case len(ms) == 1 && s.folder != "":
+			s.Err = fmt.Errorf("a DICOM file that names no series cannot be read: %w", ms[0].err)
+		case len(ms) == 1 && ms[0].unnamed:
+			s.Err = fmt.Errorf("a file in the series' folder that names no series cannot be read (it may be one of its slices): %w", ms[0].err)
+		case len(ms) == 1:
+			s.Err = fmt.Errorf("a file of the series cannot be read: %w", ms[0].err)
+		default:
+			const shown = 3
+			format := fmt.Sprintf("%d files of the series or its folder cannot be read: ", len(ms))
+			var args []any
+			for i, m := range ms {
+				if i == shown {
+					format += fmt.Sprintf("; and %d more", len(ms)-shown)
+					break
+				}
+				if i > 0 {
+					format += "; "
+				}
+				format += "%w"
+				args = append(args, m.err)
+			}
+			s.Err = fmt.Errorf(format, args...)
+		}
+	}
 }
 
 func firstInstance(s *Series) int {
@@ -179,18 +406,24 @@ func (s *Series) assemble(sl []Slice) error {
 			s.ScaleVaries = true
 		}
 		if !fr.HasPosition || !fr.HasOrientation {
-			return fmt.Errorf("%w: a slice has no ImagePositionPatient or ImageOrientationPatient (instance %d)", ErrGeometry, x.File.InstanceNumber)
+			return fmt.Errorf("%w: %s has no ImagePositionPatient or ImageOrientationPatient", ErrGeometry, x.name())
 		}
 	}
-	if err := sl[0].File.checkPixels(); err != nil {
-		return err
+	checked := map[*File]bool{}
+	for _, x := range sl {
+		if !checked[x.File] {
+			checked[x.File] = true
+			if err := x.File.checkPixels(); err != nil {
+				return fmt.Errorf("%s: %w", x.File.Path, err)
+			}
+		}
 	}
 	if v := int64(s.Rows) * int64(s.Columns) * int64(len(sl)); v > MaxVoxels {
 		return fmt.Errorf("%w: %d voxels, more than %d", ErrTooLarge, v, MaxVoxels)
 	}
 	row, col := unit(vec(s.orient[0:3])), unit(vec(s.orient[3:6]))
 	if math.IsNaN(row[0]) || math.IsNaN(col[0]) || math.Abs(dot(row, col)) > 0.01 {
-		return fmt.Errorf("%w: ImageOrientationPatient %v is not two orthogonal directions", ErrGeometry, s.orient)
+		return fmt.Errorf("%w: ImageOrientationPatient %v (of %s) is not two orthogonal directions", ErrGeometry, s.orient, sl[0].name())
 	}
 	normal := cross(row, col)
 	dr, dc := first.PixelSpacing[0], first.PixelSpacing[1]
@@ -219,7 +452,8 @@ func (s *Series) assemble(sl []Slice) error {
 		v := sub(sl[n-1].Position, sl[0].Position)
 		along := dot(v, normal)
 		if off := norm(sub(v, scale(normal, along))); off > tiltTolerance {
-			return fmt.Errorf("%w: the slices are sheared (gantry tilt of %.3g degrees: the last slice lies %.3g mm beside the first one's normal); dcm2niix resamples such series, voxpipe does not", ErrGeometry, math.Atan2(off, math.Abs(along))*180/math.Pi, off)
+			return fmt.Errorf("%w: the slices are sheared (gantry tilt of %.3g degrees: the last slice, %s, lies %.3g mm beside the normal through the first, %s); dcm2niix resamples such series, voxpipe does not",
+				ErrGeometry, math.Atan2(off, math.Abs(along))*180/math.Pi, sl[n-1].name(), off, sl[0].name())
 		}
 	}
 	origin := sl[0].Position
@@ -263,22 +497,24 @@ func sequential(sl []Slice, proj func(Slice) float64) bool {
 	return true
 }
 
-// checkSpacing refuses repeated positions, missing slices and spacing that varies.
+// checkSpacing refuses repeated positions, missing slices and spacing that varies, naming
+// the files on either side.
 func checkSpacing(sl []Slice, proj func(Slice) float64, dz float64) error {
 	tol := min(sliceTolerance, dz/2)
 	if dz < 1e-3 {
-		return fmt.Errorf("%w: %d slices share one position (several volumes, echoes or times in one series?); voxpipe reads 3D volumes", ErrGeometry, countAt(sl, proj, proj(sl[0])))
+		return fmt.Errorf("%w: %d slices share one position, %s (several volumes, echoes or times in one series?); voxpipe reads 3D volumes", ErrGeometry, countAt(sl, proj, proj(sl[0])), namesAt(sl, proj, proj(sl[0])))
 	}
 	for i := 1; i < len(sl); i++ {
-		d := math.Abs(proj(sl[i]) - proj(sl[i-1]))
+		a, b := sl[i-1], sl[i]
+		d := math.Abs(proj(b) - proj(a))
 		switch {
 		case d < 1e-3:
-			return fmt.Errorf("%w: %d slices share the position %.4g mm along the normal (several volumes, echoes or times in one series?); voxpipe reads 3D volumes", ErrGeometry, countAt(sl, proj, proj(sl[i])), proj(sl[i]))
+			return fmt.Errorf("%w: %d slices share the position %.4g mm along the normal, %s (several volumes, echoes or times in one series?); voxpipe reads 3D volumes", ErrGeometry, countAt(sl, proj, proj(b)), proj(b), namesAt(sl, proj, proj(b)))
 		case math.Abs(d-dz) <= tol:
 		case math.Abs(d/dz-math.Round(d/dz)) < 0.1 && math.Round(d/dz) >= 2:
-			return fmt.Errorf("%w: %.0f slices missing between %.4g and %.4g mm along the normal (spacing %.4g mm, gap %.4g mm)", ErrGeometry, math.Round(d/dz)-1, proj(sl[i-1]), proj(sl[i]), dz, d)
+			return fmt.Errorf("%w: %.0f slices missing between %s (%.4g mm along the normal) and %s (%.4g mm) (spacing %.4g mm, gap %.4g mm)", ErrGeometry, math.Round(d/dz)-1, a.name(), proj(a), b.name(), proj(b), dz, d)
 		default:
-			return fmt.Errorf("%w: slice spacing varies: %.4g mm between %.4g and %.4g mm along the normal, %.4g mm between the first two (tolerance %.3g mm)", ErrGeometry, d, proj(sl[i-1]), proj(sl[i]), dz, tol)
+			return fmt.Errorf("%w: slice spacing varies: %.4g mm between %s (%.4g mm along the normal) and %s (%.4g mm), %.4g mm between the first two, %s and %s (tolerance %.3g mm)", ErrGeometry, d, a.name(), proj(a), b.name(), proj(b), dz, sl[0].name(), sl[1].name(), tol)
 		}
 	}
 	return nil
@@ -292,6 +528,31 @@ func countAt(sl []Slice, proj func(Slice) float64, p float64) int {
 		}
 	}
 	return n
+}
+
+// namesAt names the slices at p: the first three, and how many more.
+func namesAt(sl []Slice, proj func(Slice) float64, p float64) string {
+	var names []string
+	n := 0
+	for _, x := range sl {
+		if math.Abs(proj(x)-p) < 1e-3 {
+			if n++; n <= 3 {
+				names = append(names, x.name())
+			}
+		}
+	}
+	if n > 3 {
+		names = append(names, fmt.Sprintf("and %d more", n-3))
+	}
+	return strings.Join(names, ", ")
+}
+
+// name is the slice's file, and its frame (1-based) in a multi-frame file.
+func (x Slice) name() string {
+	if len(x.File.Frames) > 1 {
+		return fmt.Sprintf("%s (frame %d)", x.File.Path, x.Frame+1)
+	}
+	return x.File.Path
 }
 
 type vec3 = [3]float64

@@ -215,8 +215,11 @@ func TestSeriesMultiFrame(t *testing.T) {
 // TestNames: templates expand, sanitise, and are checked.
 func TestNames(t *testing.T) {
 	s := &Series{UID: "1.2", PatientID: "PID 42/x", StudyDate: "20240102", Number: 7, Description: " T1 (axial) ü"}
-	if got := s.Name(DefaultName); got != "PID_42_x_20240102_7_T1_axial" {
+	if got := s.Name("%i_%t_%s_%d"); got != "PID_42_x_20240102_7_T1_axial" {
 		t.Errorf("Name = %q", got)
+	}
+	if got := s.Name(DefaultName); got != "series_7_"+s.ID() {
+		t.Errorf("default name %q, want series_7_%s (no patient data)", got, s.ID())
 	}
 	if got := s.Name("%%i"); got != "i" {
 		t.Errorf("%%%%: %q", got)

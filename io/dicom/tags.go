@@ -16,6 +16,7 @@ const (
 
 	tagImageType         Tag = 0x00080008
 	tagSOPClassUID       Tag = 0x00080016
+	tagSOPInstanceUID    Tag = 0x00080018
 	tagStudyDate         Tag = 0x00080020
 	tagModality          Tag = 0x00080060
 	tagSeriesDescription Tag = 0x0008103E
@@ -68,7 +69,7 @@ const (
 // descend into. Other elements are skipped, their VR not needed.
 var keptVR = map[Tag]string{
 	tagMediaStorageSOPClass: "UI", tagTransferSyntax: "UI",
-	tagImageType: "CS", tagSOPClassUID: "UI", tagStudyDate: "DA", tagModality: "CS",
+	tagImageType: "CS", tagSOPClassUID: "UI", tagSOPInstanceUID: "UI", tagStudyDate: "DA", tagModality: "CS",
 	tagSeriesDescription: "LO", tagPatientID: "LO",
 	tagSliceThickness: "DS", tagEchoTime: "DS", tagEchoNumbers: "IS", tagSpacingBetweenSlices: "DS",
 	tagProtocolName: "LO", tagGantryTilt: "DS", tagMREchoSequence: "SQ", tagEffectiveEchoTime: "FD",

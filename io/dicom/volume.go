@@ -3,11 +3,9 @@ package dicom
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
-	"os"
-	"runtime"
 	"unsafe"
 
+	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
 )
 
@@ -36,8 +34,10 @@ func (s *Series) Voxels() int64 { return int64(s.Rows) * int64(s.Columns) * int6
 // ReadRaw reads the volume into dst (Voxels() samples of StoredType, host byte order), x
 // fastest, rows bottom-up, slices ascending along the normal: the layout of Affine. Pixel
 // values are masked to BitsStored (sign-extended when signed) and, when ScaleVaries, rescaled
-// to float32. Files are read on workers goroutines (0: GOMAXPROCS), each straight into its
-// slices' place. It returns the datatype to store the volume as: StoredType, except that a
+// to float32. Files are read on workers goroutines (0: GOMAXPROCS), each frame straight into
+// its slice's place in dst (rescaled there, in place): ReadRaw holds no copy of the volume or
+// of a file, only, per goroutine, a deflated file's inflate state or an RLE frame's
+// compressed bytes. It returns the datatype to store the volume as: StoredType, except that a
 // uint16 volume whose values all fit int16 is Int16, as dcm2niix stores it.
 func (s *Series) ReadRaw(dst []byte, workers int) (nifti.DataType, error) {
 	if s.Err != nil {
@@ -49,44 +49,38 @@ func (s *Series) ReadRaw(dst []byte, workers int) (nifti.DataType, error) {
 	if int64(len(dst)) != s.Voxels()*int64(size) {
 		return 0, fmt.Errorf("dicom: ReadRaw: buffer of %d bytes for %d voxels of %d bytes", len(dst), s.Voxels(), size)
 	}
-	type target struct{ frame, z int }
 	var order []*File
-	targets := map[*File][]target{}
+	targets := map[*File]map[int]int{} // file -> frame -> z
 	for z, sl := range s.Slices {
 		if targets[sl.File] == nil {
 			order = append(order, sl.File)
+			targets[sl.File] = map[int]int{}
 		}
-		targets[sl.File] = append(targets[sl.File], target{sl.Frame, z})
+		targets[sl.File][sl.Frame] = z
 	}
-	scratch := make([][]byte, max(workers, runtime.GOMAXPROCS(0)))
-	err := forEach(len(order), workers, func(worker, i int) error {
+	sample := s.BitsAllocated / 8
+	err := forEach(len(order), workers, func(_, i int) error {
 		f := order[i]
 		ts := targets[f]
 		frame := int(f.frameBytes())
 		slot := func(z int) []byte { return dst[z*plane*size : (z+1)*plane*size] }
-		direct := len(f.Frames) == 1 && !s.ScaleVaries
-		var buf []byte
-		if direct {
-			buf = slot(ts[0].z)
-		} else {
-			if cap(scratch[worker]) < frame*len(f.Frames) {
-				scratch[worker] = make([]byte, frame*len(f.Frames))
+		to := func(fr int) []byte {
+			z, ok := ts[fr]
+			if !ok {
+				return nil // a frame of another series (split by orientation or echo)
 			}
-			buf = scratch[worker][:frame*len(f.Frames)]
+			return slot(z)[:frame]
 		}
-		if err := readFile(f, buf); err != nil {
+		if err := readFile(f, to); err != nil {
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
-		for _, t := range ts {
-			raw := buf[t.frame*frame : (t.frame+1)*frame]
+		for fr, z := range ts {
+			raw := slot(z)[:frame]
 			s.maskBits(raw)
-			flipRows(raw, s.Columns*(s.BitsAllocated/8), s.Rows)
-			switch {
-			case s.ScaleVaries:
-				fr := f.Frames[t.frame]
-				toFloat32(unsafe.Slice((*float32)(unsafe.Pointer(&slot(t.z)[0])), plane), raw, s.BitsAllocated, s.Signed, fr.Slope, fr.Intercept)
-			case !direct:
-				copy(slot(t.z), raw)
+			flipRows(raw, s.Columns*sample, s.Rows)
+			if s.ScaleVaries {
+				fm := f.Frames[fr]
+				toFloat32(unsafe.Slice((*float32)(unsafe.Pointer(&slot(z)[0])), plane), raw, s.BitsAllocated, s.Signed, fm.Slope, fm.Intercept)
 			}
 		}
 		return nil
@@ -109,17 +103,17 @@ func (s *Series) ReadRaw(dst []byte, workers int) (nifti.DataType, error) {
 	return dt, nil
 }
 
-// readFile reads all frames of f into buf.
-func readFile(f *File, buf []byte) error {
+// readFile reads the frames of f, frame i into to(i) (nil: not wanted).
+func readFile(f *File, to func(frame int) []byte) error {
 	if f.src != nil {
-		return f.readFrames(nil, buf)
+		return f.readFramesTo(nil, to)
 	}
-	fh, err := os.Open(f.Path)
+	fh, _, err := regular.Open(f.Path)
 	if err != nil {
 		return err
 	}
 	defer fh.Close()
-	return f.readFrames(io.ReaderAt(fh), buf)
+	return f.readFramesTo(fh, to)
 }
 
 // maskBits keeps the BitsStored low bits of each sample (PS3.5 8.1.1), sign-extended when
@@ -163,9 +157,11 @@ func flipRows(p []byte, rowBytes, rows int) {
 	}
 }
 
-// toFloat32 rescales host-order integer samples into dst.
+// toFloat32 rescales host-order integer samples into dst. raw may be the start of dst's own
+// bytes: samples are converted from the last, whose float32 lies at or after every sample not
+// yet read.
 func toFloat32(dst []float32, raw []byte, bits int, signed bool, slope, inter float64) {
-	for i := range dst {
+	for i := len(dst) - 1; i >= 0; i-- {
 		var v float64
 		switch {
 		case bits == 8 && signed:
