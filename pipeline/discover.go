@@ -54,6 +54,8 @@ type Discovery struct {
 	OwnOutputs []string
 	// SkippedFolders are folders not searched because they are the output folder.
 	SkippedFolders []string
+	// NotSearched are the sub-folders of input folders left unsearched without -r.
+	NotSearched []string
 	// Skipped are the folders' other files (DICOM candidates) left out as not DICOM images,
 	// with why (dicom.Skipped). DICOM files that cannot be read are not here: they fail their
 	// series (a job with Err).
@@ -140,7 +142,11 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 				if path == in {
 					return nil
 				}
-				if !recursive || isTemporary(de.Name()) {
+				if isTemporary(de.Name()) {
+					return filepath.SkipDir
+				}
+				if !recursive {
+					d.NotSearched = append(d.NotSearched, path)
 					return filepath.SkipDir
 				}
 				if info, err := de.Info(); err == nil && outInfo != nil && os.SameFile(info, outInfo) {
@@ -150,7 +156,8 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 				return nil
 			}
 			if _, ok := VolumeBase(de.Name()); !ok || isTemporary(de.Name()) {
-				if de.Type().IsRegular() && dicom.Candidate(de.Name()) {
+				// Links are followed and FIFOs refused, unopened, by the scan (listed in Skipped).
+				if dicom.Candidate(de.Name()) {
 					dicomFiles = append(dicomFiles, path)
 				}
 				return nil
@@ -314,4 +321,37 @@ func resolve(p string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(rdir, base), nil
+}
+
+// LeftOut is an input file discovery passed over, and why.
+type LeftOut struct {
+	Path, Reason string
+}
+
+// LeftOut lists the input files passed over: files of the folders that are neither NIfTI
+// volumes nor DICOM images (not DICOM, DICOM without an image, not a regular file), and exact
+// duplicates of a DICOM series' files. Hidden files are not listed.
+func (d *Discovery) LeftOut() []LeftOut {
+	var out []LeftOut
+	for _, s := range d.Skipped {
+		reason := s.Err.Error()
+		switch {
+		case errors.Is(s.Err, dicom.ErrNotDICOM):
+			reason = "not a NIfTI volume or a DICOM file"
+		case errors.Is(s.Err, dicom.ErrNoPixels):
+			reason = "DICOM without an image (a DICOMDIR, a report...)"
+		case errors.Is(s.Err, regular.ErrNotRegular):
+			reason = "not a regular file"
+		}
+		out = append(out, LeftOut{s.Path, reason})
+	}
+	for _, j := range d.Jobs {
+		if j.Series == nil {
+			continue
+		}
+		for _, f := range j.Series.Duplicates {
+			out = append(out, LeftOut{f, "exact duplicate of a file of DICOM series " + j.Series.ID() + " (same SOP Instance UID, same bytes)"})
+		}
+	}
+	return out
 }

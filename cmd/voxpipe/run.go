@@ -149,6 +149,11 @@ func runAction(c *cli.Context) error {
 		return usageError{fmt.Errorf("run: %w", err)}
 	}
 	defer rec.Close()
+	if defaultRecords {
+		if err := writeIgnored(rec, found); err != nil {
+			log.Warn("record the files left out", "err", err)
+		}
+	}
 	claims, stopClaims, err := startClaims(outDir, runID, c.Duration("claim-timeout"))
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
@@ -463,6 +468,31 @@ func noteDiscovery(log *slog.Logger, d *pipeline.Discovery) {
 	for _, f := range d.SkippedFolders {
 		log.Info("left out the output folder found inside an input folder", "folder", f)
 	}
+	if n := len(d.NotSearched); n > 0 {
+		log.Info("left out sub-folders (-r searches them)", "count", n, "first", d.NotSearched[0])
+	}
+	if left := d.LeftOut(); len(left) > 0 {
+		const shown = 5
+		var files []string
+		for _, l := range left[:min(shown, len(left))] {
+			files = append(files, l.Path+" ("+l.Reason+")")
+		}
+		log.Info("left out input files that are not volumes", "count", len(left), "files", files,
+			"all", "listed in the run's "+records.IgnoredName)
+	}
+}
+
+// writeIgnored lists the input files the run left out in its folder's ignored.csv.
+func writeIgnored(rec *records.Run, d *pipeline.Discovery) error {
+	left := d.LeftOut()
+	if len(left) == 0 {
+		return nil
+	}
+	rows := make([]records.Ignored, len(left))
+	for i, l := range left {
+		rows[i] = records.Ignored{RunID: rec.ID, Path: l.Path, Reason: l.Reason}
+	}
+	return records.WriteIgnored(rec.Dir, rows)
 }
 
 // forceExit ends a run or watch that did not stop in time: it removes the temporaries of its

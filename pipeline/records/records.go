@@ -309,3 +309,25 @@ func writeAtomic(path string, rows []timing.Summary) error {
 	}
 	return nil
 }
+
+// IgnoredName is the list of input files a run left out as not volumes (not NIfTI, not a
+// DICOM image, not a regular file) or as exact duplicates, in the run's folder.
+const IgnoredName = "ignored.csv"
+
+// Ignored is a row of ignored.csv.
+type Ignored struct {
+	RunID  string `csv:"run_id"`
+	Path   string `csv:"path"`
+	Reason string `csv:"reason"`
+}
+
+// WriteIgnored writes rows as dir/ignored.csv, whole (a temporary file renamed).
+func WriteIgnored(dir string, rows []Ignored) error {
+	err := atomicfile.Write(filepath.Join(dir, IgnoredName), func(w io.Writer) error {
+		return gocsv.Marshal(rows, w)
+	})
+	if err != nil {
+		return fmt.Errorf("records: %s: %w", IgnoredName, err)
+	}
+	return nil
+}
