@@ -10,7 +10,8 @@ package main
 // Each script has a deadline (scriptLimit from its start, never past the test binary's own):
 // every voxpipe it starts, in the foreground or in the background, exits with code 124 and a
 // goroutine dump once the deadline has passed, and the harness commands that wait
-// (waitfor) give up at it, so no script can hang. A failed script prints its log.
+// (waitfor) give up at it, so no script can hang. A failed script prints its log;
+// VOXPIPE_SCRIPT_CONTINUE=1 makes scripts go on after a failed command, to list every failure.
 //
 // Commands the scripts have besides testscript's own (see the functions below):
 //
@@ -72,6 +73,9 @@ const (
 	deadlineEnv = "VOXPIPE_SCRIPT_DEADLINE"
 	// exitDeadline is the exit status of a voxpipe ended by its script's deadline.
 	exitDeadline = 124
+	// continueEnv, set non-empty, lets a script go on after a failed command, so that one run
+	// shows every failure of a script rather than the first.
+	continueEnv = "VOXPIPE_SCRIPT_CONTINUE"
 )
 
 // scriptVoxpipe is main under the script's deadline: past it, the process dumps its
@@ -99,7 +103,7 @@ func TestScript(t *testing.T) {
 		Dir:                 filepath.Join("testdata", "script"),
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
-		ContinueOnError: os.Getenv("XCONT") != "",
+		ContinueOnError:     os.Getenv(continueEnv) != "",
 		Setup: func(env *testscript.Env) error {
 			deadline := time.Now().Add(scriptLimit)
 			if hasDeadline && testDeadline.Add(-scriptMargin).Before(deadline) {
@@ -509,7 +513,7 @@ func (sp dicomSlice) encode() []byte {
 
 // The harness's deadline ends a voxpipe that would run forever (a watch nobody stops): it
 // exits with exitDeadline soon after the deadline, its goroutines on stderr.
-func TestScriptDeadlineEndsVoxpipe(t *testing.T) {
+func TestHarnessDeadlineEndsVoxpipe(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
