@@ -163,6 +163,7 @@ func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
 	default:
 		ts.Fatalf("%s: %v (want exit status %d)", args[1], err, want)
 	}
+	ts.Logf("[exit status %d]", got)
 	if got == exitDeadline && want != exitDeadline {
 		ts.Fatalf("%s passed the script's deadline", args[1])
 	}
@@ -188,7 +189,8 @@ func cmdDeadline(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // waitfor GLOB [TIMEOUT]: waits until a file matches GLOB, for at most TIMEOUT (default 30s)
-// and never past the script's deadline.
+// and never past the script's deadline. It gives up early when background commands were
+// started and all of them have exited (a watch that stopped on an error writes nothing more).
 func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
 	noNeg(ts, neg, "waitfor")
 	if len(args) < 1 || len(args) > 2 {
@@ -208,6 +210,7 @@ func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	pattern := ts.MkAbs(args[0])
 	start := time.Now()
+	ended := false
 	for {
 		m, err := filepath.Glob(pattern)
 		if err != nil {
@@ -217,11 +220,28 @@ func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Logf("waitfor %s: %d file(s) after %.1fs", args[0], len(m), time.Since(start).Seconds())
 			return
 		}
+		if ended {
+			ts.Fatalf("waitfor %s: no such file, and the background commands have exited (%.1fs)", args[0], time.Since(start).Seconds())
+		}
 		if time.Now().After(end) {
 			ts.Fatalf("waitfor %s: no such file after %.1fs", args[0], time.Since(start).Seconds())
 		}
 		time.Sleep(25 * time.Millisecond)
+		// Checked before the next look, so that a file written just before the exit is seen.
+		ended = backgroundEnded(ts)
 	}
+}
+
+// backgroundEnded reports whether background commands were started and have all exited
+// (testscript reaps each as it exits; signal 0 then reports os.ErrProcessDone).
+func backgroundEnded(ts *testscript.TestScript) bool {
+	cmds := ts.BackgroundCmds()
+	for _, c := range cmds {
+		if err := c.Process.Signal(syscall.Signal(0)); !errors.Is(err, os.ErrProcessDone) {
+			return false
+		}
+	}
+	return len(cmds) > 0
 }
 
 // terminate sends SIGTERM to the background commands started since the last wait; wait then
