@@ -1,0 +1,564 @@
+package main
+
+// The CLI acceptance suite: the scripts in testdata/script/*.txtar (testscript format) run
+// the voxpipe command as a user would and check exit codes, files and the key words of its
+// messages. Run it with
+//
+//	go test ./cmd/voxpipe -run TestScript
+//	go test ./cmd/voxpipe -run TestScript/run_rerun_skips   (one script)
+//
+// Each script has a deadline (scriptLimit from its start, never past the test binary's own):
+// every voxpipe it starts, in the foreground or in the background, exits with code 124 and a
+// goroutine dump once the deadline has passed, and the harness commands that wait
+// (waitfor) give up at it, so no script can hang. A failed script prints its log;
+// VOXPIPE_SCRIPT_CONTINUE=1 makes scripts go on after a failed command, to list every failure.
+//
+// Commands the scripts have besides testscript's own (see the functions below):
+//
+//	exec voxpipe ARGS...         the voxpipe command (this test binary, run as voxpipe)
+//	exitcode N PROG ARGS...      run PROG as exec does and check that it exits with status N
+//	waitfor GLOB [TIMEOUT]       wait until a file matches GLOB (default 30s; at most the deadline)
+//	deadline DURATION            bring the script's deadline closer: at most DURATION from now
+//	                             (for commands that must end at once, e.g. on a FIFO)
+//	terminate                    send SIGTERM to the background commands (then: wait)
+//	globcount N GLOB             exactly N files match GLOB
+//	jsonlines stdout|stderr|FILE every non-empty line is a JSON object
+//	mkfifo PATH                  make a named pipe
+//	truncate FILE BYTES          cut FILE to BYTES bytes
+//	dicomseries [-uid UID] [-number N] [-prefix P] IN.nii[.gz] DIR
+//	                             write IN as a DICOM series, one file per slice
+//	nii pair IN OUT.hdr          rewrite IN as a NIfTI-1 .hdr/.img pair
+//	nii stack OUT IN...          stack 3D volumes of one size into a 4D file
+//	nii slope FILE VALUE         rewrite FILE with scl_slope VALUE (NaN, Inf, 0, 2.5...)
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"voxpipe/internal/testexec"
+	"voxpipe/io/nifti"
+)
+
+// TestMain lets this test binary run as the voxpipe command of the scripts: testscript puts a
+// copy named voxpipe on their PATH, and run as voxpipe it calls run, as main does. Every other
+// test of the package runs as before.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){"voxpipe": scriptVoxpipe})
+}
+
+const (
+	// scriptLimit bounds one script, from its start.
+	scriptLimit = time.Minute
+	// scriptMargin is left before the test binary's deadline for the failure to be reported.
+	scriptMargin = 15 * time.Second
+	// deadlineEnv carries a script's deadline (Unix nanoseconds) to the voxpipe it starts.
+	deadlineEnv = "VOXPIPE_SCRIPT_DEADLINE"
+	// exitDeadline is the exit status of a voxpipe ended by its script's deadline.
+	exitDeadline = 124
+	// continueEnv, set non-empty, lets a script go on after a failed command, so that one run
+	// shows every failure of a script rather than the first.
+	continueEnv = "VOXPIPE_SCRIPT_CONTINUE"
+)
+
+// scriptVoxpipe is main under the script's deadline: past it, the process dumps its
+// goroutines to stderr (where the script's log shows them) and exits with exitDeadline.
+func scriptVoxpipe() {
+	if v := os.Getenv(deadlineEnv); v != "" {
+		ns, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "voxpipe (test): bad %s %q\n", deadlineEnv, v)
+			os.Exit(exitDeadline)
+		}
+		time.AfterFunc(time.Until(time.Unix(0, ns)), func() {
+			fmt.Fprintf(os.Stderr, "voxpipe (test): killed at the script's deadline; goroutines:\n")
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+			os.Exit(exitDeadline)
+		})
+	}
+	os.Exit(run(os.Args))
+}
+
+func TestScript(t *testing.T) {
+	t.Parallel()
+	testDeadline, hasDeadline := t.Deadline()
+	testscript.Run(t, testscript.Params{
+		Dir:                 filepath.Join("testdata", "script"),
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		ContinueOnError:     os.Getenv(continueEnv) != "",
+		Setup: func(env *testscript.Env) error {
+			deadline := time.Now().Add(scriptLimit)
+			if hasDeadline && testDeadline.Add(-scriptMargin).Before(deadline) {
+				deadline = testDeadline.Add(-scriptMargin)
+			}
+			env.Setenv(deadlineEnv, strconv.FormatInt(deadline.UnixNano(), 10))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode":    cmdExitcode,
+			"waitfor":     cmdWaitfor,
+			"deadline":    cmdDeadline,
+			"terminate":   cmdTerminate,
+			"globcount":   cmdGlobcount,
+			"jsonlines":   cmdJSONLines,
+			"mkfifo":      cmdMkfifo,
+			"truncate":    cmdTruncate,
+			"dicomseries": cmdDicomSeries,
+			"nii":         cmdNii,
+		},
+	})
+}
+
+// scriptDeadline is the deadline of the running script.
+func scriptDeadline(ts *testscript.TestScript) time.Time {
+	ns, err := strconv.ParseInt(ts.Getenv(deadlineEnv), 10, 64)
+	if err != nil {
+		ts.Fatalf("no script deadline: %v", err)
+	}
+	return time.Unix(0, ns)
+}
+
+func noNeg(ts *testscript.TestScript, neg bool, name string) {
+	if neg {
+		ts.Fatalf("unsupported: ! %s", name)
+	}
+}
+
+// exitcode N PROG ARGS...: runs PROG like exec (its stdout and stderr are then what stdout
+// and stderr match) and fails unless it exits with status N.
+func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "exitcode")
+	if len(args) < 2 {
+		ts.Fatalf("usage: exitcode N program [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exitcode: %q is no exit status", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		got = ee.ExitCode()
+	default:
+		ts.Fatalf("%s: %v (want exit status %d)", args[1], err, want)
+	}
+	ts.Logf("[exit status %d]", got)
+	if got == exitDeadline && want != exitDeadline {
+		ts.Fatalf("%s passed the script's deadline", args[1])
+	}
+	if got != want {
+		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
+	}
+}
+
+// deadline DURATION: the script's deadline becomes at most DURATION from now, for the
+// voxpipe commands started from here on.
+func cmdDeadline(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "deadline")
+	if len(args) != 1 {
+		ts.Fatalf("usage: deadline duration")
+	}
+	d, err := time.ParseDuration(args[0])
+	if err != nil || d <= 0 {
+		ts.Fatalf("deadline: %q is no positive duration", args[0])
+	}
+	if dl := time.Now().Add(d); dl.Before(scriptDeadline(ts)) {
+		ts.Setenv(deadlineEnv, strconv.FormatInt(dl.UnixNano(), 10))
+	}
+}
+
+// waitfor GLOB [TIMEOUT]: waits until a file matches GLOB, for at most TIMEOUT (default 30s)
+// and never past the script's deadline. It gives up early when background commands were
+// started and all of them have exited (a watch that stopped on an error writes nothing more).
+func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "waitfor")
+	if len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitfor glob [timeout]")
+	}
+	timeout := 30 * time.Second
+	if len(args) == 2 {
+		d, err := time.ParseDuration(args[1])
+		if err != nil {
+			ts.Fatalf("waitfor: %v", err)
+		}
+		timeout = d
+	}
+	end := time.Now().Add(timeout)
+	if dl := scriptDeadline(ts); dl.Before(end) {
+		end = dl
+	}
+	pattern := ts.MkAbs(args[0])
+	start := time.Now()
+	ended := false
+	for {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			ts.Fatalf("waitfor: %v", err)
+		}
+		if len(m) > 0 {
+			ts.Logf("waitfor %s: %d file(s) after %.1fs", args[0], len(m), time.Since(start).Seconds())
+			return
+		}
+		if ended {
+			ts.Fatalf("waitfor %s: no such file, and the background commands have exited (%.1fs)", args[0], time.Since(start).Seconds())
+		}
+		if time.Now().After(end) {
+			ts.Fatalf("waitfor %s: no such file after %.1fs", args[0], time.Since(start).Seconds())
+		}
+		time.Sleep(25 * time.Millisecond)
+		// Checked before the next look, so that a file written just before the exit is seen.
+		ended = backgroundEnded(ts)
+	}
+}
+
+// backgroundEnded reports whether background commands were started and have all exited
+// (testscript reaps each as it exits; signal 0 then reports os.ErrProcessDone).
+func backgroundEnded(ts *testscript.TestScript) bool {
+	cmds := ts.BackgroundCmds()
+	for _, c := range cmds {
+		if err := c.Process.Signal(syscall.Signal(0)); !errors.Is(err, os.ErrProcessDone) {
+			return false
+		}
+	}
+	return len(cmds) > 0
+}
+
+// terminate sends SIGTERM to the background commands started since the last wait; wait then
+// collects their output and exit status. (testscript's kill sends only INT or KILL, and its
+// stop ends the script.)
+func cmdTerminate(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "terminate")
+	if len(args) != 0 {
+		ts.Fatalf("usage: terminate")
+	}
+	cmds := ts.BackgroundCmds()
+	if len(cmds) == 0 {
+		ts.Fatalf("terminate: no background command")
+	}
+	for _, c := range cmds {
+		if err := c.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			ts.Fatalf("terminate: %v", err)
+		}
+	}
+}
+
+// globcount N GLOB: exactly N files match GLOB.
+func cmdGlobcount(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "globcount")
+	if len(args) != 2 {
+		ts.Fatalf("usage: globcount N glob")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("globcount: %q is no count", args[0])
+	}
+	m, err := filepath.Glob(ts.MkAbs(args[1]))
+	if err != nil {
+		ts.Fatalf("globcount: %v", err)
+	}
+	if len(m) != want {
+		ts.Fatalf("globcount %s: %d files match, want %d: %q", args[1], len(m), want, m)
+	}
+}
+
+// jsonlines stdout|stderr|FILE: every non-empty line is a JSON object.
+func cmdJSONLines(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "jsonlines")
+	if len(args) != 1 {
+		ts.Fatalf("usage: jsonlines stdout|stderr|file")
+	}
+	text := ts.ReadFile(args[0])
+	n := 0
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			ts.Fatalf("jsonlines %s: not a JSON object: %q", args[0], line)
+		}
+		n++
+	}
+	if n == 0 {
+		ts.Fatalf("jsonlines %s: no line", args[0])
+	}
+}
+
+// mkfifo PATH: makes a named pipe.
+func cmdMkfifo(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "mkfifo")
+	if len(args) != 1 {
+		ts.Fatalf("usage: mkfifo path")
+	}
+	ts.Check(syscall.Mkfifo(ts.MkAbs(args[0]), 0o644))
+}
+
+// truncate FILE BYTES: cuts FILE to BYTES bytes (negative: that many bytes fewer).
+func cmdTruncate(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "truncate")
+	if len(args) != 2 {
+		ts.Fatalf("usage: truncate file bytes")
+	}
+	path := ts.MkAbs(args[0])
+	n, err := strconv.ParseInt(args[1], 10, 64)
+	ts.Check(err)
+	if n < 0 {
+		st, err := os.Stat(path)
+		ts.Check(err)
+		n += st.Size()
+	}
+	ts.Check(os.Truncate(path, n))
+}
+
+// readNifti reads a single-file NIfTI (.nii or .nii.gz): its header and its data bytes as
+// stored (host byte order for the files voxpipe writes).
+func readNifti(ts *testscript.TestScript, path string) (*nifti.Header, []byte) {
+	h, err := nifti.ReadHeader(path)
+	ts.Check(err)
+	raw, err := os.ReadFile(path)
+	ts.Check(err)
+	if nifti.Gzipped(path) {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		ts.Check(err)
+		raw, err = io.ReadAll(zr)
+		ts.Check(err)
+	}
+	if h.VoxOffset > int64(len(raw)) {
+		ts.Fatalf("%s: vox_offset %d past the end (%d bytes)", path, h.VoxOffset, len(raw))
+	}
+	h.Extensions = nil
+	return h, raw[h.VoxOffset:]
+}
+
+// nii pair IN OUT.hdr | nii stack OUT IN... | nii slope FILE VALUE: see the package comment.
+func cmdNii(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "nii")
+	if len(args) < 1 {
+		ts.Fatalf("usage: nii pair|stack|slope ...")
+	}
+	opt := nifti.WriteOptions{Level: 1}
+	sub, rest := args[0], args[1:]
+	if (sub == "pair" || sub == "stack") && len(rest) >= 2 {
+		out := rest[0]
+		if sub == "pair" {
+			out = rest[1]
+		}
+		ts.Check(os.MkdirAll(filepath.Dir(ts.MkAbs(out)), 0o777))
+	}
+	switch {
+	case sub == "pair" && len(rest) == 2:
+		if !strings.HasSuffix(rest[1], ".hdr") {
+			ts.Fatalf("nii pair: %s does not end in .hdr", rest[1])
+		}
+		h, data := readNifti(ts, ts.MkAbs(rest[0]))
+		h.Magic = ""
+		ts.Check(nifti.Write(ts.MkAbs(rest[1]), h, data, nifti.WriteOptions{Level: nifti.DefaultLevel}))
+	case sub == "stack" && len(rest) >= 2:
+		var h *nifti.Header
+		var all []byte
+		for _, in := range rest[1:] {
+			hi, data := readNifti(ts, ts.MkAbs(in))
+			if h != nil && hi.Dim != h.Dim {
+				ts.Fatalf("nii stack: %s has dims %v, not %v", in, hi.Dim[1:4], h.Dim[1:4])
+			}
+			h = hi
+			all = append(all, data...)
+		}
+		h.Dim[0], h.Dim[4] = 4, int64(len(rest)-1)
+		for i := 5; i < 8; i++ {
+			h.Dim[i] = 1
+		}
+		if h.PixDim[4] == 0 {
+			h.PixDim[4] = 1
+		}
+		ts.Check(nifti.Write(ts.MkAbs(rest[0]), h, all, opt))
+	case sub == "slope" && len(rest) == 2:
+		v, err := strconv.ParseFloat(rest[1], 64)
+		ts.Check(err)
+		path := ts.MkAbs(rest[0])
+		h, data := readNifti(ts, path)
+		h.SclSlope = v
+		ts.Check(nifti.Write(path, h, data, opt))
+		// The writer may normalise a non-finite slope: check that the file holds the value.
+		got, err := nifti.ReadHeader(path)
+		ts.Check(err)
+		if !(got.SclSlope == v || math.IsNaN(v) && math.IsNaN(got.SclSlope)) {
+			ts.Fatalf("nii slope: %s holds scl_slope %v, not %v", rest[0], got.SclSlope, v)
+		}
+	default:
+		ts.Fatalf("usage: nii pair IN OUT.hdr | nii stack OUT IN... | nii slope FILE VALUE")
+	}
+}
+
+// dicomseries [-uid UID] [-number N] [-prefix P] IN.nii[.gz] DIR: writes the int16 volume IN
+// as a DICOM MR series in DIR: one Explicit VR Little Endian file per slice (P0001.dcm...),
+// axial, spaced as IN's voxels, each with its own SOP Instance UID.
+func cmdDicomSeries(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "dicomseries")
+	fs := flag.NewFlagSet("dicomseries", flag.ContinueOnError)
+	uid := fs.String("uid", "1.2.826.0.1.3680043.10.543.1", "SeriesInstanceUID")
+	number := fs.Int("number", 7, "SeriesNumber")
+	prefix := fs.String("prefix", "IM", "file name prefix")
+	var usage bytes.Buffer
+	fs.SetOutput(&usage)
+	if err := fs.Parse(args); err != nil || fs.NArg() != 2 {
+		ts.Fatalf("usage: dicomseries [-uid UID] [-number N] [-prefix P] in.nii[.gz] dir\n%s", usage.String())
+	}
+	h, data := readNifti(ts, ts.MkAbs(fs.Arg(0)))
+	if h.Datatype != nifti.Int16 || h.Dim[0] != 3 {
+		ts.Fatalf("dicomseries: %s is not a 3D int16 volume", fs.Arg(0))
+	}
+	nx, ny, nz := int(h.Dim[1]), int(h.Dim[2]), int(h.Dim[3])
+	dir := ts.MkAbs(fs.Arg(1))
+	ts.Check(os.MkdirAll(dir, 0o777))
+	slice := 2 * nx * ny
+	for z := range nz {
+		sp := dicomSlice{
+			seriesUID: *uid, sopUID: fmt.Sprintf("%s.%d", *uid, z+1), number: *number, instance: z + 1,
+			rows: ny, cols: nx, dx: h.PixDim[1], dy: h.PixDim[2], dz: h.PixDim[3], z: z,
+			pixels: data[z*slice : (z+1)*slice],
+		}
+		name := filepath.Join(dir, fmt.Sprintf("%s%04d.dcm", *prefix, z+1))
+		ts.Check(os.WriteFile(name, sp.encode(), 0o666))
+	}
+}
+
+// dicomSlice is one slice of a synthetic series.
+type dicomSlice struct {
+	seriesUID, sopUID string
+	number, instance  int
+	rows, cols        int
+	dx, dy, dz        float64
+	z                 int
+	pixels            []byte // rows*cols int16, little endian
+}
+
+// dicomEnc writes Explicit VR Little Endian elements.
+type dicomEnc struct{ bytes.Buffer }
+
+func (e *dicomEnc) elem(group, element uint16, vr string, val []byte) {
+	binary.Write(e, binary.LittleEndian, [2]uint16{group, element})
+	e.WriteString(vr)
+	switch vr {
+	case "OB", "OW", "SQ", "UN", "UT":
+		binary.Write(e, binary.LittleEndian, uint16(0))
+		binary.Write(e, binary.LittleEndian, uint32(len(val)))
+	default:
+		binary.Write(e, binary.LittleEndian, uint16(len(val)))
+	}
+	e.Write(val)
+}
+
+func (e *dicomEnc) str(group, element uint16, vr, s string) {
+	if len(s)%2 == 1 {
+		if vr == "UI" {
+			s += "\x00"
+		} else {
+			s += " "
+		}
+	}
+	e.elem(group, element, vr, []byte(s))
+}
+
+func (e *dicomEnc) us(group, element uint16, v uint16) {
+	e.elem(group, element, "US", binary.LittleEndian.AppendUint16(nil, v))
+}
+
+func (sp dicomSlice) encode() []byte {
+	const mrClass = "1.2.840.10008.5.1.4.1.1.4"
+	var ds dicomEnc
+	ds.str(0x0008, 0x0016, "UI", mrClass)
+	ds.str(0x0008, 0x0018, "UI", sp.sopUID)
+	ds.str(0x0008, 0x0020, "DA", "20240102")
+	ds.str(0x0008, 0x0060, "CS", "MR")
+	ds.str(0x0008, 0x103E, "LO", "T1 axial")
+	ds.str(0x0010, 0x0010, "PN", "Test^Patient")
+	ds.str(0x0010, 0x0020, "LO", "PID42")
+	ds.str(0x0018, 0x0050, "DS", fmt.Sprintf("%g", sp.dz))
+	ds.str(0x0020, 0x000D, "UI", "1.2.826.0.1.3680043.10.543.99")
+	ds.str(0x0020, 0x000E, "UI", sp.seriesUID)
+	ds.str(0x0020, 0x0011, "IS", strconv.Itoa(sp.number))
+	ds.str(0x0020, 0x0013, "IS", strconv.Itoa(sp.instance))
+	ds.str(0x0020, 0x0032, "DS", fmt.Sprintf(`0\0\%g`, float64(sp.z)*sp.dz))
+	ds.str(0x0020, 0x0037, "DS", `1\0\0\0\1\0`)
+	ds.us(0x0028, 0x0002, 1)
+	ds.str(0x0028, 0x0004, "CS", "MONOCHROME2")
+	ds.us(0x0028, 0x0010, uint16(sp.rows))
+	ds.us(0x0028, 0x0011, uint16(sp.cols))
+	ds.str(0x0028, 0x0030, "DS", fmt.Sprintf(`%g\%g`, sp.dy, sp.dx))
+	ds.us(0x0028, 0x0100, 16)
+	ds.us(0x0028, 0x0101, 16)
+	ds.us(0x0028, 0x0102, 15)
+	ds.us(0x0028, 0x0103, 1)
+	ds.elem(0x7FE0, 0x0010, "OW", sp.pixels)
+
+	var meta dicomEnc
+	meta.elem(0x0002, 0x0001, "OB", []byte{0, 1})
+	meta.str(0x0002, 0x0002, "UI", mrClass)
+	meta.str(0x0002, 0x0003, "UI", sp.sopUID)
+	meta.str(0x0002, 0x0010, "UI", "1.2.840.10008.1.2.1")
+	var group dicomEnc
+	group.elem(0x0002, 0x0000, "UL", binary.LittleEndian.AppendUint32(nil, uint32(meta.Len())))
+
+	var out bytes.Buffer
+	out.Write(make([]byte, 128))
+	out.WriteString("DICM")
+	out.Write(group.Bytes())
+	out.Write(meta.Bytes())
+	out.Write(ds.Bytes())
+	return out.Bytes()
+}
+
+// The harness's deadline ends a voxpipe that would run forever (a watch nobody stops): it
+// exits with exitDeadline soon after the deadline, its goroutines on stderr.
+func TestHarnessDeadlineEndsVoxpipe(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	inbox := filepath.Join(dir, "inbox")
+	if err := os.Mkdir(inbox, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := testexec.CommandWithin(t, time.Minute, exe, "watch", "-o", filepath.Join(dir, "out"), inbox)
+	cmd.Args[0] = "voxpipe" // testscript.Main runs the command named by argv[0]
+	cmd.Env = append(os.Environ(), deadlineEnv+"="+strconv.FormatInt(time.Now().Add(time.Second).UnixNano(), 10))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitDeadline {
+		t.Fatalf("watch under a 1s deadline: %v, want exit status %d\n%s", err, exitDeadline, stderr.String())
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if !strings.Contains(stderr.String(), "deadline") || !strings.Contains(stderr.String(), "goroutine") {
+		t.Errorf("stderr does not name the deadline or show the goroutines:\n%s", stderr.String())
+	}
+}
