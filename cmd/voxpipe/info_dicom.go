@@ -22,7 +22,8 @@ func printInfoOrSeries(w io.Writer, path string, volume int) error {
 	if err == nil && st.IsDir() {
 		return printFolder(w, path, volume)
 	}
-	if _, nii := pipeline.VolumeBase(path); !nii && err == nil && st.Mode().IsRegular() && isDICOMFile(path) {
+	// dicom.Candidate leaves out NIfTI names, the .img of a pair included.
+	if err == nil && st.Mode().IsRegular() && dicom.Candidate(filepath.Base(path)) && isDICOMFile(path) {
 		return printSeries(w, path)
 	}
 	return printInfo(w, path, volume)

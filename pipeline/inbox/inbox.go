@@ -80,7 +80,7 @@ type Inbox struct {
 	dirs    map[string]string // watched folder -> its inbox root
 	queue   []*queued
 	next    int
-	ignored map[string]bool       // own masks seen, said once
+	ignored map[string]bool       // own masks and unwatched sub-folders seen, said once
 	dcm     map[string]*dcmFile   // DICOM candidates, by path (dicom.go)
 	series  map[string]*dcmSeries // DICOM series, by SeriesInstanceUID
 	noted   map[string]bool       // files left out, said once
@@ -302,6 +302,8 @@ func (b *Inbox) event(ev fsnotify.Event) {
 				if err := b.watchTree(root, path); err != nil {
 					b.opt.Log.Warn("inbox: cannot watch a new folder", "folder", path, "err", err)
 				}
+			} else if root != "" {
+				b.noteUnwatched(path, st)
 			}
 			return
 		}
@@ -465,6 +467,10 @@ func (b *Inbox) rescan() {
 			if de.IsDir() {
 				if b.opt.Recursive && !b.watched(p) && !strings.HasPrefix(de.Name(), ".") {
 					b.watchTree(root, p)
+				} else if !b.opt.Recursive {
+					if st, err := os.Stat(p); err == nil {
+						b.noteUnwatched(p, st)
+					}
 				}
 				continue
 			}
@@ -474,6 +480,21 @@ func (b *Inbox) rescan() {
 				b.observeDICOM(p, root)
 			}
 		}
+	}
+}
+
+// noteUnwatched says once that a sub-folder of an inbox is not watched without -r (a DICOM
+// series copied in as a folder, say), unless it is hidden or the output folder.
+func (b *Inbox) noteUnwatched(dir string, st fs.FileInfo) {
+	if strings.HasPrefix(filepath.Base(dir), ".") || b.outInfo != nil && os.SameFile(st, b.outInfo) {
+		return
+	}
+	b.mu.Lock()
+	seen := b.ignored[dir]
+	b.ignored[dir] = true
+	b.mu.Unlock()
+	if !seen {
+		b.opt.Log.Warn("inbox: a sub-folder is not watched: its files are not segmented (watch -r watches sub-folders)", "folder", dir)
 	}
 }
 
