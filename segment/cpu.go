@@ -123,7 +123,7 @@ func NewCPUEngine(m *Model, workers int) *CPUEngine {
 	}
 	e.scratch = make([]*workerScratch, workers)
 	for i := range e.scratch {
-		e.scratch[i] = &workerScratch{f: make([]float32, c), offs: make([]int, 27*cp/block)}
+		e.scratch[i] = &workerScratch{f: make([]float32, c), offs: make([]int, 27*cp/block), conf: Confidence{Labels: make([]int64, e.k)}}
 	}
 	return e
 }
@@ -165,7 +165,8 @@ func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt O
 	start := time.Now()
 	plane := vol.NX * vol.NY
 	for _, ws := range e.scratch {
-		ws.conf = Confidence{}
+		clear(ws.conf.Labels)
+		ws.conf = Confidence{Labels: ws.conf.Labels}
 	}
 	for i, z0 := 0, 0; z0 < vol.NZ; i, z0 = i+1, z0+opt.Slab {
 		z1 := min(z0+opt.Slab, vol.NZ)
@@ -189,7 +190,7 @@ func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt O
 		}
 	}
 	if opt.Confidence != nil {
-		var c Confidence
+		c := Confidence{Labels: make([]int64, e.k)}
 		for _, ws := range e.scratch {
 			c.Add(ws.conf)
 		}
@@ -466,6 +467,7 @@ func (e *CPUEngine) gateHeadRow(out []uint8, ws *workerScratch) {
 			}
 		}
 		out[x] = uint8(label)
+		conf.Labels[label]++
 		if label > 0 {
 			u := MarginUnits(best - second)
 			conf.Foreground++

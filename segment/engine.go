@@ -54,14 +54,15 @@ type Options struct {
 	Confidence *Confidence
 }
 
-// Confidence is the model's own confidence over one volume, from its logits: over the voxels it
-// labels foreground (label > 0), the margin between the best and the second-best logit, each
-// voxel's margin in whole units of 1/MarginScale logit (rounded down, capped at MarginCapUnits) so
-// that the sums are exact integers whatever the order the engine adds them in. A model of one
-// class has no second logit: its foreground (none) counts nothing.
+// Confidence is the model's own confidence over one volume, from its logits: the voxels it gives
+// each label and, over the voxels it labels foreground (label > 0), the margin between the best
+// and the second-best logit, each voxel's margin in whole units of 1/MarginScale logit (rounded
+// down, capped at MarginCapUnits) so that the sums are exact integers whatever the order the
+// engine adds them in.
 type Confidence struct {
-	Voxels     int64 // voxels labelled
-	Foreground int64 // of them, labelled > 0
+	Voxels     int64   // voxels labelled
+	Labels     []int64 // voxels per label, by label (the model's classes)
+	Foreground int64   // voxels labelled > 0
 	MarginSum  int64 // sum over the foreground of the margin units (MarginUnits)
 	LowMargin  int64 // foreground voxels whose margin is below LowMarginUnits (1 logit)
 }
@@ -88,6 +89,12 @@ func MarginUnits(m float32) int64 {
 
 // Add adds o's counts to c (the confidence of two parts of a volume).
 func (c *Confidence) Add(o Confidence) {
+	if len(c.Labels) < len(o.Labels) {
+		c.Labels = append(c.Labels, make([]int64, len(o.Labels)-len(c.Labels))...)
+	}
+	for i, n := range o.Labels {
+		c.Labels[i] += n
+	}
 	c.Voxels += o.Voxels
 	c.Foreground += o.Foreground
 	c.MarginSum += o.MarginSum
@@ -109,6 +116,17 @@ func (c Confidence) LowFraction() float64 {
 		return math.NaN()
 	}
 	return float64(c.LowMargin) / float64(c.Foreground)
+}
+
+// LabelFraction is the fraction of the voxels labelled l; NaN without voxels.
+func (c Confidence) LabelFraction(l int) float64 {
+	if c.Voxels == 0 {
+		return math.NaN()
+	}
+	if l < 0 || l >= len(c.Labels) {
+		return 0
+	}
+	return float64(c.Labels[l]) / float64(c.Voxels)
 }
 
 // ForegroundFraction is the fraction of the voxels labelled foreground; NaN without voxels.
