@@ -110,9 +110,17 @@ func TestCheckDomain(t *testing.T) {
 			in.Histogram[histogramBin(-0.6)] -= 0.04
 			in.Histogram[histogramBin(5)] += 0.04
 		}, DomainOutOfDomain, "4.0 % of the voxels at normalised intensities more common than in any training volume (> 3.0 %)"},
-		{"less sure", func(in *DomainInput) { c := conf(700, 280, 15, 5); c.MarginSum = c.Foreground * 2 * MarginScale; in.Confidence = c },
+		{"less sure", func(in *DomainInput) {
+			c := conf(700, 280, 15, 5)
+			c.MarginSum = c.Foreground * 2 * MarginScale
+			in.Confidence = c
+		},
 			DomainOutOfDomain, "model less sure than in training: mean foreground margin 2.00 logits < 4.50"},
-		{"surer", func(in *DomainInput) { c := conf(700, 280, 15, 5); c.MarginSum = c.Foreground * 12 * MarginScale; in.Confidence = c },
+		{"surer", func(in *DomainInput) {
+			c := conf(700, 280, 15, 5)
+			c.MarginSum = c.Foreground * 12 * MarginScale
+			in.Confidence = c
+		},
 			DomainOutOfDomain, "model surer than in training: mean foreground margin 12.00 logits > 11.00"},
 		{"unsure", func(in *DomainInput) { c := conf(700, 280, 15, 5); c.LowMargin = 30; in.Confidence = c },
 			DomainOutOfDomain, "model unsure: 10.00 % of the foreground within 1 logit of another class > 2.50 %"},

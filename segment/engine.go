@@ -63,8 +63,8 @@ type Confidence struct {
 	Voxels     int64   // voxels labelled
 	Labels     []int64 // voxels per label, by label (the model's classes)
 	Foreground int64   // voxels labelled > 0
-	MarginSum  int64 // sum over the foreground of the margin units (MarginUnits)
-	LowMargin  int64 // foreground voxels whose margin is below LowMarginUnits (1 logit)
+	MarginSum  int64   // sum over the foreground of the margin units (MarginUnits)
+	LowMargin  int64   // foreground voxels whose margin is below LowMarginUnits (1 logit)
 }
 
 // The margin's fixed-point units; the CUDA kernels use the same (VP_MARGIN_SCALE, VP_MARGIN_CAP,
