@@ -128,3 +128,30 @@ func TestFusedZChunk(t *testing.T) {
 		}
 	}
 }
+
+// The confidence counters' layout and units must be common.cuh's.
+func TestConfidenceConstantsMatchSource(t *testing.T) {
+	src, err := os.ReadFile("common.cuh")
+	if os.IsNotExist(err) {
+		src, err = os.ReadFile("kernels/common.cuh")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^#define (VP_\w+) (.+)$`).FindAllStringSubmatch(string(src), -1) {
+		defs[m[1]] = m[2]
+	}
+	for name, want := range map[string]string{
+		"VP_CONF_FG": strconv.Itoa(ConfForeground), "VP_CONF_MARGIN": strconv.Itoa(ConfMargin), "VP_CONF_LOW": strconv.Itoa(ConfLow),
+		"VP_CONF_LABELS": strconv.Itoa(ConfLabels), "VP_MAXK": strconv.Itoa(MaxClasses) + " ",
+		"VP_MARGIN_SCALE": strconv.Itoa(MarginScale) + ".f", "VP_MARGIN_CAP": strconv.Itoa(MarginCapUnits) + "u", "VP_LOW_MARGIN": strconv.Itoa(LowMarginUnits) + "u",
+	} {
+		if got, ok := defs[name]; !ok || !regexp.MustCompile(`^`+regexp.QuoteMeta(want)).MatchString(got+" ") {
+			t.Errorf("common.cuh: %s is %q, Go has %q", name, got, want)
+		}
+	}
+	if defs["VP_CONF_LEN"] != "(VP_CONF_LABELS + VP_MAXK)" || ConfLen != ConfLabels+MaxClasses {
+		t.Errorf("VP_CONF_LEN is %q", defs["VP_CONF_LEN"])
+	}
+}

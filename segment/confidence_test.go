@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"voxpipe/kernels"
 )
 
 // refConfidence is Confidence computed straight from the float64 reference logits (refLogits),
@@ -117,5 +119,14 @@ func TestMarginUnits(t *testing.T) {
 	}
 	if !math.IsNaN((Confidence{}).MeanMargin()) {
 		t.Error("no foreground: mean margin not NaN")
+	}
+}
+
+// The CUDA kernels count margins in segment's units (kernels' constants mirror common.cuh).
+func TestMarginUnitsMatchKernels(t *testing.T) {
+	t.Parallel()
+	if MarginScale != kernels.MarginScale || MarginCapUnits != kernels.MarginCapUnits || LowMarginUnits != kernels.LowMarginUnits {
+		t.Errorf("segment's margin units (%d, %d, %d) differ from the kernels' (%d, %d, %d)", MarginScale, MarginCapUnits, LowMarginUnits,
+			kernels.MarginScale, kernels.MarginCapUnits, kernels.LowMarginUnits)
 	}
 }

@@ -1,0 +1,135 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"voxpipe/fixtures"
+	"voxpipe/io/nifti"
+	"voxpipe/phantom"
+	"voxpipe/segment"
+)
+
+// writePhantom writes phantom seed (96x96x64, the default model's training size) to path, its
+// labels' voxels given other intensities when hu is set (mean by label: background, tissue,
+// fluid, lesion; plus a little noise): the head's anatomy, shape, size and spacing, in CT's
+// Hounsfield units or another contrast.
+func writePhantom(t *testing.T, path string, seed uint64, hu *[4]float64) {
+	t.Helper()
+	ph, err := phantom.Generate(phantom.Params{NX: 96, NY: 96, NZ: 64, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hu != nil {
+		for i, l := range ph.Truth {
+			ph.Image[i] = int16(hu[l]) + int16(i*7919%11) - 5
+		}
+	}
+	if err := nifti.Write(path, ph.Header, ph.ImageBytes(), nifti.WriteOptions{Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunDomainVerdicts runs the default model (CPU engine, its card) on a phantom of its
+// training distribution and on foreign volumes of the same anatomy, size and spacing: a CT
+// (Hounsfield units) and a T2-like contrast (fluid bright, lesions dark). Each got "ok" from the
+// quantile and spacing checks alone. Now the foreign ones are out of domain in summary.csv and
+// keep their masks; with StrictDomain they fail, without a mask, and the phantom is done.
+func TestRunDomainVerdicts(t *testing.T) {
+	t.Parallel()
+	m, err := segment.ParseModel(fixtures.DefaultModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	b := &batch{in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out")}
+	os.MkdirAll(b.in, 0o755)
+	writePhantom(t, filepath.Join(b.in, "phantom.nii"), 77, nil)
+	writePhantom(t, filepath.Join(b.in, "ct.nii"), 78, &[4]float64{-1000, 40, 8, 70})
+	writePhantom(t, filepath.Join(b.in, "t2.nii"), 79, &[4]float64{0, 600, 1500, 300})
+	eng := segment.NewCPUEngine(m, 0)
+	withModel := func(strict bool) func(*Config) {
+		return func(c *Config) {
+			c.Card, c.Classes, c.Resample, c.StrictDomain, c.Slab = m.Card, m.Classes, true, strict, 16
+		}
+	}
+	out := runBatch(t, context.Background(), b, eng, withModel(false))
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	rows := statusByVolume(out.summary)
+	if r := rows["phantom"]; r.Status != "ok" || r.Domain != string(segment.DomainOK) || !strings.Contains(r.DomainEvidence, "margin ") {
+		t.Errorf("phantom: %s, domain %q, evidence %q; want ok, ok and the model's confidence", r.Status, r.Domain, r.DomainEvidence)
+	}
+	for _, name := range []string{"ct", "t2"} {
+		r := rows[name]
+		if r.Status != "ok" || segment.ParseVerdictLevel(r.Domain) != segment.DomainOutOfDomain || !strings.Contains(r.Domain, "intensity unlike training") {
+			t.Errorf("%s: %s, domain %q; want its mask and out-of-domain for its intensity", name, r.Status, r.Domain)
+		}
+		if _, err := os.Stat(filepath.Join(b.out, name+"_mask.nii.gz")); err != nil {
+			t.Errorf("%s: no mask without StrictDomain: %v", name, err)
+		}
+	}
+
+	b.out = filepath.Join(dir, "strict")
+	out = runBatch(t, context.Background(), b, eng, withModel(true))
+	rows = statusByVolume(out.summary)
+	if r := rows["phantom"]; r.Status != "ok" {
+		t.Errorf("strict: phantom %s (%s)", r.Status, r.Error)
+	}
+	for _, name := range []string{"ct", "t2"} {
+		r := rows[name]
+		if r.Status != "failed" || !strings.Contains(r.Error, ErrOutOfDomain.Error()) || segment.ParseVerdictLevel(r.Domain) != segment.DomainOutOfDomain {
+			t.Errorf("strict: %s %s, error %q, domain %q; want failed out of domain", name, r.Status, r.Error, r.Domain)
+		}
+		if _, err := os.Stat(filepath.Join(b.out, name+"_mask.nii.gz")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("strict: %s has a mask (%v)", name, err)
+		}
+	}
+	if out.res.Failed != 2 || out.res.OK != 1 {
+		t.Errorf("strict: result %+v, want 1 ok and 2 failed", out.res)
+	}
+}
+
+// TestRunStrictDomainAfterSegmentation: a volume whose input is in domain but on which the
+// model's confidence is not (here, a card whose margin range excludes the phantom's) is judged
+// once segmented, before its mask is committed: with StrictDomain it fails, and neither its mask
+// nor a temporary file is left; without, it keeps its mask and the verdict says why.
+func TestRunStrictDomainAfterSegmentation(t *testing.T) {
+	t.Parallel()
+	m, err := segment.ParseModel(fixtures.DefaultModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	card := *m.Card
+	card.Domain.Confidence = &segment.ConfidenceDomain{MeanMarginMin: 0, MeanMarginMax: 1, LowMarginMax: 1,
+		LabelFractionMin: []float64{0, 0, 0, 0}, LabelFractionMax: []float64{1, 1, 1, 1}}
+	dir := t.TempDir()
+	b := &batch{in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out")}
+	os.MkdirAll(b.in, 0o755)
+	writePhantom(t, filepath.Join(b.in, "phantom.nii"), 80, nil)
+	eng := segment.NewCPUEngine(m, 0)
+	for _, strict := range []bool{true, false} {
+		b.out = filepath.Join(dir, map[bool]string{true: "strict", false: "lenient"}[strict])
+		out := runBatch(t, context.Background(), b, eng, func(c *Config) {
+			c.Card, c.Classes, c.StrictDomain, c.Slab = &card, m.Classes, strict, 16
+		})
+		r := statusByVolume(out.summary)["phantom"]
+		if !strings.HasPrefix(r.Domain, "out-of-domain: model surer than in training: mean foreground margin") {
+			t.Errorf("strict %v: domain %q", strict, r.Domain)
+		}
+		_, statErr := os.Stat(filepath.Join(b.out, "phantom_mask.nii.gz"))
+		if strict {
+			if r.Status != "failed" || !strings.Contains(r.Error, ErrOutOfDomain.Error()) || !errors.Is(statErr, os.ErrNotExist) {
+				t.Errorf("strict: %s (%s), mask %v; want failed out of domain, no mask", r.Status, r.Error, statErr)
+			}
+			assertNoTemporaries(t, b.out)
+		} else if r.Status != "ok" || statErr != nil {
+			t.Errorf("lenient: %s (%s), mask %v; want ok with its mask", r.Status, r.Error, statErr)
+		}
+	}
+}
