@@ -6,7 +6,8 @@
 # (scripts/domaincal foreign: CT-like Hounsfield volumes, shapes that are not heads, a mouse-
 # and a whale-sized head, noise, a T2-like contrast) plus the real brain images that python3-
 # nibabel ships (and python3-dipy, when its package can be downloaded). Prints one line per
-# foreign volume and per in-domain volume not ok, then the two rates; exits 1 unless no
+# foreign volume and per in-domain volume not ok, then the two rates (and how many foreign
+# volumes the model's confidence catches on its own, all but the whale segmented); exits 1 unless no
 # phantom is out of domain and every foreign volume is. docs/model.md has the figures.
 #
 #   scripts/domain-calibration.sh [WORKDIR]     # default: a temporary folder, removed after
@@ -55,4 +56,11 @@ done
 # Foreign volumes under --strict-domain: one judged out of domain on its input alone fails
 # before it is resampled (a whale-sized head would be upsampled eightfold) or segmented.
 run foreign --strict-domain "$work/foreign"
-"$work/domaincal" rates "${in[@]}" -foreign "$work/out/foreign/runs/cal/summary.csv"
+# Then all of them but the whale segmented, to see what the model's confidence says on its own.
+mkdir -p "$work/foreign-segmented"
+for f in "$work"/foreign/*; do
+	case "$f" in */whale_head.nii.gz) ;; *) ln -sf "$f" "$work/foreign-segmented/" ;; esac
+done
+run foreign-segmented "$work/foreign-segmented"
+"$work/domaincal" rates "${in[@]}" -foreign "$work/out/foreign/runs/cal/summary.csv" \
+	-foreign-segmented "$work/out/foreign-segmented/runs/cal/summary.csv"

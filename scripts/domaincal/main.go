@@ -10,11 +10,12 @@
 //	    intensity histogram, the model's confidence) from the training phantoms in DIR (a
 //	    voxpipe gen folder: DIR/volumes/*.nii.gz), with the CPU engine, and writes IN with them
 //	    to OUT (tensors unchanged).
-//	domaincal rates -in SUMMARY.csv... -foreign SUMMARY.csv...
+//	domaincal rates -in SUMMARY.csv... -foreign SUMMARY.csv... [-foreign-segmented SUMMARY.csv...]
 //	    prints the false-alarm rate (volumes not ok among in-domain ones, and out-of-domain
-//	    among them) and the catch rate (out-of-domain among foreign ones), one line per volume
-//	    missed or falsely flagged; exit status 1 unless no in-domain volume is out of domain and
-//	    every foreign one is.
+//	    among them) and the catch rate (out-of-domain among foreign ones), one line per volume;
+//	    with -foreign-segmented (foreign volumes run without --strict-domain, so all segmented),
+//	    how many the model's confidence or label proportions catch on their own. Exit status 1
+//	    unless no in-domain volume is out of domain and every foreign one is.
 package main
 
 import (
@@ -513,9 +514,10 @@ func (l *list) Set(s string) error { *l = append(*l, s); return nil }
 
 func rates(args []string) error {
 	fs := flag.NewFlagSet("rates", flag.ExitOnError)
-	var in, foreignCSV list
+	var in, foreignCSV, lenient list
 	fs.Var(&in, "in", "summary.csv of in-domain volumes (repeatable)")
 	fs.Var(&foreignCSV, "foreign", "summary.csv of foreign volumes (repeatable)")
+	fs.Var(&lenient, "foreign-segmented", "summary.csv of foreign volumes all segmented (no --strict-domain): which the model's confidence catches too (repeatable)")
 	fs.Parse(args)
 	read := func(paths []string) ([]timing.Summary, error) {
 		var all []timing.Summary
@@ -557,12 +559,37 @@ func rates(args []string) error {
 			fmt.Printf("MISSED: %s: %s [%s]\n", s.Volume, s.Domain, s.DomainEvidence)
 		}
 	}
+	segRows, err := read(lenient)
+	if err != nil {
+		return err
+	}
+	byConf := 0
+	for _, s := range segRows {
+		if confidenceReason(s.Domain) {
+			byConf++
+			fmt.Printf("the model's confidence too: %s: [%s]\n", s.Volume, s.DomainEvidence)
+		}
+	}
+	if len(segRows) > 0 {
+		fmt.Printf("foreign, segmented: %d volumes, %d caught by the model's confidence or label proportions (%.1f %%)\n", len(segRows), byConf, pct(byConf, len(segRows)))
+	}
 	fmt.Printf("in-domain: %d volumes, %d out-of-domain (false-alarm rate %.1f %%), %d warn\n", len(inRows), ood, pct(ood, len(inRows)), warn)
 	fmt.Printf("foreign: %d volumes, %d out-of-domain (catch rate %.1f %%)\n", len(fRows), caught, pct(caught, len(fRows)))
 	if ood > 0 || caught < len(fRows) || len(inRows) == 0 || len(fRows) == 0 {
 		return errors.New("rates: want no false alarm and every foreign volume caught")
 	}
 	return nil
+}
+
+// confidenceReason reports whether a domain column holds a reason from the model's confidence
+// (segment's checkConfidence).
+func confidenceReason(domain string) bool {
+	for _, r := range []string{"model less sure", "model surer", "model unsure", "labels in proportions"} {
+		if strings.Contains(domain, r) {
+			return true
+		}
+	}
+	return false
 }
 
 func pct(a, b int) float64 {
