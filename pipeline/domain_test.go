@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"voxpipe/fixtures"
 	"voxpipe/io/nifti"
@@ -131,5 +133,36 @@ func TestRunStrictDomainAfterSegmentation(t *testing.T) {
 		} else if r.Status != "ok" || statErr != nil {
 			t.Errorf("lenient: %s (%s), mask %v; want ok with its mask", r.Status, r.Error, statErr)
 		}
+	}
+}
+
+// TestRunDomainNamesTheVolumeSegmented: with Config.Volume 2 of a 3-volume file, the domain
+// warning names volume 2, the one segmented (it said "only volume 0 of 3 is segmented").
+func TestRunDomainNamesTheVolumeSegmented(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := &batch{in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out")}
+	os.MkdirAll(b.in, 0o755)
+	const nx, ny, nz, nt = 9, 7, 5, 3
+	vals := make([]int16, nx*ny*nz*nt)
+	for i := range vals {
+		vals[i] = int16(i % 301)
+	}
+	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Int16, BitPix: 16,
+		Dim: [8]int64{4, nx, ny, nz, nt, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1, 1}, SclSlope: 1,
+		QformCode: 1, SformCode: 1, SrowX: [4]float64{1, 0, 0, 0}, SrowY: [4]float64{0, 1, 0, 0},
+		SrowZ: [4]float64{0, 0, 1, 0}, XYZTUnits: 10, Magic: "n+1"}
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 2*len(vals))
+	if err := nifti.Write(filepath.Join(b.in, "fmri.nii"), h, raw, nifti.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	volume := 2
+	out := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Volume = &volume })
+	r := statusByVolume(out.summary)["fmri"]
+	if r.Status != "ok" || !strings.Contains(r.Domain, "4 dimensions: volume 2 of 3 is segmented") {
+		t.Errorf("fmri: %s (%s), domain %q; want ok, naming volume 2 of 3", r.Status, r.Error, r.Domain)
+	}
+	if segment.ParseVerdictLevel(r.Domain) != segment.DomainWarn {
+		t.Errorf("fmri: domain %q, want a warning", r.Domain)
 	}
 }
