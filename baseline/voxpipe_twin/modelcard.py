@@ -101,8 +101,9 @@ def domain(spacings, quantiles, tolerance=QUANTILE_TOLERANCE, fovs=None, histogr
     """The card's domain from per-volume spacings (mm, x y z) and per-volume quantiles of the
     normalised intensity at QUANTILE_LEVELS: per-axis spacing range, per-level min and max.
     With fovs (per-volume field of view, mm, x y z): their range and fov_tolerance. With
-    histograms (per-volume histogram()): their envelope (per-bin max) and the largest excess of
-    a volume over the envelope of the others, times 1 + widen (scripts/domaincal card's rule).
+    histograms (per-volume histogram()) of two volumes or more: their envelope (per-bin max) and
+    the largest excess of a volume over the envelope of the others, times 1 + widen
+    (scripts/domaincal card's rule).
     confidence (a dict of segment.ConfidenceDomain's fields, from a run of the model) is copied
     in as it is."""
     s = np.asarray(spacings, dtype=np.float64).reshape(-1, 3)
@@ -122,13 +123,10 @@ def domain(spacings, quantiles, tolerance=QUANTILE_TOLERANCE, fovs=None, histogr
         d["fov_min_mm"] = [float(v) for v in f.min(axis=0)]
         d["fov_max_mm"] = [float(v) for v in f.max(axis=0)]
         d["fov_tolerance"] = float(fov_tolerance)
-    if histograms is not None:
-        h = np.asarray(histograms, dtype=np.float64).reshape(-1, HISTOGRAM_BINS)
-        loo = 0.0
-        if len(h) > 1:
-            loo = max(histogram_excess(h[i], np.delete(h, i, axis=0).max(axis=0)) for i in range(len(h)))
+    h = None if histograms is None else np.asarray(histograms, dtype=np.float64).reshape(-1, HISTOGRAM_BINS)
+    if h is not None and len(h) > 1:  # one training volume has no others to calibrate against
+        loo = max(histogram_excess(h[i], np.delete(h, i, axis=0).max(axis=0)) for i in range(len(h)))
         d["histogram_max"] = [_round(float(v), 1e-6) for v in h.max(axis=0)]
-        # One training volume has no others to compare with: the smallest threshold allowed.
         d["histogram_max_excess"] = max(_round(loo * (1 + widen), 1e-3), 1e-3)
     if confidence is not None:
         d["confidence"] = dict(confidence)
@@ -224,7 +222,7 @@ def _validate_later(d, classes, bad):
         h = np.asarray(d["histogram_max"], dtype=np.float64)
         if not np.all((h >= 0) & (h <= 1)):
             bad("domain histogram_max holds values outside [0, 1]: want fractions")
-        if h.sum() < 1 - 1e-6:
+        if h.sum() < 1 - 1e-4:  # an envelope's bins, rounded, may lose a little
             bad(f"domain histogram_max sums to {h.sum()}: an envelope of histograms sums to 1 or more")
         if not 0 < d["histogram_max_excess"] <= 1:
             bad(f"domain histogram_max_excess {d['histogram_max_excess']}: want a fraction > 0")
