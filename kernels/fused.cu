@@ -154,6 +154,10 @@ struct VfSmem {
 	// The convs' weights as fp16 [conv][tap][n = co][k = ci], the two 8-element halves of a row
 	// swapped when bit 2 of n is set, so the 8 rows of an ldmatrix phase hit distinct banks.
 	__align__(16) unsigned short wsm[2][27][16][16];
+	// The confidence of the voxels each dilated-conv warp's lane 4g labels (the lanes that store
+	// labels): [warp][g]. In shared memory rather than registers, which the step loop has none
+	// to spare for (ptxas spilled more).
+	VpConf cf[VF_CW][8];
 };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 static_assert(sizeof(VfSmem) <= VF_SMEM_BYTES, "fused kernel: VfSmem outgrew what sm_80-89 allow per block");
@@ -473,6 +477,7 @@ template <bool WIDE>
 __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[2][4], const float (&g1)[2][4],
                                             const float* sp, const float* qsp, int lane, int classes,
                                             unsigned char* __restrict__ out, int gy0, const VfGeom& G, VpConf& cf) {
+	// cf: this lane's counters in shared memory (VfSmem::cf), used by the lanes that store labels.
 	const int g = lane >> 2, q = lane & 3;
 	float gv[2][2][4], sv[2][2][4]; // [row][n half][4]
 #pragma unroll
@@ -856,7 +861,6 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 	unsigned char* __restrict__ labels;
 	size_t plane;
 	float acc[2][5][2][4];
-	VpConf cf{0u, 0u, 0u}; // the confidence of the voxels this lane labels
 
 	__device__ __forceinline__ VfConvGWarp(const VfWarp<T>& w, int classes, unsigned char* __restrict__ labels,
 	                                       size_t plane)
@@ -880,7 +884,7 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 #else
 			            nullptr,
 #endif
-			            lane, classes, labels + (size_t)(p - 2) * plane, G.y0 + row0, G, this->cf);
+			            lane, classes, labels + (size_t)(p - 2) * plane, G.y0 + row0, G, sm.cf[row0 / VF_RPW][lane >> 2]);
 		vf_acc_restart(acc[0][PH], sm.bg, lane);
 		vf_acc_restart(acc[1][PH], sm.bg, lane);
 	}
@@ -931,7 +935,9 @@ __device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in,
 	} else {
 		VfConvGWarp<T, WIDE> W(base, classes, labels, plane);
 		vf_steps<5>(W, steps);
-		vp_conf_flush(conf, W.cf); // a lane labels at most 4 voxels a plane: 4*zChunk (Fused bounds zChunk)
+		// A lane labels at most 4 voxels a plane: 4*zChunk (Fused bounds zChunk). Each lane
+		// reads back only its own counters: no other lane wrote them.
+		vp_conf_flush(conf, (lane & 3) == 0 ? sm.cf[cw][lane >> 2] : VpConf{0u, 0u, 0u});
 	}
 }
 
@@ -965,6 +971,7 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 		h.y = (unsigned)vf_half(v.z) | (unsigned)vf_half(v.w) << 16;
 		*reinterpret_cast<uint2*>(&sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)]) = h;
 	}
+	for (int i = tid; i < VF_CW * 8; i += VF_THREADS) (&sm.cf[0][0])[i] = VpConf{0u, 0u, 0u};
 	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
 	fused_tile<T, WIDE>(sm, in, labels, conf, G, o0, o1, classes, tid, lane, warp);
 }
