@@ -20,4 +20,112 @@
 #define VP_TZ 4
 #define VP_THREADS (VP_TX * VP_TY)
 
+// The model's confidence over a volume (segment.Confidence), accumulated by the head kernels
+// (gate_head, the fused kernels' epilogue) and count_labels into a buffer of VP_CONF_LEN
+// unsigned 64-bit counters: foreground voxels (label > 0), the sum of their top-two logit
+// margins in whole units of 1/VP_MARGIN_SCALE logit (rounded down, each capped at
+// VP_MARGIN_CAP), the foreground voxels whose margin is below VP_LOW_MARGIN units, and the
+// voxels of each label. Integers, so the sums do not depend on the order of the atomics.
+#define VP_MARGIN_SCALE 64.f
+#define VP_MARGIN_CAP 65535u
+#define VP_LOW_MARGIN 64u
+#define VP_CONF_FG 0
+#define VP_CONF_MARGIN 1
+#define VP_CONF_LOW 2
+#define VP_CONF_LABELS 3
+#define VP_CONF_LEN (VP_CONF_LABELS + VP_MAXK)
+
+// Warp-wide operations of the confidence reductions (kernels/emu emulates them on the host).
+__device__ __forceinline__ unsigned long long vp_shfl_xor_u64(unsigned long long v, int m) {
+#if defined(__CUDA_ARCH__)
+	return __shfl_xor_sync(0xffffffffu, v, m);
+#elif defined(VOXPIPE_EMU)
+	return emu_shfl_xor_u64(v, m);
+#else
+	return v;
+// vp_conf_flush adds a thread's VpConf to conf: summed over the warp (every lane of a full warp
+// calls it), then lane 0's atomics.
+__device__ __forceinline__ void vp_conf_flush(unsigned long long* __restrict__ conf, VpConf c) {
+	unsigned long long fg = c.fg, margin = c.margin, low = c.low;
+#pragma unroll
+	for (int off = 16; off > 0; off >>= 1) {
+		fg += vp_shfl_xor_u64(fg, off);
+		margin += vp_shfl_xor_u64(margin, off);
+		low += vp_shfl_xor_u64(low, off);
+	}
+	if ((threadIdx.x & 31) == 0 && (fg | margin | low)) {
+		atomicAdd(conf + VP_CONF_FG, fg);
+		atomicAdd(conf + VP_CONF_MARGIN, margin);
+		atomicAdd(conf + VP_CONF_LOW, low);
+	}
+}
+
+#endif
+}
+__device__ __forceinline__ unsigned vp_ballot(bool p) {
+#if defined(__CUDA_ARCH__)
+	return __ballot_sync(0xffffffffu, p);
+#elif defined(VOXPIPE_EMU)
+	return emu_ballot(p);
+#else
+	return 0u;
+// vp_conf_flush adds a thread's VpConf to conf: summed over the warp (every lane of a full warp
+// calls it), then lane 0's atomics.
+__device__ __forceinline__ void vp_conf_flush(unsigned long long* __restrict__ conf, VpConf c) {
+	unsigned long long fg = c.fg, margin = c.margin, low = c.low;
+#pragma unroll
+	for (int off = 16; off > 0; off >>= 1) {
+		fg += vp_shfl_xor_u64(fg, off);
+		margin += vp_shfl_xor_u64(margin, off);
+		low += vp_shfl_xor_u64(low, off);
+	}
+	if ((threadIdx.x & 31) == 0 && (fg | margin | low)) {
+		atomicAdd(conf + VP_CONF_FG, fg);
+		atomicAdd(conf + VP_CONF_MARGIN, margin);
+		atomicAdd(conf + VP_CONF_LOW, low);
+	}
+}
+
+#endif
+}
+
+// vp_margin_units is segment.MarginUnits: the margin m = best - second logit in units, 0 for a
+// NaN or negative one.
+__device__ __forceinline__ unsigned vp_margin_units(float m) {
+	if (!(m > 0.f)) return 0u;
+	const float u = m * VP_MARGIN_SCALE;
+	return u < (float)VP_MARGIN_CAP ? __float2uint_rz(u) : VP_MARGIN_CAP;
+}
+
+// VpConf is one thread's share of the foreground counters (at most 65536 voxels a thread: the
+// launchers bound the voxels a thread labels).
+struct VpConf {
+	unsigned fg, margin, low;
+	__device__ __forceinline__ void add(int label, float best, float second) {
+		if (label > 0) {
+			const unsigned u = vp_margin_units(best - second);
+			++fg;
+			margin += u;
+			low += u < VP_LOW_MARGIN;
+		}
+	}
+};
+
+// vp_conf_flush adds a thread's VpConf to conf: summed over the warp (every lane of a full warp
+// calls it), then lane 0's atomics.
+__device__ __forceinline__ void vp_conf_flush(unsigned long long* __restrict__ conf, VpConf c) {
+	unsigned long long fg = c.fg, margin = c.margin, low = c.low;
+#pragma unroll
+	for (int off = 16; off > 0; off >>= 1) {
+		fg += vp_shfl_xor_u64(fg, off);
+		margin += vp_shfl_xor_u64(margin, off);
+		low += vp_shfl_xor_u64(low, off);
+	}
+	if ((threadIdx.x & 31) == 0 && (fg | margin | low)) {
+		atomicAdd(conf + VP_CONF_FG, fg);
+		atomicAdd(conf + VP_CONF_MARGIN, margin);
+		atomicAdd(conf + VP_CONF_LOW, low);
+	}
+}
+
 #endif

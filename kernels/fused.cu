@@ -11,6 +11,7 @@
 //   f     = a*s + g                                   fp32
 //   logit = head.f + bh                               f and head as fp16, fp32 sums
 //   label = argmax (lowest class on ties), uint8
+//   conf  += the foreground's top-two margin (common.cuh's VpConf), per lane, then per warp
 //
 // Work split. A block owns a VF_TX x VF_ROWS tile of output voxels in x-y and a chunk of zChunk
 // output planes of the slab, and streams along z one e plane per step. Conv warp c < VF_CW
@@ -153,6 +154,10 @@ struct VfSmem {
 	// The convs' weights as fp16 [conv][tap][n = co][k = ci], the two 8-element halves of a row
 	// swapped when bit 2 of n is set, so the 8 rows of an ldmatrix phase hit distinct banks.
 	__align__(16) unsigned short wsm[2][27][16][16];
+	// The confidence of the voxels each dilated-conv warp's lane 4g labels (the lanes that store
+	// labels): [warp][g]. In shared memory rather than registers, which the step loop has none
+	// to spare for (ptxas spilled more).
+	VpConf cf[VF_CW][8];
 };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 static_assert(sizeof(VfSmem) <= VF_SMEM_BYTES, "fused kernel: VfSmem outgrew what sm_80-89 allow per block");
@@ -471,7 +476,8 @@ __device__ __forceinline__ float vf_sigmoid(float x) {
 template <bool WIDE>
 __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[2][4], const float (&g1)[2][4],
                                             const float* sp, const float* qsp, int lane, int classes,
-                                            unsigned char* __restrict__ out, int gy0, const VfGeom& G) {
+                                            unsigned char* __restrict__ out, int gy0, const VfGeom& G, VpConf& cf) {
+	// cf: this lane's counters in shared memory (VfSmem::cf), used by the lanes that store labels.
 	const int g = lane >> 2, q = lane & 3;
 	float gv[2][2][4], sv[2][2][4]; // [row][n half][4]
 #pragma unroll
@@ -562,14 +568,16 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[
 	}
 	// argmax per voxel over this lane's classes (in increasing order), then over the quad; the
 	// lowest class wins ties. A lane without classes holds (-inf, 255) and never wins: logits
-	// are finite (a NaN one, from a hostile model, would lose every comparison: label 0).
-	float best[2][2];
+	// are finite (a NaN one, from a hostile model, would lose every comparison: label 0). The
+	// second-best logit goes along (the confidence's margin): the winner's second or the
+	// loser's best, whichever is larger.
+	float best[2][2], second[2][2];
 	int idx[2][2];
 #pragma unroll
 	for (int r = 0; r < 2; ++r)
 #pragma unroll
 		for (int m = 0; m < 2; ++m) {
-			best[r][m] = -__builtin_huge_valf(), idx[r][m] = 255;
+			best[r][m] = second[r][m] = -__builtin_huge_valf(), idx[r][m] = 255;
 #pragma unroll
 			for (int nt = 0; nt < 2; ++nt) {
 				if (nt == 1 && !wide) break;
@@ -577,7 +585,10 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[
 				for (int b = 0; b < 2; ++b) {
 					const int k = 8 * nt + 2 * q + b;
 					const float l = lg[r][nt][2 * m + b];
-					if (k < classes && l > best[r][m]) best[r][m] = l, idx[r][m] = k;
+					if (k < classes) {
+						if (l > best[r][m]) second[r][m] = best[r][m], best[r][m] = l, idx[r][m] = k;
+						else if (l > second[r][m]) second[r][m] = l;
+					}
 				}
 			}
 		}
@@ -588,8 +599,13 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[
 #pragma unroll
 			for (int m = 0; m < 2; ++m) {
 				const float ob = vf_shfl_xor(best[r][m], off);
+				const float os = vf_shfl_xor(second[r][m], off);
 				const int oi = vf_shfl_xor(idx[r][m], off);
-				if (ob > best[r][m] || (ob == best[r][m] && oi < idx[r][m])) best[r][m] = ob, idx[r][m] = oi;
+				if (ob > best[r][m] || (ob == best[r][m] && oi < idx[r][m])) {
+					second[r][m] = fmaxf(best[r][m], os), best[r][m] = ob, idx[r][m] = oi;
+				} else {
+					second[r][m] = fmaxf(second[r][m], ob);
+				}
 			}
 	if (q == 0)
 #pragma unroll
@@ -597,7 +613,11 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[
 #pragma unroll
 			for (int m = 0; m < 2; ++m) {
 				const int gx = G.x0 + g + 8 * m, gy = gy0 + r;
-				if (gy < G.ny && gx < G.nx) out[(size_t)gy * G.nx + gx] = (unsigned char)(idx[r][m] == 255 ? 0 : idx[r][m]);
+				if (gy < G.ny && gx < G.nx) {
+					const int label = idx[r][m] == 255 ? 0 : idx[r][m];
+					out[(size_t)gy * G.nx + gx] = (unsigned char)label;
+					cf.add(label, best[r][m], second[r][m]);
+				}
 			}
 }
 
@@ -864,7 +884,7 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 #else
 			            nullptr,
 #endif
-			            lane, classes, labels + (size_t)(p - 2) * plane, G.y0 + row0, G);
+			            lane, classes, labels + (size_t)(p - 2) * plane, G.y0 + row0, G, sm.cf[row0 / VF_RPW][lane >> 2]);
 		vf_acc_restart(acc[0][PH], sm.bg, lane);
 		vf_acc_restart(acc[1][PH], sm.bg, lane);
 	}
@@ -886,8 +906,8 @@ template <int NP, class W> __device__ __forceinline__ void vf_steps(W& w, int st
 // fused_tile: output planes o0..o1-1 of one x-y tile (G) of the slab.
 template <typename T, bool WIDE>
 __device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in, unsigned char* __restrict__ labels,
-                                           const VfGeom& G, int o0, int o1, int classes, int tid, int lane,
-                                           int warp) {
+                                           unsigned long long* __restrict__ conf, const VfGeom& G, int o0, int o1,
+                                           int classes, int tid, int lane, int warp) {
 	const int steps = o1 - o0 + 4;
 	const bool isConv2 = warp < VF_CW;
 	const int cw = isConv2 ? warp : warp - VF_CW, row0 = cw * VF_RPW;
@@ -915,6 +935,9 @@ __device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in,
 	} else {
 		VfConvGWarp<T, WIDE> W(base, classes, labels, plane);
 		vf_steps<5>(W, steps);
+		// A lane labels at most 4 voxels a plane: 4*zChunk (Fused bounds zChunk). Each lane
+		// reads back only its own counters: no other lane wrote them.
+		vp_conf_flush(conf, (lane & 3) == 0 ? sm.cf[cw][lane >> 2] : VpConf{0u, 0u, 0u});
 	}
 }
 
@@ -922,8 +945,9 @@ __device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in,
 // the x-y tile, blockIdx.z the z chunk.
 template <typename T, bool WIDE>
 __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned char* __restrict__ labels,
-                                               const float* __restrict__ w, int nx, int ny, int nz, int z0, int nzOut,
-                                               int zChunk, float scale, float shift, int classes) {
+                                               unsigned long long* __restrict__ conf, const float* __restrict__ w, int nx,
+                                               int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift,
+                                               int classes) {
 #if defined(__CUDA_ARCH__)
 	extern __shared__ __align__(16) unsigned char vf_smem_dyn[];
 	VfSmem& sm = *reinterpret_cast<VfSmem*>(vf_smem_dyn);
@@ -947,17 +971,20 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 		h.y = (unsigned)vf_half(v.z) | (unsigned)vf_half(v.w) << 16;
 		*reinterpret_cast<uint2*>(&sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)]) = h;
 	}
+	for (int i = tid; i < VF_CW * 8; i += VF_THREADS) (&sm.cf[0][0])[i] = VpConf{0u, 0u, 0u};
 	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
-	fused_tile<T, WIDE>(sm, in, labels, G, o0, o1, classes, tid, lane, warp);
+	fused_tile<T, WIDE>(sm, in, labels, conf, G, o0, o1, classes, tid, lane, warp);
 }
 
 // The kernels: int16 or float32 input; models of at most 8 classes (one n8 tile of logits: the
-// common case, no code or registers for a second tile) or of up to 16 (_k16).
+// common case, no code or registers for a second tile) or of up to 16 (_k16). conf receives the
+// foreground's margins (common.cuh's VP_CONF_*).
 #define VF_KERNEL(name, T, WIDE)                                                                                       \
 	extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)                                                        \
-	name(const T* __restrict__ in, unsigned char* __restrict__ labels, const float* __restrict__ w, int nx, int ny, \
-	     int nz, int z0, int nzOut, int zChunk, float scale, float shift, int classes) {                               \
-		fused_body<T, WIDE>(in, labels, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);                   \
+	name(const T* __restrict__ in, unsigned char* __restrict__ labels, unsigned long long* __restrict__ conf,        \
+	     const float* __restrict__ w, int nx, int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, \
+	     int classes) {                                                                                                \
+		fused_body<T, WIDE>(in, labels, conf, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);             \
 	}
 VF_KERNEL(fused_i16, short, false)
 VF_KERNEL(fused_f32, float, false)

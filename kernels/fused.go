@@ -65,15 +65,15 @@ func PackFused(w *Weights) []float32 {
 // FusedZChunk is how many output planes of an nzOut-plane slab one block of the fused kernel
 // (rows tile rows) streams through: the whole slab when its x-y tiles alone give every
 // multiprocessor at least two blocks, else thinner chunks (each costs 4 extra e planes) down to 8
-// planes.
+// planes; never more than FusedMaxZChunk.
 func FusedZChunk(nx, ny, nzOut, rows, multiprocessors int32) int32 {
 	tiles := int64(ceilDiv(nx, FusedTileX)) * int64(ceilDiv(ny, rows))
 	want := 2 * int64(max(multiprocessors, 1))
 	if tiles >= want || nzOut <= 8 {
-		return max(nzOut, 1)
+		return min(max(nzOut, 1), FusedMaxZChunk)
 	}
 	chunks := (want + tiles - 1) / tiles
-	return max(8, int32((int64(nzOut)+chunks-1)/chunks))
+	return min(max(8, int32((int64(nzOut)+chunks-1)/chunks)), FusedMaxZChunk)
 }
 
 func ceilDiv(a, b int32) int { return int((int64(a) + int64(b) - 1) / int64(b)) }

@@ -113,18 +113,46 @@ func TestFusedZChunk(t *testing.T) {
 	cases := []struct {
 		nx, ny, nz, sms, want int32
 	}{
-		{512, 512, 64, 132, 64},     // 4096 tiles: whole slabs
-		{512, 512, 1, 132, 1},       // a 1-plane slab
-		{37, 53, 29, 132, 8},        // 12 tiles (16-row tiles): chunks of at least 8 planes
-		{37, 53, 200, 132, 10},      // 12 tiles, 22 chunks for 264 blocks
-		{16, 4, 5, 132, 5},          // thinner than 8: one chunk
-		{64, 64, 100, 0, 100},       // unknown SM count: 1; 256 tiles suffice
-		{1, 1, 1000, 132, 8},        // one tile: as thin as allowed
-		{1, 1, 1 << 20, 4, 1 << 17}, // chunk count stays within the grid's z limit
+		{512, 512, 64, 132, 64},                  // 4096 tiles: whole slabs
+		{512, 512, 1, 132, 1},                    // a 1-plane slab
+		{37, 53, 29, 132, 8},                     // 12 tiles (16-row tiles): chunks of at least 8 planes
+		{37, 53, 200, 132, 10},                   // 12 tiles, 22 chunks for 264 blocks
+		{16, 4, 5, 132, 5},                       // thinner than 8: one chunk
+		{64, 64, 100, 0, 100},                    // unknown SM count: 1; 256 tiles suffice
+		{1, 1, 1000, 132, 8},                     // one tile: as thin as allowed
+		{1, 1, 1 << 20, 4, FusedMaxZChunk},       // at most FusedMaxZChunk (a lane's 32-bit margin sum): 64 chunks, within the grid's z limit
+		{4096, 4096, 40000, 132, FusedMaxZChunk}, // whole slabs would be thicker
 	}
 	for _, c := range cases {
 		if got := FusedZChunk(c.nx, c.ny, c.nz, FusedRowsSM90, c.sms); got != c.want {
 			t.Errorf("FusedZChunk(%d, %d, %d, %d) = %d, want %d", c.nx, c.ny, c.nz, c.sms, got, c.want)
 		}
+	}
+}
+
+// The confidence counters' layout and units must be common.cuh's.
+func TestConfidenceConstantsMatchSource(t *testing.T) {
+	src, err := os.ReadFile("common.cuh")
+	if os.IsNotExist(err) {
+		src, err = os.ReadFile("kernels/common.cuh")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^#define (VP_\w+) (.+)$`).FindAllStringSubmatch(string(src), -1) {
+		defs[m[1]] = m[2]
+	}
+	for name, want := range map[string]string{
+		"VP_CONF_FG": strconv.Itoa(ConfForeground), "VP_CONF_MARGIN": strconv.Itoa(ConfMargin), "VP_CONF_LOW": strconv.Itoa(ConfLow),
+		"VP_CONF_LABELS": strconv.Itoa(ConfLabels), "VP_MAXK": strconv.Itoa(MaxClasses) + " ",
+		"VP_MARGIN_SCALE": strconv.Itoa(MarginScale) + ".f", "VP_MARGIN_CAP": strconv.Itoa(MarginCapUnits) + "u", "VP_LOW_MARGIN": strconv.Itoa(LowMarginUnits) + "u",
+	} {
+		if got, ok := defs[name]; !ok || !regexp.MustCompile(`^`+regexp.QuoteMeta(want)).MatchString(got+" ") {
+			t.Errorf("common.cuh: %s is %q, Go has %q", name, got, want)
+		}
+	}
+	if defs["VP_CONF_LEN"] != "(VP_CONF_LABELS + VP_MAXK)" || ConfLen != ConfLabels+MaxClasses {
+		t.Errorf("VP_CONF_LEN is %q", defs["VP_CONF_LEN"])
 	}
 }

@@ -9,6 +9,8 @@
 // One thread per voxel of the nzOut output planes, consecutive threads along x (coalesced).
 // s, g: [VP_C][planes][ny][nx] (sPlanes planes each); labels: [nzOut][ny][nx].
 // All weights in constant memory, read with warp-uniform addresses.
+// The foreground's margins (best minus second-best logit) go to conf (common.cuh's VpConf):
+// per thread, then one atomic per warp and counter.
 #include "common.cuh"
 
 __constant__ float c_gate_wx[VP_GATE * VP_C]; // [j][c]
@@ -20,12 +22,46 @@ __constant__ float c_gate_psib[1];
 __constant__ float c_head_w[VP_MAXK * VP_C]; // [k][c]
 __constant__ float c_head_b[VP_MAXK];
 
+// count_labels adds the voxels of each label of labels[0, n) to conf (VP_CONF_LABELS + label):
+// per warp, one ballot a class for 128 labels (32 lanes of 4), counted by lane k for class k,
+// then one atomic a lane. Whole warps loop together (the ballots need every lane).
+extern "C" __global__ void __launch_bounds__(256)
+count_labels(const unsigned char* __restrict__ labels, unsigned long long* __restrict__ conf, long long n, int classes) {
+	const int lane = threadIdx.x & 31;
+	const long long words = (n + 3) / 4;
+	const long long warp0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	const long long warps = (long long)gridDim.x * blockDim.x / 32;
+	unsigned long long mine = 0;
+	for (long long base = warp0 * 32; base < words; base += warps * 32) {
+		const long long w = base + lane;
+		unsigned v = 0;
+		int valid = 0; // bytes of the word inside [0, n)
+		if (w < words) {
+			v = __ldg(reinterpret_cast<const unsigned*>(labels) + w);
+			valid = (int)min(4LL, n - 4 * w);
+		}
+#pragma unroll
+		for (int b = 0; b < 4; ++b) {
+			const int l = b < valid ? (int)((v >> (8 * b)) & 0xFF) : -1;
+#pragma unroll
+			for (int k = 0; k < VP_MAXK; ++k) {
+				if (k < classes) {
+					const unsigned c = __popc(vp_ballot(l == k));
+					if (lane == k) mine += c;
+				}
+			}
+		}
+	}
+	if (lane < classes && mine) atomicAdd(conf + VP_CONF_LABELS + lane, mine);
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 gate_head(const float* __restrict__ s, const float* __restrict__ g, unsigned char* __restrict__ labels,
-          int nx, int ny, int nzOut, int sPlanes, int classes) {
+          unsigned long long* __restrict__ conf, int nx, int ny, int nzOut, int sPlanes, int classes) {
 	const size_t plane = (size_t)nx * ny;
 	const size_t n = (size_t)nzOut * plane;
 	const size_t chan = (size_t)sPlanes * plane;
+	VpConf cf{0u, 0u, 0u};
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
 		float sv[VP_C], gv[VP_C];
 #pragma unroll
@@ -47,7 +83,7 @@ gate_head(const float* __restrict__ s, const float* __restrict__ g, unsigned cha
 		const float a = 1.f / (1.f + expf(-p));
 #pragma unroll
 		for (int c = 0; c < VP_C; ++c) sv[c] = fmaf(a, sv[c], gv[c]); // f
-		float best = 0.f;
+		float best = 0.f, second = -__builtin_huge_valf();
 		int label = 0;
 #pragma unroll
 		for (int k = 0; k < VP_MAXK; ++k) {
@@ -55,12 +91,19 @@ gate_head(const float* __restrict__ s, const float* __restrict__ g, unsigned cha
 				float l = c_head_b[k];
 #pragma unroll
 				for (int c = 0; c < VP_C; ++c) l = fmaf(c_head_w[k * VP_C + c], sv[c], l);
-				if (k == 0 || l > best) {
+				if (k == 0) {
+					best = l;
+				} else if (l > best) {
+					second = best;
 					best = l;
 					label = k;
+				} else if (l > second) {
+					second = l;
 				}
 			}
 		}
 		labels[i] = (unsigned char)label;
+		cf.add(label, best, second);
 	}
+	vp_conf_flush(conf, cf);
 }

@@ -315,9 +315,12 @@ func TestGateHead(t *testing.T) {
 		}
 		s, g := alloc(t, int64(4*n)), alloc(t, int64(4*n))
 		lab := alloc(t, int64(sPlanes*plane))
+		conf := alloc(t, 8*ConfLen)
 		defer cu.MemFree(s)
 		defer cu.MemFree(g)
 		defer cu.MemFree(lab)
+		defer cu.MemFree(conf)
+		put(t, conf, make([]uint64, ConfLen))
 		put(t, s, sv)
 		put(t, g, gv)
 		poison := make([]uint8, sPlanes*plane)
@@ -325,12 +328,21 @@ func TestGateHead(t *testing.T) {
 			poison[i] = 0xEE
 		}
 		put(t, lab, poison)
-		if err := m.GateHead(cu.Stream{}, s, g, lab, nx, ny, nzOut, sPlanes, k); err != nil {
+		if err := m.GateHead(cu.Stream{}, s, g, lab, conf, nx, ny, nzOut, sPlanes, k); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.CountLabels(cu.Stream{}, lab, conf, int64(nzOut*plane), k); err != nil {
 			t.Fatal(err)
 		}
 		syncDevice(t)
 		got := make([]uint8, sPlanes*plane)
 		get(t, got, lab)
+		gotConf := make([]uint64, ConfLen)
+		get(t, gotConf, conf)
+		// The confidence from the float64 logits: foreground voxels, margin units (each within
+		// one unit of the kernel's float32 margin), low-margin voxels, labels.
+		var fg, margin, low, near uint64
+		labels := make([]uint64, k)
 		ties := 0
 		for i := 0; i < sPlanes*plane; i++ {
 			if i >= nzOut*plane {
@@ -368,8 +380,44 @@ func TestGateHead(t *testing.T) {
 				}
 				ties++
 			}
+			labels[got[i]]++
+			if best > 0 {
+				second := math.Inf(-1)
+				for kk, v := range l {
+					if kk != best {
+						second = math.Max(second, v)
+					}
+				}
+				u := math.Min(math.Floor((l[best]-second)*MarginScale), MarginCapUnits)
+				fg, margin = fg+1, margin+uint64(u)
+				if u < LowMarginUnits {
+					low++
+				}
+				if f := (l[best] - second) * MarginScale; f-math.Floor(f) < 1e-3 || math.Ceil(f)-f < 1e-3 || math.Abs(l[best]-second-1) < 1e-4 {
+					near++
+				}
+			}
 		}
-		t.Logf("gate_head: %d voxels, %d near-ties", nzOut*plane, ties)
+		t.Logf("gate_head: %d voxels, %d near-ties; confidence %v, float64 fg %d margin %d low %d (%d near an edge)", nzOut*plane, ties, gotConf, fg, margin, low, near)
+		tol := near + uint64(ties)*LowMarginUnits
+		if d := int64(gotConf[ConfForeground]) - int64(fg); d*d > int64(ties*ties) {
+			t.Errorf("gate_head: %d foreground voxels, reference %d", gotConf[ConfForeground], fg)
+		}
+		if d := int64(gotConf[ConfMargin]) - int64(margin); uint64(max(d, -d)) > tol {
+			t.Errorf("gate_head: margin units %d, reference %d", gotConf[ConfMargin], margin)
+		}
+		if d := int64(gotConf[ConfLow]) - int64(low); uint64(max(d, -d)) > near+uint64(ties) {
+			t.Errorf("gate_head: %d low-margin voxels, reference %d", gotConf[ConfLow], low)
+		}
+		for kk := range MaxClasses {
+			want := uint64(0)
+			if kk < k {
+				want = labels[kk]
+			}
+			if gotConf[ConfLabels+kk] != want {
+				t.Errorf("count_labels: class %d: %d voxels, the labels have %d", kk, gotConf[ConfLabels+kk], want)
+			}
+		}
 	})
 }
 
@@ -386,28 +434,37 @@ func TestWrapperArgumentChecks(t *testing.T) {
 		if err := m.ConvG(cu.Stream{}, p, p+4, p, p, 8, 8, EPlanes(4), 4, 4); err == nil {
 			t.Error("ConvG accepted misaligned weights")
 		}
-		if err := m.GateHead(cu.Stream{}, p, p, p, 8, 8, 4, 4, MaxClasses+1); err == nil {
+		if err := m.GateHead(cu.Stream{}, p, p, p, p, 8, 8, 4, 4, MaxClasses+1); err == nil {
 			t.Error("GateHead accepted too many classes")
+		}
+		if err := m.GateHead(cu.Stream{}, p, p, p, 0, 8, 8, 4, 4, 4); err == nil {
+			t.Error("GateHead accepted a null confidence buffer")
+		}
+		if err := m.CountLabels(cu.Stream{}, p+1, p, 100, 4); err == nil {
+			t.Error("CountLabels accepted misaligned labels")
+		}
+		if err := m.Fused(cu.Stream{}, true, p, p, p, p, 8, 8, 8, 0, 4, FusedMaxZChunk+1, 1, 0, 4); err == nil {
+			t.Error("Fused accepted a z chunk beyond FusedMaxZChunk")
 		}
 		if _, err := m.SetWeights(&Weights{Channels: 17, Classes: 2}); err == nil {
 			t.Error("SetWeights accepted 17 channels")
 		}
-		if err := m.Fused(cu.Stream{}, true, p, p, p, 8, 8, 8, 4, 5, 5, 1, 0, 4); err == nil {
+		if err := m.Fused(cu.Stream{}, true, p, p, p, p, 8, 8, 8, 4, 5, 5, 1, 0, 4); err == nil {
 			t.Error("Fused accepted output planes beyond the volume")
 		}
-		if err := m.Fused(cu.Stream{}, false, p, p, p+8, 8, 8, 8, 0, 4, 4, 1, 0, 4); err == nil {
+		if err := m.Fused(cu.Stream{}, false, p, p, p, p+8, 8, 8, 8, 0, 4, 4, 1, 0, 4); err == nil {
 			t.Error("Fused accepted misaligned weights")
 		}
-		if err := m.Fused(cu.Stream{}, true, p, 0, p, 8, 8, 8, 0, 4, 4, 1, 0, 4); err == nil {
+		if err := m.Fused(cu.Stream{}, true, p, 0, p, p, 8, 8, 8, 0, 4, 4, 1, 0, 4); err == nil {
 			t.Error("Fused accepted a null label buffer")
 		}
-		if err := m.Fused(cu.Stream{}, true, p, p, p, 8, 8, 8, 0, 4, 0, 1, 0, 4); err == nil {
+		if err := m.Fused(cu.Stream{}, true, p, p, p, p, 8, 8, 8, 0, 4, 0, 1, 0, 4); err == nil {
 			t.Error("Fused accepted zChunk 0")
 		}
-		if err := m.Fused(cu.Stream{}, true, p, p, p, 8, 8, 8, 0, 4, 4, float32(math.Inf(1)), 0, 4); err == nil {
+		if err := m.Fused(cu.Stream{}, true, p, p, p, p, 8, 8, 8, 0, 4, 4, float32(math.Inf(1)), 0, 4); err == nil {
 			t.Error("Fused accepted an infinite scale")
 		}
-		if err := m.Fused(cu.Stream{}, true, p, p, p, 8, 8, 8, 0, 4, 4, 1, 0, 0); err == nil {
+		if err := m.Fused(cu.Stream{}, true, p, p, p, p, 8, 8, 8, 0, 4, 4, 1, 0, 0); err == nil {
 			t.Error("Fused accepted 0 classes")
 		}
 	})

@@ -18,13 +18,18 @@ import (
 // from every parameter pointer, so an int32 or float32 gets a whole zeroed slot of its own rather
 // than a pointer to 4 bytes.
 type args struct {
-	slot [12]uint64
+	slot [16]uint64
 	n    int
 }
 
 func (a *args) ptr(p cu.DevicePtr) *args { a.slot[a.n] = uint64(p); a.n++; return a }
 func (a *args) i32(v int32) *args {
 	*(*int32)(unsafe.Pointer(&a.slot[a.n])) = v
+	a.n++
+	return a
+}
+func (a *args) i64(v int64) *args {
+	*(*int64)(unsafe.Pointer(&a.slot[a.n])) = v
 	a.n++
 	return a
 }
@@ -154,10 +159,11 @@ func (m *Module) ConvG(st cu.Stream, e, w, b, g cu.DevicePtr, nx, ny, ePlanes, n
 	return m.convCC("convg", m.convg, st, e, w, b, g, nx, ny, ePlanes, nzOut, gPlanes)
 }
 
-// GateHead launches gate_head: labels [nzOut][ny][nx] uint8 from s and g ([Channels][sPlanes][ny][nx]).
-func (m *Module) GateHead(st cu.Stream, s, g, labels cu.DevicePtr, nx, ny, nzOut, sPlanes, classes int32) error {
+// GateHead launches gate_head: labels [nzOut][ny][nx] uint8 from s and g ([Channels][sPlanes][ny][nx]),
+// the foreground's margins added to conf (ConfLen counters, ConfForeground..ConfLow).
+func (m *Module) GateHead(st cu.Stream, s, g, labels, conf cu.DevicePtr, nx, ny, nzOut, sPlanes, classes int32) error {
 	const name = "gate_head"
-	if err := checkPtrs(name, s, g, labels); err != nil {
+	if err := checkPtrs(name, s, g, labels, conf); err != nil {
 		return err
 	}
 	if nx < 1 || ny < 1 || nzOut < 1 || sPlanes < nzOut {
@@ -168,16 +174,38 @@ func (m *Module) GateHead(st cu.Stream, s, g, labels cu.DevicePtr, nx, ny, nzOut
 	}
 	n := int64(nx) * int64(ny) * int64(nzOut)
 	blocks := int(min((n+gateThreads-1)/gateThreads, maxGateBlocks))
-	a := new(args).ptr(s).ptr(g).ptr(labels).i32(nx).i32(ny).i32(nzOut).i32(sPlanes).i32(classes)
+	a := new(args).ptr(s).ptr(g).ptr(labels).ptr(conf).i32(nx).i32(ny).i32(nzOut).i32(sPlanes).i32(classes)
 	return launch(name, m.gateHead, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
+}
+
+// maxCountBlocks caps count_labels' grid: each warp then loops over several groups of 128
+// labels.
+const maxCountBlocks = 1024
+
+// CountLabels launches count_labels: the voxels of each label among labels[0, n) added to conf
+// (ConfLabels + label). labels must be 4-byte aligned; the kernel reads whole words, up to 3
+// bytes past n (the engine's label buffers have guard bytes after them).
+func (m *Module) CountLabels(st cu.Stream, labels, conf cu.DevicePtr, n int64, classes int32) error {
+	const name = "count_labels"
+	if err := checkPtrs(name, labels, conf); err != nil {
+		return err
+	}
+	if labels%4 != 0 || n < 1 || classes < 1 || classes > MaxClasses {
+		return fmt.Errorf("kernels: %s: %d labels at %v, %d classes", name, n, labels, classes)
+	}
+	blocks := int(min((n+4*gateThreads-1)/(4*gateThreads), maxCountBlocks))
+	a := new(args).ptr(labels).ptr(conf).i64(n).i32(classes)
+	return launch(name, m.countLabels, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
 }
 
 // Fused launches fused_i16 (int16 input) or fused_f32 (their _k16 builds for models of more than
 // 8 classes): the whole network on the tensor cores for output planes [0, nzOut) of a slab
-// whose first output plane is global z0, labels [nzOut][ny][nx]. in holds planes global
-// z0-3 .. z0+nzOut+2 (planes outside [0, nz) are never read); weights is DeviceWeights.Fused.
-// Each block streams zChunk output planes (FusedZChunk with the module's FusedGeometry().Rows).
-func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.DevicePtr, nx, ny, nz, z0, nzOut, zChunk int32, scale, shift float32, classes int32) error {
+// whose first output plane is global z0, labels [nzOut][ny][nx], the foreground's margins added
+// to conf (ConfLen counters, ConfForeground..ConfLow). in holds planes global z0-3 ..
+// z0+nzOut+2 (planes outside [0, nz) are never read); weights is DeviceWeights.Fused. Each block
+// streams zChunk output planes (FusedZChunk with the module's FusedGeometry().Rows), at most
+// FusedMaxZChunk.
+func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, conf, weights cu.DevicePtr, nx, ny, nz, z0, nzOut, zChunk int32, scale, shift float32, classes int32) error {
 	name, fn := "fused_f32", m.fusedF32
 	switch {
 	case int16Input && classes > FusedNarrowClasses:
@@ -187,13 +215,13 @@ func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.Dev
 	case classes > FusedNarrowClasses:
 		name, fn = "fused_f32_k16", m.fusedF32K16
 	}
-	if err := checkPtrs(name, in, labels, weights); err != nil {
+	if err := checkPtrs(name, in, labels, conf, weights); err != nil {
 		return err
 	}
 	if weights%16 != 0 {
 		return fmt.Errorf("kernels: %s: weights at %v are not 16-byte aligned", name, weights)
 	}
-	if nx < 1 || ny < 1 || nz < 1 || nzOut < 1 || zChunk < 1 || z0 < 0 || z0+nzOut > nz {
+	if nx < 1 || ny < 1 || nz < 1 || nzOut < 1 || zChunk < 1 || zChunk > FusedMaxZChunk || z0 < 0 || z0+nzOut > nz {
 		return fmt.Errorf("kernels: %s: output planes %d..%d of a %dx%dx%d volume, chunks of %d", name, z0, int64(z0)+int64(nzOut), nx, ny, nz, zChunk)
 	}
 	g := m.fused
@@ -206,6 +234,6 @@ func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, weights cu.Dev
 	if math.IsNaN(float64(scale)) || math.IsNaN(float64(shift)) || math.IsInf(float64(scale), 0) || math.IsInf(float64(shift), 0) {
 		return fmt.Errorf("kernels: %s: normalisation %g, %g not finite", name, scale, shift)
 	}
-	a := new(args).ptr(in).ptr(labels).ptr(weights).i32(nx).i32(ny).i32(nz).i32(z0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(classes)
+	a := new(args).ptr(in).ptr(labels).ptr(conf).ptr(weights).i32(nx).i32(ny).i32(nz).i32(z0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(classes)
 	return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, g.Rows), ceilDiv(nzOut, zChunk)}, [3]int{int(g.Threads), 1, 1}, int(g.SharedBytes), st, a)
 }

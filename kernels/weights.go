@@ -52,3 +52,24 @@ func (w *Weights) check() error {
 	}
 	return nil
 }
+
+// The confidence counters the head kernels and count_labels accumulate (common.cuh's
+// VP_CONF_*; segment.Confidence): ConfLen unsigned 64-bit counters, foreground voxels, margin
+// units, low-margin voxels, then the voxels of each label. The margin's units are segment's
+// (MarginScale and the rest, VP_MARGIN_*); TestConfidenceConstantsMatchSource checks both sides.
+const (
+	ConfForeground = 0 // VP_CONF_FG
+	ConfMargin     = 1 // VP_CONF_MARGIN
+	ConfLow        = 2 // VP_CONF_LOW
+	ConfLabels     = 3 // VP_CONF_LABELS
+	ConfLen        = ConfLabels + MaxClasses
+
+	MarginScale    = 64    // VP_MARGIN_SCALE: units per logit
+	MarginCapUnits = 65535 // VP_MARGIN_CAP
+	LowMarginUnits = 64    // VP_LOW_MARGIN
+
+	// FusedMaxZChunk bounds the planes one block of the fused kernel streams: a lane labels 4
+	// voxels a plane and counts their margins in 32 bits (65536 voxels of at most
+	// MarginCapUnits each).
+	FusedMaxZChunk = 16384
+)

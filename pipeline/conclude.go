@@ -9,6 +9,7 @@ import (
 
 	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
+	"voxpipe/segment"
 )
 
 // conclude records a volume that is not processed (skipped, busy, conflict) and why.
@@ -70,7 +71,8 @@ func (r *runner) finish(w *work) {
 	w.mu.Unlock()
 	if sum.Status == timing.StatusOK {
 		r.log.Info("volume done", "volume", sum.Volume, "dims", sum.Dims, "engine", sum.Engine,
-			"wall_ms", round3(sum.WallMS), "mvox_per_s", round3(sum.MVoxPerS), "mask", sum.Output)
+			"wall_ms", round3(sum.WallMS), "mvox_per_s", round3(sum.MVoxPerS), "mask", sum.Output,
+			"domain", string(segment.ParseVerdictLevel(sum.Domain)))
 	}
 	r.progress().VolumeDone(w.job, sum.Status)
 	r.summarise(sum)

@@ -12,15 +12,29 @@ import (
 )
 
 // The prepare step ends the read stage: it checks the volume against the model's domain
-// (segment.CheckDomain, summary.csv's domain column) and, when the volume is not stored the way
+// (segment.CheckDomain, summary.csv's domain and domain_evidence columns) on what the input
+// shows, and, when the volume is not stored the way
 // the model was trained, makes the model's view of it (gridPlan): reoriented to the card's
 // orientation by permutations and flips, and resampled to the card's spacing when
 // Config.Resample allows and it differs by more than geometry.SpacingTolerance. The engine then
 // segments that view (work.model), and the restore step (segment.go) brings its labels back to
-// the input's grid, so the mask always has the input's exact geometry.
+// the input's grid, so the mask always has the input's exact geometry. Once segmented, the
+// check is made again with the model's confidence on the volume (concludeDomain), before the
+// mask is committed; its verdict is the volume's.
 
-// ErrOutOfDomain fails a volume the domain check warned about, under Config.StrictDomain.
+// ErrOutOfDomain fails a volume judged out of domain (segment.DomainOutOfDomain), under
+// Config.StrictDomain: as soon as its input shows it, or once the model's confidence does,
+// before its mask is committed. Warnings never fail a volume.
 var ErrOutOfDomain = errors.New("pipeline: volume outside the model's domain (--strict-domain)")
+
+// domainState is what the domain check keeps of a volume from its read to its end.
+type domainState struct {
+	// Warnings are the reader's warnings about the input (e.g. a non-finite scl_slope): each
+	// makes the verdict at least a warning. The read stage appends them, before prepare.
+	Warnings []string
+	in       segment.DomainInput // the input's evidence (prepare)
+	conf     segment.Confidence  // the engine's confidence on the model's view (Options.Confidence)
+}
 
 // gridPlan is how one volume is brought to the model's grid.
 type gridPlan struct {
@@ -142,16 +156,23 @@ func (r *readers) prepare(w *work, track string) error {
 	}
 	p := w.plan
 	w.sum.Grid = p.String()
-	verdict := segment.CheckDomain(r.cfg.Card, segment.DomainInput{
+	in := segment.DomainInput{
 		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil, ModelDims: p.modelDims(),
-		Orientation: p.oriented, Constant: w.flat, Quantiles: segment.VolumeQuantiles(&w.vol),
-	})
-	w.sum.Domain = verdict.String()
-	if !verdict.OK() {
-		r.log.Warn("outside the model's domain", "volume", w.job.Name, "domain", w.sum.Domain)
-		if r.cfg.StrictDomain {
-			return fmt.Errorf("%s: %w: %s", w.job.Input, ErrOutOfDomain, w.sum.Domain)
-		}
+		Orientation: p.oriented, Constant: w.flat, Warnings: w.dom.Warnings,
+	}
+	if r.cfg.Volume != nil {
+		in.Volume = int64(*r.cfg.Volume)
+	}
+	dims := p.ro.OutDims()
+	for a := range 3 {
+		in.FOVMM[a] = float64(dims[a]) * p.inMM[a]
+	}
+	in.Quantiles, in.Histogram = segment.VolumeIntensity(&w.vol)
+	w.dom.in = in
+	verdict := segment.CheckDomain(r.cfg.Card, in)
+	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Card)
+	if r.cfg.StrictDomain && verdict.Level() == segment.DomainOutOfDomain {
+		return fmt.Errorf("%s: %w: %s", w.job.Input, ErrOutOfDomain, w.sum.Domain)
 	}
 	switch {
 	case p.inPlace():
@@ -161,6 +182,29 @@ func (r *readers) prepare(w *work, track string) error {
 	}
 	r.span(w, span{stage: timing.StagePrepare, slab: -1, device: timing.DeviceHost, track: track,
 		start: start, end: time.Now(), voxels: int64(w.vol.NX) * int64(w.vol.NY) * int64(w.vol.NZ)})
+	return nil
+}
+
+// concludeDomain makes the domain check again with the model's confidence on the volume, once
+// the engine has segmented it without error: the volume's verdict, logged when it is not ok.
+// Under Config.StrictDomain an out-of-domain verdict is the volume's error (its mask is not
+// committed).
+func (r *engines) concludeDomain(w *work) error {
+	in := w.dom.in
+	conf := w.dom.conf
+	in.Confidence = &conf
+	verdict := segment.CheckDomain(r.cfg.Card, in)
+	w.mu.Lock()
+	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Card)
+	domain, evidence := w.sum.Domain, w.sum.DomainEvidence
+	w.mu.Unlock()
+	if verdict.OK() {
+		return nil
+	}
+	r.log.Warn("domain check", "volume", w.job.Name, "verdict", string(verdict.Level()), "domain", domain, "evidence", evidence)
+	if r.cfg.StrictDomain && verdict.Level() == segment.DomainOutOfDomain {
+		return fmt.Errorf("%w: %s", ErrOutOfDomain, domain)
+	}
 	return nil
 }
 

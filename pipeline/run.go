@@ -71,7 +71,8 @@ type Config struct {
 	// geometry.SpacingTolerance be resampled to it (--resample auto); false: they are only
 	// reoriented.
 	Resample bool
-	// StrictDomain fails volumes the domain check warns about.
+	// StrictDomain fails volumes the domain check judges out of domain (prepare.go); warnings
+	// never fail a volume.
 	StrictDomain bool
 	// Statistics and Preview write, for each volume segmented, its per-label statistics
 	// (statistics/<volume>.json and .csv) and a preview PNG (previews/<volume>.png) beside its

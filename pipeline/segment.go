@@ -91,6 +91,7 @@ func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w
 	err = eng.Segment(segCtx, vol, out, segment.Options{
 		Slab:       r.cfg.Slab,
 		OnSlabDone: onSlab,
+		Confidence: &w.dom.conf,
 		OnEvent: func(ev segment.Event) {
 			s := start.Add(ev.Start)
 			switch ev.Stage {
@@ -120,6 +121,10 @@ func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w
 	}
 	if err == nil && w.model != nil {
 		r.restore(w, worker)
+	}
+	if err == nil {
+		// Before seg.finish: the writer commits only once the engine is finished without error.
+		err = r.concludeDomain(w)
 	}
 	r.dropModel(w)
 	if !r.cfg.analyses() { // else the writer, which analyses the volume, gives it back

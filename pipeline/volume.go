@@ -83,7 +83,8 @@ type work struct {
 	// How the volume meets the model (prepare.go; its plan made by the producer), and, when
 	// it is not read as stored, the model's view of it and the mask on that grid (heap
 	// memory, modelBytes of it drawn from the budget), until the restore step.
-	flat       bool      // the statistics found every voxel equal
+	flat       bool // the statistics found every voxel equal
+	dom        domainState
 	plan       *gridPlan // from the producer (planFor), nil with planErr
 	planErr    error
 	model      *segment.Volume

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one command to run ON the GPU machine, from the repository root, after scripts/gpu-build.sh
 # built bin/ here (carry bin). Runs the cuda-tagged tests (per-kernel tests, engine vs the CPU
-# engine and the fp16 engine against fp32, events, pinned memory, the 512x512x1000 benchmark of
+# engine and the fp16 engine against fp32, the confidence against the CPU engine's, events, pinned memory, the 512x512x1000 benchmark of
 # both precisions, the fused kernel's variants and ncu), compute-sanitizer's memcheck, racecheck
 # and synccheck on small fused cases when it is installed (GPU_CHECK_SANITIZER_FP32=1 adds the
 # float32 kernels), and prints a table at the end. Results go to
@@ -64,7 +64,7 @@ fi
 if [[ "${GPU_CHECK_PINNED_COST:-0}" != 0 && -x bin/pinned.test ]]; then
 	step pinned-cost 120 bin/pinned.test -test.run '^$' -test.bench 'PinnedCost$' -test.benchtime 1x
 fi
-step engine 240 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms|KernelImages)$'
+step engine 300 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms|KernelImages|ConfidenceMatchesCPU)$'
 # The kernel image the device picks (the sm_90a cubin on Hopper), then the fatbin.
 step kernels 120 bin/kernels.test -test.v -test.count=1
 VOXPIPE_KERNELS=fatbin step kernels-fatbin 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead|TestWrapperArgumentChecks'

@@ -2,7 +2,10 @@
 # Runs voxpipe's CUDA kernels on the host through kernels/emu (no GPU needed), built with g++
 # (C++20):
 # - kernels/emu/emu_test.cpp compares the kernels' e, s, g and labels with a float64 reference on
-#   awkward sizes and slab cuts, and the fused fp16 kernel against both (a few minutes on two
+#   awkward sizes and slab cuts, and the fused fp16 kernel against both; and the model's
+#   confidence the head kernels and count_labels accumulate (segment.Confidence: foreground
+#   margins reduced per warp, label counts by ballot) with the float64 reference's, the label
+#   counts exactly, the fused kernel's the same for every z-chunk cut (a few minutes on two
 #   cores);
 # - kernels/emu/emu_wgmma_test.cpp runs the sm_90a wgmma convolutions (kernels/sm90a/conv_wgmma.cu,
 #   both dilations) on awkward small volumes against a double reference, once per build setting

@@ -60,9 +60,53 @@ type Domain struct {
 	QuantileMin    []float64 `json:"quantile_min"`
 	QuantileMax    []float64 `json:"quantile_max"`
 	// QuantileTolerance widens [QuantileMin, QuantileMax] on both sides, in normalised units
-	// (standard deviations), before a volume is called out of domain.
+	// (standard deviations), before a volume's quantiles count as outside training (a warning).
 	QuantileTolerance float64 `json:"quantile_tolerance"`
+
+	// The fields below were added later: a card without them still loads, and its volumes are
+	// not checked on what they describe.
+
+	// FOVMinMM and FOVMaxMM bound the training volumes' field of view (voxels times voxel size,
+	// mm) per canonical axis; a volume outside [min/FOVTolerance, max*FOVTolerance] on any axis
+	// is out of domain.
+	FOVMinMM     []float64 `json:"fov_min_mm,omitempty"`
+	FOVMaxMM     []float64 `json:"fov_max_mm,omitempty"`
+	FOVTolerance float64   `json:"fov_tolerance,omitempty"`
+	// HistogramMax is, per bin, the largest share of a training volume's voxels in that bin of
+	// its normalised intensity histogram (HistogramBins bins of HistogramWidth from
+	// HistogramLow, segment.VolumeIntensity): the envelope of the training histograms. A volume
+	// whose histogram exceeds it by more than HistogramMaxExcess in all (HistogramExcess: the
+	// share of its voxels at intensities more common than in any training volume) is out of
+	// domain.
+	HistogramMax       []float64 `json:"histogram_max,omitempty"`
+	HistogramMaxExcess float64   `json:"histogram_max_excess,omitempty"`
+	// Confidence bounds the model's own confidence (segment.Confidence) as seen on its training
+	// volumes, widened; outside them a volume is out of domain.
+	Confidence *ConfidenceDomain `json:"confidence,omitempty"`
 }
+
+// ConfidenceDomain is the range of the model's confidence over its training volumes, widened
+// into thresholds (docs/model.md says how the default model's were calibrated). A volume
+// outside any of them is out of domain.
+type ConfidenceDomain struct {
+	// MeanMarginMin, MeanMarginMax bound the mean foreground margin (logits): a model much less
+	// sure than in training, or much surer (its foreground made of what it has never seen
+	// ambiguous), is not looking at its training domain.
+	MeanMarginMin float64 `json:"mean_margin_min"`
+	MeanMarginMax float64 `json:"mean_margin_max"`
+	// LowMarginMax: the largest fraction of the foreground within 1 logit of another class.
+	LowMarginMax float64 `json:"low_margin_max"`
+	// LabelFractionMin, LabelFractionMax: per label, by value, the fraction of the volume the
+	// model gives it.
+	LabelFractionMin []float64 `json:"label_fraction_min"`
+	LabelFractionMax []float64 `json:"label_fraction_max"`
+}
+
+// HasFOV reports whether the card records the training field of view.
+func (d *Domain) HasFOV() bool { return len(d.FOVMinMM) == 3 }
+
+// HasHistogram reports whether the card records the training intensity histogram.
+func (d *Domain) HasHistogram() bool { return len(d.HistogramMax) > 0 }
 
 var (
 	colorRE       = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
@@ -139,6 +183,60 @@ func (c *Card) Validate(classes int) error {
 	}
 	if !(d.QuantileTolerance >= 0) || math.IsInf(d.QuantileTolerance, 0) {
 		return bad("domain quantile_tolerance %v: want >= 0", d.QuantileTolerance)
+	}
+	return d.validateLater(classes, bad)
+}
+
+// validateLater checks the domain fields added later: each group absent, or complete and
+// consistent.
+func (d *Domain) validateLater(classes int, bad func(string, ...any) error) error {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	if len(d.FOVMinMM) != 0 || len(d.FOVMaxMM) != 0 || d.FOVTolerance != 0 {
+		if len(d.FOVMinMM) != 3 || len(d.FOVMaxMM) != 3 {
+			return bad("domain fov_min_mm and fov_max_mm need 3 values each")
+		}
+		for i := range 3 {
+			if !(d.FOVMinMM[i] > 0) || !finite(d.FOVMaxMM[i]) || d.FOVMaxMM[i] < d.FOVMinMM[i] {
+				return bad("domain field of view on axis %d is [%v, %v]", i, d.FOVMinMM[i], d.FOVMaxMM[i])
+			}
+		}
+		if !(d.FOVTolerance >= 1) || !finite(d.FOVTolerance) {
+			return bad("domain fov_tolerance %v: want a factor >= 1", d.FOVTolerance)
+		}
+	}
+	if len(d.HistogramMax) != 0 || d.HistogramMaxExcess != 0 {
+		if len(d.HistogramMax) != HistogramBins {
+			return bad("domain histogram_max has %d bins, want %d", len(d.HistogramMax), HistogramBins)
+		}
+		sum := 0.0
+		for _, v := range d.HistogramMax {
+			if !(v >= 0 && v <= 1) {
+				return bad("domain histogram_max holds %v: want fractions", v)
+			}
+			sum += v
+		}
+		if sum < 1-1e-4 { // an envelope's bins, rounded, may lose a little
+			return bad("domain histogram_max sums to %v: an envelope of histograms sums to 1 or more", sum)
+		}
+		if !(d.HistogramMaxExcess > 0 && d.HistogramMaxExcess <= 1) {
+			return bad("domain histogram_max_excess %v: want a fraction > 0", d.HistogramMaxExcess)
+		}
+	}
+	if k := d.Confidence; k != nil {
+		if !(k.MeanMarginMin >= 0) || !(k.MeanMarginMax >= k.MeanMarginMin) || !finite(k.MeanMarginMax) {
+			return bad("domain confidence mean margin range [%v, %v]: want 0 <= min <= max", k.MeanMarginMin, k.MeanMarginMax)
+		}
+		if !(k.LowMarginMax >= 0 && k.LowMarginMax <= 1) {
+			return bad("domain confidence low_margin_max %v: want a fraction", k.LowMarginMax)
+		}
+		if len(k.LabelFractionMin) != classes || len(k.LabelFractionMax) != classes {
+			return bad("domain confidence label_fraction_min/max need %d values each (one a label)", classes)
+		}
+		for i := range classes {
+			if lo, hi := k.LabelFractionMin[i], k.LabelFractionMax[i]; !(lo >= 0 && lo <= hi && hi <= 1) {
+				return bad("domain confidence label %d fraction range [%v, %v]: want fractions, min <= max", i, lo, hi)
+			}
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -19,8 +20,23 @@ func testCard() *Card {
 			QuantileMin:       []float64{-0.7, -0.6, -0.6, -0.55, -0.5, 1.5, 1.9},
 			QuantileMax:       []float64{-0.6, -0.55, -0.5, -0.45, 1.2, 1.9, 2.4},
 			QuantileTolerance: 0.5,
+			FOVMinMM:          []float64{240, 240, 192}, FOVMaxMM: []float64{240, 240, 192}, FOVTolerance: 1.5,
+			HistogramMax: testHistogram(), HistogramMaxExcess: 0.03,
+			Confidence: &ConfidenceDomain{MeanMarginMin: 4.5, MeanMarginMax: 11, LowMarginMax: 0.025,
+				LabelFractionMin: []float64{0.5, 0.15, 0.001, 0}, LabelFractionMax: []float64{0.85, 0.45, 0.03, 0.05}},
 		},
 	}
+}
+
+// testHistogram is a phantom-like envelope of normalised histograms: up to 80 % background near
+// -0.6, the rest spread over tissue and lesions.
+func testHistogram() []float64 {
+	h := make([]float64, HistogramBins)
+	h[histogramBin(-0.6)] = 0.8
+	h[histogramBin(1.2)] = 0.2
+	h[histogramBin(1.8)] = 0.1
+	h[histogramBin(2.6)] = 0.03
+	return h
 }
 
 func TestCardRoundTrip(t *testing.T) {
@@ -70,6 +86,18 @@ func TestCardRejects(t *testing.T) {
 		{"quantile order", func(c *Card) { c.Domain.QuantileMin[3] = -2 }, "decrease"},
 		{"range", func(c *Card) { c.Domain.QuantileMax[0] = -1 }, "quantile range"},
 		{"tolerance", func(c *Card) { c.Domain.QuantileTolerance = -1 }, "tolerance"},
+		{"fov count", func(c *Card) { c.Domain.FOVMaxMM = c.Domain.FOVMaxMM[:2] }, "fov_min_mm and fov_max_mm"},
+		{"fov range", func(c *Card) { c.Domain.FOVMinMM[1] = 300 }, "field of view on axis 1"},
+		{"fov tolerance", func(c *Card) { c.Domain.FOVTolerance = 0.5 }, "fov_tolerance"},
+		{"histogram bins", func(c *Card) { c.Domain.HistogramMax = c.Domain.HistogramMax[:10] }, "10 bins"},
+		{"histogram sum", func(c *Card) { c.Domain.HistogramMax[histogramBin(-0.6)] = 0.1 }, "sums to"},
+		{"histogram negative", func(c *Card) { c.Domain.HistogramMax[0] = -0.1 }, "holds -0.1"},
+		{"histogram excess", func(c *Card) { c.Domain.HistogramMaxExcess = 0 }, "histogram_max_excess"},
+		{"margin", func(c *Card) { c.Domain.Confidence.MeanMarginMin = math.NaN() }, "mean margin range"},
+		{"margin order", func(c *Card) { c.Domain.Confidence.MeanMarginMax = 1 }, "mean margin range"},
+		{"low margin", func(c *Card) { c.Domain.Confidence.LowMarginMax = 2 }, "low_margin_max"},
+		{"label fractions", func(c *Card) { c.Domain.Confidence.LabelFractionMax = c.Domain.Confidence.LabelFractionMax[:3] }, "one a label"},
+		{"label fraction", func(c *Card) { c.Domain.Confidence.LabelFractionMin[1] = 0.5 }, "label 1 fraction range"},
 	} {
 		card := testCard()
 		c.edit(card)

@@ -64,9 +64,10 @@ var _ Engine = (*CPUEngine)(nil)
 
 // workerScratch is one worker's reusable memory for a row of output.
 type workerScratch struct {
-	s, g []float32 // one row of s and g, [x][cp]
-	f    []float32 // f at one voxel
-	offs []int     // offsets of the input segments or chunks of the row being computed
+	s, g []float32  // one row of s and g, [x][cp]
+	f    []float32  // f at one voxel
+	offs []int      // offsets of the input segments or chunks of the row being computed
+	conf Confidence // the worker's share of the volume's confidence (gateHeadRow)
 }
 
 // ScratchBytes is the memory the engine holds for slabs of the given size on NX x NY slices:
@@ -122,7 +123,7 @@ func NewCPUEngine(m *Model, workers int) *CPUEngine {
 	}
 	e.scratch = make([]*workerScratch, workers)
 	for i := range e.scratch {
-		e.scratch[i] = &workerScratch{f: make([]float32, c), offs: make([]int, 27*cp/block)}
+		e.scratch[i] = &workerScratch{f: make([]float32, c), offs: make([]int, 27*cp/block), conf: Confidence{Labels: make([]int64, e.k)}}
 	}
 	return e
 }
@@ -163,6 +164,10 @@ func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt O
 	}
 	start := time.Now()
 	plane := vol.NX * vol.NY
+	for _, ws := range e.scratch {
+		clear(ws.conf.Labels)
+		ws.conf = Confidence{Labels: ws.conf.Labels}
+	}
 	for i, z0 := 0, 0; z0 < vol.NZ; i, z0 = i+1, z0+opt.Slab {
 		z1 := min(z0+opt.Slab, vol.NZ)
 		t0 := time.Now()
@@ -183,6 +188,13 @@ func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt O
 		if opt.OnSlabDone != nil {
 			opt.OnSlabDone(z0, z1)
 		}
+	}
+	if opt.Confidence != nil {
+		c := Confidence{Labels: make([]int64, e.k)}
+		for _, ws := range e.scratch {
+			c.Add(ws.conf)
+		}
+		*opt.Confidence = c
 	}
 	return nil
 }
@@ -420,11 +432,14 @@ func sigmoid(v float32) float32 {
 }
 
 // gateHeadRow finishes a row from s and g: q = relu(wx(s) + wg(g)), a = sigmoid(psi(q)),
-// f = a*s + g, logits = head(f), label = first argmax.
+// f = a*s + g, logits = head(f), label = first argmax; the foreground's margins go to the
+// worker's Confidence.
 func (e *CPUEngine) gateHeadRow(out []uint8, ws *workerScratch) {
 	m := e.m
 	c, cp := e.c, e.cp
 	f := ws.f[:c]
+	conf := &ws.conf
+	conf.Voxels += int64(len(out))
 	for x := range out {
 		sv := ws.s[x*cp : x*cp+c]
 		gv := ws.g[x*cp : x*cp+c]
@@ -439,13 +454,27 @@ func (e *CPUEngine) gateHeadRow(out []uint8, ws *workerScratch) {
 		for i, v := range sv {
 			f[i] = float32(a*v) + gv[i]
 		}
-		best, label := float32(0), 0
+		best, second, label := float32(0), float32(math.Inf(-1)), 0
 		for k := range e.k {
 			l := dotAdd(m.HeadB[k], m.HeadW[k*c:], f)
-			if k == 0 || l > best {
-				best, label = l, k
+			switch {
+			case k == 0:
+				best = l
+			case l > best:
+				best, second, label = l, best, k
+			case l > second:
+				second = l
 			}
 		}
 		out[x] = uint8(label)
+		conf.Labels[label]++
+		if label > 0 {
+			u := MarginUnits(best - second)
+			conf.Foreground++
+			conf.MarginSum += u
+			if u < LowMarginUnits {
+				conf.LowMargin++
+			}
+		}
 	}
 }

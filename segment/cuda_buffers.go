@@ -36,15 +36,16 @@ type deviceBuffers struct {
 	in                  [2]devBuf // input slabs with halo, int16 or float32
 	featE, featS, featG devBuf
 	lab                 [2]devBuf // label slabs
+	conf                devBuf    // the volume's confidence counters (kernels.ConfLen uint64)
 }
 
 // all lists the buffers in the order of bufferNames.
 func (d *deviceBuffers) all() []*devBuf {
-	return []*devBuf{&d.in[0], &d.in[1], &d.featE, &d.featS, &d.featG, &d.lab[0], &d.lab[1]}
+	return []*devBuf{&d.in[0], &d.in[1], &d.featE, &d.featS, &d.featG, &d.lab[0], &d.lab[1], &d.conf}
 }
 
 // bufferNames names deviceBuffers.all's buffers in errors.
-var bufferNames = []string{"input 0", "input 1", "e", "s", "g", "labels 0", "labels 1"}
+var bufferNames = []string{"input 0", "input 1", "e", "s", "g", "labels 0", "labels 1", "confidence"}
 
 // ensureBuffers grows the device buffers to hold slabs of slab planes of the given plane size
 // and input element size; buffers already large enough are kept.
@@ -61,6 +62,7 @@ func (e *cudaEngine) ensureBuffers(slab, plane, elem int64) error {
 		&e.bufs.featG:  c * slab * plane * 4,
 		&e.bufs.lab[0]: slab * plane,
 		&e.bufs.lab[1]: slab * plane,
+		&e.bufs.conf:   8 * kernels.ConfLen,
 	}
 	grew := false
 	for _, b := range e.bufs.all() {

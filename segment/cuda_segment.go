@@ -12,6 +12,7 @@ import (
 
 	"gorgonia.org/cu"
 
+	"voxpipe/kernels"
 	"voxpipe/kernels/pinned"
 	"voxpipe/pipeline/timing"
 )
@@ -50,6 +51,11 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	refOffset := time.Since(start)
 	if err := e.ref.Record(e.h2d); err != nil {
 		return e.fail(fmt.Errorf("record event: %w", err))
+	}
+	// The confidence counters start at 0 before the first upload, which every slab's kernels
+	// wait for (the last Segment call synchronized every stream before it returned).
+	if err := cu.MemsetD8Async(e.bufs.conf.ptr(), 0, e.bufs.conf.size, e.h2d); err != nil {
+		return e.fail(fmt.Errorf("clear confidence: %w", err))
 	}
 	nSlabs := len(sizes)
 	harvested := 0
@@ -102,6 +108,11 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	if runErr != nil {
 		return runErr
 	}
+	if opt.Confidence != nil {
+		if err := e.readConfidence(opt.Confidence, int64(nx)*int64(ny)*int64(nz)); err != nil {
+			return err
+		}
+	}
 	last := &e.ring[nSlabs-1]
 	total, err := e.ref.Elapsed(last.d2h1)
 	if err != nil {
@@ -112,6 +123,21 @@ func (e *cudaEngine) segment(ctx context.Context, vol *Volume, out []uint8, opt 
 	e.lastLock.Lock()
 	e.last = stats
 	e.lastLock.Unlock()
+	return nil
+}
+
+// readConfidence copies the confidence counters of the volume just segmented (voxels of them)
+// into c, once every stream is idle.
+func (e *cudaEngine) readConfidence(c *Confidence, voxels int64) error {
+	var raw [kernels.ConfLen]uint64
+	if err := cu.MemcpyDtoH(unsafe.Pointer(&raw[0]), e.bufs.conf.ptr(), int64(unsafe.Sizeof(raw))); err != nil {
+		return e.fail(fmt.Errorf("read confidence: %w", err))
+	}
+	*c = Confidence{Voxels: voxels, Labels: make([]int64, e.weights.Classes),
+		Foreground: int64(raw[kernels.ConfForeground]), MarginSum: int64(raw[kernels.ConfMargin]), LowMargin: int64(raw[kernels.ConfLow])}
+	for l := range c.Labels {
+		c.Labels[l] = int64(raw[kernels.ConfLabels+l])
+	}
 	return nil
 }
 

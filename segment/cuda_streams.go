@@ -17,7 +17,8 @@ import (
 //	upload   h2d stream      once slab k-2's conv1 has read the input slot: the input planes
 //	                         with their halo into input slot k%2
 //	kernels  compute stream  once the upload is done and slab k-2's labels have left the label
-//	                         slot: the precision's kernel set, labels into label slot k%2
+//	                         slot: the precision's kernel set, labels into label slot k%2,
+//	                         the confidence counters (count_labels last)
 //	download d2h stream      once the kernels are done: the labels into the caller's mask
 //
 // Slabs k and k+2 share buffer slots, so slab k+1's upload and slab k-1's download overlap
@@ -26,7 +27,7 @@ import (
 // slabEvents are the CUDA events of one slab, in stream order.
 type slabEvents struct {
 	h2d0, h2d1             cu.Event // upload
-	k0, c1, c2, cg, k1     cu.Event // kernels: start, after conv1, conv2, convg, gate_head (fp16: c1, c2, cg = k1)
+	k0, c1, c2, cg, k1     cu.Event // kernels: start, after conv1, conv2, convg, count_labels (fp16: c1, c2, cg after the fused kernel)
 	d2h0, d2h1             cu.Event // download
 	inputBytes, labelBytes int64
 	voxels                 int64
@@ -155,16 +156,26 @@ func (e *cudaEngine) launchFused(j *slabJob) error {
 	nx, ny, nz := int32(vol.NX), int32(vol.NY), int32(vol.NZ)
 	nzOut := int32(j.p.z1 - j.p.z0)
 	zChunk := kernels.FusedZChunk(nx, ny, nzOut, e.mod.FusedGeometry().Rows, e.sms)
-	if err := e.step(j, "fused", e.mod.Fused(j.compute, vol.I16 != nil, j.in.ptr(), j.lab.ptr(), w.Fused,
+	if err := e.step(j, "fused", e.mod.Fused(j.compute, vol.I16 != nil, j.in.ptr(), j.lab.ptr(), e.bufs.conf.ptr(), w.Fused,
 		nx, ny, nz, int32(j.p.z0), nzOut, zChunk, vol.Norm.Scale, vol.Norm.Shift, w.Classes)); err != nil {
 		return err
 	}
-	for _, x := range []cu.Event{j.ev.c1, j.ev.c2, j.ev.cg, j.ev.k1} {
+	for _, x := range []cu.Event{j.ev.c1, j.ev.c2, j.ev.cg} {
 		if err := e.step(j, "record", x.Record(j.compute)); err != nil {
 			return err
 		}
 	}
-	return nil
+	return e.countLabels(j)
+}
+
+// countLabels counts the labels of j's slab into the confidence counters, then records k1 (the
+// download waits for it).
+func (e *cudaEngine) countLabels(j *slabJob) error {
+	n := int64(j.p.z1-j.p.z0) * j.plane
+	if err := e.step(j, "count_labels", e.mod.CountLabels(j.compute, j.lab.ptr(), e.bufs.conf.ptr(), n, e.weights.Classes)); err != nil {
+		return err
+	}
+	return e.step(j, "record", j.ev.k1.Record(j.compute))
 }
 
 // launchFP32 launches the four float32 kernels on j, each followed by its event.
@@ -198,10 +209,10 @@ func (e *cudaEngine) launchFP32(j *slabJob) error {
 	if err := e.step(j, "record", j.ev.cg.Record(j.compute)); err != nil {
 		return err
 	}
-	if err := e.step(j, "gate_head", e.mod.GateHead(j.compute, b.featS.ptr(), b.featG.ptr(), j.lab.ptr(), nx, ny, nzOut, slab, w.Classes)); err != nil {
+	if err := e.step(j, "gate_head", e.mod.GateHead(j.compute, b.featS.ptr(), b.featG.ptr(), j.lab.ptr(), b.conf.ptr(), nx, ny, nzOut, slab, w.Classes)); err != nil {
 		return err
 	}
-	return e.step(j, "record", j.ev.k1.Record(j.compute))
+	return e.countLabels(j)
 }
 
 // enqueueDownload puts the download of j's labels on the d2h stream, after its kernels.

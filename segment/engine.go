@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"voxpipe/pipeline/timing"
@@ -46,6 +47,94 @@ type Options struct {
 	// engine's OS-locked thread) and must return promptly: it must never wait for anything
 	// that waits for the engine (the pipeline only records the progress and wakes the writer).
 	OnSlabDone func(z0, z1 int)
+
+	// Confidence, which may be nil, receives the model's confidence over the volume (see
+	// Confidence) when Segment returns without error; engines accumulate it in their head, as
+	// they label each voxel, at no extra pass over the volume.
+	Confidence *Confidence
+}
+
+// Confidence is the model's own confidence over one volume, from its logits: the voxels it gives
+// each label and, over the voxels it labels foreground (label > 0), the margin between the best
+// and the second-best logit, each voxel's margin in whole units of 1/MarginScale logit (rounded
+// down, capped at MarginCapUnits) so that the sums are exact integers whatever the order the
+// engine adds them in.
+type Confidence struct {
+	Voxels     int64   // voxels labelled
+	Labels     []int64 // voxels per label, by label (the model's classes)
+	Foreground int64   // voxels labelled > 0
+	MarginSum  int64   // sum over the foreground of the margin units (MarginUnits)
+	LowMargin  int64   // foreground voxels whose margin is below LowMarginUnits (1 logit)
+}
+
+// The margin's fixed-point units; the CUDA kernels use the same (VP_MARGIN_SCALE, VP_MARGIN_CAP,
+// VP_LOW_MARGIN in kernels/common.cuh).
+const (
+	MarginScale    = 64    // units per logit
+	MarginCapUnits = 65535 // a margin counts at most this (about 1024 logits)
+	LowMarginUnits = 64    // a foreground voxel whose margin is below 1 logit is a low-margin voxel
+)
+
+// MarginUnits is a margin (best minus second-best logit) as Confidence counts it: floor(m *
+// MarginScale), capped at MarginCapUnits; 0 for a NaN or negative margin.
+func MarginUnits(m float32) int64 {
+	if !(m > 0) {
+		return 0
+	}
+	if v := m * MarginScale; v < MarginCapUnits {
+		return int64(v) // truncation: the kernels' __float2uint_rz
+	}
+	return MarginCapUnits
+}
+
+// Add adds o's counts to c (the confidence of two parts of a volume).
+func (c *Confidence) Add(o Confidence) {
+	if len(c.Labels) < len(o.Labels) {
+		c.Labels = append(c.Labels, make([]int64, len(o.Labels)-len(c.Labels))...)
+	}
+	for i, n := range o.Labels {
+		c.Labels[i] += n
+	}
+	c.Voxels += o.Voxels
+	c.Foreground += o.Foreground
+	c.MarginSum += o.MarginSum
+	c.LowMargin += o.LowMargin
+}
+
+// MeanMargin is the mean foreground margin in logits; NaN without foreground.
+func (c Confidence) MeanMargin() float64 {
+	if c.Foreground == 0 {
+		return math.NaN()
+	}
+	return float64(c.MarginSum) / MarginScale / float64(c.Foreground)
+}
+
+// LowFraction is the fraction of the foreground with a margin below 1 logit; NaN without
+// foreground.
+func (c Confidence) LowFraction() float64 {
+	if c.Foreground == 0 {
+		return math.NaN()
+	}
+	return float64(c.LowMargin) / float64(c.Foreground)
+}
+
+// LabelFraction is the fraction of the voxels labelled l; NaN without voxels.
+func (c Confidence) LabelFraction(l int) float64 {
+	if c.Voxels == 0 {
+		return math.NaN()
+	}
+	if l < 0 || l >= len(c.Labels) {
+		return 0
+	}
+	return float64(c.Labels[l]) / float64(c.Voxels)
+}
+
+// ForegroundFraction is the fraction of the voxels labelled foreground; NaN without voxels.
+func (c Confidence) ForegroundFraction() float64 {
+	if c.Voxels == 0 {
+		return math.NaN()
+	}
+	return float64(c.Foreground) / float64(c.Voxels)
 }
 
 // Engine computes label masks. Out has NX*NY*NZ entries; Segment fills all of it or returns an

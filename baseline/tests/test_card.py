@@ -31,6 +31,7 @@ except ImportError:  # pragma: no cover
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASELINE = os.path.dirname(HERE)
+REPO = os.path.dirname(BASELINE)
 sys.path.insert(0, BASELINE)
 sys.path.insert(0, HERE)
 
@@ -403,6 +404,47 @@ class CardTest(unittest.TestCase):
         self.assertEqual(d["quantile_tolerance"], 0.5)
         self.assertEqual(c["normalization"], "zscore-volume")
         self.assertEqual([lab["value"] for lab in c["labels"]], [0, 1, 2, 3])
+
+    def test_later_domain_fields(self):
+        # The histogram bins of segment.VolumeIntensity (its TestHistogram's case).
+        np.testing.assert_array_equal(
+            modelcard.histogram([0, 0.1, -100, 100, np.nan])[[16, 0, 47]], [0.5, 0.25, 0.25])
+        h = np.zeros((3, modelcard.HISTOGRAM_BINS))
+        h[:, 12] = [0.75, 0.7, 0.8]
+        h[:, 20] = [0.25, 0.3, 0.2]
+        d = modelcard.domain([(2.5, 2.5, 3)] * 3, [np.linspace(-1, 2, 7)] * 3,
+                             fovs=[(240, 240, 192), (200, 240, 192), (240, 240, 216)], histograms=h)
+        self.assertEqual(d["fov_min_mm"], [200, 240, 192])
+        self.assertEqual(d["fov_max_mm"], [240, 240, 216])
+        self.assertEqual(d["fov_tolerance"], 1.5)
+        self.assertEqual(d["histogram_max"][12], 0.8)
+        self.assertEqual(d["histogram_max"][20], 0.3)
+        # Leave one out: the third volume is 0.05 above the others' 0.75 at bin 12, the second
+        # 0.05 above 0.25 at bin 20; widened by 1: 0.1.
+        self.assertEqual(d["histogram_max_excess"], 0.1)
+        conf = {"mean_margin_min": 8, "mean_margin_max": 11, "low_margin_max": 0.02,
+                "label_fraction_min": [0.5, 0.1, 0, 0], "label_fraction_max": [0.9, 0.4, 0.1, 0.1]}
+        c = self.card(domain=dict(d, confidence=conf))
+        self.assertEqual(c["domain"]["confidence"], conf)
+        for edit, msg in ((lambda d: d.pop("fov_tolerance"), "fov_min_mm"),
+                          (lambda d: d["histogram_max"].pop(), "48 bins"),
+                          (lambda d: d.update(histogram_max=[0.0] * 48), "sums to"),
+                          (lambda d: d.update(histogram_max_excess=0), "histogram_max_excess"),
+                          (lambda d: d["confidence"]["label_fraction_max"].pop(), "one a label"),
+                          (lambda d: d["confidence"].update(mean_margin_max=1), "mean margin"),
+                          (lambda d: d.update(extra=1), "domain fields")):
+            bad = json.loads(json.dumps(dict(d, confidence=conf)))
+            edit(bad)
+            with self.assertRaisesRegex(modelcard.CardError, msg):
+                self.card(domain=bad)
+
+    def test_embedded_model_card_validates(self):
+        # The default model's card, its later fields written by scripts/domaincal (Go): what
+        # segment.Card.Validate accepts, this validate accepts.
+        card = modelcard.read_card(os.path.join(REPO, "fixtures", "model", "voxpipe-default.safetensors"))
+        modelcard.validate(card, 4)
+        self.assertEqual(len(card["domain"]["histogram_max"]), modelcard.HISTOGRAM_BINS)
+        self.assertIn("confidence", card["domain"])
 
     def test_validation(self):
         for over, msg in (({"orientation": "RAR"}, "orientation"), ({"name": ""}, "name"),

@@ -229,11 +229,27 @@ def normalized_quantiles(case, levels):
     return np.quantile((v - mu) / sigma, levels)
 
 
+def normalized_histogram(case):
+    """modelcard.histogram of the case's normalised intensity, as normalized_quantiles: every
+    voxel (segment.VolumeIntensity samples about a million of them: every voxel of volumes up to
+    that size)."""
+    v = case.scaled()
+    mu, sigma = volume_stats(v)
+    return modelcard.histogram((v - mu) / effective_sigma(mu, sigma))
+
+
+def field_of_view(case):
+    """The case's field of view in mm along x, y, z (RAS): voxels times spacing."""
+    nz, ny, nx = case.stored.shape
+    return tuple(n * s for n, s in zip((nx, ny, nz), case.spacing))
+
+
 def card_for(info, cases, spacing, *, name, fallback_name, version, modality, intended_use,
              colors="", training_data="", data_desc="",
              quantile_tolerance=modelcard.QUANTILE_TOLERANCE):
     """The model card (modelcard.make_card) of a model trained on cases (RAS) at spacing, the
-    domain computed from them. Empty texts get defaults: the name from dataset.json, else
+    domain computed from them: spacing, quantiles, field of view and the histogram envelope (the
+    model's confidence needs the model: scripts/domaincal card adds it). Empty texts get defaults: the name from dataset.json, else
     fallback_name; the modality from dataset.json's channel (a voxpipe gen folder: its
     phantoms); the training data from the folder, dataset.json and data_desc."""
     quantiles = [normalized_quantiles(c, modelcard.QUANTILE_LEVELS) for c in cases]
@@ -253,4 +269,6 @@ def card_for(info, cases, spacing, *, name, fallback_name, version, modality, in
         spacing_mm=spacing, orientation="RAS", label_names=info.label_names,
         colors=modelcard.parse_colors(colors, info.label_names), training_data=training_data,
         intended_use=intended_use,
-        domain=modelcard.domain([c.spacing for c in cases], quantiles, quantile_tolerance))
+        domain=modelcard.domain([c.spacing for c in cases], quantiles, quantile_tolerance,
+                                fovs=[field_of_view(c) for c in cases],
+                                histograms=[normalized_histogram(c) for c in cases]))

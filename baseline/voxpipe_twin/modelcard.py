@@ -16,6 +16,17 @@ CARD_KEY = "card"
 NORMALIZATION = "zscore-volume"
 QUANTILE_LEVELS = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 QUANTILE_TOLERANCE = 0.5
+# The intensity histogram of the domain check (segment.HistogramLow, HistogramWidth,
+# HistogramBins): 48 bins of 0.25 standard deviations from -4, the ends open.
+HISTOGRAM_LOW = -4.0
+HISTOGRAM_WIDTH = 0.25
+HISTOGRAM_BINS = 48
+FOV_TOLERANCE = 1.5
+# Training ranges are widened by this times their own width (scripts/domaincal card --widen).
+WIDEN = 1.0
+# The domain fields added after the first card: optional, each group absent or complete.
+DOMAIN_LATER = ("fov_min_mm", "fov_max_mm", "fov_tolerance", "histogram_max",
+                "histogram_max_excess", "confidence")
 
 # Label colours by value when none are given: black background, then colours that stay distinct
 # from each other and from grey MR intensities (Sasha Trubetskoy's list).
@@ -66,14 +77,40 @@ def parse_colors(spec, names):
     return colors
 
 
-def domain(spacings, quantiles, tolerance=QUANTILE_TOLERANCE):
+def histogram(x):
+    """The domain check's histogram of normalised intensities x (segment.VolumeIntensity's):
+    the fraction of the finite values in each of HISTOGRAM_BINS bins, values beyond the ends in
+    the first and last."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    x = x[np.isfinite(x)]
+    b = np.clip(np.floor((x - HISTOGRAM_LOW) / HISTOGRAM_WIDTH), 0, HISTOGRAM_BINS - 1).astype(np.int64)
+    return np.bincount(b, minlength=HISTOGRAM_BINS) / max(len(x), 1)
+
+
+def histogram_excess(h, envelope):
+    """segment.HistogramExcess: the share of histogram h above envelope."""
+    return float(np.maximum(0.0, np.asarray(h) - np.asarray(envelope)).sum())
+
+
+def _round(v, unit):
+    return float(f"{round(v / unit) * unit:.{max(0, int(np.ceil(-np.log10(unit))))}f}")
+
+
+def domain(spacings, quantiles, tolerance=QUANTILE_TOLERANCE, fovs=None, histograms=None,
+           fov_tolerance=FOV_TOLERANCE, widen=WIDEN, confidence=None):
     """The card's domain from per-volume spacings (mm, x y z) and per-volume quantiles of the
-    normalised intensity at QUANTILE_LEVELS: per-axis spacing range, per-level min and max."""
+    normalised intensity at QUANTILE_LEVELS: per-axis spacing range, per-level min and max.
+    With fovs (per-volume field of view, mm, x y z): their range and fov_tolerance. With
+    histograms (per-volume histogram()) of two volumes or more: their envelope (per-bin max) and
+    the largest excess of a volume over the envelope of the others, times 1 + widen
+    (scripts/domaincal card's rule).
+    confidence (a dict of segment.ConfidenceDomain's fields, from a run of the model) is copied
+    in as it is."""
     s = np.asarray(spacings, dtype=np.float64).reshape(-1, 3)
     q = np.asarray(quantiles, dtype=np.float64).reshape(-1, len(QUANTILE_LEVELS))
     if len(s) == 0 or len(q) == 0:
         raise CardError("domain: no training volumes")
-    return {
+    d = {
         "spacing_min_mm": [float(v) for v in s.min(axis=0)],
         "spacing_max_mm": [float(v) for v in s.max(axis=0)],
         "quantile_levels": list(QUANTILE_LEVELS),
@@ -81,6 +118,19 @@ def domain(spacings, quantiles, tolerance=QUANTILE_TOLERANCE):
         "quantile_max": [float(v) for v in q.max(axis=0)],
         "quantile_tolerance": float(tolerance),
     }
+    if fovs is not None:
+        f = np.asarray(fovs, dtype=np.float64).reshape(-1, 3)
+        d["fov_min_mm"] = [float(v) for v in f.min(axis=0)]
+        d["fov_max_mm"] = [float(v) for v in f.max(axis=0)]
+        d["fov_tolerance"] = float(fov_tolerance)
+    h = None if histograms is None else np.asarray(histograms, dtype=np.float64).reshape(-1, HISTOGRAM_BINS)
+    if h is not None and len(h) > 1:  # one training volume has no others to calibrate against
+        loo = max(histogram_excess(h[i], np.delete(h, i, axis=0).max(axis=0)) for i in range(len(h)))
+        d["histogram_max"] = [_round(float(v), 1e-6) for v in h.max(axis=0)]
+        d["histogram_max_excess"] = max(_round(loo * (1 + widen), 1e-3), 1e-3)
+    if confidence is not None:
+        d["confidence"] = dict(confidence)
+    return d
 
 
 def make_card(*, name, version, modality, spacing_mm, orientation, label_names, colors,
@@ -131,8 +181,8 @@ def validate(card, classes):
     d = card["domain"]
     dkeys = {"spacing_min_mm", "spacing_max_mm", "quantile_levels", "quantile_min",
              "quantile_max", "quantile_tolerance"}
-    if set(d) != dkeys:
-        bad(f"domain fields {sorted(d)}, want {sorted(dkeys)}")
+    if not dkeys <= set(d) <= dkeys | set(DOMAIN_LATER):
+        bad(f"domain fields {sorted(d)}, want {sorted(dkeys)} and any of {list(DOMAIN_LATER)}")
     for i in range(3):
         lo, hi = d["spacing_min_mm"][i], d["spacing_max_mm"][i]
         if not (lo > 0 and np.isfinite(hi) and hi >= lo):
@@ -150,6 +200,48 @@ def validate(card, classes):
     tol = d["quantile_tolerance"]
     if not (np.isfinite(tol) and tol >= 0):
         bad(f"domain quantile_tolerance {tol}: want >= 0")
+    _validate_later(d, classes, bad)
+
+
+def _validate_later(d, classes, bad):
+    """segment.Domain.validateLater: the later fields, each group absent or complete."""
+    fov = [k for k in ("fov_min_mm", "fov_max_mm", "fov_tolerance") if k in d]
+    if fov:
+        if len(fov) != 3 or len(d["fov_min_mm"]) != 3 or len(d["fov_max_mm"]) != 3:
+            bad("domain fov_min_mm and fov_max_mm need 3 values each, and fov_tolerance")
+        for i in range(3):
+            lo, hi = d["fov_min_mm"][i], d["fov_max_mm"][i]
+            if not (lo > 0 and np.isfinite(hi) and hi >= lo):
+                bad(f"domain field of view on axis {i} is [{lo}, {hi}]")
+        if not (np.isfinite(d["fov_tolerance"]) and d["fov_tolerance"] >= 1):
+            bad(f"domain fov_tolerance {d['fov_tolerance']}: want a factor >= 1")
+    hist = [k for k in ("histogram_max", "histogram_max_excess") if k in d]
+    if hist:
+        if len(hist) != 2 or len(d["histogram_max"]) != HISTOGRAM_BINS:
+            bad(f"domain histogram_max needs {HISTOGRAM_BINS} bins, and histogram_max_excess")
+        h = np.asarray(d["histogram_max"], dtype=np.float64)
+        if not np.all((h >= 0) & (h <= 1)):
+            bad("domain histogram_max holds values outside [0, 1]: want fractions")
+        if h.sum() < 1 - 1e-4:  # an envelope's bins, rounded, may lose a little
+            bad(f"domain histogram_max sums to {h.sum()}: an envelope of histograms sums to 1 or more")
+        if not 0 < d["histogram_max_excess"] <= 1:
+            bad(f"domain histogram_max_excess {d['histogram_max_excess']}: want a fraction > 0")
+    k = d.get("confidence")
+    if k is not None:
+        want = {"mean_margin_min", "mean_margin_max", "low_margin_max", "label_fraction_min",
+                "label_fraction_max"}
+        if set(k) != want:
+            bad(f"domain confidence fields {sorted(k)}, want {sorted(want)}")
+        if not (0 <= k["mean_margin_min"] <= k["mean_margin_max"] and np.isfinite(k["mean_margin_max"])):
+            bad(f"domain confidence mean margin range [{k['mean_margin_min']}, {k['mean_margin_max']}]")
+        if not 0 <= k["low_margin_max"] <= 1:
+            bad(f"domain confidence low_margin_max {k['low_margin_max']}: want a fraction")
+        lo, hi = k["label_fraction_min"], k["label_fraction_max"]
+        if len(lo) != classes or len(hi) != classes:
+            bad(f"domain confidence label_fraction_min/max need {classes} values each (one a label)")
+        for i, (a, b) in enumerate(zip(lo, hi)):
+            if not 0 <= a <= b <= 1:
+                bad(f"domain confidence label {i} fraction range [{a}, {b}]")
 
 
 def encode(card):

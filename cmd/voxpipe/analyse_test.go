@@ -79,7 +79,7 @@ func TestStatisticsAndPreview(t *testing.T) {
 	}
 }
 
-// TestDomainVerdicts: an all-zero volume gets a warning in summary.csv (and the run
+// TestDomainVerdicts: an all-zero volume is out of domain in summary.csv (and the run
 // goes on); --strict-domain fails them.
 func TestDomainVerdicts(t *testing.T) {
 	in, out := t.TempDir(), t.TempDir()
@@ -91,13 +91,13 @@ func TestDomainVerdicts(t *testing.T) {
 		t.Fatalf("run: exit %d\n%s", code, stderr)
 	}
 	summary, _ := os.ReadFile(filepath.Join(out, "runs", "a", "summary.csv"))
-	for _, want := range []string{"phantom,ok,", ",ok,RAS\n", "zero,ok,", "warn: constant volume"} {
+	for _, want := range []string{"phantom,ok,", ",ok,RAS,", "zero,ok,", "out-of-domain: constant volume"} {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("summary.csv lacks %q:\n%s", want, summary)
 		}
 	}
 	// volumes.csv, regenerated from the runs' summaries, keeps the verdicts.
-	if vols, _ := os.ReadFile(filepath.Join(out, "volumes.csv")); !strings.Contains(string(vols), "warn: constant volume") || !strings.Contains(string(vols), ",ok,RAS\n") {
+	if vols, _ := os.ReadFile(filepath.Join(out, "volumes.csv")); !strings.Contains(string(vols), "out-of-domain: constant volume") || !strings.Contains(string(vols), ",ok,RAS,") {
 		t.Errorf("volumes.csv lost the domain or grid columns:\n%s", vols)
 	}
 	out2 := t.TempDir()

@@ -238,7 +238,7 @@ func workFlags(readers int) []cli.Flag {
 		&cli.IntFlag{Name: "volume", DefaultText: "none", Usage: "segment volume `N` (0-based) of 4D inputs (default: a 4D input fails; 3D inputs take 0)"},
 		&cli.BoolFlag{Name: "verify-inputs", Usage: "before skipping a volume, also re-hash its input (default: size and mtime must match)"},
 		&cli.StringFlag{Name: "resample", Value: resampleAuto, Usage: "auto: a volume whose voxel size differs from the model card's by more than 10 % is resampled to it for the model, labels brought back to its grid; off: only reoriented"},
-		&cli.BoolFlag{Name: "strict-domain", Usage: "fail volumes the domain check warns about (spacing or intensity unlike the model's training, constant, 4D, no orientation, no card)"},
+		&cli.BoolFlag{Name: "strict-domain", Usage: "fail volumes the domain check judges out-of-domain (field of view, spacing or intensity unlike the model's training, a constant volume, the model's confidence or label proportions unlike training), their masks not written; warnings never fail a volume"},
 		&cli.BoolFlag{Name: "statistics", Usage: "write per-label statistics: OUT/statistics/<volume>.json and .csv, merged into OUT/statistics.csv"},
 		&cli.BoolFlag{Name: "preview", Usage: "write a preview PNG per volume (three planes, labels overlaid): OUT/previews/<volume>.png"},
 		&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},

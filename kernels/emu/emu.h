@@ -296,6 +296,29 @@ inline float emu_shfl_xor(float v, int m) {
 	return v;
 }
 inline int emu_shfl_xor(int v, int m) { return (int)emu_shfl_xor_bits((unsigned)v, m); }
+inline unsigned long long emu_shfl_xor_u64(unsigned long long v, int m) {
+	const unsigned lo = emu_shfl_xor_bits(unsigned(v), m), hi = emu_shfl_xor_bits(unsigned(v >> 32), m);
+	return (unsigned long long)hi << 32 | lo;
+}
+// __ballot_sync over a full warp: bit l set when lane l's predicate holds.
+inline unsigned emu_ballot(bool p) {
+	EmuWarp& w = emu::warp();
+	w.u[emu::lane()] = p;
+	emu::warpSync();
+	unsigned r = 0;
+	for (int l = 0; l < 32; ++l) r |= (w.u[l] ? 1u : 0u) << l;
+	emu::warpSync();
+	return r;
+}
+// Atomics: every fiber runs on one OS thread and switches only at barriers, so a plain add is
+// atomic.
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+	const unsigned long long old = *p;
+	*p = old + v;
+	return old;
+}
+inline unsigned __float2uint_rz(float v) { return (unsigned)v; }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
 
 #include "emu_sm90.h"
 

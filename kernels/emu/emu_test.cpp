@@ -121,14 +121,51 @@ std::vector<float> packFused(const Model& m) {
 	return w;
 }
 
+// countLabels launches count_labels on n labels as the engine does (blocks of 256, a grid that
+// leaves some warps without words, so the loop's bounds are exercised).
+void countLabels(unsigned char* lab, size_t n, int K, std::vector<unsigned long long>& cf) {
+	const unsigned blocks = unsigned(std::min<size_t>(4, (n + 1023) / 1024));
+	emu_launch(&count_labels, dim3(blocks), dim3(256), (const unsigned char*)lab, cf.data(), (long long)n, K);
+}
+
+// Confidence is segment.Confidence as the kernels' VP_CONF_* counters hold it.
+struct Confidence {
+	unsigned long long fg = 0, margin = 0, low = 0;
+	std::vector<unsigned long long> labels;
+};
+
+Confidence fromCounters(const std::vector<unsigned long long>& c, int K) {
+	Confidence r{c[VP_CONF_FG], c[VP_CONF_MARGIN], c[VP_CONF_LOW], {}};
+	for (int k = 0; k < K; ++k) r.labels.push_back(c[VP_CONF_LABELS + k]);
+	for (int k = K; k < VP_MAXK; ++k) CHECK(c[VP_CONF_LABELS + k] == 0, "count_labels counted %llu voxels of class %d of a %d-class model", c[VP_CONF_LABELS + k], k, K);
+	return r;
+}
+
+// checkLabelCounts: the label counters hold exactly the labels' histogram, and the foreground
+// counter its voxels beyond label 0.
+void checkLabelCounts(const char* what, const Confidence& c, const std::vector<unsigned char>& labels, int K) {
+	std::vector<unsigned long long> want(K, 0);
+	for (unsigned char l : labels)
+		if (l < K) ++want[l];
+	unsigned long long fg = 0;
+	for (int k = 0; k < K; ++k) {
+		CHECK(c.labels[k] == want[k], "%s: count_labels: class %d: %llu voxels, the labels have %llu", what, k, c.labels[k], want[k]);
+		if (k > 0) fg += want[k];
+	}
+	CHECK(c.fg == fg, "%s: %llu foreground voxels counted by the head, the labels have %llu", what, c.fg, fg);
+}
+
 // runFused segments the volume slab by slab with the fused kernel (zChunk output planes per
 // block), exactly as segment's CUDA engine does with --precision fp16.
 template <class T>
 std::vector<unsigned char> runFused(const std::vector<float>& wts, const std::vector<T>& stored, int nx, int ny, int nz, int slab,
-                                    int zChunk, float scale, float shift, int K) {
+                                    int zChunk, float scale, float shift, int K, std::vector<unsigned long long>* conf = nullptr) {
 	const size_t plane = size_t(nx) * ny;
 	std::vector<T> in(size_t(slab + 6) * plane);
-	std::vector<unsigned char> lab(size_t(slab) * plane), out(plane * nz, 0xEE);
+	// Labels padded to whole words, as the engine's label slot (guard bytes follow it):
+	// count_labels reads 4 at a time.
+	std::vector<unsigned char> lab(size_t(slab) * plane + 4), out(plane * nz, 0xEE);
+	std::vector<unsigned long long> cf(VP_CONF_LEN, 0);
 	for (int z0 = 0; z0 < nz; z0 += slab) {
 		const int z1 = std::min(nz, z0 + slab), nzOut = z1 - z0;
 		const int lo = std::max(0, z0 - 3), hi = std::min(nz, z1 + 3);
@@ -140,11 +177,13 @@ std::vector<unsigned char> runFused(const std::vector<float>& wts, const std::ve
 		const bool wide = K > VF_NARROW_CLASSES;
 		auto k = std::is_same<T, short>::value ? (wide ? (void*)&fused_i16_k16 : (void*)&fused_i16)
 		                                       : (wide ? (void*)&fused_f32_k16 : (void*)&fused_f32);
-		emu_launch((void (*)(const T*, unsigned char*, const float*, int, int, int, int, int, int, float, float, int))k, grid, dim3(VF_THREADS),
-		           (const T*)in.data(), lab.data(), wts.data(), nx, ny, nz, z0, nzOut, chunk, scale, shift, K);
+		emu_launch((void (*)(const T*, unsigned char*, unsigned long long*, const float*, int, int, int, int, int, int, float, float, int))k, grid,
+		           dim3(VF_THREADS), (const T*)in.data(), lab.data(), cf.data(), wts.data(), nx, ny, nz, z0, nzOut, chunk, scale, shift, K);
 		for (size_t i = size_t(nzOut) * plane; i < lab.size(); ++i) CHECK(lab[i] == 0xEE, "fused: label written past the slab at %zu", i);
+		countLabels(lab.data(), size_t(nzOut) * plane, K, cf);
 		std::memcpy(out.data() + size_t(z0) * plane, lab.data(), size_t(nzOut) * plane);
 	}
+	if (conf) *conf = cf;
 	return out;
 }
 
@@ -208,8 +247,9 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 	const float nan = std::numeric_limits<float>::quiet_NaN();
 	std::vector<T> in(size_t(S + 6) * plane);
 	std::vector<float> eb(size_t(VP_C) * ePlanes * plane, nan), sb(size_t(VP_C) * S * plane, nan), gb(size_t(VP_C) * S * plane, nan);
-	std::vector<unsigned char> lab(size_t(S) * plane, 0xEE);
+	std::vector<unsigned char> lab(size_t(S) * plane + 4, 0xEE);
 	std::vector<unsigned char> out(n, 0xEE);
+	std::vector<unsigned long long> cf32(VP_CONF_LEN, 0);
 
 	int labelMismatch = 0, nearTies = 0;
 	double maxErrE = 0, maxErrS = 0, maxErrG = 0;
@@ -250,12 +290,17 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 				}
 		std::fill(lab.begin(), lab.end(), 0xEE);
 		const size_t nv = size_t(nzOut) * plane;
-		emu_launch(&gate_head, dim3(unsigned((nv + 255) / 256)), dim3(256), (const float*)sb.data(), (const float*)gb.data(), lab.data(), nx, ny, nzOut, S, m.K);
+		// A grid of at most 3 blocks: threads label several voxels each (the grid-stride loop).
+		emu_launch(&gate_head, dim3(unsigned(std::min<size_t>(3, (nv + 255) / 256))), dim3(256), (const float*)sb.data(), (const float*)gb.data(),
+		           lab.data(), cf32.data(), nx, ny, nzOut, S, m.K);
 		std::memcpy(out.data() + size_t(z0) * plane, lab.data(), nv);
 		for (size_t i = nv; i < lab.size(); ++i) CHECK(lab[i] == 0xEE, "label written past the slab at %zu", i);
+		countLabels(lab.data(), nv, m.K, cf32);
 	}
 	// Labels against the float64 reference, near-ties (top-2 logits within 1e-4 relative) allowed.
 	const int G = m.C / 2;
+	Confidence ref;   // from the float64 logits
+	size_t nearEdge = 0, nearLow = 0; // voxels whose float64 margin is within 1e-4 logit of a unit's edge, of 1 logit
 	std::vector<int> refLabel(n);
 	std::vector<std::vector<double>> refGap(n, std::vector<double>(m.K));
 	for (size_t i = 0; i < n; ++i) {
@@ -279,6 +324,16 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 		}
 		refLabel[i] = best;
 		for (int k = 0; k < m.K; ++k) refGap[i][k] = (l[best] - l[k]) / scale;
+		double second = -HUGE_VAL;
+		for (int k = 0; k < m.K; ++k)
+			if (k != best) second = std::max(second, l[k]);
+		const double mg = l[best] - second, u = mg * VP_MARGIN_SCALE;
+		if (u - std::floor(u) < 1e-4 * VP_MARGIN_SCALE || std::ceil(u) - u < 1e-4 * VP_MARGIN_SCALE) ++nearEdge;
+		if (std::fabs(mg - 1) < 1e-4) ++nearLow;
+		if (best > 0) {
+			const unsigned long long units = (unsigned long long)std::min(std::floor(u), double(VP_MARGIN_CAP));
+			++ref.fg, ref.margin += units, ref.low += units < VP_LOW_MARGIN;
+		}
 		CHECK(out[i] < m.K, "label %d out of range at z%d y%d x%d", out[i], z, y, x);
 		if (out[i] != best && out[i] < m.K) {
 			const double gap = (l[best] - l[out[i]]) / scale;
@@ -290,16 +345,32 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 			}
 		}
 	}
+	// The float32 kernels' confidence: the label counts exactly the labels', the margins the
+	// float64 reference's up to voxels within rounding of a unit's edge, of 1 logit or of a tie
+	// (one unit, or one low margin, each).
+	const Confidence c32 = fromCounters(cf32, m.K);
+	checkLabelCounts("float32", c32, std::vector<unsigned char>(out.begin(), out.end()), m.K);
+	auto diff = [](unsigned long long a, unsigned long long b) { return a > b ? a - b : b - a; };
+	CHECK(diff(c32.fg, ref.fg) <= size_t(labelMismatch + nearTies), "float32 confidence: %llu foreground voxels, reference %llu", c32.fg, ref.fg);
+	const size_t ties = size_t(labelMismatch + nearTies); // a label that flips has a margin near 0
+	CHECK(diff(c32.margin, ref.margin) <= nearEdge + ties, "float32 confidence: margin units %llu, reference %llu (%zu voxels near an edge)", c32.margin,
+	      ref.margin, nearEdge);
+	CHECK(diff(c32.low, ref.low) <= nearLow + ties, "float32 confidence: %llu low-margin voxels, reference %llu", c32.low, ref.low);
+	std::printf("      confidence: float32 fg %llu margin %llu low %llu; float64 reference fg %llu margin %llu low %llu (%zu voxels near an edge)\n", c32.fg,
+	            c32.margin, c32.low, ref.fg, ref.margin, ref.low, nearEdge);
 	// The fused fp16 kernel: the same labels for every slab and chunk cut, at least 99.9% equal to
 	// the float32 kernels', every difference from the float64 reference a near-tie at fp16 precision.
 	if (fusedChunks.size()) {
 		const std::vector<float> wts = packFused(m);
 		std::vector<unsigned char> first;
+		std::vector<unsigned long long> firstConf;
 		for (int chunk : fusedChunks) {
-			const std::vector<unsigned char> f = runFused<T>(wts, stored, nx, ny, nz, slab, chunk, scale, shift, m.K);
+			std::vector<unsigned long long> cf;
+			const std::vector<unsigned char> f = runFused<T>(wts, stored, nx, ny, nz, slab, chunk, scale, shift, m.K, &cf);
 			if (first.empty()) {
-				first = f;
+				first = f, firstConf = cf;
 			} else {
+				CHECK(cf == firstConf, "fused: zChunk %d gives another confidence than zChunk %d", chunk, fusedChunks[0]);
 				size_t d = 0;
 				for (size_t i = 0; i < n; ++i) d += f[i] != first[i];
 				CHECK(d == 0, "fused: zChunk %d gives %zu labels different from zChunk %d", chunk, d, fusedChunks[0]);
@@ -336,6 +407,17 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 		// is 0.05%); on smaller ones every difference must still be a near-tie.
 		CHECK(n < 10000 || agree >= 0.999, "fused: agreement with float32 %.5f < 0.999", agree);
 		CHECK(far == 0, "fused: %zu labels differ from float64 by more than a near-tie (relative gap > 2e-2)", far);
+		// Its confidence: label counts exact; the margins those of fp16 logits, close to the
+		// float64 reference's: the mean within 2 % (and 1/16 logit), the low-margin voxels within
+		// 1 % of the foreground (and 2 voxels).
+		const Confidence cf = fromCounters(firstConf, m.K);
+		checkLabelCounts("fused", cf, first, m.K);
+		if (cf.fg > 0 && ref.fg > 0) {
+			const double mf = double(cf.margin) / cf.fg, mr = double(ref.margin) / ref.fg;
+			CHECK(std::fabs(mf - mr) <= std::max(0.02 * mr, VP_MARGIN_SCALE / 16.0), "fused: mean margin %.1f units, float64 reference %.1f", mf, mr);
+			CHECK(double(diff(cf.low, ref.low)) <= std::max(0.01 * ref.fg, 2.0), "fused: %llu low-margin voxels, reference %llu", cf.low, ref.low);
+		}
+		std::printf("      fused confidence: fg %llu margin %llu low %llu\n", cf.fg, cf.margin, cf.low);
 	}
 	std::printf("%-5s C=%-2d K=%-2d %3dx%3dx%3d slab %3d: max rel err e %.2g s %.2g g %.2g; labels: %d wrong, %d near-ties of %zu\n",
 	            std::is_same<T, short>::value ? "int16" : "f32", m.C, m.K, nx, ny, nz, slab, maxErrE, maxErrS, maxErrG, labelMismatch, nearTies, n);

@@ -43,17 +43,21 @@ type Summary struct {
 	// an engine after its read; under watch, also from its arrival to its read. Service time
 	// is WallMS - QueueMS.
 	QueueMS float64 `csv:"queue_ms"`
-	// Domain is the domain check's verdict: "ok", or "warn: " and the reasons
-	// (segment.CheckDomain).
+	// Domain is the domain check's verdict: "ok", or its level ("warn", "out-of-domain") and
+	// ": " and the reasons joined by "; " (segment.CheckDomain, segment.Verdict.String).
 	Domain string `csv:"domain"`
 	// Grid is how the volume met the model: its orientation, and "->" the model's when it was
 	// reoriented; the voxel size "->" the model's when it was resampled.
 	Grid string `csv:"grid"`
+	// DomainEvidence is what the domain check measured: field of view, intensity histogram
+	// distance, the model's confidence ("fov 240x240x192 mm; hist 0.031; margin 6.12; low 4.1 %;
+	// fg 23.5 %", segment.DomainInput.Evidence).
+	DomainEvidence string `csv:"domain_evidence"`
 }
 
 // OptionalColumns are the summary.csv columns added after its first schema: files written
 // before them lack them, and readers take them as empty.
-var OptionalColumns = []string{"reason", "finished_at", "host", "shard", "queue_ms", "domain", "grid"}
+var OptionalColumns = []string{"reason", "finished_at", "host", "shard", "queue_ms", "domain", "grid", "domain_evidence"}
 
 // Status is a volume's outcome in summary.csv.
 type Status string

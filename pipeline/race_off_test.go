@@ -1,0 +1,6 @@
+//go:build !race
+
+package pipeline
+
+// raceEnabled: the race detector slows the CPU engine some tenfold.
+const raceEnabled = false
