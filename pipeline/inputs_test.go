@@ -17,6 +17,7 @@ import (
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
+	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 )
 
@@ -63,14 +64,20 @@ func TestRunWarnsAboutBadScaling(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log syncBuffer
+			var rows []timing.Summary
 			res, err := Run(context.Background(), Config{Jobs: found.Jobs, Engines: []segment.Engine{&signEngine{}}, Classes: 3,
-				Slab: 4, Readers: 1, Writers: 1, RunID: "test", Log: slog.New(slog.NewTextHandler(&log, nil))})
+				Slab: 4, Readers: 1, Writers: 1, RunID: "test", Log: slog.New(slog.NewTextHandler(&log, nil)),
+				Observer: &summaries{rows: &rows}})
 			if err != nil || res.OK != 1 {
 				t.Fatalf("%+v %v\n%s", res, err, log.String())
 			}
 			warned := strings.Contains(log.String(), "level=WARN msg=\"input scaling\"") && strings.Contains(log.String(), path)
 			if warned != (slope != 1) {
 				t.Errorf("slope %v: warned %v\n%s", slope, warned, log.String())
+			}
+			// The record says it too: a reason of the domain verdict, naming the file.
+			if recorded := strings.Contains(rows[0].Domain, "scl_slope") && strings.Contains(rows[0].Domain, path); recorded != (slope != 1) {
+				t.Errorf("slope %v: summary domain %q", slope, rows[0].Domain)
 			}
 		})
 	}

@@ -157,7 +157,7 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 // (scl_slope 0, NaN or infinite; scl_inter not finite).
 func (r *readers) noteScaling(w *work) {
 	if msg := w.hdr.ScalingWarning(); msg != "" {
-		w.warnings = append(w.warnings, w.job.Input+": "+msg)
+		w.dom.Warnings = append(w.dom.Warnings, w.job.Input+": "+msg)
 		r.log.Warn("input scaling", "volume", w.job.Name, "file", w.job.Input, "warning", msg)
 	}
 }

@@ -77,9 +77,6 @@ type work struct {
 	vol  segment.Volume
 	// inflatedInto: the gzipped file was inflated straight into in (nifti.WithInflateInto).
 	inflatedInto bool
-	// warnings about the input found while reading it (a scaling the header gets wrong), each
-	// naming the file: logged, and reasons of the domain verdict.
-	warnings []string
 	// How the volume meets the model (prepare.go; its plan made by the producer), and, when
 	// it is not read as stored, the model's view of it and the mask on that grid (heap
 	// memory, modelBytes of it drawn from the budget), until the restore step.
