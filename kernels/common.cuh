@@ -34,6 +34,13 @@
 #define VP_CONF_LOW 2
 #define VP_CONF_LABELS 3
 #define VP_CONF_LEN (VP_CONF_LABELS + VP_MAXK)
+// The margins (VP_CONF_FG, _MARGIN, _LOW) are counted on the output planes whose z in the volume
+// is a multiple of VP_CONF_STRIDE (segment.MarginStride); the labels on every plane. An eighth
+// of a volume's foreground estimates its mean margin as well as the whole, and the fused
+// kernel's epilogue, on its slowest warps' critical path, pays for the margin on those planes
+// only.
+#define VP_CONF_STRIDE 8
+__device__ __forceinline__ bool vp_conf_plane(long long z) { return z % VP_CONF_STRIDE == 0; }
 
 // Warp-wide operations of the confidence reductions (kernels/emu emulates them on the host).
 __device__ __forceinline__ unsigned long long vp_shfl_xor_u64(unsigned long long v, int m) {
@@ -43,49 +50,17 @@ __device__ __forceinline__ unsigned long long vp_shfl_xor_u64(unsigned long long
 	return emu_shfl_xor_u64(v, m);
 #else
 	return v;
-// vp_conf_flush adds a thread's VpConf to conf: summed over the warp (every lane of a full warp
-// calls it), then lane 0's atomics.
-__device__ __forceinline__ void vp_conf_flush(unsigned long long* __restrict__ conf, VpConf c) {
-	unsigned long long fg = c.fg, margin = c.margin, low = c.low;
-#pragma unroll
-	for (int off = 16; off > 0; off >>= 1) {
-		fg += vp_shfl_xor_u64(fg, off);
-		margin += vp_shfl_xor_u64(margin, off);
-		low += vp_shfl_xor_u64(low, off);
-	}
-	if ((threadIdx.x & 31) == 0 && (fg | margin | low)) {
-		atomicAdd(conf + VP_CONF_FG, fg);
-		atomicAdd(conf + VP_CONF_MARGIN, margin);
-		atomicAdd(conf + VP_CONF_LOW, low);
-	}
-}
-
 #endif
 }
-__device__ __forceinline__ unsigned vp_ballot(bool p) {
+// vp_vcmpeq4: 0xff in each byte where a and b hold the same byte, 0 elsewhere (__vcmpeq4).
+__device__ __forceinline__ unsigned vp_vcmpeq4(unsigned a, unsigned b) {
 #if defined(__CUDA_ARCH__)
-	return __ballot_sync(0xffffffffu, p);
-#elif defined(VOXPIPE_EMU)
-	return emu_ballot(p);
+	return __vcmpeq4(a, b);
 #else
-	return 0u;
-// vp_conf_flush adds a thread's VpConf to conf: summed over the warp (every lane of a full warp
-// calls it), then lane 0's atomics.
-__device__ __forceinline__ void vp_conf_flush(unsigned long long* __restrict__ conf, VpConf c) {
-	unsigned long long fg = c.fg, margin = c.margin, low = c.low;
-#pragma unroll
-	for (int off = 16; off > 0; off >>= 1) {
-		fg += vp_shfl_xor_u64(fg, off);
-		margin += vp_shfl_xor_u64(margin, off);
-		low += vp_shfl_xor_u64(low, off);
-	}
-	if ((threadIdx.x & 31) == 0 && (fg | margin | low)) {
-		atomicAdd(conf + VP_CONF_FG, fg);
-		atomicAdd(conf + VP_CONF_MARGIN, margin);
-		atomicAdd(conf + VP_CONF_LOW, low);
-	}
-}
-
+	unsigned r = 0;
+	for (int i = 0; i < 32; i += 8)
+		if (((a >> i) & 0xffu) == ((b >> i) & 0xffu)) r |= 0xffu << i;
+	return r;
 #endif
 }
 

@@ -11,7 +11,8 @@
 //   f     = a*s + g                                   fp32
 //   logit = head.f + bh                               f and head as fp16, fp32 sums
 //   label = argmax (lowest class on ties), uint8
-//   conf  += the foreground's top-two margin (common.cuh's VpConf), per lane, then per warp
+//   conf  += the foreground's top-two margin on the sampled planes (common.cuh's VpConf,
+//            VP_CONF_STRIDE), per lane, then per warp
 //
 // Work split. A block owns a VF_TX x VF_ROWS tile of output voxels in x-y and a chunk of zChunk
 // output planes of the slab, and streams along z one e plane per step. Conv warp c < VF_CW
@@ -125,6 +126,11 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 // kept: each B just before its 4 mma, three ldmatrix latencies per tap (docs/perf.md).
 #ifndef VF_LOADS_FIRST
 #define VF_LOADS_FIRST 1
+#endif
+// VF_CONF: the epilogue keeps the second-best logit and counts the confidence (VpConf); 0 builds
+// the kernel without it, to time what it costs (a variant of gpu-build.sh).
+#ifndef VF_CONF
+#define VF_CONF 1
 #endif
 #define VF_NB 2 // buffers of e planes, s and qs: the one a step reads, the one it makes
 // The x ring: slab-relative plane o0-3+k in slot k % VF_XSLOTS; step t loads the plane that conv1
@@ -469,6 +475,56 @@ __device__ __forceinline__ float vf_sigmoid(float x) {
 #endif
 }
 
+// vf_argmax: the label of each of the lane's voxels (rows r, columns m) from its logits lg: the
+// argmax over this lane's classes (in increasing order), then over the quad; the lowest class
+// wins ties. A lane without classes holds (-inf, 255) and never wins: logits are finite (a NaN
+// one, from a hostile model, would lose every comparison: label 0). With MARGIN the second-best
+// logit goes along (the confidence's margin): the winner's second or the loser's best,
+// whichever is larger; without it, second is left unset.
+template <bool MARGIN>
+__device__ __forceinline__ void vf_argmax(const float (&lg)[2][2][4], int q, int classes, bool wide, float (&best)[2][2],
+                                          float (&second)[2][2], int (&idx)[2][2]) {
+#pragma unroll
+	for (int r = 0; r < 2; ++r)
+#pragma unroll
+		for (int m = 0; m < 2; ++m) {
+			best[r][m] = -__builtin_huge_valf(), idx[r][m] = 255;
+			if (MARGIN) second[r][m] = -__builtin_huge_valf();
+#pragma unroll
+			for (int nt = 0; nt < 2; ++nt) {
+				if (nt == 1 && !wide) break;
+#pragma unroll
+				for (int b = 0; b < 2; ++b) {
+					const int k = 8 * nt + 2 * q + b;
+					const float l = lg[r][nt][2 * m + b];
+					if (k < classes) {
+						if (l > best[r][m]) {
+							if (MARGIN) second[r][m] = best[r][m];
+							best[r][m] = l, idx[r][m] = k;
+						} else if (MARGIN && l > second[r][m]) {
+							second[r][m] = l;
+						}
+					}
+				}
+			}
+		}
+#pragma unroll
+	for (int off = 1; off < 4; off <<= 1)
+#pragma unroll
+		for (int r = 0; r < 2; ++r)
+#pragma unroll
+			for (int m = 0; m < 2; ++m) {
+				const float ob = vf_shfl_xor(best[r][m], off);
+				const int oi = vf_shfl_xor(idx[r][m], off);
+				if (MARGIN) {
+					const float os = vf_shfl_xor(second[r][m], off);
+					if (ob > best[r][m] || (ob == best[r][m] && oi < idx[r][m])) second[r][m] = fmaxf(best[r][m], os);
+					else second[r][m] = fmaxf(second[r][m], ob);
+				}
+				if (ob > best[r][m] || (ob == best[r][m] && oi < idx[r][m])) best[r][m] = ob, idx[r][m] = oi;
+			}
+}
+
 // vf_epilogue: g of both rows in gacc[row] (the dilated conv's accumulators, before relu), s of
 // row r at sp + 256r (fp32, after relu). Every stage runs for both rows (and both row halves)
 // before the next, so the mma, shuffle and special-function latencies of one row hide behind
@@ -476,8 +532,10 @@ __device__ __forceinline__ float vf_sigmoid(float x) {
 template <bool WIDE>
 __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[2][4], const float (&g1)[2][4],
                                             const float* sp, const float* qsp, int lane, int classes,
-                                            unsigned char* __restrict__ out, int gy0, const VfGeom& G, VpConf& cf) {
-	// cf: this lane's counters in shared memory (VfSmem::cf), used by the lanes that store labels.
+                                            unsigned char* __restrict__ out, int gy0, const VfGeom& G, bool sample,
+                                            VpConf& cf) {
+	// cf: this lane's counters in shared memory (VfSmem::cf), used by the lanes that store labels,
+	// on the planes sampled for the confidence (sample: warp-uniform).
 	const int g = lane >> 2, q = lane & 3;
 	float gv[2][2][4], sv[2][2][4]; // [row][n half][4]
 #pragma unroll
@@ -566,47 +624,11 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[
 			for (int r = 0; r < 2; ++r) vf_mma(lg[r][nt], af[r], sm.hwl[nt][lane][0], sm.hwl[nt][lane][1]);
 		}
 	}
-	// argmax per voxel over this lane's classes (in increasing order), then over the quad; the
-	// lowest class wins ties. A lane without classes holds (-inf, 255) and never wins: logits
-	// are finite (a NaN one, from a hostile model, would lose every comparison: label 0). The
-	// second-best logit goes along (the confidence's margin): the winner's second or the
-	// loser's best, whichever is larger.
 	float best[2][2], second[2][2];
 	int idx[2][2];
-#pragma unroll
-	for (int r = 0; r < 2; ++r)
-#pragma unroll
-		for (int m = 0; m < 2; ++m) {
-			best[r][m] = second[r][m] = -__builtin_huge_valf(), idx[r][m] = 255;
-#pragma unroll
-			for (int nt = 0; nt < 2; ++nt) {
-				if (nt == 1 && !wide) break;
-#pragma unroll
-				for (int b = 0; b < 2; ++b) {
-					const int k = 8 * nt + 2 * q + b;
-					const float l = lg[r][nt][2 * m + b];
-					if (k < classes) {
-						if (l > best[r][m]) second[r][m] = best[r][m], best[r][m] = l, idx[r][m] = k;
-						else if (l > second[r][m]) second[r][m] = l;
-					}
-				}
-			}
-		}
-#pragma unroll
-	for (int off = 1; off < 4; off <<= 1)
-#pragma unroll
-		for (int r = 0; r < 2; ++r)
-#pragma unroll
-			for (int m = 0; m < 2; ++m) {
-				const float ob = vf_shfl_xor(best[r][m], off);
-				const float os = vf_shfl_xor(second[r][m], off);
-				const int oi = vf_shfl_xor(idx[r][m], off);
-				if (ob > best[r][m] || (ob == best[r][m] && oi < idx[r][m])) {
-					second[r][m] = fmaxf(best[r][m], os), best[r][m] = ob, idx[r][m] = oi;
-				} else {
-					second[r][m] = fmaxf(second[r][m], ob);
-				}
-			}
+	const bool margin = VF_CONF && sample;
+	if (margin) vf_argmax<true>(lg, q, classes, wide, best, second, idx);
+	else vf_argmax<false>(lg, q, classes, wide, best, second, idx);
 	if (q == 0)
 #pragma unroll
 		for (int r = 0; r < 2; ++r)
@@ -616,7 +638,7 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[
 				if (gy < G.ny && gx < G.nx) {
 					const int label = idx[r][m] == 255 ? 0 : idx[r][m];
 					out[(size_t)gy * G.nx + gx] = (unsigned char)label;
-					cf.add(label, best[r][m], second[r][m]);
+					if (margin) cf.add(label, best[r][m], second[r][m]);
 				}
 			}
 }
@@ -884,7 +906,8 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 #else
 			            nullptr,
 #endif
-			            lane, classes, labels + (size_t)(p - 2) * plane, G.y0 + row0, G, sm.cf[row0 / VF_RPW][lane >> 2]);
+			            lane, classes, labels + (size_t)(p - 2) * plane, G.y0 + row0, G, vp_conf_plane(G.z0 + p - 2),
+			            sm.cf[row0 / VF_RPW][lane >> 2]);
 		vf_acc_restart(acc[0][PH], sm.bg, lane);
 		vf_acc_restart(acc[1][PH], sm.bg, lane);
 	}

@@ -147,6 +147,7 @@ func TestConfidenceConstantsMatchSource(t *testing.T) {
 		"VP_CONF_FG": strconv.Itoa(ConfForeground), "VP_CONF_MARGIN": strconv.Itoa(ConfMargin), "VP_CONF_LOW": strconv.Itoa(ConfLow),
 		"VP_CONF_LABELS": strconv.Itoa(ConfLabels), "VP_MAXK": strconv.Itoa(MaxClasses) + " ",
 		"VP_MARGIN_SCALE": strconv.Itoa(MarginScale) + ".f", "VP_MARGIN_CAP": strconv.Itoa(MarginCapUnits) + "u", "VP_LOW_MARGIN": strconv.Itoa(LowMarginUnits) + "u",
+		"VP_CONF_STRIDE": strconv.Itoa(MarginStride),
 	} {
 		if got, ok := defs[name]; !ok || !regexp.MustCompile(`^`+regexp.QuoteMeta(want)).MatchString(got+" ") {
 			t.Errorf("common.cuh: %s is %q, Go has %q", name, got, want)

@@ -9,8 +9,9 @@
 // One thread per voxel of the nzOut output planes, consecutive threads along x (coalesced).
 // s, g: [VP_C][planes][ny][nx] (sPlanes planes each); labels: [nzOut][ny][nx].
 // All weights in constant memory, read with warp-uniform addresses.
-// The foreground's margins (best minus second-best logit) go to conf (common.cuh's VpConf):
-// per thread, then one atomic per warp and counter.
+// The foreground's margins (best minus second-best logit) on the sampled planes (z0 + plane a
+// multiple of VP_CONF_STRIDE, z0 the first output plane's z in the volume) go to conf
+// (common.cuh's VpConf): per thread, then one atomic per warp and counter.
 #include "common.cuh"
 
 __constant__ float c_gate_wx[VP_GATE * VP_C]; // [j][c]
@@ -23,41 +24,36 @@ __constant__ float c_head_w[VP_MAXK * VP_C]; // [k][c]
 __constant__ float c_head_b[VP_MAXK];
 
 // count_labels adds the voxels of each label of labels[0, n) to conf (VP_CONF_LABELS + label):
-// per warp, one ballot a class for 128 labels (32 lanes of 4), counted by lane k for class k,
-// then one atomic a lane. Whole warps loop together (the ballots need every lane).
+// each thread counts a label's bytes in the words it reads (__vcmpeq4, __popc: 8 bits a byte),
+// the warp sums them, lane 0 adds them. The words past n's last byte are read whole: their
+// bytes beyond n are set to 0xff, no class.
 extern "C" __global__ void __launch_bounds__(256)
 count_labels(const unsigned char* __restrict__ labels, unsigned long long* __restrict__ conf, long long n, int classes) {
-	const int lane = threadIdx.x & 31;
 	const long long words = (n + 3) / 4;
-	const long long warp0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-	const long long warps = (long long)gridDim.x * blockDim.x / 32;
-	unsigned long long mine = 0;
-	for (long long base = warp0 * 32; base < words; base += warps * 32) {
-		const long long w = base + lane;
-		unsigned v = 0;
-		int valid = 0; // bytes of the word inside [0, n)
-		if (w < words) {
-			v = __ldg(reinterpret_cast<const unsigned*>(labels) + w);
-			valid = (int)min(4LL, n - 4 * w);
-		}
+	unsigned bits[VP_MAXK]; // 8 a byte of label k
 #pragma unroll
-		for (int b = 0; b < 4; ++b) {
-			const int l = b < valid ? (int)((v >> (8 * b)) & 0xFF) : -1;
+	for (int k = 0; k < VP_MAXK; ++k) bits[k] = 0;
+	for (long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (long long)gridDim.x * blockDim.x) {
+		unsigned v = __ldg(reinterpret_cast<const unsigned*>(labels) + w);
+		const long long valid = n - 4 * w; // bytes of the word inside [0, n)
+		if (valid < 4) v |= 0xffffffffu << (8 * valid);
 #pragma unroll
-			for (int k = 0; k < VP_MAXK; ++k) {
-				if (k < classes) {
-					const unsigned c = __popc(vp_ballot(l == k));
-					if (lane == k) mine += c;
-				}
-			}
-		}
+		for (int k = 0; k < VP_MAXK; ++k)
+			if (k < classes) bits[k] += __popc(vp_vcmpeq4(v, 0x01010101u * (unsigned)k));
 	}
-	if (lane < classes && mine) atomicAdd(conf + VP_CONF_LABELS + lane, mine);
+#pragma unroll
+	for (int k = 0; k < VP_MAXK; ++k) {
+		if (k >= classes) break;
+		unsigned long long c = bits[k] / 8;
+#pragma unroll
+		for (int off = 16; off > 0; off >>= 1) c += vp_shfl_xor_u64(c, off);
+		if ((threadIdx.x & 31) == 0 && c) atomicAdd(conf + VP_CONF_LABELS + k, c);
+	}
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 gate_head(const float* __restrict__ s, const float* __restrict__ g, unsigned char* __restrict__ labels,
-          unsigned long long* __restrict__ conf, int nx, int ny, int nzOut, int sPlanes, int classes) {
+          unsigned long long* __restrict__ conf, int nx, int ny, int z0, int nzOut, int sPlanes, int classes) {
 	const size_t plane = (size_t)nx * ny;
 	const size_t n = (size_t)nzOut * plane;
 	const size_t chan = (size_t)sPlanes * plane;
@@ -103,7 +99,7 @@ gate_head(const float* __restrict__ s, const float* __restrict__ g, unsigned cha
 			}
 		}
 		labels[i] = (unsigned char)label;
-		cf.add(label, best, second);
+		if (vp_conf_plane(z0 + (long long)(i / plane))) cf.add(label, best, second);
 	}
 	vp_conf_flush(conf, cf);
 }

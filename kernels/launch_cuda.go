@@ -160,21 +160,23 @@ func (m *Module) ConvG(st cu.Stream, e, w, b, g cu.DevicePtr, nx, ny, ePlanes, n
 }
 
 // GateHead launches gate_head: labels [nzOut][ny][nx] uint8 from s and g ([Channels][sPlanes][ny][nx]),
-// the foreground's margins added to conf (ConfLen counters, ConfForeground..ConfLow).
-func (m *Module) GateHead(st cu.Stream, s, g, labels, conf cu.DevicePtr, nx, ny, nzOut, sPlanes, classes int32) error {
+// the foreground's margins on the sampled planes (z0, the first output plane's z in the volume,
+// plus its index, a multiple of MarginStride) added to conf (ConfLen counters,
+// ConfForeground..ConfLow).
+func (m *Module) GateHead(st cu.Stream, s, g, labels, conf cu.DevicePtr, nx, ny, z0, nzOut, sPlanes, classes int32) error {
 	const name = "gate_head"
 	if err := checkPtrs(name, s, g, labels, conf); err != nil {
 		return err
 	}
-	if nx < 1 || ny < 1 || nzOut < 1 || sPlanes < nzOut {
-		return fmt.Errorf("kernels: %s: %dx%dx%d voxels in buffers of %d planes", name, nx, ny, nzOut, sPlanes)
+	if nx < 1 || ny < 1 || nzOut < 1 || sPlanes < nzOut || z0 < 0 {
+		return fmt.Errorf("kernels: %s: %dx%dx%d voxels from plane %d in buffers of %d planes", name, nx, ny, nzOut, z0, sPlanes)
 	}
 	if classes < 1 || classes > MaxClasses {
 		return fmt.Errorf("kernels: %s: %d classes (want 1..%d)", name, classes, MaxClasses)
 	}
 	n := int64(nx) * int64(ny) * int64(nzOut)
 	blocks := int(min((n+gateThreads-1)/gateThreads, maxGateBlocks))
-	a := new(args).ptr(s).ptr(g).ptr(labels).ptr(conf).i32(nx).i32(ny).i32(nzOut).i32(sPlanes).i32(classes)
+	a := new(args).ptr(s).ptr(g).ptr(labels).ptr(conf).i32(nx).i32(ny).i32(z0).i32(nzOut).i32(sPlanes).i32(classes)
 	return launch(name, m.gateHead, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
 }
 

@@ -67,6 +67,9 @@ const (
 	MarginScale    = 64    // VP_MARGIN_SCALE: units per logit
 	MarginCapUnits = 65535 // VP_MARGIN_CAP
 	LowMarginUnits = 64    // VP_LOW_MARGIN
+	// MarginStride: the margins are counted on the planes whose z in the volume is a multiple
+	// of it (VP_CONF_STRIDE); the labels on every plane.
+	MarginStride = 8
 
 	// FusedMaxZChunk bounds the planes one block of the fused kernel streams: a lane labels 4
 	// voxels a plane and counts their margins in 32 bits (65536 voxels of at most

@@ -116,8 +116,8 @@ func (e *confEngine) Segment(ctx context.Context, vol *segment.Volume, out []uin
 		for _, l := range out {
 			c.Labels[l]++
 		}
-		c.Foreground = c.Labels[1] + c.Labels[2]
-		c.MarginSum = int64(e.margin*segment.MarginScale) * c.Foreground
+		c.MarginVoxels = c.Labels[1] + c.Labels[2]
+		c.MarginSum = int64(e.margin*segment.MarginScale) * c.MarginVoxels
 	}
 	return nil
 }

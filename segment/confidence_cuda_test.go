@@ -58,7 +58,7 @@ func TestCUDAConfidenceMatchesCPU(t *testing.T) {
 					if err := eng.Segment(context.Background(), vol, out, Options{Slab: c.slab, Confidence: &got}); err != nil {
 						t.Fatal(err)
 					}
-					checkCountsOfMask(t, fmt.Sprintf("run %d", run), got, out, c.m.Classes)
+					checkCountsOfMask(t, fmt.Sprintf("run %d", run), got, out, c.m.Classes, c.vol.NX*c.vol.NY)
 				}
 				diff := 0
 				for i := range out {
@@ -67,15 +67,15 @@ func TestCUDAConfidenceMatchesCPU(t *testing.T) {
 					}
 				}
 				table(t, "confidence "+name, "gpu fg %d margin %.4f low %.4f %%; cpu fg %d margin %.4f low %.4f %%; %d labels differ",
-					got.Foreground, got.MeanMargin(), 100*got.LowFraction(), want.Foreground, want.MeanMargin(), 100*want.LowFraction(), diff)
+					got.MarginVoxels, got.MeanMargin(), 100*got.LowFraction(), want.MarginVoxels, want.MeanMargin(), 100*want.LowFraction(), diff)
 				if got.Voxels != want.Voxels {
 					t.Errorf("voxels %d, cpu %d", got.Voxels, want.Voxels)
 				}
 				relMargin, lowPts, fracPts := 0.02, 0.005, 0.001
 				if precision == PrecisionFP32 {
 					relMargin, lowPts = 0.001, 0.001
-					if d := got.Foreground - want.Foreground; max(d, -d) > int64(diff) {
-						t.Errorf("foreground %d, cpu %d, with %d labels different", got.Foreground, want.Foreground, diff)
+					if d := got.MarginVoxels - want.MarginVoxels; max(d, -d) > int64(diff) {
+						t.Errorf("foreground %d, cpu %d, with %d labels different", got.MarginVoxels, want.MarginVoxels, diff)
 					}
 				}
 				if gm, wm := got.MeanMargin(), want.MeanMargin(); !(math.Abs(gm-wm) <= relMargin*wm) {
@@ -94,26 +94,27 @@ func TestCUDAConfidenceMatchesCPU(t *testing.T) {
 	}
 }
 
-// checkCountsOfMask: c's label counts are the mask's, its foreground their sum beyond label 0.
-func checkCountsOfMask(t *testing.T, what string, c Confidence, mask []uint8, classes int) {
+// checkCountsOfMask: c's label counts are the mask's (planes of plane voxels), its margins'
+// voxels the mask's foreground on the sampled planes (MarginPlane).
+func checkCountsOfMask(t *testing.T, what string, c Confidence, mask []uint8, classes, plane int) {
 	t.Helper()
 	counts := make([]int64, classes)
-	for _, l := range mask {
+	var fg int64
+	for i, l := range mask {
 		counts[l]++
+		if l > 0 && MarginPlane(i/plane) {
+			fg++
+		}
 	}
 	if len(c.Labels) != classes {
 		t.Fatalf("%s: %d label counts for %d classes", what, len(c.Labels), classes)
 	}
-	var fg int64
 	for l := range classes {
 		if c.Labels[l] != counts[l] {
 			t.Errorf("%s: label %d: %d voxels counted, the mask has %d", what, l, c.Labels[l], counts[l])
 		}
-		if l > 0 {
-			fg += counts[l]
-		}
 	}
-	if c.Foreground != fg || c.Voxels != int64(len(mask)) {
-		t.Errorf("%s: foreground %d of %d voxels, the mask has %d of %d", what, c.Foreground, c.Voxels, fg, len(mask))
+	if c.MarginVoxels != fg || c.Voxels != int64(len(mask)) {
+		t.Errorf("%s: foreground %d of %d voxels, the mask has %d of %d", what, c.MarginVoxels, c.Voxels, fg, len(mask))
 	}
 }

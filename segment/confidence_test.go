@@ -4,19 +4,26 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"voxpipe/kernels"
 )
 
 // refConfidence is Confidence computed straight from the float64 reference logits (refLogits),
-// one voxel at a time: label = first argmax, margin = best minus the best of the other classes.
+// one voxel at a time: label = first argmax, margin = best minus the best of the other classes,
+// counted on the planes MarginPlane samples.
 // near counts the voxels whose float64 margin lies within eps of a margin unit's edge or whose
 // label is a near-tie, where float32 rounding may legitimately move a voxel by one unit or class.
 func refConfidence(m *Model, vol *Volume, eps float64) (c Confidence, near int64) {
-	for _, l := range refLogits(m, vol) {
+	c.Labels = make([]int64, m.Classes)
+	for i, l := range refLogits(m, vol) {
 		c.Voxels++
 		best := argmax(l)
+		c.Labels[best]++
+		if !MarginPlane(i / (vol.NX * vol.NY)) {
+			continue
+		}
 		if best == 0 {
 			if len(l) > 1 && l[0]-maxExcept(l, 0) < eps {
 				near++
@@ -24,7 +31,7 @@ func refConfidence(m *Model, vol *Volume, eps float64) (c Confidence, near int64
 			continue
 		}
 		margin := l[best] - maxExcept(l, best)
-		c.Foreground++
+		c.MarginVoxels++
 		u := int64(math.Min(math.Floor(margin*MarginScale), MarginCapUnits))
 		c.MarginSum += u
 		if u < LowMarginUnits {
@@ -57,7 +64,7 @@ func TestCPUConfidenceMatchesReference(t *testing.T) {
 		for vi, dims := range [][3]int{{9, 7, 5}, {17, 13, 11}} {
 			vol := randomVolume(dims[0], dims[1], dims[2], uint64(40+10*mi+vi), vi == 0)
 			want, near := refConfidence(m, vol, eps)
-			if want.Foreground == 0 || want.Foreground == want.Voxels || want.LowMargin == 0 {
+			if want.MarginVoxels == 0 || want.MarginVoxels == want.Voxels || want.LowMargin == 0 {
 				t.Fatalf("model %d volume %v: reference confidence %+v does not exercise foreground, background and low margins", mi, dims, want)
 			}
 			t.Logf("model %d volume %v: reference %+v, %d voxels near an edge", mi, dims, want, near)
@@ -71,8 +78,8 @@ func TestCPUConfidenceMatchesReference(t *testing.T) {
 				if got.Voxels != want.Voxels {
 					t.Errorf("%s: %d voxels, want %d", name, got.Voxels, want.Voxels)
 				}
-				if d := abs64(got.Foreground - want.Foreground); d > near {
-					t.Errorf("%s: foreground %d, reference %d (%d voxels near a tie)", name, got.Foreground, want.Foreground, near)
+				if d := abs64(got.MarginVoxels - want.MarginVoxels); d > near {
+					t.Errorf("%s: foreground %d, reference %d (%d voxels near a tie)", name, got.MarginVoxels, want.MarginVoxels, near)
 				}
 				if d := abs64(got.LowMargin - want.LowMargin); d > near {
 					t.Errorf("%s: low-margin voxels %d, reference %d", name, got.LowMargin, want.LowMargin)
@@ -83,13 +90,18 @@ func TestCPUConfidenceMatchesReference(t *testing.T) {
 					t.Errorf("%s: margin sum %d, reference %d", name, got.MarginSum, want.MarginSum)
 				}
 				var fg int64
-				for _, l := range out {
-					if l > 0 {
+				counts := make([]int64, m.Classes)
+				for i, l := range out {
+					counts[l]++
+					if l > 0 && MarginPlane(i/(dims[0]*dims[1])) {
 						fg++
 					}
 				}
-				if fg != got.Foreground {
-					t.Errorf("%s: %d foreground voxels counted, the mask has %d", name, got.Foreground, fg)
+				if fg != got.MarginVoxels {
+					t.Errorf("%s: %d foreground voxels counted on the sampled planes, the mask has %d", name, got.MarginVoxels, fg)
+				}
+				if !slices.Equal(counts, got.Labels) {
+					t.Errorf("%s: label counts %v, the mask has %v", name, got.Labels, counts)
 				}
 			}
 		}
@@ -113,7 +125,7 @@ func TestMarginUnits(t *testing.T) {
 			t.Errorf("MarginUnits(%v) = %d, want %d", c.m, got, c.want)
 		}
 	}
-	c := Confidence{Voxels: 10, Foreground: 4, MarginSum: 4 * 128, LowMargin: 1}
+	c := Confidence{Voxels: 10, Labels: []int64{6, 3, 1}, MarginVoxels: 4, MarginSum: 4 * 128, LowMargin: 1}
 	if c.MeanMargin() != 2 || c.LowFraction() != 0.25 || c.ForegroundFraction() != 0.4 {
 		t.Errorf("%+v: mean %v, low %v, foreground %v", c, c.MeanMargin(), c.LowFraction(), c.ForegroundFraction())
 	}

@@ -345,7 +345,7 @@ func (e *CPUEngine) slab(ctx context.Context, vol *Volume, z0, z1 int, out []uin
 			nb := b / block
 			e.convChunks(ws.g[b:], nx, ebuf, offs, e.wg3[nb*nw:(nb+1)*nw], (*[block]float32)(e.bg3[b:]))
 		}
-		e.gateHeadRow(out[(zi*ny+y)*nx:(zi*ny+y+1)*nx], ws)
+		e.gateHeadRow(out[(zi*ny+y)*nx:(zi*ny+y+1)*nx], ws, MarginPlane(z))
 	})
 }
 
@@ -432,9 +432,9 @@ func sigmoid(v float32) float32 {
 }
 
 // gateHeadRow finishes a row from s and g: q = relu(wx(s) + wg(g)), a = sigmoid(psi(q)),
-// f = a*s + g, logits = head(f), label = first argmax; the foreground's margins go to the
-// worker's Confidence.
-func (e *CPUEngine) gateHeadRow(out []uint8, ws *workerScratch) {
+// f = a*s + g, logits = head(f), label = first argmax; the labels, and on a sampled plane
+// (MarginPlane) the foreground's margins, go to the worker's Confidence.
+func (e *CPUEngine) gateHeadRow(out []uint8, ws *workerScratch, sampled bool) {
 	m := e.m
 	c, cp := e.c, e.cp
 	f := ws.f[:c]
@@ -468,9 +468,9 @@ func (e *CPUEngine) gateHeadRow(out []uint8, ws *workerScratch) {
 		}
 		out[x] = uint8(label)
 		conf.Labels[label]++
-		if label > 0 {
+		if sampled && label > 0 {
 			u := MarginUnits(best - second)
-			conf.Foreground++
+			conf.MarginVoxels++
 			conf.MarginSum += u
 			if u < LowMarginUnits {
 				conf.LowMargin++

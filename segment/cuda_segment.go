@@ -134,7 +134,7 @@ func (e *cudaEngine) readConfidence(c *Confidence, voxels int64) error {
 		return e.fail(fmt.Errorf("read confidence: %w", err))
 	}
 	*c = Confidence{Voxels: voxels, Labels: make([]int64, e.weights.Classes),
-		Foreground: int64(raw[kernels.ConfForeground]), MarginSum: int64(raw[kernels.ConfMargin]), LowMargin: int64(raw[kernels.ConfLow])}
+		MarginVoxels: int64(raw[kernels.ConfForeground]), MarginSum: int64(raw[kernels.ConfMargin]), LowMargin: int64(raw[kernels.ConfLow])}
 	for l := range c.Labels {
 		c.Labels[l] = int64(raw[kernels.ConfLabels+l])
 	}

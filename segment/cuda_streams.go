@@ -209,7 +209,7 @@ func (e *cudaEngine) launchFP32(j *slabJob) error {
 	if err := e.step(j, "record", j.ev.cg.Record(j.compute)); err != nil {
 		return err
 	}
-	if err := e.step(j, "gate_head", e.mod.GateHead(j.compute, b.featS.ptr(), b.featG.ptr(), j.lab.ptr(), b.conf.ptr(), nx, ny, nzOut, slab, w.Classes)); err != nil {
+	if err := e.step(j, "gate_head", e.mod.GateHead(j.compute, b.featS.ptr(), b.featG.ptr(), j.lab.ptr(), b.conf.ptr(), nx, ny, int32(j.p.z0), nzOut, slab, w.Classes)); err != nil {
 		return err
 	}
 	return e.countLabels(j)

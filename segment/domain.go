@@ -224,7 +224,7 @@ func checkConfidence(c Confidence, k *ConfidenceDomain, add func(DomainLevel, st
 	if len(out) > 0 {
 		add(DomainOutOfDomain, "labels in proportions unlike training: %s", strings.Join(out, ", "))
 	}
-	if c.Foreground == 0 {
+	if c.MarginVoxels == 0 {
 		return
 	}
 	switch m := c.MeanMargin(); {
@@ -250,7 +250,7 @@ func (in DomainInput) Evidence(card *Card) string {
 		parts = append(parts, fmt.Sprintf("excess %.2f %%", 100*HistogramExcess(in.Histogram, card.Domain.HistogramMax)))
 	}
 	if c := in.Confidence; c != nil && c.Voxels > 0 {
-		if c.Foreground > 0 {
+		if c.MarginVoxels > 0 {
 			parts = append(parts, fmt.Sprintf("margin %.2f", c.MeanMargin()), fmt.Sprintf("low %.2f %%", 100*c.LowFraction()))
 		}
 		fr := make([]string, len(c.Labels))

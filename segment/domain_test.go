@@ -75,10 +75,10 @@ func TestCheckDomain(t *testing.T) {
 		for l, n := range labels {
 			c.Voxels += n
 			if l > 0 {
-				c.Foreground += n
+				c.MarginVoxels += n
 			}
 		}
-		c.MarginSum, c.LowMargin = c.Foreground*9*MarginScale, c.Foreground/100
+		c.MarginSum, c.LowMargin = c.MarginVoxels*9*MarginScale, c.MarginVoxels/100
 		return c
 	}
 	inConf := conf(700, 280, 15, 5)
@@ -112,13 +112,13 @@ func TestCheckDomain(t *testing.T) {
 		}, DomainOutOfDomain, "4.0 % of the voxels at normalised intensities more common than in any training volume (> 3.0 %)"},
 		{"less sure", func(in *DomainInput) {
 			c := conf(700, 280, 15, 5)
-			c.MarginSum = c.Foreground * 2 * MarginScale
+			c.MarginSum = c.MarginVoxels * 2 * MarginScale
 			in.Confidence = c
 		},
 			DomainOutOfDomain, "model less sure than in training: mean foreground margin 2.00 logits < 4.50"},
 		{"surer", func(in *DomainInput) {
 			c := conf(700, 280, 15, 5)
-			c.MarginSum = c.Foreground * 12 * MarginScale
+			c.MarginSum = c.MarginVoxels * 12 * MarginScale
 			in.Confidence = c
 		},
 			DomainOutOfDomain, "model surer than in training: mean foreground margin 12.00 logits > 11.00"},

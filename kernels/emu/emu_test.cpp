@@ -142,16 +142,17 @@ Confidence fromCounters(const std::vector<unsigned long long>& c, int K) {
 }
 
 // checkLabelCounts: the label counters hold exactly the labels' histogram, and the foreground
-// counter its voxels beyond label 0.
-void checkLabelCounts(const char* what, const Confidence& c, const std::vector<unsigned char>& labels, int K) {
+// counter the voxels beyond label 0 of the sampled planes (VP_CONF_STRIDE; planes of plane voxels).
+void checkLabelCounts(const char* what, const Confidence& c, const std::vector<unsigned char>& labels, int K, size_t plane) {
 	std::vector<unsigned long long> want(K, 0);
-	for (unsigned char l : labels)
-		if (l < K) ++want[l];
 	unsigned long long fg = 0;
-	for (int k = 0; k < K; ++k) {
-		CHECK(c.labels[k] == want[k], "%s: count_labels: class %d: %llu voxels, the labels have %llu", what, k, c.labels[k], want[k]);
-		if (k > 0) fg += want[k];
+	for (size_t i = 0; i < labels.size(); ++i) {
+		const unsigned char l = labels[i];
+		if (l < K) ++want[l];
+		if (l > 0 && l < K && vp_conf_plane((long long)(i / plane))) ++fg;
 	}
+	for (int k = 0; k < K; ++k)
+		CHECK(c.labels[k] == want[k], "%s: count_labels: class %d: %llu voxels, the labels have %llu", what, k, c.labels[k], want[k]);
 	CHECK(c.fg == fg, "%s: %llu foreground voxels counted by the head, the labels have %llu", what, c.fg, fg);
 }
 
@@ -292,7 +293,7 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 		const size_t nv = size_t(nzOut) * plane;
 		// A grid of at most 3 blocks: threads label several voxels each (the grid-stride loop).
 		emu_launch(&gate_head, dim3(unsigned(std::min<size_t>(3, (nv + 255) / 256))), dim3(256), (const float*)sb.data(), (const float*)gb.data(),
-		           lab.data(), cf32.data(), nx, ny, nzOut, S, m.K);
+		           lab.data(), cf32.data(), nx, ny, z0, nzOut, S, m.K);
 		std::memcpy(out.data() + size_t(z0) * plane, lab.data(), nv);
 		for (size_t i = nv; i < lab.size(); ++i) CHECK(lab[i] == 0xEE, "label written past the slab at %zu", i);
 		countLabels(lab.data(), nv, m.K, cf32);
@@ -330,7 +331,7 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 		const double mg = l[best] - second, u = mg * VP_MARGIN_SCALE;
 		if (u - std::floor(u) < 1e-4 * VP_MARGIN_SCALE || std::ceil(u) - u < 1e-4 * VP_MARGIN_SCALE) ++nearEdge;
 		if (std::fabs(mg - 1) < 1e-4) ++nearLow;
-		if (best > 0) {
+		if (best > 0 && vp_conf_plane(z)) {
 			const unsigned long long units = (unsigned long long)std::min(std::floor(u), double(VP_MARGIN_CAP));
 			++ref.fg, ref.margin += units, ref.low += units < VP_LOW_MARGIN;
 		}
@@ -349,7 +350,7 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 	// float64 reference's up to voxels within rounding of a unit's edge, of 1 logit or of a tie
 	// (one unit, or one low margin, each).
 	const Confidence c32 = fromCounters(cf32, m.K);
-	checkLabelCounts("float32", c32, std::vector<unsigned char>(out.begin(), out.end()), m.K);
+	checkLabelCounts("float32", c32, std::vector<unsigned char>(out.begin(), out.end()), m.K, plane);
 	auto diff = [](unsigned long long a, unsigned long long b) { return a > b ? a - b : b - a; };
 	CHECK(diff(c32.fg, ref.fg) <= size_t(labelMismatch + nearTies), "float32 confidence: %llu foreground voxels, reference %llu", c32.fg, ref.fg);
 	const size_t ties = size_t(labelMismatch + nearTies); // a label that flips has a margin near 0
@@ -411,7 +412,7 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 		// float64 reference's: the mean within 2 % (and 1/16 logit), the low-margin voxels within
 		// 1 % of the foreground (and 2 voxels).
 		const Confidence cf = fromCounters(firstConf, m.K);
-		checkLabelCounts("fused", cf, first, m.K);
+		checkLabelCounts("fused", cf, first, m.K, plane);
 		if (cf.fg > 0 && ref.fg > 0) {
 			const double mf = double(cf.margin) / cf.fg, mr = double(ref.margin) / ref.fg;
 			CHECK(std::fabs(mf - mr) <= std::max(0.02 * mr, VP_MARGIN_SCALE / 16.0), "fused: mean margin %.1f units, float64 reference %.1f", mf, mr);
