@@ -20,8 +20,8 @@
 #define VP_TZ 4
 #define VP_THREADS (VP_TX * VP_TY)
 
-// The model's confidence over a volume (segment.Confidence), accumulated by the head kernels
-// (gate_head, the fused kernels' epilogue) and count_labels into a buffer of VP_CONF_LEN
+// The model's confidence over a volume (segment.Confidence), accumulated by gate_head and
+// count_confidence (from the fused kernels' labels and logits) into a buffer of VP_CONF_LEN
 // unsigned 64-bit counters: foreground voxels (label > 0), the sum of their top-two logit
 // margins in whole units of 1/VP_MARGIN_SCALE logit (rounded down, each capped at
 // VP_MARGIN_CAP), the foreground voxels whose margin is below VP_LOW_MARGIN units, and the
@@ -39,8 +39,17 @@
 // of a volume's foreground estimates its mean margin as well as the whole, and the fused
 // kernel's epilogue, on its slowest warps' critical path, pays for the margin on those planes
 // only.
+#ifndef VP_CONF_STRIDE
 #define VP_CONF_STRIDE 8
+#endif
 __device__ __forceinline__ bool vp_conf_plane(long long z) { return z % VP_CONF_STRIDE == 0; }
+// vp_margin_index: a sampled plane z's index among the sampled planes of a slab starting at z0
+// (the fused kernel's margins buffer).
+__device__ __forceinline__ int vp_margin_index(int z0, int z) { return z / VP_CONF_STRIDE - (z0 + VP_CONF_STRIDE - 1) / VP_CONF_STRIDE; }
+// vp_margin_planes: the sampled planes among z0..z0+n-1.
+__device__ __forceinline__ int vp_margin_planes(int z0, int n) {
+	return (z0 + n + VP_CONF_STRIDE - 1) / VP_CONF_STRIDE - (z0 + VP_CONF_STRIDE - 1) / VP_CONF_STRIDE;
+}
 
 // Warp-wide operations of the confidence reductions (kernels/emu emulates them on the host).
 __device__ __forceinline__ unsigned long long vp_shfl_xor_u64(unsigned long long v, int m) {
@@ -61,6 +70,19 @@ __device__ __forceinline__ unsigned vp_vcmpeq4(unsigned a, unsigned b) {
 	for (int i = 0; i < 32; i += 8)
 		if (((a >> i) & 0xffu) == ((b >> i) & 0xffu)) r |= 0xffu << i;
 	return r;
+#endif
+}
+
+// vp_half_float: the float of fp16 bits.
+__device__ __forceinline__ float vp_half_float(unsigned short h) {
+#if defined(__CUDA_ARCH__)
+	float r;
+	asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"(h));
+	return r;
+#elif defined(VOXPIPE_EMU)
+	return emu_half_float(h);
+#else
+	return 0.f;
 #endif
 }
 

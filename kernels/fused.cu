@@ -11,8 +11,8 @@
 //   f     = a*s + g                                   fp32
 //   logit = head.f + bh                               f and head as fp16, fp32 sums
 //   label = argmax (lowest class on ties), uint8
-//   conf  += the foreground's top-two margin on the sampled planes (common.cuh's VpConf,
-//            VP_CONF_STRIDE), per lane, then per warp
+//   logits as fp16, on the planes sampled for the confidence (VP_CONF_STRIDE) only:
+//            count_confidence counts their top-two margins
 //
 // Work split. A block owns a VF_TX x VF_ROWS tile of output voxels in x-y and a chunk of zChunk
 // output planes of the slab, and streams along z one e plane per step. Conv warp c < VF_CW
@@ -127,11 +127,14 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #ifndef VF_LOADS_FIRST
 #define VF_LOADS_FIRST 1
 #endif
-// VF_CONF: the epilogue keeps the second-best logit and counts the confidence (VpConf); 0 builds
-// the kernel without it, to time what it costs (a variant of gpu-build.sh).
+// VF_CONF: the epilogue stores the logits of the planes sampled for the confidence; 0 builds the
+// kernel without it, to time what it costs (a variant of gpu-build.sh).
 #ifndef VF_CONF
 #define VF_CONF 1
 #endif
+// VF_LOGIT_WORDS: fp16 pairs of logits stored per voxel of a sampled plane: 8 classes' worth
+// (4 lanes of 2), 16 in the _k16 build (kernels.FusedLogitWords; count_confidence's words).
+#define VF_LOGIT_WORDS(WIDE) ((WIDE) ? 8 : 4)
 #define VF_NB 2 // buffers of e planes, s and qs: the one a step reads, the one it makes
 // The x ring: slab-relative plane o0-3+k in slot k % VF_XSLOTS; step t loads the plane that conv1
 // first reads in step t + 1.
@@ -160,10 +163,6 @@ struct VfSmem {
 	// The convs' weights as fp16 [conv][tap][n = co][k = ci], the two 8-element halves of a row
 	// swapped when bit 2 of n is set, so the 8 rows of an ldmatrix phase hit distinct banks.
 	__align__(16) unsigned short wsm[2][27][16][16];
-	// The confidence of the voxels each dilated-conv warp's lane 4g labels (the lanes that store
-	// labels): [warp][g]. In shared memory rather than registers, which the step loop has none
-	// to spare for (ptxas spilled more).
-	VpConf cf[VF_CW][8];
 };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 static_assert(sizeof(VfSmem) <= VF_SMEM_BYTES, "fused kernel: VfSmem outgrew what sm_80-89 allow per block");
@@ -475,21 +474,27 @@ __device__ __forceinline__ float vf_sigmoid(float x) {
 #endif
 }
 
+// vf_logit_plane: where the logits of output plane o (slab-relative) go, or nullptr when its z
+// in the volume is not sampled for the confidence: the slab's sampled planes in order, from the
+// first multiple of VP_CONF_STRIDE at or after G.z0 (common.cuh's vp_margin_index), each
+// [ny][nx][VF_LOGIT_WORDS] fp16 pairs.
+template <bool WIDE>
+__device__ __forceinline__ unsigned* vf_logit_plane(unsigned* __restrict__ logits, const VfGeom& G, int o, size_t plane) {
+	const int z = G.z0 + o;
+	return vp_conf_plane(z) ? logits + (size_t)vp_margin_index(G.z0, z) * plane * VF_LOGIT_WORDS(WIDE) : nullptr;
+}
+
 // vf_argmax: the label of each of the lane's voxels (rows r, columns m) from its logits lg: the
 // argmax over this lane's classes (in increasing order), then over the quad; the lowest class
 // wins ties. A lane without classes holds (-inf, 255) and never wins: logits are finite (a NaN
-// one, from a hostile model, would lose every comparison: label 0). With MARGIN the second-best
-// logit goes along (the confidence's margin): the winner's second or the loser's best,
-// whichever is larger; without it, second is left unset.
-template <bool MARGIN>
+// one, from a hostile model, would lose every comparison: label 0).
 __device__ __forceinline__ void vf_argmax(const float (&lg)[2][2][4], int q, int classes, bool wide, float (&best)[2][2],
-                                          float (&second)[2][2], int (&idx)[2][2]) {
+                                          int (&idx)[2][2]) {
 #pragma unroll
 	for (int r = 0; r < 2; ++r)
 #pragma unroll
 		for (int m = 0; m < 2; ++m) {
 			best[r][m] = -__builtin_huge_valf(), idx[r][m] = 255;
-			if (MARGIN) second[r][m] = -__builtin_huge_valf();
 #pragma unroll
 			for (int nt = 0; nt < 2; ++nt) {
 				if (nt == 1 && !wide) break;
@@ -497,14 +502,7 @@ __device__ __forceinline__ void vf_argmax(const float (&lg)[2][2][4], int q, int
 				for (int b = 0; b < 2; ++b) {
 					const int k = 8 * nt + 2 * q + b;
 					const float l = lg[r][nt][2 * m + b];
-					if (k < classes) {
-						if (l > best[r][m]) {
-							if (MARGIN) second[r][m] = best[r][m];
-							best[r][m] = l, idx[r][m] = k;
-						} else if (MARGIN && l > second[r][m]) {
-							second[r][m] = l;
-						}
-					}
+					if (k < classes && l > best[r][m]) best[r][m] = l, idx[r][m] = k;
 				}
 			}
 		}
@@ -516,11 +514,6 @@ __device__ __forceinline__ void vf_argmax(const float (&lg)[2][2][4], int q, int
 			for (int m = 0; m < 2; ++m) {
 				const float ob = vf_shfl_xor(best[r][m], off);
 				const int oi = vf_shfl_xor(idx[r][m], off);
-				if (MARGIN) {
-					const float os = vf_shfl_xor(second[r][m], off);
-					if (ob > best[r][m] || (ob == best[r][m] && oi < idx[r][m])) second[r][m] = fmaxf(best[r][m], os);
-					else second[r][m] = fmaxf(second[r][m], ob);
-				}
 				if (ob > best[r][m] || (ob == best[r][m] && oi < idx[r][m])) best[r][m] = ob, idx[r][m] = oi;
 			}
 }
@@ -532,10 +525,10 @@ __device__ __forceinline__ void vf_argmax(const float (&lg)[2][2][4], int q, int
 template <bool WIDE>
 __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[2][4], const float (&g1)[2][4],
                                             const float* sp, const float* qsp, int lane, int classes,
-                                            unsigned char* __restrict__ out, int gy0, const VfGeom& G, bool sample,
-                                            VpConf& cf) {
-	// cf: this lane's counters in shared memory (VfSmem::cf), used by the lanes that store labels,
-	// on the planes sampled for the confidence (sample: warp-uniform).
+                                            unsigned char* __restrict__ out, unsigned* __restrict__ lout, int gy0,
+                                            const VfGeom& G) {
+	// lout: the plane's logits (vf_logit_plane) when it is sampled for the confidence, else
+	// nullptr (warp-uniform).
 	const int g = lane >> 2, q = lane & 3;
 	float gv[2][2][4], sv[2][2][4]; // [row][n half][4]
 #pragma unroll
@@ -624,22 +617,31 @@ __device__ __forceinline__ void vf_epilogue(const VfSmem& sm, const float (&g0)[
 			for (int r = 0; r < 2; ++r) vf_mma(lg[r][nt], af[r], sm.hwl[nt][lane][0], sm.hwl[nt][lane][1]);
 		}
 	}
-	float best[2][2], second[2][2];
+	float best[2][2];
 	int idx[2][2];
-	const bool margin = VF_CONF && sample;
-	if (margin) vf_argmax<true>(lg, q, classes, wide, best, second, idx);
-	else vf_argmax<false>(lg, q, classes, wide, best, second, idx);
-	if (q == 0)
+	vf_argmax(lg, q, classes, wide, best, idx);
+	// A sampled plane's logits, as they are: each lane its two classes of each of its voxels, as
+	// fp16 pairs (count_confidence finds the margin from them). Stores only: the epilogue of
+	// every plane keeps its registers and instructions.
+	if (VF_CONF && lout != nullptr)
 #pragma unroll
 		for (int r = 0; r < 2; ++r)
 #pragma unroll
 			for (int m = 0; m < 2; ++m) {
 				const int gx = G.x0 + g + 8 * m, gy = gy0 + r;
 				if (gy < G.ny && gx < G.nx) {
-					const int label = idx[r][m] == 255 ? 0 : idx[r][m];
-					out[(size_t)gy * G.nx + gx] = (unsigned char)label;
-					if (margin) cf.add(label, best[r][m], second[r][m]);
+					unsigned* v = lout + ((size_t)gy * G.nx + gx) * VF_LOGIT_WORDS(WIDE);
+					v[q] = vf_pack(lg[r][0][2 * m], lg[r][0][2 * m + 1]);
+					if (WIDE) v[4 + q] = vf_pack(lg[r][1][2 * m], lg[r][1][2 * m + 1]);
 				}
+			}
+	if (q == 0)
+#pragma unroll
+		for (int r = 0; r < 2; ++r)
+#pragma unroll
+			for (int m = 0; m < 2; ++m) {
+				const int gx = G.x0 + g + 8 * m, gy = gy0 + r;
+				if (gy < G.ny && gx < G.nx) out[(size_t)gy * G.nx + gx] = (unsigned char)(idx[r][m] == 255 ? 0 : idx[r][m]);
 			}
 }
 
@@ -881,12 +883,13 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 	int classes;
 	unsigned char* __restrict__ labels;
+	unsigned* __restrict__ logits; // the sampled planes' logits (vf_logit_plane)
 	size_t plane;
 	float acc[2][5][2][4];
 
 	__device__ __forceinline__ VfConvGWarp(const VfWarp<T>& w, int classes, unsigned char* __restrict__ labels,
-	                                       size_t plane)
-	    : VfWarp<T>(w), classes(classes), labels(labels), plane(plane) {
+	                                       unsigned* __restrict__ logits, size_t plane)
+	    : VfWarp<T>(w), classes(classes), labels(labels), logits(logits), plane(plane) {
 		vf_conv_offsets<2>(this->off, this->row0, this->lane);
 		vf_acc_bias(acc, this->sm.bg, this->lane);
 	}
@@ -906,8 +909,8 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 #else
 			            nullptr,
 #endif
-			            lane, classes, labels + (size_t)(p - 2) * plane, G.y0 + row0, G, vp_conf_plane(G.z0 + p - 2),
-			            sm.cf[row0 / VF_RPW][lane >> 2]);
+			            lane, classes, labels + (size_t)(p - 2) * plane, vf_logit_plane<WIDE>(logits, G, p - 2, plane),
+			            G.y0 + row0, G);
 		vf_acc_restart(acc[0][PH], sm.bg, lane);
 		vf_acc_restart(acc[1][PH], sm.bg, lane);
 	}
@@ -929,7 +932,7 @@ template <int NP, class W> __device__ __forceinline__ void vf_steps(W& w, int st
 // fused_tile: output planes o0..o1-1 of one x-y tile (G) of the slab.
 template <typename T, bool WIDE>
 __device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in, unsigned char* __restrict__ labels,
-                                           unsigned long long* __restrict__ conf, const VfGeom& G, int o0, int o1,
+                                           unsigned* __restrict__ logits, const VfGeom& G, int o0, int o1,
                                            int classes, int tid, int lane, int warp) {
 	const int steps = o1 - o0 + 4;
 	const bool isConv2 = warp < VF_CW;
@@ -956,11 +959,8 @@ __device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in,
 		VfConv2Warp<T> W(base, cp, cw);
 		vf_steps<3>(W, steps);
 	} else {
-		VfConvGWarp<T, WIDE> W(base, classes, labels, plane);
+		VfConvGWarp<T, WIDE> W(base, classes, labels, logits, plane);
 		vf_steps<5>(W, steps);
-		// A lane labels at most 4 voxels a plane: 4*zChunk (Fused bounds zChunk). Each lane
-		// reads back only its own counters: no other lane wrote them.
-		vp_conf_flush(conf, (lane & 3) == 0 ? sm.cf[cw][lane >> 2] : VpConf{0u, 0u, 0u});
 	}
 }
 
@@ -968,7 +968,7 @@ __device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in,
 // the x-y tile, blockIdx.z the z chunk.
 template <typename T, bool WIDE>
 __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned char* __restrict__ labels,
-                                               unsigned long long* __restrict__ conf, const float* __restrict__ w, int nx,
+                                               unsigned* __restrict__ logits, const float* __restrict__ w, int nx,
                                                int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift,
                                                int classes) {
 #if defined(__CUDA_ARCH__)
@@ -994,20 +994,19 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 		h.y = (unsigned)vf_half(v.z) | (unsigned)vf_half(v.w) << 16;
 		*reinterpret_cast<uint2*>(&sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)]) = h;
 	}
-	for (int i = tid; i < VF_CW * 8; i += VF_THREADS) (&sm.cf[0][0])[i] = VpConf{0u, 0u, 0u};
 	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
-	fused_tile<T, WIDE>(sm, in, labels, conf, G, o0, o1, classes, tid, lane, warp);
+	fused_tile<T, WIDE>(sm, in, labels, logits, G, o0, o1, classes, tid, lane, warp);
 }
 
 // The kernels: int16 or float32 input; models of at most 8 classes (one n8 tile of logits: the
-// common case, no code or registers for a second tile) or of up to 16 (_k16). conf receives the
-// foreground's margins (common.cuh's VP_CONF_*).
+// common case, no code or registers for a second tile) or of up to 16 (_k16). logits receives the
+// sampled planes' logits (vf_logit_plane), from which count_confidence counts the margins.
 #define VF_KERNEL(name, T, WIDE)                                                                                       \
 	extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)                                                        \
-	name(const T* __restrict__ in, unsigned char* __restrict__ labels, unsigned long long* __restrict__ conf,        \
+	name(const T* __restrict__ in, unsigned char* __restrict__ labels, unsigned* __restrict__ logits,               \
 	     const float* __restrict__ w, int nx, int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, \
 	     int classes) {                                                                                                \
-		fused_body<T, WIDE>(in, labels, conf, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);             \
+		fused_body<T, WIDE>(in, labels, logits, w, nx, ny, nz, z0, nzOut, zChunk, scale, shift, classes);           \
 	}
 VF_KERNEL(fused_i16, short, false)
 VF_KERNEL(fused_f32, float, false)

@@ -65,15 +65,36 @@ func PackFused(w *Weights) []float32 {
 // FusedZChunk is how many output planes of an nzOut-plane slab one block of the fused kernel
 // (rows tile rows) streams through: the whole slab when its x-y tiles alone give every
 // multiprocessor at least two blocks, else thinner chunks (each costs 4 extra e planes) down to 8
-// planes; never more than FusedMaxZChunk.
+// planes.
 func FusedZChunk(nx, ny, nzOut, rows, multiprocessors int32) int32 {
 	tiles := int64(ceilDiv(nx, FusedTileX)) * int64(ceilDiv(ny, rows))
 	want := 2 * int64(max(multiprocessors, 1))
 	if tiles >= want || nzOut <= 8 {
-		return min(max(nzOut, 1), FusedMaxZChunk)
+		return max(nzOut, 1)
 	}
 	chunks := (want + tiles - 1) / tiles
-	return min(max(8, int32((int64(nzOut)+chunks-1)/chunks)), FusedMaxZChunk)
+	return max(8, int32((int64(nzOut)+chunks-1)/chunks))
 }
 
 func ceilDiv(a, b int32) int { return int((int64(a) + int64(b) - 1) / int64(b)) }
+
+// MarginPlanes is the number of planes among z0..z0+n-1 whose margins are counted (MarginStride).
+func MarginPlanes(z0, n int64) int64 {
+	return (z0+n+MarginStride-1)/MarginStride - (z0+MarginStride-1)/MarginStride
+}
+
+// FusedLogitWords is the number of fp16 pairs the fused kernel stores per voxel of a sampled
+// plane (fused.cu's VF_LOGIT_WORDS): 8 classes' worth, 16 in the _k16 build for models of more
+// than FusedNarrowClasses.
+func FusedLogitWords(classes int32) int32 {
+	if classes > FusedNarrowClasses {
+		return 8
+	}
+	return 4
+}
+
+// FusedLogitBytes is the size of the fused kernel's logits buffer for a slab of at most slab
+// planes of plane voxels: MarginPlanes of a slab starting anywhere, FusedLogitWords each.
+func FusedLogitBytes(slab, plane int64, classes int32) int64 {
+	return (slab + MarginStride - 1) / MarginStride * plane * 4 * int64(FusedLogitWords(classes))
+}

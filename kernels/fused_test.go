@@ -113,15 +113,14 @@ func TestFusedZChunk(t *testing.T) {
 	cases := []struct {
 		nx, ny, nz, sms, want int32
 	}{
-		{512, 512, 64, 132, 64},                  // 4096 tiles: whole slabs
-		{512, 512, 1, 132, 1},                    // a 1-plane slab
-		{37, 53, 29, 132, 8},                     // 12 tiles (16-row tiles): chunks of at least 8 planes
-		{37, 53, 200, 132, 10},                   // 12 tiles, 22 chunks for 264 blocks
-		{16, 4, 5, 132, 5},                       // thinner than 8: one chunk
-		{64, 64, 100, 0, 100},                    // unknown SM count: 1; 256 tiles suffice
-		{1, 1, 1000, 132, 8},                     // one tile: as thin as allowed
-		{1, 1, 1 << 20, 4, FusedMaxZChunk},       // at most FusedMaxZChunk (a lane's 32-bit margin sum): 64 chunks, within the grid's z limit
-		{4096, 4096, 40000, 132, FusedMaxZChunk}, // whole slabs would be thicker
+		{512, 512, 64, 132, 64},     // 4096 tiles: whole slabs
+		{512, 512, 1, 132, 1},       // a 1-plane slab
+		{37, 53, 29, 132, 8},        // 12 tiles (16-row tiles): chunks of at least 8 planes
+		{37, 53, 200, 132, 10},      // 12 tiles, 22 chunks for 264 blocks
+		{16, 4, 5, 132, 5},          // thinner than 8: one chunk
+		{64, 64, 100, 0, 100},       // unknown SM count: 1; 256 tiles suffice
+		{1, 1, 1000, 132, 8},        // one tile: as thin as allowed
+		{1, 1, 1 << 20, 4, 1 << 17}, // chunk count stays within the grid's z limit
 	}
 	for _, c := range cases {
 		if got := FusedZChunk(c.nx, c.ny, c.nz, FusedRowsSM90, c.sms); got != c.want {

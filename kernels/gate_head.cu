@@ -23,19 +23,27 @@ __constant__ float c_gate_psib[1];
 __constant__ float c_head_w[VP_MAXK * VP_C]; // [k][c]
 __constant__ float c_head_b[VP_MAXK];
 
-// count_labels adds the voxels of each label of labels[0, n) to conf (VP_CONF_LABELS + label):
-// each thread counts a label's bytes in the words it reads (__vcmpeq4, __popc: 8 bits a byte),
-// the warp sums them, lane 0 adds them. The words past n's last byte are read whole: their
-// bytes beyond n are set to 0xff, no class.
+// count_confidence adds a slab's confidence to conf: the voxels of each label of its nzOut
+// planes of labels (VP_CONF_LABELS + label) and, when logits is not null (the fused kernel's),
+// the foreground's margins on its sampled planes (VP_CONF_FG, _MARGIN, _LOW): logits holds
+// those planes in order (vp_margin_index), each voxel's logits as fp16 pairs, words of them;
+// the margin is the labelled class's logit minus the best of the others. z0 is the slab's first
+// plane in the volume.
+// Labels: each thread counts a label's bytes in the words it reads (__vcmpeq4, __popc: 8 bits a
+// byte), the warp sums them, lane 0 adds them; the bytes of the last word beyond the slab are set
+// to 0xff, no class (the label buffers have guard bytes after them). Margins: per thread, then
+// one atomic per warp and counter (vp_conf_flush).
 extern "C" __global__ void __launch_bounds__(256)
-count_labels(const unsigned char* __restrict__ labels, unsigned long long* __restrict__ conf, long long n, int classes) {
-	const long long words = (n + 3) / 4;
+count_confidence(const unsigned char* __restrict__ labels, const unsigned* __restrict__ logits, int words,
+                 unsigned long long* __restrict__ conf, long long plane, int z0, int nzOut, int classes) {
+	const long long n = plane * nzOut, nw = (n + 3) / 4;
+	const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
 	unsigned bits[VP_MAXK]; // 8 a byte of label k
 #pragma unroll
 	for (int k = 0; k < VP_MAXK; ++k) bits[k] = 0;
-	for (long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x; w < words; w += (long long)gridDim.x * blockDim.x) {
+	for (long long w = first; w < nw; w += stride) {
 		unsigned v = __ldg(reinterpret_cast<const unsigned*>(labels) + w);
-		const long long valid = n - 4 * w; // bytes of the word inside [0, n)
+		const long long valid = n - 4 * w; // bytes of the word inside the slab
 		if (valid < 4) v |= 0xffffffffu << (8 * valid);
 #pragma unroll
 		for (int k = 0; k < VP_MAXK; ++k)
@@ -49,6 +57,25 @@ count_labels(const unsigned char* __restrict__ labels, unsigned long long* __res
 		for (int off = 16; off > 0; off >>= 1) c += vp_shfl_xor_u64(c, off);
 		if ((threadIdx.x & 31) == 0 && c) atomicAdd(conf + VP_CONF_LABELS + k, c);
 	}
+	if (logits == nullptr) return;
+	const int zs = (z0 + VP_CONF_STRIDE - 1) / VP_CONF_STRIDE * VP_CONF_STRIDE; // the first sampled plane
+	const long long m = (long long)vp_margin_planes(z0, nzOut) * plane;
+	VpConf cf{0u, 0u, 0u};
+	for (long long j = first; j < m; j += stride) {
+		const long long sp = j / plane, i = j - sp * plane;
+		const int label = __ldg(labels + (zs - z0 + sp * VP_CONF_STRIDE) * plane + i);
+		if (label <= 0 || label >= classes) continue;
+		const unsigned* lw = logits + j * words;
+		float best = 0.f, second = -__builtin_huge_valf();
+		for (int k = 0; k < classes; ++k) {
+			const unsigned p = __ldg(lw + k / 2);
+			const float l = vp_half_float((unsigned short)(k & 1 ? p >> 16 : p & 0xffffu));
+			if (k == label) best = l;
+			else second = fmaxf(second, l);
+		}
+		cf.add(label, best, second);
+	}
+	vp_conf_flush(conf, cf);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

@@ -332,7 +332,7 @@ func TestGateHead(t *testing.T) {
 		if err := m.GateHead(cu.Stream{}, s, g, lab, conf, nx, ny, z0, nzOut, sPlanes, k); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.CountLabels(cu.Stream{}, lab, conf, int64(nzOut*plane), k); err != nil {
+		if err := m.CountConfidence(cu.Stream{}, lab, 0, conf, int64(plane), z0, nzOut, k); err != nil {
 			t.Fatal(err)
 		}
 		syncDevice(t)
@@ -416,7 +416,7 @@ func TestGateHead(t *testing.T) {
 				want = labels[kk]
 			}
 			if gotConf[ConfLabels+kk] != want {
-				t.Errorf("count_labels: class %d: %d voxels, the labels have %d", kk, gotConf[ConfLabels+kk], want)
+				t.Errorf("count_confidence: class %d: %d voxels, the labels have %d", kk, gotConf[ConfLabels+kk], want)
 			}
 		}
 	})
@@ -444,11 +444,8 @@ func TestWrapperArgumentChecks(t *testing.T) {
 		if err := m.GateHead(cu.Stream{}, p, p, p, p, 8, 8, -1, 4, 4, 4); err == nil {
 			t.Error("GateHead accepted a negative first plane")
 		}
-		if err := m.CountLabels(cu.Stream{}, p+1, p, 100, 4); err == nil {
-			t.Error("CountLabels accepted misaligned labels")
-		}
-		if err := m.Fused(cu.Stream{}, true, p, p, p, p, 8, 8, 8, 0, 4, FusedMaxZChunk+1, 1, 0, 4); err == nil {
-			t.Error("Fused accepted a z chunk beyond FusedMaxZChunk")
+		if err := m.CountConfidence(cu.Stream{}, p+1, 0, p, 100, 0, 1, 4); err == nil {
+			t.Error("CountConfidence accepted misaligned labels")
 		}
 		if _, err := m.SetWeights(&Weights{Channels: 17, Classes: 2}); err == nil {
 			t.Error("SetWeights accepted 17 channels")

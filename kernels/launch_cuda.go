@@ -180,34 +180,42 @@ func (m *Module) GateHead(st cu.Stream, s, g, labels, conf cu.DevicePtr, nx, ny,
 	return launch(name, m.gateHead, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
 }
 
-// maxCountBlocks caps count_labels' grid: each warp then loops over several groups of 128
+// maxCountBlocks caps count_confidence's grid: each thread then loops over several words of
 // labels.
 const maxCountBlocks = 1024
 
-// CountLabels launches count_labels: the voxels of each label among labels[0, n) added to conf
-// (ConfLabels + label). labels must be 4-byte aligned; the kernel reads whole words, up to 3
-// bytes past n (the engine's label buffers have guard bytes after them).
-func (m *Module) CountLabels(st cu.Stream, labels, conf cu.DevicePtr, n int64, classes int32) error {
-	const name = "count_labels"
+// CountConfidence launches count_confidence on a slab of nzOut planes of plane labels whose
+// first plane is z0 in the volume: the voxels of each label added to conf (ConfLabels + label)
+// and, when logits is not 0 (the fused kernel's: FusedLogitBytes), the foreground's margins on
+// the sampled planes (ConfForeground..ConfLow). labels must be 4-byte aligned; the kernel reads
+// whole words, up to 3 bytes past the slab (the engine's label buffers have guard bytes after
+// them).
+func (m *Module) CountConfidence(st cu.Stream, labels, logits, conf cu.DevicePtr, plane int64, z0, nzOut, classes int32) error {
+	const name = "count_confidence"
 	if err := checkPtrs(name, labels, conf); err != nil {
 		return err
 	}
-	if labels%4 != 0 || n < 1 || classes < 1 || classes > MaxClasses {
-		return fmt.Errorf("kernels: %s: %d labels at %v, %d classes", name, n, labels, classes)
+	n := plane * int64(nzOut)
+	if labels%4 != 0 || logits%4 != 0 || plane < 1 || nzOut < 1 || z0 < 0 || classes < 1 || classes > MaxClasses {
+		return fmt.Errorf("kernels: %s: %d planes of %d labels at %v from plane %d, logits at %v, %d classes", name, nzOut, plane, labels, z0, logits, classes)
+	}
+	words := int32(0)
+	if logits != 0 {
+		words = FusedLogitWords(classes)
 	}
 	blocks := int(min((n+4*gateThreads-1)/(4*gateThreads), maxCountBlocks))
-	a := new(args).ptr(labels).ptr(conf).i64(n).i32(classes)
-	return launch(name, m.countLabels, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
+	a := new(args).ptr(labels).ptr(logits).i32(words).ptr(conf).i64(plane).i32(z0).i32(nzOut).i32(classes)
+	return launch(name, m.countConfidence, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
 }
 
 // Fused launches fused_i16 (int16 input) or fused_f32 (their _k16 builds for models of more than
 // 8 classes): the whole network on the tensor cores for output planes [0, nzOut) of a slab
-// whose first output plane is global z0, labels [nzOut][ny][nx], the foreground's margins added
-// to conf (ConfLen counters, ConfForeground..ConfLow). in holds planes global z0-3 ..
-// z0+nzOut+2 (planes outside [0, nz) are never read); weights is DeviceWeights.Fused. Each block
-// streams zChunk output planes (FusedZChunk with the module's FusedGeometry().Rows), at most
-// FusedMaxZChunk.
-func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, conf, weights cu.DevicePtr, nx, ny, nz, z0, nzOut, zChunk int32, scale, shift float32, classes int32) error {
+// whose first output plane is global z0, labels [nzOut][ny][nx], and the logits of the planes
+// sampled for the confidence into logits (FusedLogitBytes, for CountConfidence). in holds
+// planes global z0-3 .. z0+nzOut+2 (planes outside
+// [0, nz) are never read); weights is DeviceWeights.Fused. Each block streams zChunk output
+// planes (FusedZChunk with the module's FusedGeometry().Rows).
+func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, logits, weights cu.DevicePtr, nx, ny, nz, z0, nzOut, zChunk int32, scale, shift float32, classes int32) error {
 	name, fn := "fused_f32", m.fusedF32
 	switch {
 	case int16Input && classes > FusedNarrowClasses:
@@ -217,13 +225,13 @@ func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, conf, weights 
 	case classes > FusedNarrowClasses:
 		name, fn = "fused_f32_k16", m.fusedF32K16
 	}
-	if err := checkPtrs(name, in, labels, conf, weights); err != nil {
+	if err := checkPtrs(name, in, labels, logits, weights); err != nil {
 		return err
 	}
 	if weights%16 != 0 {
 		return fmt.Errorf("kernels: %s: weights at %v are not 16-byte aligned", name, weights)
 	}
-	if nx < 1 || ny < 1 || nz < 1 || nzOut < 1 || zChunk < 1 || zChunk > FusedMaxZChunk || z0 < 0 || z0+nzOut > nz {
+	if nx < 1 || ny < 1 || nz < 1 || nzOut < 1 || zChunk < 1 || z0 < 0 || z0+nzOut > nz {
 		return fmt.Errorf("kernels: %s: output planes %d..%d of a %dx%dx%d volume, chunks of %d", name, z0, int64(z0)+int64(nzOut), nx, ny, nz, zChunk)
 	}
 	g := m.fused
@@ -236,6 +244,6 @@ func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, conf, weights 
 	if math.IsNaN(float64(scale)) || math.IsNaN(float64(shift)) || math.IsInf(float64(scale), 0) || math.IsInf(float64(shift), 0) {
 		return fmt.Errorf("kernels: %s: normalisation %g, %g not finite", name, scale, shift)
 	}
-	a := new(args).ptr(in).ptr(labels).ptr(conf).ptr(weights).i32(nx).i32(ny).i32(nz).i32(z0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(classes)
+	a := new(args).ptr(in).ptr(labels).ptr(logits).ptr(weights).i32(nx).i32(ny).i32(nz).i32(z0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(classes)
 	return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, g.Rows), ceilDiv(nzOut, zChunk)}, [3]int{int(g.Threads), 1, 1}, int(g.SharedBytes), st, a)
 }

@@ -33,7 +33,7 @@ type Module struct {
 	mod cu.Module
 
 	conv1I16, conv1F32, conv2, convg, gateHead   cu.Function
-	countLabels                                  cu.Function
+	countConfidence                              cu.Function
 	fusedI16, fusedF32, fusedI16K16, fusedF32K16 cu.Function
 	fused                                        FusedGeometry
 
@@ -145,7 +145,7 @@ func loadImage(img Image) (*Module, error) {
 		fn   *cu.Function
 	}{
 		{"conv1_i16", &m.conv1I16}, {"conv1_f32", &m.conv1F32}, {"conv2", &m.conv2},
-		{"convg", &m.convg}, {"gate_head", &m.gateHead}, {"count_labels", &m.countLabels},
+		{"convg", &m.convg}, {"gate_head", &m.gateHead}, {"count_confidence", &m.countConfidence},
 		{"fused_i16", &m.fusedI16}, {"fused_f32", &m.fusedF32},
 		{"fused_i16_k16", &m.fusedI16K16}, {"fused_f32_k16", &m.fusedF32K16},
 	} {

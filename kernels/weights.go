@@ -53,7 +53,7 @@ func (w *Weights) check() error {
 	return nil
 }
 
-// The confidence counters the head kernels and count_labels accumulate (common.cuh's
+// The confidence counters gate_head and count_confidence accumulate (common.cuh's
 // VP_CONF_*; segment.Confidence): ConfLen unsigned 64-bit counters, foreground voxels, margin
 // units, low-margin voxels, then the voxels of each label. The margin's units are segment's
 // (MarginScale and the rest, VP_MARGIN_*); TestConfidenceConstantsMatchSource checks both sides.
@@ -70,9 +70,4 @@ const (
 	// MarginStride: the margins are counted on the planes whose z in the volume is a multiple
 	// of it (VP_CONF_STRIDE); the labels on every plane.
 	MarginStride = 8
-
-	// FusedMaxZChunk bounds the planes one block of the fused kernel streams: a lane labels 4
-	// voxels a plane and counts their margins in 32 bits (65536 voxels of at most
-	// MarginCapUnits each).
-	FusedMaxZChunk = 16384
 )

@@ -3,10 +3,11 @@
 # (C++20):
 # - kernels/emu/emu_test.cpp compares the kernels' e, s, g and labels with a float64 reference on
 #   awkward sizes and slab cuts, and the fused fp16 kernel against both; and the model's
-#   confidence the head kernels and count_labels accumulate (segment.Confidence: foreground
-#   margins reduced per warp, label counts by ballot) with the float64 reference's, the label
-#   counts exactly, the fused kernel's the same for every z-chunk cut (a few minutes on two
-#   cores);
+#   confidence gate_head and count_confidence accumulate (segment.Confidence: the margins of
+#   every eighth plane, from gate_head's float32 logits or the fused kernel's stored fp16 ones,
+#   reduced per warp; label counts per class with __vcmpeq4) with the float64 reference's, the
+#   label counts exactly, the fused kernel's the same for every z-chunk cut, its stored logits
+#   covering the sampled planes exactly (a few minutes on two cores);
 # - kernels/emu/emu_wgmma_test.cpp runs the sm_90a wgmma convolutions (kernels/sm90a/conv_wgmma.cu,
 #   both dilations) on awkward small volumes against a double reference, once per build setting
 #   below: the committed GPU build's (WG_N=48, WG_R=6, WG_CHUNK=64), small z chunks so that chunk

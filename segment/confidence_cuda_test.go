@@ -12,11 +12,11 @@ import (
 	"voxpipe/phantom"
 )
 
-// TestCUDAConfidenceMatchesCPU: the CUDA engine's confidence, accumulated in its head kernels
-// (gate_head, the fused kernel's epilogue) and count_labels, against the CPU engine's on the
+// TestCUDAConfidenceMatchesCPU: the CUDA engine's confidence, accumulated by gate_head and
+// count_confidence (from the fused kernel's stored logits), against the CPU engine's on the
 // same volumes. Both precisions, slabs that cut the volume unevenly, the trained model on
 // phantoms, random models (4 classes; 9, the fused kernel's _k16 build) on other volumes. The label counts equal the GPU mask's own
-// exactly (and fg their sum beyond label 0), which also shows that the counters start at zero
+// exactly (and the sampled foreground their sum beyond label 0 on the sampled planes), which also shows that the counters start at zero
 // for every volume (each volume is segmented twice). fp32 against the CPU: foreground within
 // the voxels whose labels differ, mean margin within 0.1 %, low-margin voxels within 0.1 % of
 // the foreground. fp16 (fp16 logits): mean margin within 2 %, low-margin fraction within 0.5

@@ -36,33 +36,37 @@ type deviceBuffers struct {
 	in                  [2]devBuf // input slabs with halo, int16 or float32
 	featE, featS, featG devBuf
 	lab                 [2]devBuf // label slabs
+	logits              [2]devBuf // the fused kernel's logits of a label slab's sampled planes
 	conf                devBuf    // the volume's confidence counters (kernels.ConfLen uint64)
 }
 
 // all lists the buffers in the order of bufferNames.
 func (d *deviceBuffers) all() []*devBuf {
-	return []*devBuf{&d.in[0], &d.in[1], &d.featE, &d.featS, &d.featG, &d.lab[0], &d.lab[1], &d.conf}
+	return []*devBuf{&d.in[0], &d.in[1], &d.featE, &d.featS, &d.featG, &d.lab[0], &d.lab[1], &d.logits[0], &d.logits[1], &d.conf}
 }
 
 // bufferNames names deviceBuffers.all's buffers in errors.
-var bufferNames = []string{"input 0", "input 1", "e", "s", "g", "labels 0", "labels 1", "confidence"}
+var bufferNames = []string{"input 0", "input 1", "e", "s", "g", "labels 0", "labels 1", "logits 0", "logits 1", "confidence"}
 
 // ensureBuffers grows the device buffers to hold slabs of slab planes of the given plane size
 // and input element size; buffers already large enough are kept.
 func (e *cudaEngine) ensureBuffers(slab, plane, elem int64) error {
-	c := int64(kernels.Channels)
+	c, logits := int64(kernels.Channels), int64(0)
 	if e.fused {
 		c = 0 // e, s and g stay on chip
+		logits = kernels.FusedLogitBytes(slab, plane, e.weights.Classes)
 	}
 	need := map[*devBuf]int64{
-		&e.bufs.in[0]:  (slab + 2*Halo) * plane * elem,
-		&e.bufs.in[1]:  (slab + 2*Halo) * plane * elem,
-		&e.bufs.featE:  c * int64(kernels.EPlanes(int32(slab))) * plane * 4,
-		&e.bufs.featS:  c * slab * plane * 4,
-		&e.bufs.featG:  c * slab * plane * 4,
-		&e.bufs.lab[0]: slab * plane,
-		&e.bufs.lab[1]: slab * plane,
-		&e.bufs.conf:   8 * kernels.ConfLen,
+		&e.bufs.in[0]:     (slab + 2*Halo) * plane * elem,
+		&e.bufs.in[1]:     (slab + 2*Halo) * plane * elem,
+		&e.bufs.featE:     c * int64(kernels.EPlanes(int32(slab))) * plane * 4,
+		&e.bufs.featS:     c * slab * plane * 4,
+		&e.bufs.featG:     c * slab * plane * 4,
+		&e.bufs.lab[0]:    slab * plane,
+		&e.bufs.lab[1]:    slab * plane,
+		&e.bufs.logits[0]: logits,
+		&e.bufs.logits[1]: logits,
+		&e.bufs.conf:      8 * kernels.ConfLen,
 	}
 	grew := false
 	for _, b := range e.bufs.all() {

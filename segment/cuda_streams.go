@@ -17,8 +17,10 @@ import (
 //	upload   h2d stream      once slab k-2's conv1 has read the input slot: the input planes
 //	                         with their halo into input slot k%2
 //	kernels  compute stream  once the upload is done and slab k-2's labels have left the label
-//	                         slot: the precision's kernel set, labels into label slot k%2,
-//	                         the confidence counters (count_labels last)
+//	                         slot: the precision's kernel set, labels into label slot k%2;
+//	                         then (after k1) count_confidence, the confidence counters from the
+//	                         labels and the fused kernel's logits: the download does not wait
+//	                         for it, and its time is in no event's span
 //	download d2h stream      once the kernels are done: the labels into the caller's mask
 //
 // Slabs k and k+2 share buffer slots, so slab k+1's upload and slab k-1's download overlap
@@ -27,7 +29,7 @@ import (
 // slabEvents are the CUDA events of one slab, in stream order.
 type slabEvents struct {
 	h2d0, h2d1             cu.Event // upload
-	k0, c1, c2, cg, k1     cu.Event // kernels: start, after conv1, conv2, convg, count_labels (fp16: c1, c2, cg after the fused kernel)
+	k0, c1, c2, cg, k1     cu.Event // kernels: start, after conv1, conv2, convg, gate_head (fp16: c1, c2, cg, k1 after the fused kernel)
 	d2h0, d2h1             cu.Event // download
 	inputBytes, labelBytes int64
 	voxels                 int64
@@ -46,6 +48,7 @@ type slabJob struct {
 	ev          *slabEvents
 	prev        *slabEvents // the slab that used the same buffer slots (k-2); nil for the first two
 	in, lab     devBuf      // the slab's input and label slots
+	logits      devBuf      // its slot of the fused kernel's logits (unallocated for fp32)
 	compute     cu.Stream   // the stream its kernels run on
 }
 
@@ -55,7 +58,7 @@ func (e *cudaEngine) enqueue(vol *Volume, p slabPlan, slab, plane, elem int64, h
 	k := p.index
 	slot := k % 2
 	j := &slabJob{vol: vol, p: p, slab: slab, plane: plane, elem: elem, ev: &e.ring[k],
-		in: e.bufs.in[slot], lab: e.bufs.lab[slot], compute: e.computeStream(slot)}
+		in: e.bufs.in[slot], lab: e.bufs.lab[slot], logits: e.bufs.logits[slot], compute: e.computeStream(slot)}
 	j.ev.inputBytes, j.ev.labelBytes, j.ev.voxels = p.inputBytes, p.labelBytes, p.outputVoxels
 	if k >= 2 {
 		j.prev = &e.ring[k-2]
@@ -150,32 +153,33 @@ func (e *cudaEngine) poisonScratch(j *slabJob) error {
 }
 
 // launchFused launches the fused fp16 kernel on j; its events c1, c2, cg and k1 all mark its
-// end (c1 is what the next upload into this input slot waits for).
+// end (c1 is what the next upload into this input slot waits for, k1 the download), then
+// count_confidence, off the download's path: it only reads the labels, as the download does.
 func (e *cudaEngine) launchFused(j *slabJob) error {
 	vol, w := j.vol, e.weights
 	nx, ny, nz := int32(vol.NX), int32(vol.NY), int32(vol.NZ)
 	nzOut := int32(j.p.z1 - j.p.z0)
 	zChunk := kernels.FusedZChunk(nx, ny, nzOut, e.mod.FusedGeometry().Rows, e.sms)
-	if err := e.step(j, "fused", e.mod.Fused(j.compute, vol.I16 != nil, j.in.ptr(), j.lab.ptr(), e.bufs.conf.ptr(), w.Fused,
+	logits := j.logits.ptr()
+	if err := e.step(j, "fused", e.mod.Fused(j.compute, vol.I16 != nil, j.in.ptr(), j.lab.ptr(), logits, w.Fused,
 		nx, ny, nz, int32(j.p.z0), nzOut, zChunk, vol.Norm.Scale, vol.Norm.Shift, w.Classes)); err != nil {
 		return err
 	}
-	for _, x := range []cu.Event{j.ev.c1, j.ev.c2, j.ev.cg} {
+	for _, x := range []cu.Event{j.ev.c1, j.ev.c2, j.ev.cg, j.ev.k1} {
 		if err := e.step(j, "record", x.Record(j.compute)); err != nil {
 			return err
 		}
 	}
-	return e.countLabels(j)
+	return e.countConfidence(j, logits)
 }
 
-// countLabels counts the labels of j's slab into the confidence counters, then records k1 (the
-// download waits for it).
-func (e *cudaEngine) countLabels(j *slabJob) error {
-	n := int64(j.p.z1-j.p.z0) * j.plane
-	if err := e.step(j, "count_labels", e.mod.CountLabels(j.compute, j.lab.ptr(), e.bufs.conf.ptr(), n, e.weights.Classes)); err != nil {
-		return err
-	}
-	return e.step(j, "record", j.ev.k1.Record(j.compute))
+// countConfidence adds j's slab to the confidence counters, on its compute stream after its
+// kernels (k1): its labels, and the margins of its sampled planes from logits when it is not 0
+// (the fused kernel's; gate_head counts its own). Slab k+2's kernels, on the same stream, come
+// after it: they reuse its label and logit slots.
+func (e *cudaEngine) countConfidence(j *slabJob, logits cu.DevicePtr) error {
+	return e.step(j, "count_confidence", e.mod.CountConfidence(j.compute, j.lab.ptr(), logits, e.bufs.conf.ptr(), j.plane,
+		int32(j.p.z0), int32(j.p.z1-j.p.z0), e.weights.Classes))
 }
 
 // launchFP32 launches the four float32 kernels on j, each followed by its event.
@@ -212,7 +216,10 @@ func (e *cudaEngine) launchFP32(j *slabJob) error {
 	if err := e.step(j, "gate_head", e.mod.GateHead(j.compute, b.featS.ptr(), b.featG.ptr(), j.lab.ptr(), b.conf.ptr(), nx, ny, int32(j.p.z0), nzOut, slab, w.Classes)); err != nil {
 		return err
 	}
-	return e.countLabels(j)
+	if err := e.step(j, "record", j.ev.k1.Record(j.compute)); err != nil {
+		return err
+	}
+	return e.countConfidence(j, 0)
 }
 
 // enqueueDownload puts the download of j's labels on the d2h stream, after its kernels.

@@ -121,11 +121,15 @@ std::vector<float> packFused(const Model& m) {
 	return w;
 }
 
-// countLabels launches count_labels on n labels as the engine does (blocks of 256, a grid that
-// leaves some warps without words, so the loop's bounds are exercised).
-void countLabels(unsigned char* lab, size_t n, int K, std::vector<unsigned long long>& cf) {
+// countConfidence launches count_confidence on a slab of nzOut planes of labels starting at
+// plane z0, with the fused kernel's logits (words fp16 pairs a voxel) or none (nullptr), as the
+// engine does (blocks of 256, a grid that leaves some warps without words, so the loops' bounds
+// are exercised).
+void countConfidence(unsigned char* lab, const unsigned* logits, int words, size_t plane, int z0, int nzOut, int K,
+                     std::vector<unsigned long long>& cf) {
+	const size_t n = plane * nzOut;
 	const unsigned blocks = unsigned(std::min<size_t>(4, (n + 1023) / 1024));
-	emu_launch(&count_labels, dim3(blocks), dim3(256), (const unsigned char*)lab, cf.data(), (long long)n, K);
+	emu_launch(&count_confidence, dim3(blocks), dim3(256), (const unsigned char*)lab, logits, words, cf.data(), (long long)plane, z0, nzOut, K);
 }
 
 // Confidence is segment.Confidence as the kernels' VP_CONF_* counters hold it.
@@ -137,7 +141,7 @@ struct Confidence {
 Confidence fromCounters(const std::vector<unsigned long long>& c, int K) {
 	Confidence r{c[VP_CONF_FG], c[VP_CONF_MARGIN], c[VP_CONF_LOW], {}};
 	for (int k = 0; k < K; ++k) r.labels.push_back(c[VP_CONF_LABELS + k]);
-	for (int k = K; k < VP_MAXK; ++k) CHECK(c[VP_CONF_LABELS + k] == 0, "count_labels counted %llu voxels of class %d of a %d-class model", c[VP_CONF_LABELS + k], k, K);
+	for (int k = K; k < VP_MAXK; ++k) CHECK(c[VP_CONF_LABELS + k] == 0, "count_confidence counted %llu voxels of class %d of a %d-class model", c[VP_CONF_LABELS + k], k, K);
 	return r;
 }
 
@@ -152,7 +156,7 @@ void checkLabelCounts(const char* what, const Confidence& c, const std::vector<u
 		if (l > 0 && l < K && vp_conf_plane((long long)(i / plane))) ++fg;
 	}
 	for (int k = 0; k < K; ++k)
-		CHECK(c.labels[k] == want[k], "%s: count_labels: class %d: %llu voxels, the labels have %llu", what, k, c.labels[k], want[k]);
+		CHECK(c.labels[k] == want[k], "%s: count_confidence: class %d: %llu voxels, the labels have %llu", what, k, c.labels[k], want[k]);
 	CHECK(c.fg == fg, "%s: %llu foreground voxels counted by the head, the labels have %llu", what, c.fg, fg);
 }
 
@@ -164,8 +168,12 @@ std::vector<unsigned char> runFused(const std::vector<float>& wts, const std::ve
 	const size_t plane = size_t(nx) * ny;
 	std::vector<T> in(size_t(slab + 6) * plane);
 	// Labels padded to whole words, as the engine's label slot (guard bytes follow it):
-	// count_labels reads 4 at a time.
+	// count_confidence reads 4 at a time.
 	std::vector<unsigned char> lab(size_t(slab) * plane + 4), out(plane * nz, 0xEE);
+	// The sampled planes' logits, and a guard after them: nothing may be written there.
+	const int words = K > VF_NARROW_CLASSES ? 8 : 4;
+	const size_t marginPlanes = size_t(slab + VP_CONF_STRIDE - 1) / VP_CONF_STRIDE;
+	std::vector<unsigned> logits(marginPlanes * plane * words + 64);
 	std::vector<unsigned long long> cf(VP_CONF_LEN, 0);
 	for (int z0 = 0; z0 < nz; z0 += slab) {
 		const int z1 = std::min(nz, z0 + slab), nzOut = z1 - z0;
@@ -173,15 +181,20 @@ std::vector<unsigned char> runFused(const std::vector<float>& wts, const std::ve
 		std::fill(in.begin(), in.end(), T(-7));
 		std::memcpy(in.data() + size_t(lo - (z0 - 3)) * plane, stored.data() + size_t(lo) * plane, size_t(hi - lo) * plane * sizeof(T));
 		std::fill(lab.begin(), lab.end(), 0xEE);
+		std::fill(logits.begin(), logits.end(), 0xDEADBEEFu);
 		const int chunk = std::min(zChunk, nzOut);
 		const dim3 grid((nx + VF_TX - 1) / VF_TX, (ny + VF_ROWS - 1) / VF_ROWS, (nzOut + chunk - 1) / chunk);
 		const bool wide = K > VF_NARROW_CLASSES;
 		auto k = std::is_same<T, short>::value ? (wide ? (void*)&fused_i16_k16 : (void*)&fused_i16)
 		                                       : (wide ? (void*)&fused_f32_k16 : (void*)&fused_f32);
-		emu_launch((void (*)(const T*, unsigned char*, unsigned long long*, const float*, int, int, int, int, int, int, float, float, int))k, grid,
-		           dim3(VF_THREADS), (const T*)in.data(), lab.data(), cf.data(), wts.data(), nx, ny, nz, z0, nzOut, chunk, scale, shift, K);
+		emu_launch((void (*)(const T*, unsigned char*, unsigned*, const float*, int, int, int, int, int, int, float, float, int))k, grid,
+		           dim3(VF_THREADS), (const T*)in.data(), lab.data(), logits.data(), wts.data(), nx, ny, nz, z0, nzOut, chunk, scale, shift, K);
 		for (size_t i = size_t(nzOut) * plane; i < lab.size(); ++i) CHECK(lab[i] == 0xEE, "fused: label written past the slab at %zu", i);
-		countLabels(lab.data(), size_t(nzOut) * plane, K, cf);
+		const size_t sampled = size_t(vp_margin_planes(z0, nzOut)) * plane * words;
+		for (size_t i = 0; i < logits.size(); ++i)
+			CHECK((i < sampled) == (logits[i] != 0xDEADBEEFu), "fused: logit word %zu of %zu of the sampled planes %s", i, sampled,
+			      i < sampled ? "not written" : "written past them");
+		countConfidence(lab.data(), logits.data(), words, plane, z0, nzOut, K, cf);
 		std::memcpy(out.data() + size_t(z0) * plane, lab.data(), size_t(nzOut) * plane);
 	}
 	if (conf) *conf = cf;
@@ -296,7 +309,7 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 		           lab.data(), cf32.data(), nx, ny, z0, nzOut, S, m.K);
 		std::memcpy(out.data() + size_t(z0) * plane, lab.data(), nv);
 		for (size_t i = nv; i < lab.size(); ++i) CHECK(lab[i] == 0xEE, "label written past the slab at %zu", i);
-		countLabels(lab.data(), nv, m.K, cf32);
+		countConfidence(lab.data(), nullptr, 0, plane, z0, nzOut, m.K, cf32);
 	}
 	// Labels against the float64 reference, near-ties (top-2 logits within 1e-4 relative) allowed.
 	const int G = m.C / 2;
