@@ -93,6 +93,20 @@ func printModel(w io.Writer, m *segment.Model, name, sha string) {
 		q = append(q, fmt.Sprintf("p%g [%.2f, %.2f]", 100*lv, d.QuantileMin[i], d.QuantileMax[i]))
 	}
 	row("", "normalised intensity quantiles (tolerance %.2g): %s", d.QuantileTolerance, strings.Join(q, " "))
+	if d.HasFOV() {
+		row("", "field of view %s to %s mm (tolerance x%.3g)", mm3([3]float64(d.FOVMinMM)), mm3([3]float64(d.FOVMaxMM)), d.FOVTolerance)
+	}
+	if d.HasHistogram() {
+		row("", "intensity histogram: %d bins, at most %.3g %% of a volume more common than in training", len(d.HistogramMax), 100*d.HistogramMaxExcess)
+	}
+	if k := d.Confidence; k != nil {
+		row("", "confidence: mean foreground margin %.3g to %.3g logits, at most %.3g %% within 1 logit", k.MeanMarginMin, k.MeanMarginMax, 100*k.LowMarginMax)
+		var f []string
+		for l := range k.LabelFractionMin {
+			f = append(f, fmt.Sprintf("%s [%.3g, %.3g] %%", m.LabelName(l), 100*k.LabelFractionMin[l], 100*k.LabelFractionMax[l]))
+		}
+		row("", "label shares: %s", strings.Join(f, " "))
+	}
 }
 
 func mm3(s [3]float64) string { return fmt.Sprintf("%g x %g x %g", s[0], s[1], s[2]) }

@@ -86,3 +86,17 @@ func TestModelInfo(t *testing.T) {
 		t.Errorf("two files: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// The embedded model's card shows its later domain fields: field of view, histogram, confidence.
+func TestModelInfoShowsLaterDomainFields(t *testing.T) {
+	t.Parallel()
+	code, out, stderr := cliRun(t, "model", "info")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"field of view 240 x 240 x 192", "intensity histogram: 48 bins", "confidence: mean foreground margin", "label shares: background ["} {
+		if !strings.Contains(out, want) {
+			t.Errorf("model info lacks %q:\n%s", want, out)
+		}
+	}
+}
