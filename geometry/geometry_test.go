@@ -61,7 +61,7 @@ func randomAffine(r *rand.Rand) nifti.Affine {
 // TestAxcodesMatchesNibabel compares Axcodes with nibabel.aff2axcodes on random affines.
 func TestAxcodesMatchesNibabel(t *testing.T) {
 	const python = "/usr/bin/python3"
-	if err := testexec.Command(t, python, "-c", "import nibabel").Run(); err != nil {
+	if err := testexec.Cmd(t, python, "-c", "import nibabel").Run(); err != nil {
 		t.Skipf("no nibabel for %s (apt-get install python3-nibabel): %v", python, err)
 	}
 	r := rand.New(rand.NewPCG(1, 2))
@@ -73,7 +73,7 @@ func TestAxcodesMatchesNibabel(t *testing.T) {
 		affines = append(affines, a)
 		fmt.Fprintf(&script, "print(''.join(nibabel.aff2axcodes(np.array(%s))))\n", pyMatrix(a))
 	}
-	out, err := testexec.Command(t, python, "-c", script.String()).CombinedOutput()
+	out, err := testexec.Cmd(t, python, "-c", script.String()).CombinedOutput()
 	if err != nil {
 		t.Fatalf("nibabel: %v\n%s", err, out)
 	}

@@ -39,7 +39,7 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 
 	ref := filepath.Join(dir, "ref")
 	start := time.Now()
-	if b, err := testexec.Command(t, bin, args(ref, "ref")...).CombinedOutput(); err != nil {
+	if b, err := testexec.Cmd(t, bin, args(ref, "ref")...).CombinedOutput(); err != nil {
 		t.Fatalf("reference run: %v\n%s", err, b)
 	}
 	single := time.Since(start)
@@ -60,7 +60,7 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 		for p := range 3 {
 			id := fmt.Sprintf("chaos-%d-%d", round, p)
 			runIDs = append(runIDs, id)
-			cmd := testexec.Command(t, bin, args(out, id)...)
+			cmd := testexec.Cmd(t, bin, args(out, id)...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
@@ -99,7 +99,7 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 	}
 	t.Logf("%d processes killed with SIGKILL", killed)
 
-	if b, err := testexec.Command(t, bin, args(out, "clean")...).CombinedOutput(); err != nil {
+	if b, err := testexec.Cmd(t, bin, args(out, "clean")...).CombinedOutput(); err != nil {
 		t.Fatalf("clean run: %v\n%s", err, b)
 	}
 	runIDs = append(runIDs, "clean")
@@ -182,7 +182,7 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 	})
 
 	// The merged records make a report.
-	rep := testexec.Command(t, bin, "report", "--run", out, "--baseline", ref, "-o", t.TempDir())
+	rep := testexec.Cmd(t, bin, "report", "--run", out, "--baseline", ref, "-o", t.TempDir())
 	if b, err := rep.CombinedOutput(); err != nil {
 		t.Errorf("report over the chaos runs: %v\n%s", err, b)
 	}

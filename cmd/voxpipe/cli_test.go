@@ -46,7 +46,7 @@ func captureRun(t *testing.T, args ...string) (code int, stdout, stderr string) 
 // cliRun runs the built voxpipe and returns its exit code, stdout and stderr.
 func cliRun(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := testexec.Command(t, testBinary(t), args...)
+	cmd := testexec.Cmd(t, testBinary(t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Run()

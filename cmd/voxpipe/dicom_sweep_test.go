@@ -319,7 +319,7 @@ func TestDICOMSweepDeflateBombs(t *testing.T) {
 		args = append(args, filepath.Dir(b))
 	}
 	start := time.Now()
-	cmd := testexec.Command(t, bin, args...)
+	cmd := testexec.Cmd(t, bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Run()

@@ -38,7 +38,7 @@ var testBinary = func() func(t *testing.T) string {
 			built = true
 			dir, _ := os.MkdirTemp("", "voxpipe-bin")
 			path = filepath.Join(dir, "voxpipe")
-			out, err = testexec.Command(t, "go", "build", "-o", path, ".").CombinedOutput()
+			out, err = testexec.Cmd(t, "go", "build", "-o", path, ".").CombinedOutput()
 		}
 		if err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
@@ -291,7 +291,7 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 	dir := t.TempDir()
 	genRun(t, "--out", dir, "--dims", "64x64x48", "--count", "8", "--seed", "9")
 	out := filepath.Join(dir, "out")
-	cmd := testexec.Command(t, bin, "run", "--workers", "1", "--readers", "1", "--slab", "4", "--log-format", "json",
+	cmd := testexec.Cmd(t, bin, "run", "--workers", "1", "--readers", "1", "--slab", "4", "--log-format", "json",
 		"--run-id", "stopped", filepath.Join(dir, "volumes"), "-o", out)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -351,7 +351,7 @@ func TestRunPeakRSSIndependentOfBatchSize(t *testing.T) {
 			os.Symlink(src, filepath.Join(in, fmt.Sprintf("v%02d.nii.gz", i)))
 		}
 		// The README's configuration: the embedded model, default flags.
-		cmd := testexec.Command(t, bin, "run", "-q", in, "-o", t.TempDir())
+		cmd := testexec.Cmd(t, bin, "run", "-q", in, "-o", t.TempDir())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("run %d volumes: %v\n%s", n, err, out)
 		}

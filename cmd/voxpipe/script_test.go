@@ -544,7 +544,7 @@ func TestHarnessDeadlineEndsVoxpipe(t *testing.T) {
 	if err := os.Mkdir(inbox, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := testexec.CommandWithin(t, time.Minute, exe, "watch", "-o", filepath.Join(dir, "out"), inbox)
+	cmd := testexec.CmdWithin(t, time.Minute, exe, "watch", "-o", filepath.Join(dir, "out"), inbox)
 	cmd.Args[0] = "voxpipe" // testscript.Main runs the command named by argv[0]
 	cmd.Env = append(os.Environ(), deadlineEnv+"="+strconv.FormatInt(time.Now().Add(time.Second).UnixNano(), 10))
 	var stderr bytes.Buffer

@@ -227,7 +227,7 @@ func TestRunRemovesWhatDeadProcessesLeft(t *testing.T) {
 	model, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
-	dead := testexec.Command(t, "true")
+	dead := testexec.Cmd(t, "true")
 	dead.Run()
 	host, _ := os.Hostname()
 	bootID, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
@@ -396,7 +396,7 @@ func TestRunLogsWithoutATerminal(t *testing.T) {
 	genRun(t, "--out", dir, "--dims", "96x96x48", "--count", "3", "--seed", "6")
 	in := filepath.Join(dir, "volumes")
 	os.WriteFile(filepath.Join(in, "broken.nii"), []byte("not a volume"), 0o644)
-	cmd := testexec.Command(t, bin, "run", "--engine", "cpu", "--workers", "1", "--model", model, "--log-format", "json",
+	cmd := testexec.Cmd(t, bin, "run", "--engine", "cpu", "--workers", "1", "--model", model, "--log-format", "json",
 		"--progress-interval", "100ms", in, "-o", t.TempDir())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -482,7 +482,7 @@ func TestRunGzipBombFailsAlone(t *testing.T) {
 	out := t.TempDir()
 	// One reader: the volume gets both cores, so the parallel inflate takes it.
 	assertFailsAlone(t, out, "r", "bomb", "more than",
-		testexec.Command(t, bin, "run", "-q", "--engine", "cpu", "--model", model, "--readers", "1", "--run-id", "r", in, "-o", out))
+		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", model, "--readers", "1", "--run-id", "r", in, "-o", out))
 }
 
 // assertFailsAlone runs cmd (a run with id over the two phantoms of smallVolumes and a hostile
@@ -519,7 +519,7 @@ func TestRunWarnsWhenTheDiskLooksFull(t *testing.T) {
 		t.Skip("cannot mount a small tmpfs here:", err)
 	}
 	defer syscall.Unmount(small, 0)
-	cmd := testexec.Command(t, bin, "run", "--log-format", "json", "--engine", "cpu", "--model", model, filepath.Join(dir, "volumes"), "-o", small)
+	cmd := testexec.Cmd(t, bin, "run", "--log-format", "json", "--engine", "cpu", "--model", model, filepath.Join(dir, "volumes"), "-o", small)
 	b, _ := cmd.CombinedOutput()
 	if !strings.Contains(string(b), "may be too full") {
 		t.Errorf("no disk-space warning:\n%s", b)
@@ -562,7 +562,7 @@ func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
 	sparse("huge.nii", nifti.Int16, 16, 1024) // 2 GiB of int16 + 1 GiB of mask
 	out := t.TempDir()
 	assertFailsAlone(t, out, "r", "huge", "--max-memory",
-		testexec.Command(t, bin, "run", "-q", "--engine", "cpu", "--model", model, "--max-memory", "1G", "--run-id", "r", in, "-o", out))
+		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", model, "--max-memory", "1G", "--run-id", "r", in, "-o", out))
 
 	// The default budget (half the memory) refuses a header that needs ~80 GiB.
 	total, err := usableMemory()
@@ -571,7 +571,7 @@ func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
 	}
 	os.Remove(filepath.Join(in, "huge.nii"))
 	sparse("huger.nii", nifti.Float32, 32, 2048) // 32 GiB of float32 + 8 GiB of mask...
-	cmd := testexec.Command(t, bin, "run", "-q", "--engine", "cpu", "--model", model, "--run-id", "r2", in, "-o", out)
+	cmd := testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", model, "--run-id", "r2", in, "-o", out)
 	if b, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
 		t.Fatalf("default budget: exit %v\n%s", err, b)
 	}
@@ -587,7 +587,7 @@ func TestRunSIGTERMWithinTwoSeconds(t *testing.T) {
 	dir := t.TempDir()
 	genRun(t, "--out", dir, "--dims", "160x160x64", "--count", "2", "--seed", "2")
 	out := filepath.Join(dir, "out")
-	cmd := testexec.Command(t, bin, "run", "-q", "--workers", "1", "--slab", "64", "--run-id", "r", filepath.Join(dir, "volumes"), "-o", out)
+	cmd := testexec.Cmd(t, bin, "run", "-q", "--workers", "1", "--slab", "64", "--run-id", "r", filepath.Join(dir, "volumes"), "-o", out)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -30,7 +30,7 @@ func startWatch(t *testing.T, inbox, out, id string, extra ...string) *watcher {
 	bin := testBinary(t)
 	model, _ := testModel(t)
 	args := append([]string{"watch", "--engine", "cpu", "--model", model, "--log-format", "json", "--run-id", id, inbox, "-o", out}, extra...)
-	w := &watcher{cmd: testexec.Command(t, bin, args...), done: make(chan error, 1)}
+	w := &watcher{cmd: testexec.Cmd(t, bin, args...), done: make(chan error, 1)}
 	w.cmd.Stderr = &w.stderr
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -21,16 +21,16 @@ const margin = 20 * time.Second
 // (a grandchild holding them must not hang the test either).
 const waitDelay = 5 * time.Second
 
-// Command is exec.Command under the test's deadline: the process is killed when it passes
+// Cmd is exec.Command under the test's deadline: the process is killed when it passes
 // it. The context is cancelled when the test ends.
-func Command(t testing.TB, name string, args ...string) *exec.Cmd {
+func Cmd(t testing.TB, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	return CommandWithin(t, Limit, name, args...)
+	return CmdWithin(t, Limit, name, args...)
 }
 
-// CommandWithin is Command with a bound of its own: at most d, and never past the test's
+// CmdWithin is Cmd with a bound of its own: at most d, and never past the test's
 // deadline.
-func CommandWithin(t testing.TB, d time.Duration, name string, args ...string) *exec.Cmd {
+func CmdWithin(t testing.TB, d time.Duration, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	ctx, cancel := Context(t, d)
 	t.Cleanup(cancel)

@@ -8,10 +8,10 @@ import (
 )
 
 // A child that would run for a minute is killed at the bound given.
-func TestCommandWithinKills(t *testing.T) {
+func TestCmdWithinKills(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	cmd := CommandWithin(t, 300*time.Millisecond, "sleep", "60")
+	cmd := CmdWithin(t, 300*time.Millisecond, "sleep", "60")
 	err := cmd.Run()
 	if err == nil {
 		t.Fatal("sleep 60 ended without error")

@@ -148,7 +148,7 @@ for p in sys.stdin.read().split("\n"):
         continue
     print(os.path.relpath(p, root), hashlib.sha256(a.astype("<i8").tobytes()).hexdigest()[:16])
 `
-	cmd := testexec.Command(t, "/usr/bin/python3", "-c", script, pydicomFiles)
+	cmd := testexec.Cmd(t, "/usr/bin/python3", "-c", script, pydicomFiles)
 	cmd.Stdin = strings.NewReader(strings.Join(paths, "\n"))
 	out, err := cmd.Output()
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // neither, nibabel makes up a centred LAS affine; Affine follows the standard's method 1.)
 func TestAffineMatchesNibabel(t *testing.T) {
 	const python = "/usr/bin/python3"
-	if err := testexec.Command(t, python, "-c", "import nibabel").Run(); err != nil {
+	if err := testexec.Cmd(t, python, "-c", "import nibabel").Run(); err != nil {
 		t.Skipf("no nibabel for %s (apt-get install python3-nibabel): %v", python, err)
 	}
 	base := Header{Version: 1, Dim: [8]int64{3, 4, 5, 6, 1, 1, 1, 1}, Datatype: Int16, BitPix: 16,
@@ -32,7 +32,7 @@ func TestAffineMatchesNibabel(t *testing.T) {
 		if err := Write(path, &h, make([]byte, 4*5*6*2), WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		out, err := testexec.Command(t, python, "-c", "import nibabel,sys\nimport numpy as np\nnp.set_printoptions(precision=17)\nprint(' '.join(repr(float(v)) for v in nibabel.load(sys.argv[1]).affine.ravel()))", path).CombinedOutput()
+		out, err := testexec.Cmd(t, python, "-c", "import nibabel,sys\nimport numpy as np\nnp.set_printoptions(precision=17)\nprint(' '.join(repr(float(v)) for v in nibabel.load(sys.argv[1]).affine.ravel()))", path).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: nibabel: %v\n%s", name, err, out)
 		}
@@ -67,7 +67,7 @@ func TestAffineMethod1(t *testing.T) {
 // handedness) and checks that nibabel reads the same matrix from the qform and the sform.
 func TestSetAffineMatchesNibabel(t *testing.T) {
 	const python = "/usr/bin/python3"
-	if err := testexec.Command(t, python, "-c", "import nibabel").Run(); err != nil {
+	if err := testexec.Cmd(t, python, "-c", "import nibabel").Run(); err != nil {
 		t.Skipf("no nibabel for %s (apt-get install python3-nibabel): %v", python, err)
 	}
 	c, s := math.Cos(0.3), math.Sin(0.3)
@@ -87,7 +87,7 @@ func TestSetAffineMatchesNibabel(t *testing.T) {
 		if err := Write(path, &h, make([]byte, 2*3*4*2), WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		out, err := testexec.Command(t, python, "-c", "import nibabel,sys\nimg=nibabel.load(sys.argv[1])\nfor m in (img.get_qform(), img.get_sform()): print(' '.join(repr(float(v)) for v in m.ravel()))", path).CombinedOutput()
+		out, err := testexec.Cmd(t, python, "-c", "import nibabel,sys\nimg=nibabel.load(sys.argv[1])\nfor m in (img.get_qform(), img.get_sform()): print(' '.join(repr(float(v)) for v in m.ravel()))", path).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: nibabel: %v\n%s", name, err, out)
 		}

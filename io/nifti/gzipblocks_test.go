@@ -392,7 +392,7 @@ z = hashlib.sha256(zlib.decompress(b, 31)).hexdigest()
 with gzip.open(sys.argv[1], 'rb') as g:
     s = hashlib.sha256(g.read()).hexdigest()
 print(a, z, s)`
-			out, err := testexec.Command(t, py, "-c", script, f.path).CombinedOutput()
+			out, err := testexec.Cmd(t, py, "-c", script, f.path).CombinedOutput()
 			if err != nil {
 				t.Fatalf("python3 on %s: %v\n%s", f.path, err, out)
 			}
@@ -404,7 +404,7 @@ print(a, z, s)`
 	if gz, err := exec.LookPath("gzip"); err == nil {
 		ran = true
 		for _, f := range files {
-			out, err := testexec.Command(t, gz, "-dc", f.path).Output()
+			out, err := testexec.Cmd(t, gz, "-dc", f.path).Output()
 			if err != nil {
 				t.Fatalf("gzip -dc %s: %v", f.path, err)
 			}

@@ -18,7 +18,7 @@ import (
 func nibabelPython(t *testing.T) string {
 	t.Helper()
 	const python = "/usr/bin/python3"
-	if err := testexec.Command(t, python, "-c", "import nibabel").Run(); err != nil {
+	if err := testexec.Cmd(t, python, "-c", "import nibabel").Run(); err != nil {
 		t.Skipf("no nibabel for %s (apt-get install python3-nibabel): %v", python, err)
 	}
 	return python
@@ -74,7 +74,7 @@ func TestNibabelReadsOurExtensions(t *testing.T) {
 		}
 		paths = append(paths, path)
 	}
-	out, err := testexec.Command(t, python, append([]string{"-c", nibabelReadScript}, paths...)...).Output()
+	out, err := testexec.Cmd(t, python, append([]string{"-c", nibabelReadScript}, paths...)...).Output()
 	if err != nil {
 		t.Fatalf("nibabel: %v\n%s", err, stderrOf(err))
 	}
@@ -149,7 +149,7 @@ for name, cls, endian in [("nib_n1_le.nii", nib.Nifti1Image, "<"), ("nib_n2_be.n
 func TestReadNibabelExtensions(t *testing.T) {
 	python := nibabelPython(t)
 	dir := t.TempDir()
-	if out, err := testexec.Command(t, python, "-c", nibabelWriteScript, dir).CombinedOutput(); err != nil {
+	if out, err := testexec.Cmd(t, python, "-c", nibabelWriteScript, dir).CombinedOutput(); err != nil {
 		t.Fatalf("nibabel: %v\n%s", err, out)
 	}
 	for _, name := range []string{"nib_n1_le.nii", "nib_n2_be.nii.gz", "nib_n1_be.hdr", "nib_n2_le.hdr"} {

@@ -14,7 +14,7 @@ import (
 // nibabel (Debian: python3-nibabel) and is skipped without it.
 func TestNibabelReadsOurFiles(t *testing.T) {
 	const python = "/usr/bin/python3"
-	if err := testexec.Command(t, python, "-c", "import nibabel").Run(); err != nil {
+	if err := testexec.Cmd(t, python, "-c", "import nibabel").Run(); err != nil {
 		t.Skipf("no nibabel for %s (apt-get install python3-nibabel): %v", python, err)
 	}
 	dir := t.TempDir()
@@ -45,7 +45,7 @@ func TestNibabelReadsOurFiles(t *testing.T) {
 	if err := os.WriteFile(mf, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := testexec.Command(t, python, "testdata/interop/check_ours.py", mf).CombinedOutput()
+	out, err := testexec.Cmd(t, python, "testdata/interop/check_ours.py", mf).CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {
 		t.Fatalf("nibabel check failed: %v", err)

@@ -41,7 +41,7 @@ func writeClaim(t *testing.T, mask string, h Holder, mtime time.Time) {
 // deadPID is the pid of a process that has exited (and been reaped).
 func deadPID(t *testing.T) int {
 	t.Helper()
-	cmd := testexec.Command(t, "true")
+	cmd := testexec.Cmd(t, "true")
 	if err := cmd.Run(); err != nil {
 		t.Skip("cannot run true:", err)
 	}
@@ -316,7 +316,7 @@ func TestProcessStart(t *testing.T) {
 	if err != nil || a == 0 {
 		t.Fatalf("processStart(self) = %d, %v", a, err)
 	}
-	cmd := testexec.Command(t, "sleep", "5")
+	cmd := testexec.Cmd(t, "sleep", "5")
 	if err := cmd.Start(); err != nil {
 		t.Skip(err)
 	}

@@ -36,7 +36,7 @@ func TestHashIsTheDocumentedTree(t *testing.T) {
 		t.Skip("xxh128sum not installed (Debian package xxhash)")
 	}
 	xxh := func(p string) []byte {
-		out, err := testexec.Command(t, "xxh128sum", p).Output()
+		out, err := testexec.Cmd(t, "xxh128sum", p).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func TestCheckConflicts(t *testing.T) {
 		"garbage":      func(p string) { os.WriteFile(p, []byte(strings.Repeat("garbage ", 100)), 0o644) },
 		"folder":       func(p string) { os.Mkdir(p, 0o755) },
 		"foreign mask": func(p string) { writeVol(t, p, 4, 4, 4, nil) },
-		"fifo":         func(p string) { testexec.Command(t, "mkfifo", p).Run() },
+		"fifo":         func(p string) { testexec.Cmd(t, "mkfifo", p).Run() },
 	}
 	for name, make := range cases {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+"_mask.nii.gz")

@@ -119,7 +119,7 @@ func TestCreateIsAtomicAndCleansStaging(t *testing.T) {
 	runs := filepath.Join(out, RunsDir)
 	os.MkdirAll(runs, 0o755)
 	host, _ := os.Hostname()
-	dead := testexec.Command(t, "true")
+	dead := testexec.Cmd(t, "true")
 	dead.Run()
 	deadDir := filepath.Join(runs, fmt.Sprintf("%s%s-%d-123", stagingPrefix, host, dead.Process.Pid))
 	liveDir := filepath.Join(runs, fmt.Sprintf("%s%s-%d-456", stagingPrefix, host, os.Getpid()))
