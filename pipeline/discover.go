@@ -108,8 +108,8 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 	d := &Discovery{}
 	var dicomFiles []string       // other files in the folders: DICOM candidates
 	outInfo, _ := os.Stat(outDir) // the output folder may not exist yet: then it is in no input
-	add := func(path, rel string, info fs.FileInfo) {
-		job, own := JobFor(path, rel, info, outDir, maskName)
+	add := func(path, rel string) {
+		job, own := JobFor(path, rel, outDir, maskName)
 		if own {
 			d.OwnOutputs = append(d.OwnOutputs, path)
 			return
@@ -126,14 +126,10 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 				dicomFiles = append(dicomFiles, in)
 				continue
 			}
-			add(in, filepath.Base(in), st)
+			add(in, filepath.Base(in))
 			continue
 		}
-		type entry struct {
-			path string
-			info fs.FileInfo
-		}
-		var found []entry
+		var found []string
 		err = filepath.WalkDir(in, func(path string, de fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -169,19 +165,19 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 			if info.IsDir() {
 				return nil
 			}
-			found = append(found, entry{path, info})
+			found = append(found, path)
 			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: search %s: %w", in, err)
 		}
-		slices.SortFunc(found, func(a, b entry) int { return strings.Compare(a.path, b.path) })
-		for _, e := range found {
-			rel, err := filepath.Rel(in, e.path)
+		slices.Sort(found)
+		for _, path := range found {
+			rel, err := filepath.Rel(in, path)
 			if err != nil {
 				return nil, fmt.Errorf("pipeline: %w", err)
 			}
-			add(e.path, rel, e.info)
+			add(path, rel)
 		}
 	}
 	jobs, err := dicomJobs(d, dicomFiles, outDir, maskName, dicomName)
@@ -203,11 +199,11 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 	return d, nil
 }
 
-// JobFor makes the job of the volume file at path (rel: its path relative to its input folder;
-// info: its os.Stat), its mask under outDir named by maskName, or reports that the file is a
-// voxpipe mask (own). A file that is not regular gets Job.Err without being opened; otherwise
-// its header is read for Job.Voxels (and to recognise masks).
-func JobFor(path, rel string, info fs.FileInfo, outDir, maskName string) (job Job, own bool) {
+// JobFor makes the job of the volume file at path (rel: its path relative to its input folder),
+// its mask under outDir named by maskName, or reports that the file is a voxpipe mask (own). A
+// volume with a file that is not regular (the .img of a .hdr too) gets Job.Err without being
+// opened; otherwise its header is read for Job.Voxels (and to recognise masks).
+func JobFor(path, rel, outDir, maskName string) (job Job, own bool) {
 	var jobErr error
 	var voxels int64
 	if err := checkRegular(path); err != nil {

@@ -382,7 +382,7 @@ func (b *Inbox) observe(path, root string, marked bool) {
 	deferred := !e.notBefore.IsZero()
 	b.mu.Unlock()
 	if deferred {
-		b.hand(path, root, st, now) // complete before: it was handed out already
+		b.hand(path, root, now) // complete before: it was handed out already
 		return
 	}
 
@@ -396,7 +396,7 @@ func (b *Inbox) observe(path, root string, marked bool) {
 		ready = complete(path)
 	}
 	if ready {
-		b.hand(path, root, st, now)
+		b.hand(path, root, now)
 	}
 }
 
@@ -407,12 +407,12 @@ func complete(path string) bool {
 }
 
 // hand queues the job of the volume at path, once for this version.
-func (b *Inbox) hand(path, root string, st fs.FileInfo, arrived time.Time) {
+func (b *Inbox) hand(path, root string, arrived time.Time) {
 	rel, err := filepath.Rel(root, path)
 	if err != nil {
 		return
 	}
-	job, own := pipeline.JobFor(path, rel, st, b.opt.OutDir, b.opt.MaskName)
+	job, own := pipeline.JobFor(path, rel, b.opt.OutDir, b.opt.MaskName)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.files[path]
