@@ -206,7 +206,7 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 func JobFor(path, rel, outDir, maskName string) (job Job, own bool) {
 	var jobErr error
 	var voxels int64
-	if err := checkRegular(path); err != nil {
+	if err := CheckRegular(path); err != nil {
 		jobErr = fmt.Errorf("input %s: %w: %w", path, ErrNotRegular, err)
 	} else {
 		h, own := readDiscovered(path)
@@ -225,9 +225,10 @@ func JobFor(path, rel, outDir, maskName string) (job Job, own bool) {
 	return Job{Name: name, Input: path, Output: out, Err: jobErr, Voxels: voxels}, false
 }
 
-// checkRegular checks, without opening them, that the file at path and the other files of its
-// volume (the .img of a .hdr) are regular files.
-func checkRegular(path string) error {
+// CheckRegular checks, without opening them, that the file at path and the other files of its
+// volume (the .img of a .hdr) are regular files: an error wrapping regular.ErrNotRegular names
+// the first that is not.
+func CheckRegular(path string) error {
 	files, err := nifti.Files(path)
 	if err != nil {
 		files = nil // a missing partner fails when the volume is read, with its own error

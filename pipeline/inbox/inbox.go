@@ -386,7 +386,9 @@ func (b *Inbox) observe(path, root string, marked bool) {
 		return
 	}
 
-	ready := marked || settled || !st.Mode().IsRegular()
+	// A volume with a file that is not regular (a FIFO .img) never completes: it is handed out
+	// at once, and fails, named, without being opened.
+	ready := marked || settled || !st.Mode().IsRegular() || pipeline.CheckRegular(path) != nil
 	if !ready && !marked {
 		if _, err := os.Stat(path + b.opt.ReadySuffix); err == nil {
 			ready = true
