@@ -12,11 +12,11 @@ import (
 
 	"voxpipe/internal/regular"
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
 	"voxpipe/report"
 	"voxpipe/report/preview"
 	"voxpipe/report/volstats"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 // The analyse step runs in the writer once the mask is whole and before it is committed, while
@@ -68,7 +68,7 @@ func (r *writers) analyse(w *work, track string) error {
 	} else {
 		stale = append(stale, pngPath)
 	}
-	r.span(w, span{stage: timing.StageAnalyse, slab: -1, device: timing.DeviceHost, track: track,
+	r.span(w, span{stage: stage.Analyse, slab: -1, device: stage.Host, track: track,
 		start: start, end: time.Now(), voxels: int64(voxels)})
 	return removeStale(stale...)
 }

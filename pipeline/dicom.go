@@ -13,8 +13,8 @@ import (
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 // DICOM inputs (issue 21). A folder's files that are not NIfTI are read as DICOM, one job per
@@ -158,7 +158,7 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	if w.vol.I16 != nil {
 		sampleSize = 2
 	}
-	r.span(w, span{stage: timing.StageRead, slab: -1, device: timing.DeviceHost, track: track, start: t, end: read,
+	r.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
 		bytes: int64(voxels * sampleSize), voxels: int64(voxels)})
 	var stats segment.Stats
 	if w.vol.I16 != nil {
@@ -168,7 +168,7 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 			stats.AddFloat32(w.vol.F32[z*nx*ny : min(z+r.cfg.Slab, nz)*nx*ny])
 		}
 	}
-	r.span(w, span{stage: timing.StageStats, slab: -1, device: timing.DeviceHost, track: track, start: read, end: time.Now(),
+	r.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),
 		voxels: int64(voxels)})
 	slope, inter := w.hdr.EffectiveScaling()
 	return setNorm(w, stats, slope, inter)

@@ -18,6 +18,7 @@ import (
 	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 // serialMask writes the mask the way the write stage did before it overlapped segmentation:
@@ -124,7 +125,7 @@ func TestOverlappedMasksMatchSerialReference(t *testing.T) {
 }
 
 // rowsOf returns the timing rows of one volume and stage.
-func rowsOf(rows []timing.Row, volume string, stage timing.Stage) []timing.Row {
+func rowsOf(rows []timing.Row, volume string, stage stage.Stage) []timing.Row {
 	var out []timing.Row
 	for _, r := range rows {
 		if r.Volume == volume && r.Stage == stage {
@@ -145,8 +146,8 @@ func TestWriteOverlapsSegmentation(t *testing.T) {
 		t.Fatalf("%+v %v", out.res, out.err)
 	}
 	sum := statusByVolume(out.summary)["vola"]
-	segRows := rowsOf(out.rows, "vola", timing.StageSegment)
-	writeRows := rowsOf(out.rows, "vola", timing.StageWrite)
+	segRows := rowsOf(out.rows, "vola", stage.Segment)
+	writeRows := rowsOf(out.rows, "vola", stage.Write)
 	if len(segRows) != slabs || len(writeRows) != slabs+1 {
 		t.Fatalf("%d segment rows and %d write rows, want %d and %d", len(segRows), len(writeRows), slabs, slabs+1)
 	}
@@ -185,7 +186,7 @@ func TestWriteOverlapsSegmentation(t *testing.T) {
 	if span := commit.StartMS + commit.DurationMS - first.StartMS; sum.WriteMS > span/2 {
 		t.Errorf("write_ms %.2f of a %.2f ms span from first write to commit: waiting counted", sum.WriteMS, span)
 	}
-	readRows := rowsOf(out.rows, "vola", timing.StageRead)
+	readRows := rowsOf(out.rows, "vola", stage.Read)
 	if len(readRows) == 0 {
 		t.Fatal("no read rows")
 	}
@@ -214,7 +215,7 @@ type writeSeen struct {
 }
 
 func (w *writeSeen) Row(r timing.Row) {
-	if r.Volume == w.volume && r.Stage == timing.StageWrite {
+	if r.Volume == w.volume && r.Stage == stage.Write {
 		w.once.Do(func() { close(w.seen) })
 	}
 }
@@ -249,10 +250,10 @@ func testEngineFails(t *testing.T, failAt int) {
 	if n != 1 {
 		t.Errorf("volb has %d summary rows, want 1", n)
 	}
-	if len(rowsOf(out.rows, "volb", timing.StageWrite)) == 0 {
+	if len(rowsOf(out.rows, "volb", stage.Write)) == 0 {
 		t.Error("volb: no write rows: the writer did not stream before the failure, the test tests nothing")
 	}
-	for _, r := range rowsOf(out.rows, "volb", timing.StageWrite) {
+	for _, r := range rowsOf(out.rows, "volb", stage.Write) {
 		if r.Slab == -1 {
 			t.Error("volb was committed")
 		}
@@ -293,7 +294,7 @@ func TestWriteFailureStopsEngine(t *testing.T) {
 	if s.Status != timing.StatusFailed || !strings.Contains(s.Error, "vola_mask.nii.gz") {
 		t.Errorf("vola: %q %q, want failed with the write error", s.Status, s.Error)
 	}
-	if segs := len(rowsOf(out.rows, "vola", timing.StageSegment)); segs >= slabs {
+	if segs := len(rowsOf(out.rows, "vola", stage.Segment)); segs >= slabs {
 		t.Errorf("engine ran all %d slabs after the writer failed", segs)
 	}
 	if live := eng.live.Load(); live != 0 {

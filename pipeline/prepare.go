@@ -7,8 +7,8 @@ import (
 
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 // The prepare step ends the read stage: it checks the volume against the model's domain
@@ -180,7 +180,7 @@ func (r *readers) prepare(w *work, track string) error {
 	case !p.identity():
 		r.makeModelView(w)
 	}
-	r.span(w, span{stage: timing.StagePrepare, slab: -1, device: timing.DeviceHost, track: track,
+	r.span(w, span{stage: stage.Prepare, slab: -1, device: stage.Host, track: track,
 		start: start, end: time.Now(), voxels: int64(w.vol.NX) * int64(w.vol.NY) * int64(w.vol.NZ)})
 	return nil
 }

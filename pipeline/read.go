@@ -13,8 +13,8 @@ import (
 
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 // readers is the read stage: Config.Readers workers, each taking volumes from the producer,
@@ -229,7 +229,7 @@ func (r *readers) readSequential(ctx context.Context, rd *nifti.Reader, w *work,
 		if err != nil {
 			return stats, err
 		}
-		r.span(w, span{stage: timing.StageRead, slab: slab, device: timing.DeviceHost, track: track, start: t, end: time.Now(),
+		r.span(w, span{stage: stage.Read, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
 			bytes: int64(n * plane * sampleSize), voxels: int64(n * plane)})
 		t = time.Now()
 		if asInt16 {
@@ -237,7 +237,7 @@ func (r *readers) readSequential(ctx context.Context, rd *nifti.Reader, w *work,
 		} else {
 			stats.AddFloat32(w.vol.F32[z*plane : (z+n)*plane])
 		}
-		r.span(w, span{stage: timing.StageStats, slab: slab, device: timing.DeviceHost, track: track, start: t, end: time.Now(),
+		r.span(w, span{stage: stage.Stats, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
 			voxels: int64(n * plane)})
 		z += n
 		t = time.Now()
@@ -335,13 +335,13 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 		return segment.Stats{}, err
 	}
 	read := time.Now()
-	r.span(w, span{stage: timing.StageRead, slab: -1, device: timing.DeviceHost, track: track, start: t, end: read,
+	r.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
 		bytes: int64(nz * plane * sampleSize), voxels: int64(nz * plane)})
 	var stats segment.Stats
 	for _, p := range parts {
 		stats.Merge(p)
 	}
-	r.span(w, span{stage: timing.StageStats, slab: -1, device: timing.DeviceHost, track: track, start: read, end: time.Now(),
+	r.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),
 		voxels: int64(nz * plane)})
 	return stats, nil
 }

@@ -17,6 +17,7 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 // testRunner is a read stage for calling it directly.
@@ -182,13 +183,13 @@ func TestParallelReadRows(t *testing.T) {
 		t.Fatalf("%+v", out.res)
 	}
 	for volume, want := range map[string][]int{"vola": {0, 1, 2}, "volb": {-1}} { // vola: 11 slices, slab 4
-		for _, stage := range []timing.Stage{timing.StageRead, timing.StageStats} {
+		for _, st := range []stage.Stage{stage.Read, stage.Stats} {
 			var slabs []int
-			for _, r := range rowsOf(out.rows, volume, stage) {
+			for _, r := range rowsOf(out.rows, volume, st) {
 				slabs = append(slabs, r.Slab)
 			}
 			if !slices.Equal(slabs, want) {
-				t.Errorf("%s %s rows for slabs %v, want %v", volume, stage, slabs, want)
+				t.Errorf("%s %s rows for slabs %v, want %v", volume, st, slabs, want)
 			}
 		}
 	}
@@ -315,7 +316,7 @@ func TestReadInflatesLargeGzip(t *testing.T) {
 			}
 			readSlabs := func(rs []timing.Row) (slabs []int) {
 				for _, r := range rs {
-					if r.Stage == timing.StageRead {
+					if r.Stage == stage.Read {
 						slabs = append(slabs, r.Slab)
 					}
 				}

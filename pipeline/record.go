@@ -4,14 +4,15 @@ import (
 	"time"
 
 	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // span is one timed piece of a volume's work in a stage: a row of timings.csv and an event
 // of the trace.
 type span struct {
-	stage      timing.Stage
+	stage      stage.Stage
 	slab       int    // -1 for the whole volume
-	device     string // timing.DeviceHost, or the engine's name; also the trace's process
+	device     string // stage.Host, or the engine's name; also the trace's process
 	track      string // the trace's track within the process: "reader 0", "engine 1"...
 	start, end time.Time
 	bytes      int64 // bytes read or written, if any
@@ -29,19 +30,19 @@ func (r *runner) span(w *work, s span) {
 func (r *runner) record(w *work, s timing.Span) {
 	w.mu.Lock()
 	switch s.Stage {
-	case timing.StageRead:
+	case stage.Read:
 		w.sum.ReadMS += s.DurationMS
-	case timing.StageStats:
+	case stage.Stats:
 		w.sum.StatsMS += s.DurationMS
-	case timing.StageWrite:
+	case stage.Write:
 		w.sum.WriteMS += s.DurationMS
-	case timing.StageH2D:
+	case stage.H2D:
 		w.sum.H2DMS += s.DurationMS
-	case timing.StageD2H:
+	case stage.D2H:
 		w.sum.D2HMS += s.DurationMS
-	case timing.StageSegment:
+	case stage.Segment:
 		// the summary's segment time is the engine call's wall time, set by segment()
-	case timing.StagePrepare, timing.StageRestore, timing.StageAnalyse:
+	case stage.Prepare, stage.Restore, stage.Analyse:
 		// in timings.csv only
 	default: // kernels, or finer kernel groups
 		// Time with a kernel running: the CUDA fp16 engine's kernels of consecutive slabs

@@ -17,6 +17,7 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 // signEngine is a fast stand-in for the network: label 1 where the normalised value is
@@ -304,14 +305,14 @@ func TestRunBatchWithBadVolumes(t *testing.T) {
 			t.Errorf("%s: a mask exists for a failed volume", name)
 		}
 	}
-	stages := map[timing.Stage]int{}
+	stages := map[stage.Stage]int{}
 	for _, r := range out.rows {
 		stages[r.Stage]++
 		if r.RunID != "test" || r.DurationMS < 0 || r.StartMS < 0 {
 			t.Errorf("bad timing row %+v", r)
 		}
 	}
-	for _, st := range []timing.Stage{timing.StageRead, timing.StageStats, timing.StageSegment, timing.StageWrite} {
+	for _, st := range []stage.Stage{stage.Read, stage.Stats, stage.Segment, stage.Write} {
 		if stages[st] == 0 {
 			t.Errorf("no %s rows in timings.csv", st)
 		}
@@ -517,7 +518,7 @@ func TestRunSeveralEnginesShareTheQueue(t *testing.T) {
 		t.Errorf("volumes per engine %v: want both engines used, 8 in all", perEngine)
 	}
 	for _, r := range out.rows {
-		if r.Stage == timing.StageSegment && r.Device != "dev:0" && r.Device != "dev:1" {
+		if r.Stage == stage.Segment && r.Device != "dev:0" && r.Device != "dev:1" {
 			t.Errorf("segment row without its engine: %+v", r)
 		}
 	}
@@ -608,7 +609,7 @@ func TestRunReadsWhileTheEngineOpens(t *testing.T) {
 	ready := float64(eng.readyAt.Load()) / 1e6 // ms; the run started a little after t0
 	firstRead := math.Inf(1)
 	for _, r := range out.rows {
-		if r.Stage == timing.StageRead {
+		if r.Stage == stage.Read {
 			firstRead = min(firstRead, r.StartMS+r.DurationMS)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"voxpipe/geometry"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 // engines is the segment stage: one worker per engine, each taking read volumes, running its
@@ -95,12 +96,12 @@ func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w
 		OnEvent: func(ev segment.Event) {
 			s := start.Add(ev.Start)
 			switch ev.Stage {
-			case timing.StageSegment:
+			case stage.Segment:
 				sawSegment = true
 			}
 			switch {
 			case w.model != nil: // progress counts the input's planes, all restored at once
-			case ev.Stage == timing.StageSegment, ev.Stage == timing.StageD2H: // a GPU slab is done when its mask is back
+			case ev.Stage == stage.Segment, ev.Stage == stage.D2H: // a GPU slab is done when its mask is back
 				r.progress().PlanesDone(w.job, int(ev.Voxels/plane))
 			}
 			r.record(w, timing.Span{Process: device, Track: string(ev.Stage), Row: timing.Row{
@@ -116,7 +117,7 @@ func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w
 	w.sum.SegmentMS = ms(end.Sub(start))
 	w.mu.Unlock()
 	if !sawSegment {
-		r.span(w, span{stage: timing.StageSegment, slab: -1, device: device, track: fmt.Sprintf("engine %d", worker),
+		r.span(w, span{stage: stage.Segment, slab: -1, device: device, track: fmt.Sprintf("engine %d", worker),
 			start: start, end: end, voxels: int64(voxels)})
 	}
 	if err == nil && w.model != nil {
@@ -147,7 +148,7 @@ func (r *engines) restore(w *work, worker int) {
 	start := time.Now()
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
 	geometry.LabelsBack(w.mask.bytes[:voxels], w.modelMask, w.plan.ro, w.plan.rs)
-	r.span(w, span{stage: timing.StageRestore, slab: -1, device: timing.DeviceHost, track: fmt.Sprintf("engine %d", worker),
+	r.span(w, span{stage: stage.Restore, slab: -1, device: stage.Host, track: fmt.Sprintf("engine %d", worker),
 		start: start, end: time.Now(), voxels: int64(voxels)})
 	r.progress().PlanesDone(w.job, w.vol.NZ)
 	w.seg.slabDone(0, w.vol.NZ)

@@ -13,7 +13,7 @@ import (
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/claim"
-	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // writers is the write stage: Config.Writers workers, each taking the volumes the engines
@@ -108,7 +108,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		}
 		err = out.WriteSlices(mask[written*plane : z1*plane])
 		n := int64((z1 - written) * plane)
-		r.span(w, span{stage: timing.StageWrite, slab: written / r.cfg.Slab, device: timing.DeviceHost, track: track,
+		r.span(w, span{stage: stage.Write, slab: written / r.cfg.Slab, device: stage.Host, track: track,
 			start: start, end: time.Now(), bytes: n, voxels: n})
 		if err != nil {
 			return err
@@ -133,7 +133,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 	start := time.Now()
 	err := out.Commit()
 	end := time.Now()
-	r.span(w, span{stage: timing.StageWrite, slab: -1, device: timing.DeviceHost, track: track, start: start, end: end})
+	r.span(w, span{stage: stage.Write, slab: -1, device: stage.Host, track: track, start: start, end: end})
 	if err != nil {
 		return err
 	}

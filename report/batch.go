@@ -11,6 +11,7 @@ import (
 
 	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // StatusNoSummaryRow is the status of a volume that has timings.csv rows but no summary.csv
@@ -48,7 +49,7 @@ type Volume struct {
 	// StageMS is the volume's latency per stage: the sum of the stage's durations in
 	// timings.csv (slab rows summed), or summary.csv's <stage>_ms columns (those > 0) when
 	// its run has no timings.csv.
-	StageMS map[timing.Stage]float64
+	StageMS map[stage.Stage]float64
 
 	Events []timing.Row // timings.csv rows, by start time
 }
@@ -168,13 +169,13 @@ func (b *Batch) merge(timings []timing.Row, summaries []summaryAt) error {
 		keys[k] = true
 	}
 	for k := range keys {
-		v := &Volume{RunID: k.run, Name: k.name, Events: events[k], StageMS: map[timing.Stage]float64{}}
+		v := &Volume{RunID: k.run, Name: k.name, Events: events[k], StageMS: map[stage.Stage]float64{}}
 		slices.SortStableFunc(v.Events, func(x, y timing.Row) int {
 			return cmp.Or(cmp.Compare(x.StartMS, y.StartMS), cmp.Compare(x.Stage, y.Stage), cmp.Compare(x.Slab, y.Slab))
 		})
 		// A stage's latency is the time it was running: the union of its spans (the CUDA fp16
 		// engine's kernels of consecutive slabs overlap, as do parallel read chunks).
-		ends := map[timing.Stage]float64{}
+		ends := map[stage.Stage]float64{}
 		for _, e := range v.Events {
 			end, seen := ends[e.Stage]
 			if !seen {
@@ -282,7 +283,7 @@ func eventSpan(events []timing.Row) float64 {
 // the largest whole-volume row, or the largest per-stage sum over slab rows.
 func inferVoxels(events []timing.Row) int64 {
 	var best int64
-	slabSums := map[timing.Stage]int64{}
+	slabSums := map[stage.Stage]int64{}
 	for _, e := range events {
 		if e.Slab < 0 {
 			best = max(best, e.Voxels)

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -27,19 +27,19 @@ var (
 	colorB = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
 
 	// stageColors: copies in cool tones, compute in warm ones, host I/O in greys and greens.
-	stageColors = map[timing.Stage]color.RGBA{
-		timing.StageRead:    {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
-		timing.StageStats:   {R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
-		timing.StageH2D:     {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-		timing.StageKernels: {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-		timing.StageSegment: {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-		timing.StageD2H:     {R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
-		timing.StageWrite:   {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	stageColors = map[stage.Stage]color.RGBA{
+		stage.Read:    {R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+		stage.Stats:   {R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
+		stage.H2D:     {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+		stage.Kernels: {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+		stage.Segment: {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+		stage.D2H:     {R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+		stage.Write:   {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	}
 	otherStageColor = color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}
 )
 
-func stageColor(stage timing.Stage) color.RGBA {
+func stageColor(stage stage.Stage) color.RGBA {
 	if c, ok := stageColors[stage]; ok {
 		return c
 	}
@@ -201,7 +201,7 @@ func timelineChart(tl *Timeline, w, h vg.Length) (string, error) {
 	p.X.Min = 0
 	rows := slices.Clone(tl.Stages)
 	slices.Reverse(rows) // first stage on top
-	rowOf := map[timing.Stage]float64{}
+	rowOf := map[stage.Stage]float64{}
 	names := make([]string, len(rows))
 	for i, s := range rows {
 		rowOf[s] = float64(i)

@@ -12,6 +12,7 @@ import (
 
 	"voxpipe/pipeline/records"
 	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // ErrInput marks errors caused by the report's inputs (missing, unreadable or malformed CSVs,
@@ -251,12 +252,12 @@ func readTable(path string) (*table, error) {
 
 // kindFromHeader classifies a file given explicitly on the command line.
 func (t *table) kindFromHeader() (csvKind, error) {
-	_, stage := t.col["stage"]
+	_, hasStage := t.col["stage"]
 	_, status := t.col["status"]
 	switch {
-	case stage && !status:
+	case hasStage && !status:
 		return kindTimings, nil
-	case status && !stage:
+	case status && !hasStage:
 		return kindSummary, nil
 	}
 	return 0, &CSVError{File: t.path, Line: 1,
@@ -292,9 +293,9 @@ func readTimings(t *table) ([]timing.Row, error) {
 		return nil, t.decodeError(err)
 	}
 	for i, r := range rows {
-		if stage := timing.Stage(strings.TrimSpace(string(r.Stage))); stage == EndToEnd || stage == Service {
+		if st := stage.Stage(strings.TrimSpace(string(r.Stage))); st == EndToEnd || st == Service {
 			// Its samples would be mixed into the report's own row of that name.
-			return nil, t.fieldError(i, "stage", fmt.Errorf("%q is the name of a row the report computes, not a stage", stage))
+			return nil, t.fieldError(i, "stage", fmt.Errorf("%q is the name of a row the report computes, not a stage", st))
 		}
 	}
 	return rows, nil
@@ -303,16 +304,16 @@ func readTimings(t *table) ([]timing.Row, error) {
 // summaryStageColumns maps summary.csv's per-stage columns to stage names, used when a run
 // has no timings.csv.
 var summaryStageColumns = []struct {
-	stage timing.Stage
+	stage stage.Stage
 	value func(*timing.Summary) float64
 }{
-	{timing.StageRead, func(s *timing.Summary) float64 { return s.ReadMS }},
-	{timing.StageStats, func(s *timing.Summary) float64 { return s.StatsMS }},
-	{timing.StageH2D, func(s *timing.Summary) float64 { return s.H2DMS }},
-	{timing.StageKernels, func(s *timing.Summary) float64 { return s.KernelsMS }},
-	{timing.StageSegment, func(s *timing.Summary) float64 { return s.SegmentMS }},
-	{timing.StageD2H, func(s *timing.Summary) float64 { return s.D2HMS }},
-	{timing.StageWrite, func(s *timing.Summary) float64 { return s.WriteMS }},
+	{stage.Read, func(s *timing.Summary) float64 { return s.ReadMS }},
+	{stage.Stats, func(s *timing.Summary) float64 { return s.StatsMS }},
+	{stage.H2D, func(s *timing.Summary) float64 { return s.H2DMS }},
+	{stage.Kernels, func(s *timing.Summary) float64 { return s.KernelsMS }},
+	{stage.Segment, func(s *timing.Summary) float64 { return s.SegmentMS }},
+	{stage.D2H, func(s *timing.Summary) float64 { return s.D2HMS }},
+	{stage.Write, func(s *timing.Summary) float64 { return s.WriteMS }},
 }
 
 func readSummaries(t *table) ([]timing.Summary, error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // WriteMarkdown writes the summary: gate verdict, latency table, throughput, volumes that are
@@ -231,7 +232,7 @@ func speedupText(sp *Speedup) string {
 }
 
 // stageNote says what the report's own rows measure; "" for stages.
-func stageNote(stage timing.Stage) string {
+func stageNote(stage stage.Stage) string {
 	switch stage {
 	case EndToEnd:
 		return "turnaround / sojourn: queueing included"

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // The report's own rows, after the stages. EndToEnd is the turnaround (sojourn time):
@@ -21,8 +22,8 @@ import (
 // rename, the time it waited for an engine included. Service is the time it was worked on:
 // wall_ms - queue_ms (wall_ms where queue_ms is unknown).
 const (
-	EndToEnd timing.Stage = "end_to_end"
-	Service  timing.Stage = "service"
+	EndToEnd stage.Stage = "end_to_end"
+	Service  stage.Stage = "service"
 )
 
 // DefaultMinVolumes is the fewest volumes on each side of a comparison (pairs when paired)
@@ -32,8 +33,8 @@ const (
 const DefaultMinVolumes = 10
 
 // stageOrder is the pipeline's order; other stages follow alphabetically.
-var stageOrder = []timing.Stage{timing.StageRead, timing.StageStats, timing.StageH2D, timing.StageKernels,
-	timing.StageSegment, timing.StageD2H, timing.StageWrite}
+var stageOrder = []stage.Stage{stage.Read, stage.Stats, stage.H2D, stage.Kernels,
+	stage.Segment, stage.D2H, stage.Write}
 
 // Exit codes of the report subcommand.
 const (
@@ -56,7 +57,7 @@ type Options struct {
 
 // GateOptions: fail when A's p50 of Stage is more than MaxSlowerPct percent above B's.
 type GateOptions struct {
-	Stage        timing.Stage // EndToEnd, Service or a stage name
+	Stage        stage.Stage // EndToEnd, Service or a stage name
 	MaxSlowerPct float64
 }
 
@@ -105,7 +106,7 @@ func (g *GateResult) Message() string {
 // Row is one line of the comparison table: one stage, Service or EndToEnd. A or B is nil when
 // that side has no volume with the stage; Speedup is nil unless both have it.
 type Row struct {
-	Stage   timing.Stage
+	Stage   stage.Stage
 	A, B    *Stats
 	Speedup *Speedup
 }
@@ -124,13 +125,13 @@ type Throughput struct {
 // relative to its first event.
 type Timeline struct {
 	RunID, Volume string
-	Stages        []timing.Stage // rows, in pipeline order
+	Stages        []stage.Stage // rows, in pipeline order
 	Bars          []TimelineBar
 }
 
 // TimelineBar is one event.
 type TimelineBar struct {
-	Stage          timing.Stage
+	Stage          stage.Stage
 	Slab           int
 	StartMS, EndMS float64
 }
@@ -146,8 +147,8 @@ type Report struct {
 	Resamples   int
 	Seed        uint64
 	MinVolumes  int
-	latenciesA  map[timing.Stage][]sample
-	latenciesB  map[timing.Stage][]sample
+	latenciesA  map[stage.Stage][]sample
+	latenciesB  map[stage.Stage][]sample
 }
 
 // sample is one volume's latency in one stage.
@@ -179,7 +180,7 @@ func Compare(a, b *Batch, opts Options) (*Report, error) {
 		MinVolumes: cmp.Or(opts.MinVolumes, DefaultMinVolumes), latenciesA: latencies(a), latenciesB: latencies(b)}
 	r.ThroughputA, r.ThroughputB = throughput(a), throughput(b)
 
-	stages := map[timing.Stage]bool{}
+	stages := map[stage.Stage]bool{}
 	for s := range r.latenciesA {
 		stages[s] = true
 	}
@@ -231,20 +232,20 @@ func Compare(a, b *Batch, opts Options) (*Report, error) {
 }
 
 // orderStages sorts stage names in pipeline order, unknown ones last, alphabetically.
-func orderStages(stages []timing.Stage) []timing.Stage {
-	rank := func(s timing.Stage) int {
+func orderStages(stages []stage.Stage) []stage.Stage {
+	rank := func(s stage.Stage) int {
 		if i := slices.Index(stageOrder, s); i >= 0 {
 			return i
 		}
 		return len(stageOrder)
 	}
-	slices.SortFunc(stages, func(x, y timing.Stage) int { return cmp.Or(cmp.Compare(rank(x), rank(y)), cmp.Compare(x, y)) })
+	slices.SortFunc(stages, func(x, y stage.Stage) int { return cmp.Or(cmp.Compare(rank(x), rank(y)), cmp.Compare(x, y)) })
 	return stages
 }
 
 // latencies gathers per-volume latencies of the ok volumes, per stage, Service and EndToEnd.
-func latencies(b *Batch) map[timing.Stage][]sample {
-	out := map[timing.Stage][]sample{}
+func latencies(b *Batch) map[stage.Stage][]sample {
+	out := map[stage.Stage][]sample{}
 	for _, v := range b.okVolumes() {
 		out[EndToEnd] = append(out[EndToEnd], sample{v.Name, v.EndToEndMS, v.Voxels})
 		out[Service] = append(out[Service], sample{v.Name, v.ServiceMS(), v.Voxels})
@@ -330,7 +331,7 @@ func values(ss []sample) []float64 {
 }
 
 // row returns the row of stage, or nil.
-func (r *Report) row(stage timing.Stage) *Row {
+func (r *Report) row(stage stage.Stage) *Row {
 	for i := range r.Rows {
 		if r.Rows[i].Stage == stage {
 			return &r.Rows[i]
@@ -400,7 +401,7 @@ func timeline(a *Batch, name string) (*Timeline, error) {
 		return nil, nil
 	}
 	t0 := math.Inf(1)
-	stages := map[timing.Stage]bool{}
+	stages := map[stage.Stage]bool{}
 	for _, e := range pick.Events {
 		t0 = min(t0, e.StartMS)
 		stages[e.Stage] = true

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -124,7 +125,7 @@ func TestSampleAgainstBaseline(t *testing.T) {
 	// median (380/124 + 300/86.8)/2.
 	// read: 40/20, 30/24, 50/28, 60/40 = 2, 1.25, 1.786, 1.5 -> median (1.5 + 50/28)/2.
 	for _, c := range []struct {
-		stage          timing.Stage
+		stage          stage.Stage
 		want, lo, high float64
 	}{
 		{EndToEnd, (2.5 + 400.0/140) / 2, 260.0 / 120, 3},
@@ -297,7 +298,7 @@ func TestGate(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		run, base string
-		stage     timing.Stage
+		stage     stage.Stage
 		pct       float64
 		wantCode  int
 		slowerPct float64 // checked when the gate ran
@@ -528,7 +529,7 @@ func FuzzReadCSV(f *testing.F) {
 // A stage's latency is the union of its spans: the CUDA fp16 engine's kernels of consecutive
 // slabs overlap on two streams.
 func TestStageLatencyIsUnionOfSpans(t *testing.T) {
-	row := func(stage timing.Stage, slab int, start, dur float64) timing.Row {
+	row := func(stage stage.Stage, slab int, start, dur float64) timing.Row {
 		return timing.Row{RunID: "r", Volume: "v", Stage: stage, Slab: slab, StartMS: start, DurationMS: dur}
 	}
 	var b Batch

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // Q (with queue_ms) against P (without): service leaves the queue out, turnaround keeps it.
@@ -102,7 +102,7 @@ func TestServiceLatencyExcludesQueue(t *testing.T) {
 
 	// The gate on service sees A faster; on turnaround, 123% slower.
 	for _, c := range []struct {
-		stage     timing.Stage
+		stage     stage.Stage
 		failed    bool
 		slowerPct float64
 	}{{Service, false, (5600.0/6050 - 1) * 100}, {EndToEnd, true, (13500.0/6050 - 1) * 100}} {

@@ -8,10 +8,9 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"voxpipe/stage"
 
 	"golang.org/x/sync/errgroup"
-
-	"voxpipe/pipeline/timing"
 )
 
 // ErrBadVolume is wrapped by errors about a Volume, mask buffer or slab range an engine cannot
@@ -177,7 +176,7 @@ func (e *CPUEngine) Segment(ctx context.Context, vol *Volume, out []uint8, opt O
 		if opt.OnEvent != nil {
 			in0, in1 := max(z0-Halo, 0), min(z1+Halo, vol.NZ)
 			opt.OnEvent(Event{
-				Stage:    timing.StageSegment,
+				Stage:    stage.Segment,
 				Slab:     i,
 				Start:    t0.Sub(start),
 				Duration: time.Since(t0),

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // randomVolume makes a test volume: a smooth blob pattern plus noise, so the network sees
@@ -221,7 +221,7 @@ func TestCPUEvents(t *testing.T) {
 	wantVoxels := []int64{4 * 30, 4 * 30, 2 * 30}
 	wantBytes := []int64{7 * 30 * 2, 9 * 30 * 2, 5 * 30 * 2} // slices read (halo included, clipped), int16
 	for i, ev := range events {
-		if ev.Stage != timing.StageSegment || ev.Slab != i || ev.Voxels != wantVoxels[i] || ev.Bytes != wantBytes[i] || ev.Duration <= 0 {
+		if ev.Stage != stage.Segment || ev.Slab != i || ev.Voxels != wantVoxels[i] || ev.Bytes != wantBytes[i] || ev.Duration <= 0 {
 			t.Errorf("event %d: %+v, want stage segment, slab %d, %d voxels, %d bytes", i, ev, i, wantVoxels[i], wantBytes[i])
 		}
 		if i > 0 && ev.Start < events[i-1].Start+events[i-1].Duration {

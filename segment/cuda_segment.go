@@ -15,6 +15,7 @@ import (
 	"voxpipe/kernels"
 	"voxpipe/kernels/pinned"
 	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // segment runs on the thread: it plans the volume's slabs, enqueues them all (enqueue), then
@@ -191,9 +192,9 @@ func (e *cudaEngine) report(k int, ev *slabEvents, refOffset time.Duration, st *
 	st.D2HBytes += ev.labelBytes
 	st.Voxels += ev.voxels
 	if onEvent != nil {
-		onEvent(Event{Stage: timing.StageH2D, Slab: k, Start: refOffset + h2d0, Duration: h2d1 - h2d0, Bytes: ev.inputBytes, Voxels: ev.voxels})
-		onEvent(Event{Stage: timing.StageKernels, Slab: k, Start: refOffset + k0, Duration: k1 - k0, Voxels: ev.voxels})
-		onEvent(Event{Stage: timing.StageD2H, Slab: k, Start: refOffset + d2h0, Duration: d2h1 - d2h0, Bytes: ev.labelBytes, Voxels: ev.voxels})
+		onEvent(Event{Stage: stage.H2D, Slab: k, Start: refOffset + h2d0, Duration: h2d1 - h2d0, Bytes: ev.inputBytes, Voxels: ev.voxels})
+		onEvent(Event{Stage: stage.Kernels, Slab: k, Start: refOffset + k0, Duration: k1 - k0, Voxels: ev.voxels})
+		onEvent(Event{Stage: stage.D2H, Slab: k, Start: refOffset + d2h0, Duration: d2h1 - d2h0, Bytes: ev.labelBytes, Voxels: ev.voxels})
 	}
 	return nil
 }

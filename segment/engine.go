@@ -4,8 +4,7 @@ import (
 	"context"
 	"math"
 	"time"
-
-	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // Norm is the affine map from stored voxel values to the network's input:
@@ -27,8 +26,8 @@ type Volume struct {
 // Event is one timed piece of work an engine did, reported so the pipeline can write it to
 // timings.csv and the trace. Start is relative to the engine's Segment call.
 type Event struct {
-	Stage    timing.Stage // StageSegment for the CPU engine; StageH2D, StageKernels, StageD2H for the GPU engine
-	Slab     int          // slab index, -1 for whole-volume work
+	Stage    stage.Stage // StageSegment for the CPU engine; StageH2D, StageKernels, StageD2H for the GPU engine
+	Slab     int         // slab index, -1 for whole-volume work
 	Start    time.Duration
 	Duration time.Duration
 	Bytes    int64

@@ -23,7 +23,7 @@ import (
 	"voxpipe/fixtures"
 	"voxpipe/kernels"
 	"voxpipe/phantom"
-	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // GPU engine tests: they need an NVIDIA GPU (cc >= 8.0) and run on the GPU machine through
@@ -260,16 +260,16 @@ func testEvents(t *testing.T, precision string) {
 	}
 	plane := int64(40 * 24)
 	var h2dBytes, d2hBytes, voxels int64
-	byStage := map[timing.Stage][]Event{}
+	byStage := map[stage.Stage][]Event{}
 	for _, e := range evs {
 		byStage[e.Stage] = append(byStage[e.Stage], e)
 		if e.Start < 0 || e.Duration < 0 || e.Slab < 0 || e.Slab >= slabs {
 			t.Errorf("bad event %+v", e)
 		}
 		switch e.Stage {
-		case timing.StageH2D:
+		case stage.H2D:
 			h2dBytes += e.Bytes
-		case timing.StageD2H:
+		case stage.D2H:
 			d2hBytes += e.Bytes
 			voxels += e.Voxels
 		}
@@ -282,14 +282,14 @@ func testEvents(t *testing.T, precision string) {
 	if h2dBytes != wantH2D || d2hBytes != 23*plane || voxels != 23*plane {
 		t.Errorf("bytes h2d %d (want %d), d2h %d, voxels %d (want %d)", h2dBytes, wantH2D, d2hBytes, voxels, 23*plane)
 	}
-	for _, stage := range []timing.Stage{timing.StageH2D, timing.StageKernels, timing.StageD2H} {
-		if len(byStage[stage]) != slabs {
-			t.Errorf("%d %s events, want %d", len(byStage[stage]), stage, slabs)
+	for _, st := range []stage.Stage{stage.H2D, stage.Kernels, stage.D2H} {
+		if len(byStage[st]) != slabs {
+			t.Errorf("%d %s events, want %d", len(byStage[st]), st, slabs)
 		}
 	}
 	// Stream order within a slab: upload, kernels, download.
 	for k := 0; k < slabs; k++ {
-		h, kk, d := byStage[timing.StageH2D][k], byStage[timing.StageKernels][k], byStage[timing.StageD2H][k]
+		h, kk, d := byStage[stage.H2D][k], byStage[stage.Kernels][k], byStage[stage.D2H][k]
 		if h.Slab != k || kk.Slab != k || d.Slab != k {
 			t.Fatalf("events out of slab order")
 		}

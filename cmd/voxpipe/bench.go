@@ -19,6 +19,7 @@ import (
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 func init() {
@@ -274,7 +275,7 @@ func hiddenCopyFraction(events []segment.Event) float64 {
 		switch {
 		case e.Stage.IsCopy():
 			copies = append(copies, timing.Interval[time.Duration]{Start: e.Start, Dur: e.Duration})
-		case e.Stage == timing.StageKernels:
+		case e.Stage == stage.Kernels:
 			kernels = append(kernels, timing.Interval[time.Duration]{Start: e.Start, Dur: e.Duration})
 		}
 	}
@@ -312,7 +313,7 @@ func writeBenchCSVs(out, dims string, voxels int64, engine string, runs []pipeli
 			rows = append(rows, timing.Row{RunID: "bench", Volume: name, Stage: e.Stage, Slab: e.Slab, Device: engine,
 				StartMS: msOf(offset + e.Start), DurationMS: msOf(e.Duration), Bytes: e.Bytes, Voxels: e.Voxels})
 		}
-		rows = append(rows, timing.Row{RunID: "bench", Volume: name, Stage: timing.StageSegment, Slab: -1, Device: engine,
+		rows = append(rows, timing.Row{RunID: "bench", Volume: name, Stage: stage.Segment, Slab: -1, Device: engine,
 			StartMS: msOf(offset), DurationMS: msOf(r.Wall), Voxels: voxels})
 		// The files' errors are sticky: the first one is also Close's.
 		if err = timings.Append(rows...); err != nil {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"voxpipe/pipeline/timing"
 	"voxpipe/report"
+	"voxpipe/stage"
 )
 
 func init() {
@@ -74,7 +74,7 @@ func reportAction(c *cli.Context) error {
 		MinVolumes:     c.Int("min-volumes"),
 	}
 	if c.IsSet("fail-if-slower") {
-		opts.Gate = &report.GateOptions{Stage: timing.Stage(c.String("gate-stage")), MaxSlowerPct: c.Float64("fail-if-slower")}
+		opts.Gate = &report.GateOptions{Stage: stage.Stage(c.String("gate-stage")), MaxSlowerPct: c.Float64("fail-if-slower")}
 	}
 
 	rep, err := report.Generate(runs, baselines, opts)

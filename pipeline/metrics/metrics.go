@@ -34,6 +34,7 @@ import (
 
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // DefaultBusyWindow is the span voxpipe_engine_busy_fraction averages over.
@@ -254,13 +255,13 @@ func (m *Metrics) anchor(r timing.Row, now time.Time) time.Time {
 // nor the whole-call segment row (slab -1) standing in for engines that report finer stages:
 // it spans their copies too.
 func busyRow(r timing.Row) bool {
-	if r.Device == timing.DeviceHost {
+	if r.Device == stage.Host {
 		return false
 	}
 	switch r.Stage {
-	case timing.StageRead, timing.StageStats, timing.StageWrite, timing.StageH2D, timing.StageD2H:
+	case stage.Read, stage.Stats, stage.Write, stage.H2D, stage.D2H:
 		return false
-	case timing.StageSegment:
+	case stage.Segment:
 		return r.Slab >= 0
 	}
 	return true

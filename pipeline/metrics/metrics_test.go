@@ -25,6 +25,7 @@ import (
 
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/timing"
+	"voxpipe/stage"
 )
 
 // scrape fetches reg's metrics through promhttp, as Prometheus would, and returns the samples
@@ -152,7 +153,7 @@ func TestLint(t *testing.T) {
 func TestBusyUnionPerDevice(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	gpu := func(run string, stage timing.Stage, slab int, start, dur float64) timing.Row {
+	gpu := func(run string, stage stage.Stage, slab int, start, dur float64) timing.Row {
 		return timing.Row{RunID: run, Stage: stage, Slab: slab, Device: "cuda:0", StartMS: start, DurationMS: dur}
 	}
 	// fp16: the kernels of consecutive slabs overlap on two streams; copies are not busy time,

@@ -16,6 +16,7 @@ import (
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/stage"
 )
 
 // TestPipelineRun wires Metrics into a real run (CPU engine) as run and watch do, and checks
@@ -88,22 +89,22 @@ func TestPipelineRun(t *testing.T) {
 	want(t, s, "voxpipe_volume_turnaround_seconds_count", 3)
 	want(t, s, "voxpipe_volume_turnaround_seconds_sum", wall)
 
-	perStage := map[timing.Stage]int{}
+	perStage := map[stage.Stage]int{}
 	var slabs []timing.Row
 	for _, r := range rows {
 		perStage[r.Stage]++
-		if r.Stage == timing.StageSegment {
+		if r.Stage == stage.Segment {
 			if r.Device != "cpu" || r.Slab < 0 {
 				t.Fatalf("the CPU engine's segment rows are per slab: %+v", r)
 			}
 			slabs = append(slabs, r)
 		}
 	}
-	for _, stage := range []timing.Stage{timing.StageRead, timing.StageSegment, timing.StageWrite} {
-		if perStage[stage] == 0 {
-			t.Errorf("no %s rows", stage)
+	for _, st := range []stage.Stage{stage.Read, stage.Segment, stage.Write} {
+		if perStage[st] == 0 {
+			t.Errorf("no %s rows", st)
 		}
-		want(t, s, `voxpipe_stage_duration_seconds_count{stage="`+string(stage)+`"}`, float64(perStage[stage]))
+		want(t, s, `voxpipe_stage_duration_seconds_count{stage="`+string(st)+`"}`, float64(perStage[st]))
 	}
 	// Busy: the union of the CPU engine's slabs (one volume at a time, in order).
 	slices.SortFunc(slabs, func(a, b timing.Row) int { return cmp.Compare(a.StartMS, b.StartMS) })

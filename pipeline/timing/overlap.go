@@ -1,6 +1,9 @@
 package timing
 
-import "sort"
+import (
+	"sort"
+	"voxpipe/stage"
+)
 
 // Interval is a span of time [Start, Start+Dur) on one clock, in any unit.
 type Interval[T ~int64 | ~float64] struct{ Start, Dur T }
@@ -56,9 +59,6 @@ func unionOf[T ~int64 | ~float64](spans []Interval[T]) [][2]T {
 	return out
 }
 
-// IsCopy reports whether a stage is a host<->device copy.
-func (s Stage) IsCopy() bool { return s == StageH2D || s == StageD2H }
-
 // RowsCopyOverlap measures the copies of timings.csv rows per device (the engine's name,
 // "cuda:0"), against that device's kernels stage rows. Devices without copies are left out.
 func RowsCopyOverlap(rows []Row) map[string]CopyOverlap[float64] {
@@ -69,7 +69,7 @@ func RowsCopyOverlap(rows []Row) map[string]CopyOverlap[float64] {
 		switch {
 		case r.Stage.IsCopy():
 			copies[r.Device] = append(copies[r.Device], iv)
-		case r.Stage == StageKernels:
+		case r.Stage == stage.Kernels:
 			kernels[r.Device] = append(kernels[r.Device], iv)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"voxpipe/stage"
 )
 
 func iv(start, dur float64) Interval[float64] { return Interval[float64]{start, dur} }
@@ -50,15 +51,15 @@ func TestHiddenCopy(t *testing.T) {
 // call and hides nothing).
 func TestRowsCopyOverlap(t *testing.T) {
 	rows := []Row{
-		{Stage: StageSegment, Device: "cuda:0", StartMS: 0, DurationMS: 100},
-		{Stage: StageH2D, Device: "cuda:0", StartMS: 0, DurationMS: 10},
-		{Stage: StageKernels, Device: "cuda:0", StartMS: 10, DurationMS: 20},
-		{Stage: StageKernels, Device: "cuda:0", StartMS: 15, DurationMS: 20},
-		{Stage: StageH2D, Device: "cuda:0", StartMS: 12, DurationMS: 10},
-		{Stage: StageD2H, Device: "cuda:0", StartMS: 30, DurationMS: 10},
-		{Stage: StageKernels, Device: "cuda:1", StartMS: 0, DurationMS: 50},
-		{Stage: StageD2H, Device: "cuda:1", StartMS: 40, DurationMS: 20},
-		{Stage: StageRead, Device: DeviceHost, StartMS: 0, DurationMS: 9},
+		{Stage: stage.Segment, Device: "cuda:0", StartMS: 0, DurationMS: 100},
+		{Stage: stage.H2D, Device: "cuda:0", StartMS: 0, DurationMS: 10},
+		{Stage: stage.Kernels, Device: "cuda:0", StartMS: 10, DurationMS: 20},
+		{Stage: stage.Kernels, Device: "cuda:0", StartMS: 15, DurationMS: 20},
+		{Stage: stage.H2D, Device: "cuda:0", StartMS: 12, DurationMS: 10},
+		{Stage: stage.D2H, Device: "cuda:0", StartMS: 30, DurationMS: 10},
+		{Stage: stage.Kernels, Device: "cuda:1", StartMS: 0, DurationMS: 50},
+		{Stage: stage.D2H, Device: "cuda:1", StartMS: 40, DurationMS: 20},
+		{Stage: stage.Read, Device: stage.Host, StartMS: 0, DurationMS: 9},
 	}
 	got := RowsCopyOverlap(rows)
 	want := map[string]CopyOverlap[float64]{"cuda:0": {Copy: 30, Hidden: 15}, "cuda:1": {Copy: 20, Hidden: 10}}
@@ -75,14 +76,14 @@ func TestRowsCopyOverlap(t *testing.T) {
 // The trace carries each device's copy overlap in its metadata.
 func TestTraceCopyOverlap(t *testing.T) {
 	var tr Trace
-	add := func(stage Stage, start, dur float64) {
-		tr.Add(Span{Row: Row{Volume: "a", Stage: stage, Slab: 0, StartMS: start, DurationMS: dur}, Process: "cuda:0", Track: string(stage)})
+	add := func(st stage.Stage, start, dur float64) {
+		tr.Add(Span{Row: Row{Volume: "a", Stage: st, Slab: 0, StartMS: start, DurationMS: dur}, Process: "cuda:0", Track: string(st)})
 	}
-	add(StageKernels, 0, 10)
-	add(StageKernels, 5, 10)
-	add(StageH2D, 5, 5)
-	add(StageD2H, 12, 8)
-	tr.Add(Span{Row: Row{Volume: "a", Stage: StageRead, StartMS: 0, DurationMS: 3}, Process: DeviceHost, Track: "reader 0"})
+	add(stage.Kernels, 0, 10)
+	add(stage.Kernels, 5, 10)
+	add(stage.H2D, 5, 5)
+	add(stage.D2H, 12, 8)
+	tr.Add(Span{Row: Row{Volume: "a", Stage: stage.Read, StartMS: 0, DurationMS: 3}, Process: stage.Host, Track: "reader 0"})
 	path := filepath.Join(t.TempDir(), "trace.json")
 	if err := tr.WriteFile(path); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"voxpipe/stage"
 
 	"github.com/gocarina/gocsv"
 )
@@ -77,7 +78,7 @@ func DecodeRows(records [][]string) ([]Row, error) {
 				return nil, fieldError(records[0], i, ms.name, errRequiredMS)
 			}
 		}
-		rows[i] = Row{RunID: w.RunID, Volume: string(w.Volume), Stage: Stage(w.Stage), Slab: int(w.Slab), Device: w.Device,
+		rows[i] = Row{RunID: w.RunID, Volume: string(w.Volume), Stage: stage.Stage(w.Stage), Slab: int(w.Slab), Device: w.Device,
 			StartMS: w.StartMS.v, DurationMS: w.DurationMS.v, Bytes: int64(w.Bytes), Voxels: int64(w.Voxels)}
 	}
 	return rows, nil

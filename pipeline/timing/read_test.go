@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"voxpipe/stage"
 )
 
 // The wire forms decode exactly the columns the schemas write.
@@ -23,8 +24,8 @@ func TestWireColumns(t *testing.T) {
 func TestReadBack(t *testing.T) {
 	dir := t.TempDir()
 	rows := []Row{
-		{RunID: "r", Volume: "a", Stage: StageRead, Slab: -1, Device: DeviceHost, StartMS: 0, DurationMS: 12.25, Bytes: 1 << 40, Voxels: 7},
-		{RunID: "r", Volume: "a,b \"q\"", Stage: StageKernels, Slab: 3, Device: "cuda:0", StartMS: 1.5, DurationMS: 0},
+		{RunID: "r", Volume: "a", Stage: stage.Read, Slab: -1, Device: stage.Host, StartMS: 0, DurationMS: 12.25, Bytes: 1 << 40, Voxels: 7},
+		{RunID: "r", Volume: "a,b \"q\"", Stage: stage.Kernels, Slab: 3, Device: "cuda:0", StartMS: 1.5, DurationMS: 0},
 	}
 	sums := []Summary{
 		{RunID: "r", Volume: "a", Status: StatusOK, Dims: "2x2x2", Voxels: 8, Engine: "cpu", ReadMS: 1, WallMS: 10, QueueMS: 2.5, MVoxPerS: 0.5},

@@ -2,17 +2,19 @@
 // by the pipeline that writes them and the report that reads them. Column names are stable.
 package timing
 
+import "voxpipe/stage"
+
 // Row is one line of timings.csv: one stage event.
 type Row struct {
-	RunID      string  `csv:"run_id"`
-	Volume     string  `csv:"volume"`
-	Stage      Stage   `csv:"stage"` // see Stage
-	Slab       int     `csv:"slab"`  // -1 for whole-volume stages
-	Device     string  `csv:"device"`
-	StartMS    float64 `csv:"start_ms"` // since the run started, monotonic clock
-	DurationMS float64 `csv:"duration_ms"`
-	Bytes      int64   `csv:"bytes"`
-	Voxels     int64   `csv:"voxels"`
+	RunID      string      `csv:"run_id"`
+	Volume     string      `csv:"volume"`
+	Stage      stage.Stage `csv:"stage"` // see package stage
+	Slab       int         `csv:"slab"`  // -1 for whole-volume stages
+	Device     string      `csv:"device"`
+	StartMS    float64     `csv:"start_ms"` // since the run started, monotonic clock
+	DurationMS float64     `csv:"duration_ms"`
+	Bytes      int64       `csv:"bytes"`
+	Voxels     int64       `csv:"voxels"`
 }
 
 // Summary is one line of summary.csv: one volume.
