@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // bytesEngine is a signEngine whose host buffers count live bytes, like the CUDA engine's

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"voxpipe/pipeline/claim"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // Masks whose folders do not exist yet (-r over nested inputs, a --mask-name with folders) are

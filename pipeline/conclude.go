@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // conclude records a volume that is not processed (skipped, busy, conflict) and why.

@@ -15,8 +15,8 @@ import (
 
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // dcmSeries describes a synthetic axial DICOM series for the pipeline's tests.

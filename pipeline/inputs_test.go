@@ -17,8 +17,8 @@ import (
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // syncBuffer is a log sink shared by the run's goroutines.

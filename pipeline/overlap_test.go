@@ -16,9 +16,9 @@ import (
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // serialMask writes the mask the way the write stage did before it overlapped segmentation:

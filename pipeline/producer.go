@@ -12,7 +12,7 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/claim"
 	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 // The producer stage: one goroutine that decides, job by job and in order, what to do with

@@ -1,6 +1,6 @@
 package pipeline
 
-import "voxpipe/pipeline/timing"
+import "voxpipe/telemetry/timing"
 
 // Progress receives the run's progress: a bar on a terminal, log lines elsewhere. Methods are
 // called from several goroutines.

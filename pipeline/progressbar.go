@@ -7,7 +7,7 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 // Bars shows progress as terminal bars: one for the batch, one per volume in flight (z-planes

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 // ProgressLog is the progress of a run without a terminal (a service, a cluster job, cron): a

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 func TestProgressLogLines(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	"unsafe"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // testRunner is a read stage for calling it directly.

@@ -3,8 +3,8 @@ package pipeline
 import (
 	"time"
 
-	"voxpipe/pipeline/timing"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // span is one timed piece of a volume's work in a stage: a row of timings.csv and an event

@@ -18,8 +18,8 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/claim"
 	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // Config describes one batch run.

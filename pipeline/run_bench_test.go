@@ -10,8 +10,8 @@ import (
 
 	"voxpipe/io/nifti"
 	"voxpipe/phantom"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // replayEngine stands in for a GPU: it copies a precomputed mask slab by slab, sleeping

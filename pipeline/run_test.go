@@ -15,9 +15,9 @@ import (
 	"unsafe"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // signEngine is a fast stand-in for the network: label 1 where the normalised value is

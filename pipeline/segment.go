@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/geometry"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // engines is the segment stage: one worker per engine, each taking read volumes, running its

@@ -10,8 +10,8 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/claim"
 	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // A volume's state travels with it through the stages (work). Each stage owns the volume

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // StatusNoSummaryRow is the status of a volume that has timings.csv rows but no summary.csv

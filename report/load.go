@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // ErrInput marks errors caused by the report's inputs (missing, unreadable or malformed CSVs,

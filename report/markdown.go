@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"voxpipe/pipeline/timing"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // WriteMarkdown writes the summary: gate verdict, latency table, throughput, volumes that are

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 // A run's output folder with previews for some volumes: the page shows each as a thumbnail

@@ -13,8 +13,8 @@ import (
 	"slices"
 	"strings"
 
-	"voxpipe/pipeline/timing"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // The report's own rows, after the stages. EndToEnd is the turnaround (sojourn time):

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"voxpipe/pipeline/timing"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")

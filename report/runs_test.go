@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 // An output folder's runs merge into its state, the latest outcome per volume; one run's

@@ -14,8 +14,8 @@ import (
 
 	"voxpipe/kernels"
 	"voxpipe/kernels/pinned"
-	"voxpipe/pipeline/timing"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // segment runs on the thread: it plans the volume's slabs, enqueues them all (enqueue), then

@@ -17,9 +17,9 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 func init() {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 func TestBenchCPU(t *testing.T) {

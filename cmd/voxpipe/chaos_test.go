@@ -17,7 +17,7 @@ import (
 
 	"voxpipe/internal/testexec"
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 // TestChaosConcurrentRunsWithKills runs three voxpipe processes at once on one output folder of

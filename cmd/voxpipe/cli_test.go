@@ -11,7 +11,7 @@ import (
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 
 	"github.com/urfave/cli/v2"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // describedEngine is an engine that says which kernels it runs (as the CUDA engine does).

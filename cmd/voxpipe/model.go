@@ -12,8 +12,8 @@ import (
 
 	"voxpipe/fixtures"
 	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // loadModel reads the weights file at path, or the embedded default model when path is empty,

@@ -26,8 +26,8 @@ import (
 	"voxpipe/pipeline/metrics"
 	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 func init() {

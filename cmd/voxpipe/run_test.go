@@ -18,8 +18,8 @@ import (
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // testBinary builds voxpipe once for the tests that need a separate process (signals, RSS);

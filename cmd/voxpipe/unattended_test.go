@@ -22,8 +22,8 @@ import (
 	"voxpipe/pipeline/claim"
 	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // smallVolumes generates n small phantoms (format nii or nii.gz) and returns their folder.

@@ -18,8 +18,8 @@ import (
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/inbox"
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 func init() {

@@ -14,7 +14,7 @@ import (
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/provenance"
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 // maskDims is the dims of the mask at path, or zero when it cannot be read (not there yet).

@@ -15,7 +15,7 @@ import (
 
 	"voxpipe/internal/testexec"
 	"voxpipe/pipeline/records"
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 // watcher is a `voxpipe watch` process.

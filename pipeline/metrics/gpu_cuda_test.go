@@ -16,8 +16,8 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 // TestPipelineRunCUDA runs the CUDA engine (fp16: kernels of consecutive slabs overlap on two

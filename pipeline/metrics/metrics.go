@@ -33,8 +33,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voxpipe/pipeline"
-	"voxpipe/pipeline/timing"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // DefaultBusyWindow is the span voxpipe_engine_busy_fraction averages over.

@@ -24,8 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"voxpipe/pipeline"
-	"voxpipe/pipeline/timing"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // scrape fetches reg's metrics through promhttp, as Prometheus would, and returns the samples

@@ -14,9 +14,9 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/telemetry/timing"
 )
 
 // TestPipelineRun wires Metrics into a real run (CPU engine) as run and watch do, and checks

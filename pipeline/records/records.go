@@ -30,7 +30,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"voxpipe/internal/atomicfile"
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 // File and folder names under the output folder.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"voxpipe/internal/testexec"
-	"voxpipe/pipeline/timing"
+	"voxpipe/telemetry/timing"
 )
 
 func TestCreateIsExclusive(t *testing.T) {

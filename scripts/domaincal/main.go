@@ -34,8 +34,8 @@ import (
 	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
 	"voxpipe/phantom"
-	"voxpipe/pipeline/timing"
 	"voxpipe/segment"
+	"voxpipe/telemetry/timing"
 )
 
 func main() {
