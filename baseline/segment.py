@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch latency baseline: segment NIfTI volumes with the twin and write masks plus
-timings.csv and summary.csv in voxpipe's schemas (pipeline/timing/schema.go), so that
+timings.csv and summary.csv in voxpipe's schemas (telemetry/timing/schema.go), so that
 `voxpipe report --run <voxpipe out> --baseline <this out>` can compare the two.
 
 Per volume, one after another: read (NIfTI decode, gunzip), stats (mu, sigma and x, step 0),

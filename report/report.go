@@ -1,5 +1,5 @@
 // Package report compares the latencies of two batches of voxpipe (or PyTorch baseline) runs,
-// A and B, read from their timings.csv and summary.csv (schemas in pipeline/timing), and
+// A and B, read from their timings.csv and summary.csv (schemas in telemetry/timing), and
 // writes the comparison as Markdown, CSV and a self-contained HTML page with charts. An
 // optional gate fails when A is slower than B by more than a given percentage.
 package report

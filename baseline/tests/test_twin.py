@@ -527,7 +527,7 @@ class SegmentScriptTest(unittest.TestCase):
                 summary = list(csv.DictReader(f))
             with open(os.path.join(out, "timings.csv")) as f:
                 timings = list(csv.DictReader(f))
-            # the column names of pipeline/timing/schema.go, in order; summary.csv may stop
+            # the column names of telemetry/timing/schema.go, in order; summary.csv may stop
             # before its OptionalColumns (added later; voxpipe reads them as empty when absent)
             with open(os.path.join(REPO, "pipeline", "timing", "schema.go")) as f:
                 src = f.read()
