@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"voxpipe/internal/regular"
-	"voxpipe/pipeline/records"
 	"voxpipe/report"
 	"voxpipe/report/preview"
 	"voxpipe/report/volstats"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/store/records"
 )
 
 // The analyse step runs in the writer once the mask is whole and before it is committed, while

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"voxpipe/pipeline/claim"
 	"voxpipe/segment"
+	"voxpipe/store/claim"
 	"voxpipe/telemetry/timing"
 )
 

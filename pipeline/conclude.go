@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"voxpipe/pipeline/records"
 	"voxpipe/segment"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

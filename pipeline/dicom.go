@@ -12,9 +12,9 @@ import (
 	"voxpipe/internal/regular"
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/provenance"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/store/provenance"
 )
 
 // DICOM inputs (issue 21). A folder's files that are not NIfTI are read as DICOM, one job per

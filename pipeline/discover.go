@@ -13,7 +13,7 @@ import (
 	"voxpipe/internal/regular"
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/provenance"
+	"voxpipe/store/provenance"
 )
 
 // ErrNoInputs is returned when the inputs name no volume at all.

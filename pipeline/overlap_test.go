@@ -15,9 +15,9 @@ import (
 
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/provenance"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
 )
 

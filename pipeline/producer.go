@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/claim"
-	"voxpipe/pipeline/provenance"
+	"voxpipe/store/claim"
+	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
 )
 

@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/provenance"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/store/provenance"
 )
 
 // readers is the read stage: Config.Readers workers, each taking volumes from the producer,

@@ -16,9 +16,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/claim"
-	"voxpipe/pipeline/provenance"
 	"voxpipe/segment"
+	"voxpipe/store/claim"
+	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/claim"
-	"voxpipe/pipeline/provenance"
 	"voxpipe/segment"
+	"voxpipe/store/claim"
+	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
 )
 

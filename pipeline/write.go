@@ -12,8 +12,8 @@ import (
 
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/claim"
 	"voxpipe/stage"
+	"voxpipe/store/claim"
 )
 
 // writers is the write stage: Config.Writers workers, each taking the volumes the engines

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"voxpipe/pipeline/records"
 	"voxpipe/stage"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

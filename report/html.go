@@ -17,7 +17,7 @@ import (
 	"codeberg.org/go-fonts/liberation/liberationsansregular"
 	"gonum.org/v1/plot/vg"
 
-	"voxpipe/pipeline/records"
+	"voxpipe/store/records"
 )
 
 //go:embed report.html.tmpl

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"voxpipe/pipeline/records"
 	"voxpipe/stage"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/pipeline/records"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/pipeline/records"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"voxpipe/internal/testexec"
-	"voxpipe/pipeline/records"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

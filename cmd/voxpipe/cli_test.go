@@ -10,7 +10,7 @@ import (
 
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/provenance"
+	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
 
 	"github.com/urfave/cli/v2"

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/provenance"
+	"voxpipe/store/provenance"
 )
 
 // pydicomSeries is a 5-slice CT series pydicom ships (python3-pydicom).

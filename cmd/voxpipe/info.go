@@ -17,7 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/provenance"
+	"voxpipe/store/provenance"
 )
 
 // infoMaxLabels is the most distinct values an integer volume may hold for info to list each

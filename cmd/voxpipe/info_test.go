@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/provenance"
+	"voxpipe/store/provenance"
 )
 
 func TestInfo(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"voxpipe/pipeline/records"
+	"voxpipe/store/records"
 )
 
 // run says once which input files it left out (not volumes, not DICOM images, not regular

@@ -11,8 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/fixtures"
-	"voxpipe/pipeline/provenance"
 	"voxpipe/segment"
+	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
 )
 

@@ -22,11 +22,11 @@ import (
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline"
-	"voxpipe/pipeline/claim"
 	"voxpipe/pipeline/metrics"
-	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/records"
 	"voxpipe/segment"
+	"voxpipe/store/claim"
+	"voxpipe/store/provenance"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

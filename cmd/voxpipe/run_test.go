@@ -17,8 +17,8 @@ import (
 
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/records"
 	"voxpipe/segment"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

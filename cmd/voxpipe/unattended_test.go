@@ -19,10 +19,10 @@ import (
 	"voxpipe/internal/gzbomb"
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline/claim"
-	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/records"
 	"voxpipe/segment"
+	"voxpipe/store/claim"
+	"voxpipe/store/provenance"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

@@ -17,8 +17,8 @@ import (
 	"voxpipe/io/dicom"
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/inbox"
-	"voxpipe/pipeline/records"
 	"voxpipe/segment"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 

@@ -12,8 +12,8 @@ import (
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/pipeline"
-	"voxpipe/pipeline/provenance"
-	"voxpipe/pipeline/records"
+	"voxpipe/store/provenance"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 
