@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"voxpipe/jobs"
 	"voxpipe/segment"
 )
 
@@ -98,8 +99,8 @@ func (s Spread) String() string {
 // whole first when there are several goroutines, else in order), into
 // buffers it allocates as Run does (plain host memory: an engine's pinned allocator is not
 // used). It returns the wall time and the voxels read.
-func ReadAll(ctx context.Context, jobs []Job, nReaders, slab int) (time.Duration, int64, error) {
-	r := &runner{cfg: Config{Jobs: jobs, Readers: nReaders, Slab: slab, Progress: nopProgress{}},
+func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Duration, int64, error) {
+	r := &runner{cfg: Config{Jobs: batch, Readers: nReaders, Slab: slab, Progress: nopProgress{}},
 		t0: time.Now(), log: discardLogger}
 	bufs := make([]*hostBuffer, nReaders)
 	for i := range bufs {
@@ -108,11 +109,11 @@ func ReadAll(ctx context.Context, jobs []Job, nReaders, slab int) (time.Duration
 	r.inputs = NewPool(bufs...)
 	defer r.freeBuffers()
 	r.masks = NewPool[*hostBuffer]()
-	todo := make(chan Job)
+	todo := make(chan jobs.Job)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(todo)
-		for _, j := range jobs {
+		for _, j := range batch {
 			select {
 			case todo <- j:
 			case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
 )
@@ -104,7 +105,7 @@ func TestMemoryBudgetFailsTheLargeVolumeAlone(t *testing.T) {
 	}
 	var r runner
 	r.budget = newBudget(budget)
-	w := &work{job: Job{Input: filepath.Join(b.in, "huge.nii")}, in: &hostBuffer{headroom: inputHeadroom}}
+	w := &work{job: jobs.Job{Input: filepath.Join(b.in, "huge.nii")}, in: &hostBuffer{headroom: inputHeadroom}}
 	w.hdr = mustHeader(t, w.job.Input)
 	if err := r.admit(context.Background(), w); !errors.Is(err, ErrMemoryBudget) {
 		t.Errorf("admit: %v, want ErrMemoryBudget", err)

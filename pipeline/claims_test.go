@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"voxpipe/jobs"
 	"voxpipe/segment"
 	"voxpipe/store/claim"
 	"voxpipe/telemetry/timing"
@@ -25,7 +26,7 @@ func TestRunClaimsMasksInNewFolders(t *testing.T) {
 			writeVolume(t, filepath.Join(in, "top.nii.gz"), 9, 7, 5, 1)
 			writeVolume(t, filepath.Join(in, "sub", "mid.nii"), 9, 7, 5, 2)
 			writeVolume(t, filepath.Join(in, "sub", "deeper", "low.nii.gz"), 9, 7, 5, 3)
-			found, err := Discover([]string{in}, true, out, maskName)
+			found, err := jobs.Discover([]string{in}, true, out, maskName)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,7 +18,7 @@ func (r *runner) conclude(w *work, status timing.Status, why string) {
 	if status == timing.StatusConflict {
 		level = slog.LevelError // the run exits 1 for it
 	}
-	r.log.Log(context.Background(), level, string(status), "volume", w.job.Name, "mask", w.job.shownOutput(), "reason", why)
+	r.log.Log(context.Background(), level, string(status), "volume", w.job.Name, "mask", w.job.ShownOutput(), "reason", why)
 	w.sum.Status, w.sum.Reason = status, why
 	if status != timing.StatusSkipped {
 		w.sum.Output = ""

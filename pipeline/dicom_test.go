@@ -15,6 +15,7 @@ import (
 
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
 )
@@ -121,7 +122,7 @@ func (s dcmSeries) write(t *testing.T, dir string) []string {
 // runInputs discovers inputs and runs them with the sign engine, returning the summary by job.
 func runInputs(t *testing.T, inputs []string, out string, mutate func(*Config)) (Result, map[string]timing.Summary) {
 	t.Helper()
-	found, err := Discover(inputs, false, out, "{name}_mask.nii.gz")
+	found, err := jobs.Discover(inputs, false, out, "{name}_mask.nii.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestDiscoverDICOMSkipped(t *testing.T) {
 	b, _ := os.ReadFile(a[1])
 	os.WriteFile(a[1], b[:len(b)-3], 0o644)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not DICOM at all, just some notes here\n"), 0o644)
-	found, err := Discover([]string{dir}, false, filepath.Join(dir, "out"), "{name}_mask.nii.gz")
+	found, err := jobs.Discover([]string{dir}, false, filepath.Join(dir, "out"), "{name}_mask.nii.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,14 +285,14 @@ func TestDiscoverFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
-	done := make(chan *Discovery, 1)
+	done := make(chan *jobs.Discovery, 1)
 	go func() {
-		found, _ := Discover([]string{fifo}, false, t.TempDir(), "{name}_mask.nii.gz")
+		found, _ := jobs.Discover([]string{fifo}, false, t.TempDir(), "{name}_mask.nii.gz")
 		done <- found
 	}()
 	select {
 	case found := <-done:
-		if found == nil || len(found.Jobs) != 1 || !errors.Is(found.Jobs[0].Err, ErrNotRegular) {
+		if found == nil || len(found.Jobs) != 1 || !errors.Is(found.Jobs[0].Err, jobs.ErrNotRegular) {
 			t.Errorf("discovery of a FIFO: %+v", found)
 		}
 	case <-time.After(20 * time.Second): // a bound, not a timing: discovery blocked on the FIFO

@@ -17,6 +17,7 @@ import (
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
 )
@@ -59,7 +60,7 @@ func TestRunWarnsAboutBadScaling(t *testing.T) {
 			if h, err := nifti.ReadHeader(path); err != nil || h.ScalingWarning() == "" && slope != 1 {
 				t.Fatalf("header %v: warning %q", err, h.ScalingWarning())
 			}
-			found, err := Discover([]string{filepath.Dir(path)}, false, filepath.Join(dir, "out"), "{name}_mask.nii")
+			found, err := jobs.Discover([]string{filepath.Dir(path)}, false, filepath.Join(dir, "out"), "{name}_mask.nii")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,15 +102,15 @@ func TestDiscoverRefusesAFIFOImage(t *testing.T) {
 	if err := syscall.Mkfifo(img, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	found, err := Discover([]string{in}, false, filepath.Join(dir, "out"), "{name}_mask.nii")
+	found, err := jobs.Discover([]string{in}, false, filepath.Join(dir, "out"), "{name}_mask.nii")
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]Job{}
+	byName := map[string]jobs.Job{}
 	for _, j := range found.Jobs {
 		byName[j.Name] = j
 	}
-	if err := byName["pair"].Err; !errors.Is(err, ErrNotRegular) || !errors.Is(err, regular.ErrNotRegular) || !strings.Contains(err.Error(), img) {
+	if err := byName["pair"].Err; !errors.Is(err, jobs.ErrNotRegular) || !errors.Is(err, regular.ErrNotRegular) || !strings.Contains(err.Error(), img) {
 		t.Fatalf("pair: %v; want ErrNotRegular naming %s", err, img)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

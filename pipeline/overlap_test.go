@@ -15,6 +15,7 @@ import (
 
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/segment"
 	"voxpipe/stage"
 	"voxpipe/store/provenance"
@@ -56,13 +57,13 @@ func serialMask(t *testing.T, path, input string, mask []uint8, cfg Config) []by
 
 func inputsByName(t *testing.T, b *batch) map[string]string {
 	t.Helper()
-	found, err := Discover([]string{b.in}, false, b.out, "{name}.nii")
+	found, err := jobs.Discover([]string{b.in}, false, b.out, "{name}.nii")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := found.Jobs
+	batch := found.Jobs
 	m := map[string]string{}
-	for _, j := range jobs {
+	for _, j := range batch {
 		m[j.Name] = j.Input
 	}
 	return m
@@ -94,12 +95,12 @@ func TestOverlappedMasksMatchSerialReference(t *testing.T) {
 			}
 			var cfg Config
 			out := runBatch(t, context.Background(), b, engines[0], func(c *Config) {
-				found, err := Discover([]string{b.in}, false, b.out, tc.maskName)
+				found, err := jobs.Discover([]string{b.in}, false, b.out, tc.maskName)
 				if err != nil {
 					t.Fatal(err)
 				}
-				jobs := found.Jobs
-				c.Jobs, c.Engines, c.Slab, c.Writers, c.Write = jobs, engines, tc.slab, tc.writers, tc.write
+				batch := found.Jobs
+				c.Jobs, c.Engines, c.Slab, c.Writers, c.Write = batch, engines, tc.slab, tc.writers, tc.write
 				cfg = *c
 			})
 			if out.err != nil || out.res != (Result{OK: 4, Failed: 3}) {

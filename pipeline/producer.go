@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
@@ -22,9 +23,9 @@ import (
 func startProducer(ctx context.Context, g *errgroup.Group, r *runner, next *readers) {
 	g.Go(func() error {
 		defer next.close()
-		jobs := r.jobs(ctx)
+		pending := r.nextJob(ctx)
 		for {
-			job, ok := jobs()
+			job, ok := pending()
 			if !ok {
 				return ctx.Err()
 			}
@@ -39,17 +40,17 @@ func startProducer(ctx context.Context, g *errgroup.Group, r *runner, next *read
 	})
 }
 
-// jobs returns the next job of Config.Jobs or Config.Source, false when there are no more or
+// nextJob returns the next job of Config.Jobs or Config.Source, false when there are no more or
 // ctx is done.
-func (r *runner) jobs(ctx context.Context) func() (Job, bool) {
+func (r *runner) nextJob(ctx context.Context) func() (jobs.Job, bool) {
 	i := 0
-	return func() (Job, bool) {
+	return func() (jobs.Job, bool) {
 		if ctx.Err() != nil {
-			return Job{}, false
+			return jobs.Job{}, false
 		}
 		if r.cfg.Source == nil {
 			if i >= len(r.cfg.Jobs) {
-				return Job{}, false
+				return jobs.Job{}, false
 			}
 			i++
 			return r.cfg.Jobs[i-1], true
@@ -58,7 +59,7 @@ func (r *runner) jobs(ctx context.Context) func() (Job, bool) {
 		case job, ok := <-r.cfg.Source:
 			return job, ok
 		case <-ctx.Done():
-			return Job{}, false
+			return jobs.Job{}, false
 		}
 	}
 }
@@ -67,9 +68,9 @@ func (r *runner) jobs(ctx context.Context) func() (Job, bool) {
 // discovery, input unreadable), report it busy (claimed by a live process), skipped (its mask
 // is up to date) or a conflict (a file voxpipe did not write is at its mask's path), or return
 // it as work to do, claimed, with the reason.
-func (r *runner) take(ctx context.Context, job Job) *work {
+func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 	w := &work{job: job}
-	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.shownOutput(), Shard: r.cfg.Shard}
+	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.ShownOutput(), Shard: r.cfg.Shard}
 	if job.Err != nil {
 		r.fail(w, job.Err)
 		return nil
@@ -103,12 +104,12 @@ func (r *runner) take(ctx context.Context, job Job) *work {
 		r.removeStaleTemps(w)
 	}
 	var err error
-	if w.input, w.files, err = statJob(job); err != nil {
+	if w.input, w.files, err = job.Stat(); err != nil {
 		r.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
 		return nil
 	}
 	w.input.Volume = r.cfg.Volume
-	if w.hdr, err = jobHeader(job); err != nil {
+	if w.hdr, err = job.Header(); err != nil {
 		r.fail(w, err)
 		return nil
 	}
@@ -168,7 +169,7 @@ func (r *runner) removeStaleTemps(w *work) {
 
 // missingAnalyses names the statistics or preview asked for that a volume's up-to-date mask
 // lacks ("statistics are", "preview is"), or is empty.
-func (r *runner) missingAnalyses(job Job) string {
+func (r *runner) missingAnalyses(job jobs.Job) string {
 	if r.cfg.OutDir == "" {
 		return ""
 	}

@@ -1,24 +1,27 @@
 package pipeline
 
-import "voxpipe/telemetry/timing"
+import (
+	"voxpipe/jobs"
+	"voxpipe/telemetry/timing"
+)
 
 // Progress receives the run's progress: a bar on a terminal, log lines elsewhere. Methods are
 // called from several goroutines.
 type Progress interface {
 	Start(volumes int)
-	VolumeStarted(job Job, planes int) // the volume's z-planes to segment
-	PlanesDone(job Job, planes int)    // that many more have their labels
-	VolumeDone(job Job, status timing.Status)
+	VolumeStarted(job jobs.Job, planes int) // the volume's z-planes to segment
+	PlanesDone(job jobs.Job, planes int)    // that many more have their labels
+	VolumeDone(job jobs.Job, status timing.Status)
 	Close()
 }
 
 type nopProgress struct{}
 
-func (nopProgress) Start(int)                     {}
-func (nopProgress) VolumeStarted(Job, int)        {}
-func (nopProgress) PlanesDone(Job, int)           {}
-func (nopProgress) VolumeDone(Job, timing.Status) {}
-func (nopProgress) Close()                        {}
+func (nopProgress) Start(int)                          {}
+func (nopProgress) VolumeStarted(jobs.Job, int)        {}
+func (nopProgress) PlanesDone(jobs.Job, int)           {}
+func (nopProgress) VolumeDone(jobs.Job, timing.Status) {}
+func (nopProgress) Close()                             {}
 
 // Observer sees every timings.csv and summary.csv row as it is recorded (metrics). Methods are
 // called from several goroutines.
@@ -46,19 +49,19 @@ func (m multiProgress) Start(n int) {
 	}
 }
 
-func (m multiProgress) VolumeStarted(j Job, planes int) {
+func (m multiProgress) VolumeStarted(j jobs.Job, planes int) {
 	for _, p := range m {
 		p.VolumeStarted(j, planes)
 	}
 }
 
-func (m multiProgress) PlanesDone(j Job, planes int) {
+func (m multiProgress) PlanesDone(j jobs.Job, planes int) {
 	for _, p := range m {
 		p.PlanesDone(j, planes)
 	}
 }
 
-func (m multiProgress) VolumeDone(j Job, s timing.Status) {
+func (m multiProgress) VolumeDone(j jobs.Job, s timing.Status) {
 	for _, p := range m {
 		p.VolumeDone(j, s)
 	}

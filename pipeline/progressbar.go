@@ -7,6 +7,7 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
+	"voxpipe/jobs"
 	"voxpipe/telemetry/timing"
 )
 
@@ -34,7 +35,7 @@ func (b *Bars) Start(volumes int) {
 		mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO, decor.WCSyncSpace), decor.Name(" "), decor.AverageETA(decor.ET_STYLE_GO)))
 }
 
-func (b *Bars) VolumeStarted(job Job, planes int) {
+func (b *Bars) VolumeStarted(job jobs.Job, planes int) {
 	bar := b.p.AddBar(int64(planes), mpb.BarRemoveOnComplete(),
 		mpb.PrependDecorators(decor.Name(job.Name+" ", decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d planes", decor.WCSyncSpace)))
 	b.mu.Lock()
@@ -42,7 +43,7 @@ func (b *Bars) VolumeStarted(job Job, planes int) {
 	b.mu.Unlock()
 }
 
-func (b *Bars) PlanesDone(job Job, planes int) {
+func (b *Bars) PlanesDone(job jobs.Job, planes int) {
 	b.mu.Lock()
 	bar := b.vols[job.Index]
 	b.mu.Unlock()
@@ -51,7 +52,7 @@ func (b *Bars) PlanesDone(job Job, planes int) {
 	}
 }
 
-func (b *Bars) VolumeDone(job Job, status timing.Status) {
+func (b *Bars) VolumeDone(job jobs.Job, status timing.Status) {
 	b.mu.Lock()
 	bar := b.vols[job.Index]
 	delete(b.vols, job.Index)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"voxpipe/jobs"
 	"voxpipe/telemetry/timing"
 )
 
@@ -58,14 +59,14 @@ func (p *ProgressLog) Start(volumes int) {
 	}()
 }
 
-func (p *ProgressLog) VolumeStarted(job Job, n int) {
+func (p *ProgressLog) VolumeStarted(job jobs.Job, n int) {
 	p.mu.Lock()
 	p.inFlight[job.Index] = &planes{name: job.Name, total: n}
 	p.changed = true
 	p.mu.Unlock()
 }
 
-func (p *ProgressLog) PlanesDone(job Job, n int) {
+func (p *ProgressLog) PlanesDone(job jobs.Job, n int) {
 	p.mu.Lock()
 	if f := p.inFlight[job.Index]; f != nil {
 		f.done += n
@@ -74,7 +75,7 @@ func (p *ProgressLog) PlanesDone(job Job, n int) {
 	p.mu.Unlock()
 }
 
-func (p *ProgressLog) VolumeDone(job Job, status timing.Status) {
+func (p *ProgressLog) VolumeDone(job jobs.Job, status timing.Status) {
 	p.mu.Lock()
 	delete(p.inFlight, job.Index)
 	p.done++

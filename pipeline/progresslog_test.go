@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"voxpipe/jobs"
 	"voxpipe/telemetry/timing"
 )
 
@@ -18,7 +19,7 @@ func TestProgressLogLines(t *testing.T) {
 	p.now = func() time.Time { return now }
 	p.Start(4)
 	defer p.Close()
-	a, b := Job{Index: 0, Name: "a"}, Job{Index: 1, Name: "b"}
+	a, b := jobs.Job{Index: 0, Name: "a"}, jobs.Job{Index: 1, Name: "b"}
 	p.VolumeStarted(a, 100)
 	p.PlanesDone(a, 100)
 	p.VolumeDone(a, timing.StatusOK)

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/segment"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
@@ -69,7 +70,7 @@ func decodeFile(t *testing.T, r *readers, path string) segment.Volume {
 // decodeInto decodes path into buf, reporting whether the file was inflated straight into it.
 func decodeInto(t *testing.T, r *readers, path string, buf *hostBuffer) (segment.Volume, bool) {
 	t.Helper()
-	w := &work{job: Job{Name: "v", Input: path}, in: buf}
+	w := &work{job: jobs.Job{Name: "v", Input: path}, in: buf}
 	if err := r.decode(context.Background(), 0, w); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func readStats(t *testing.T, r *readers, path string, parallel bool) readResult 
 	defer rd.Close()
 	h := rd.Header()
 	n := h.NX() * h.NY() * h.NZ()
-	w := &work{job: Job{Name: "v", Input: path}, vol: segment.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ()}}
+	w := &work{job: jobs.Job{Name: "v", Input: path}, vol: segment.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ()}}
 	if nifti.Int16Exact(h.Datatype) {
 		w.vol.I16 = make([]int16, n)
 	} else {
@@ -203,7 +204,7 @@ func TestParallelReadErrors(t *testing.T) {
 	// Cancelled: the context's error.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	w := &work{job: Job{Name: "v", Input: path}, in: &hostBuffer{headroom: inputHeadroom}}
+	w := &work{job: jobs.Job{Name: "v", Input: path}, in: &hostBuffer{headroom: inputHeadroom}}
 	if err := r.decode(ctx, 0, w); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled read: %v", err)
 	}
@@ -216,7 +217,7 @@ func TestParallelReadErrors(t *testing.T) {
 	if err := os.Truncate(path, 352+16*16*2*25); err != nil {
 		t.Fatal(err)
 	}
-	w = &work{job: Job{Name: "v", Input: path}, vol: segment.Volume{NX: 16, NY: 16, NZ: 40, I16: make([]int16, 16*16*40)}}
+	w = &work{job: jobs.Job{Name: "v", Input: path}, vol: segment.Volume{NX: 16, NY: 16, NZ: 40, I16: make([]int16, 16*16*40)}}
 	if _, err := r.readAt(context.Background(), rd, w, 4, false, "test", time.Now()); !errors.Is(err, nifti.ErrTruncated) {
 		t.Errorf("file cut after Open: %v, want ErrTruncated", err)
 	}
@@ -228,10 +229,10 @@ func TestReadThreadsRule(t *testing.T) {
 		cfg  Config
 		want int
 	}{
-		{Config{Readers: 2, Jobs: make([]Job, 10)}, max(1, procs/2)},
-		{Config{Readers: 2, Jobs: make([]Job, 1)}, procs},
-		{Config{Readers: 4 * procs, Jobs: make([]Job, 100)}, 1},
-		{Config{Readers: 2, ReadThreads: 5, Jobs: make([]Job, 10)}, 5},
+		{Config{Readers: 2, Jobs: make([]jobs.Job, 10)}, max(1, procs/2)},
+		{Config{Readers: 2, Jobs: make([]jobs.Job, 1)}, procs},
+		{Config{Readers: 4 * procs, Jobs: make([]jobs.Job, 100)}, 1},
+		{Config{Readers: 2, ReadThreads: 5, Jobs: make([]jobs.Job, 10)}, 5},
 	} {
 		if got := c.cfg.readThreads(); got != c.want {
 			t.Errorf("%d readers, %d jobs, ReadThreads %d: %d threads, want %d", c.cfg.Readers, len(c.cfg.Jobs), c.cfg.ReadThreads, got, c.want)

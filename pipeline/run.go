@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/segment"
 	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
@@ -24,10 +25,10 @@ import (
 
 // Config describes one batch run.
 type Config struct {
-	Jobs []Job
+	Jobs []jobs.Job
 	// Source, when set, hands the jobs in instead of Jobs, for as long as it stays open (the
 	// watch service): Run returns once it is closed and its jobs are done.
-	Source  <-chan Job
+	Source  <-chan jobs.Job
 	Engines []segment.Engine // one worker per engine, all pulling from one queue
 	Classes int              // labels written are 0..Classes-1
 	Descrip string           // descrip field of the written masks ("voxpipe <model>")
@@ -63,7 +64,7 @@ type Config struct {
 	MaxMemory int64
 	// OnBusy, when set, takes the jobs claimed by live processes instead of a busy row (the
 	// watch service hands them out again later).
-	OnBusy func(Job)
+	OnBusy func(jobs.Job)
 	// Card is the model's card (nil: the model has none): the orientation and spacing volumes
 	// are brought to, and the domain they are checked against (prepare.go).
 	Card *segment.Card
@@ -140,9 +141,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// Each reader and each engine holds at most one input volume; each engine and each writer
 	// at most one mask. With these pools full, nothing more is ever allocated.
 	// A batch of fewer volumes than that never uses more than one buffer per volume.
-	jobs := max(1, cfg.jobCount())
-	r.inputs = NewPool(newBuffers(min(cfg.Readers+len(cfg.Engines), jobs), inputHeadroom)...)
-	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Writers, jobs), 0)...)
+	batch := max(1, cfg.jobCount())
+	r.inputs = NewPool(newBuffers(min(cfg.Readers+len(cfg.Engines), batch), inputHeadroom)...)
+	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Writers, batch), 0)...)
 	if !cfg.LeaveBuffers {
 		defer r.freeBuffers()
 	}

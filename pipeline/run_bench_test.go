@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/phantom"
 	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
@@ -102,11 +103,11 @@ func BenchmarkRunOneVolume(b *testing.B) {
 	slabs := (nz + slab - 1) / slab
 	eng := &replayEngine{mask: ph.Truth, perSlab: engine / time.Duration(slabs)}
 	out := filepath.Join(dir, "out")
-	found, err := Discover([]string{input}, false, out, "{name}_mask.nii.gz")
+	found, err := jobs.Discover([]string{input}, false, out, "{name}_mask.nii.gz")
 	if err != nil {
 		b.Fatal(err)
 	}
-	jobs := found.Jobs
+	batch := found.Jobs
 	os.MkdirAll(out, 0o755)
 	var sum timing.Summary
 	for i := -1; i < b.N; i++ { // run -1 is a warm-up: it allocates (and faults in) the buffers
@@ -125,7 +126,7 @@ func BenchmarkRunOneVolume(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		res, err := Run(context.Background(), Config{Jobs: jobs, Engines: []segment.Engine{eng}, Classes: 4,
+		res, err := Run(context.Background(), Config{Jobs: batch, Engines: []segment.Engine{eng}, Classes: 4,
 			Slab: slab, Readers: 1, Writers: 1, Write: nifti.DefaultWriteOptions(), Overwrite: true, RunID: "bench",
 			Summary: summary, Timings: timings})
 		summary.Close()
@@ -160,14 +161,14 @@ func BenchmarkReadDir(b *testing.B) {
 	if dir == "" {
 		b.Skip("VOXPIPE_BENCH_READ_DIR not set")
 	}
-	found, err := Discover([]string{dir}, false, b.TempDir(), "{name}_mask.nii.gz")
+	found, err := jobs.Discover([]string{dir}, false, b.TempDir(), "{name}_mask.nii.gz")
 	if err != nil {
 		b.Fatal(err)
 	}
-	jobs := found.Jobs
+	batch := found.Jobs
 	var voxels int64
 	for b.Loop() {
-		if _, voxels, err = ReadAll(context.Background(), jobs, 1, 64); err != nil {
+		if _, voxels, err = ReadAll(context.Background(), batch, 1, 64); err != nil {
 			b.Fatal(err)
 		}
 	}

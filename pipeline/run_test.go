@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/segment"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
@@ -214,11 +215,11 @@ type runOutput struct {
 
 func runBatch(t *testing.T, ctx context.Context, b *batch, eng segment.Engine, mutate func(*Config)) runOutput {
 	t.Helper()
-	found, err := Discover([]string{b.in}, false, b.out, "{name}_mask.nii.gz")
+	found, err := jobs.Discover([]string{b.in}, false, b.out, "{name}_mask.nii.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := found.Jobs
+	batch := found.Jobs
 	os.MkdirAll(b.out, 0o755)
 	tpath, spath := filepath.Join(b.out, "timings.csv"), filepath.Join(b.out, "summary.csv")
 	timings, err := timing.CreateCSV[timing.Row](tpath)
@@ -229,7 +230,7 @@ func runBatch(t *testing.T, ctx context.Context, b *batch, eng segment.Engine, m
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Jobs: jobs, Engines: []segment.Engine{eng}, Classes: 3, Descrip: "voxpipe test",
+	cfg := Config{Jobs: batch, Engines: []segment.Engine{eng}, Classes: 3, Descrip: "voxpipe test",
 		Slab: 4, Readers: 2, Writers: 1, RunID: "test", Timings: timings, Summary: summary}
 	if mutate != nil {
 		mutate(&cfg)
@@ -379,11 +380,11 @@ func TestRunCancelLeavesNoPartialOutputs(t *testing.T) {
 // progressFunc calls f when the first volume starts.
 type progressFunc func()
 
-func (f progressFunc) Start(int)                     {}
-func (f progressFunc) VolumeStarted(Job, int)        { f() }
-func (f progressFunc) PlanesDone(Job, int)           {}
-func (f progressFunc) VolumeDone(Job, timing.Status) {}
-func (f progressFunc) Close()                        {}
+func (f progressFunc) Start(int)                          {}
+func (f progressFunc) VolumeStarted(jobs.Job, int)        { f() }
+func (f progressFunc) PlanesDone(jobs.Job, int)           {}
+func (f progressFunc) VolumeDone(jobs.Job, timing.Status) {}
+func (f progressFunc) Close()                             {}
 
 func TestRunBuffersAreBounded(t *testing.T) {
 	b := newBatch(t, 8)
@@ -419,43 +420,43 @@ func TestDiscover(t *testing.T) {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
 		os.WriteFile(filepath.Join(dir, p), nil, 0o644)
 	}
-	names := func(jobs []Job) string {
+	names := func(batch []jobs.Job) string {
 		var s []string
-		for _, j := range jobs {
+		for _, j := range batch {
 			s = append(s, j.Name+"="+filepath.Base(j.Output))
 		}
 		return strings.Join(s, " ")
 	}
-	found, err := Discover([]string{dir}, false, "/out", "{name}_mask.nii.gz")
+	found, err := jobs.Discover([]string{dir}, false, "/out", "{name}_mask.nii.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := found.Jobs
-	if got, want := names(jobs), "a=a_mask.nii.gz b=b_mask.nii.gz c=c_mask.nii.gz"; got != want {
+	batch := found.Jobs
+	if got, want := names(batch), "a=a_mask.nii.gz b=b_mask.nii.gz c=c_mask.nii.gz"; got != want {
 		t.Errorf("flat: %s, want %s", got, want)
 	}
-	found, err = Discover([]string{dir}, true, "/out", "{name}.seg.nii")
+	found, err = jobs.Discover([]string{dir}, true, "/out", "{name}.seg.nii")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs = found.Jobs
-	if got, want := names(jobs), "a=a.seg.nii b=b.seg.nii c=c.seg.nii sub/deeper/g=g.seg.nii sub/f=f.seg.nii"; got != want {
+	batch = found.Jobs
+	if got, want := names(batch), "a=a.seg.nii b=b.seg.nii c=c.seg.nii sub/deeper/g=g.seg.nii sub/f=f.seg.nii"; got != want {
 		t.Errorf("recursive: %s, want %s", got, want)
 	}
-	if jobs[3].Output != filepath.Join("/out", "sub", "deeper", "g.seg.nii") {
-		t.Errorf("recursive output %s", jobs[3].Output)
+	if batch[3].Output != filepath.Join("/out", "sub", "deeper", "g.seg.nii") {
+		t.Errorf("recursive output %s", batch[3].Output)
 	}
-	if _, err := Discover([]string{dir, filepath.Join(dir, "a.nii")}, false, "/out", "{name}.nii"); err == nil {
+	if _, err := jobs.Discover([]string{dir, filepath.Join(dir, "a.nii")}, false, "/out", "{name}.nii"); err == nil {
 		t.Error("colliding outputs not reported")
 	}
-	if _, err := Discover([]string{filepath.Join(dir, "sub", "deeper", "none")}, false, "/out", "{name}.nii"); err == nil {
+	if _, err := jobs.Discover([]string{filepath.Join(dir, "sub", "deeper", "none")}, false, "/out", "{name}.nii"); err == nil {
 		t.Error("missing input not reported")
 	}
-	if _, err := Discover([]string{dir}, false, "/out", "mask.nii"); err == nil {
+	if _, err := jobs.Discover([]string{dir}, false, "/out", "mask.nii"); err == nil {
 		t.Error("mask name without {name} accepted")
 	}
 	empty := t.TempDir()
-	if _, err := Discover([]string{empty}, false, "/out", "{name}.nii"); err != ErrNoInputs {
+	if _, err := jobs.Discover([]string{empty}, false, "/out", "{name}.nii"); err != jobs.ErrNoInputs {
 		t.Errorf("empty folder: %v", err)
 	}
 }

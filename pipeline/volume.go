@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/segment"
 	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
@@ -56,7 +57,7 @@ import (
 
 // work is one volume travelling through the stages, with the buffers it holds.
 type work struct {
-	job Job
+	job jobs.Job
 	// From the producer: the input's header (read again by nifti.Open in the read stage), its
 	// fingerprint without the hash and its files, the claim (nil without Config.Claims), and
 	// why the volume is being done.

@@ -154,7 +154,7 @@ func (r *writers) createMask(ctx context.Context, w *work) (*nifti.Writer, error
 	if h.err != nil {
 		return nil, fmt.Errorf("read %s: %w", w.job.Input, h.err)
 	}
-	if now, _, err := statJob(w.job); err != nil || !now.SameFiles(w.input) {
+	if now, _, err := w.job.Stat(); err != nil || !now.SameFiles(w.input) {
 		return nil, fmt.Errorf("read %s: %w", w.job.Input, ErrInputChanged)
 	}
 	rec := r.cfg.Provenance

@@ -15,6 +15,7 @@ import (
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
 	"voxpipe/segment"
@@ -226,7 +227,7 @@ func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, h
 		// Read alone is run's read stage alone, the same code as the end-to-end run below uses
 		// (parallel positional read with the statistics fused in, into a fresh buffer), so the
 		// comparison is like for like.
-		read, _, err := pipeline.ReadAll(ctx, []pipeline.Job{{Name: "bench", Input: input}}, 1, slab)
+		read, _, err := pipeline.ReadAll(ctx, []jobs.Job{{Name: "bench", Input: input}}, 1, slab)
 		if err != nil {
 			return "", err
 		}
@@ -238,17 +239,17 @@ func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, h
 		}
 		writes = append(writes, time.Since(t))
 
-		found, err := pipeline.Discover([]string{input}, false, filepath.Join(out, "e2e"), "{name}_mask.nii.gz")
+		found, err := jobs.Discover([]string{input}, false, filepath.Join(out, "e2e"), "{name}_mask.nii.gz")
 		if err != nil {
 			return "", err
 		}
-		jobs := found.Jobs
+		batch := found.Jobs
 		timings, summary, err := createBenchCSVs(filepath.Join(out, "e2e"))
 		if err != nil {
 			return "", err
 		}
 		t = time.Now()
-		res, err := pipeline.Run(ctx, pipeline.Config{Jobs: jobs, Engines: []segment.Engine{eng}, Classes: model.Classes,
+		res, err := pipeline.Run(ctx, pipeline.Config{Jobs: batch, Engines: []segment.Engine{eng}, Classes: model.Classes,
 			Descrip: "voxpipe bench", Slab: slab, Readers: 1, Writers: 1, Write: nifti.DefaultWriteOptions(),
 			Overwrite: true, RunID: fmt.Sprintf("bench-e2e-%d", i), Timings: timings, Summary: summary})
 		e2e = append(e2e, time.Since(t))
@@ -342,17 +343,17 @@ func benchReadOnly(c *cli.Context, dir string) error {
 	if readers < 1 {
 		return usageError{errors.New("bench: --readers must be >= 1")}
 	}
-	found, err := pipeline.Discover([]string{dir}, false, c.String("output"), "{name}")
+	found, err := jobs.Discover([]string{dir}, false, c.String("output"), "{name}")
 	if err != nil {
 		return usageError{err}
 	}
-	jobs := found.Jobs
-	wall, voxels, err := pipeline.ReadAll(context.Background(), jobs, readers, c.Int("slab"))
+	batch := found.Jobs
+	wall, voxels, err := pipeline.ReadAll(context.Background(), batch, readers, c.Int("slab"))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "bench read-only %s: %d volumes, %d readers, %.2f s: %.2f volumes/s, %.0f Mvox/s\n",
-		dir, len(jobs), readers, wall.Seconds(), float64(len(jobs))/wall.Seconds(), float64(voxels)/1e6/wall.Seconds())
+		dir, len(batch), readers, wall.Seconds(), float64(len(batch))/wall.Seconds(), float64(voxels)/1e6/wall.Seconds())
 	return nil
 }
 

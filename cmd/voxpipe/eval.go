@@ -15,7 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline"
+	"voxpipe/jobs"
 	"voxpipe/segment"
 )
 
@@ -133,7 +133,7 @@ func evalPairs(pred, truth string) ([]evalPair, string, error) {
 		return nil, "", fmt.Errorf("eval: %w", err)
 	}
 	if !ps.IsDir() && !ts.IsDir() {
-		name, _ := pipeline.VolumeBase(truth)
+		name, _ := jobs.VolumeBase(truth)
 		return []evalPair{{name, pred, truth}}, filepath.Join(filepath.Dir(pred), "eval.csv"), nil
 	}
 	if !ps.IsDir() || !ts.IsDir() {
@@ -145,7 +145,7 @@ func evalPairs(pred, truth string) ([]evalPair, string, error) {
 		return nil, "", fmt.Errorf("eval: %w", err)
 	}
 	for _, e := range entries {
-		if base, ok := pipeline.VolumeBase(e.Name()); ok && !strings.HasPrefix(e.Name(), ".") {
+		if base, ok := jobs.VolumeBase(e.Name()); ok && !strings.HasPrefix(e.Name(), ".") {
 			preds[base] = filepath.Join(pred, e.Name())
 		}
 	}
@@ -156,7 +156,7 @@ func evalPairs(pred, truth string) ([]evalPair, string, error) {
 	var pairs []evalPair
 	var missing []string
 	for _, e := range entries {
-		name, ok := pipeline.VolumeBase(e.Name())
+		name, ok := jobs.VolumeBase(e.Name())
 		if !ok || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}

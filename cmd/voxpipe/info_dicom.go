@@ -11,7 +11,7 @@ import (
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/dicom"
-	"voxpipe/pipeline"
+	"voxpipe/jobs"
 )
 
 // printInfoOrSeries prints what info shows of path: a folder's NIfTI volumes and DICOM series
@@ -54,7 +54,7 @@ func printFolder(w io.Writer, dir string, volume int) error {
 		}
 		switch {
 		case d.IsDir():
-		case pipeline.IsVolumeName(d.Name()):
+		case jobs.IsVolumeName(d.Name()):
 			volumes = append(volumes, path)
 		case dicom.Candidate(d.Name()):
 			other = true

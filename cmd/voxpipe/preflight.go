@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline"
+	"voxpipe/jobs"
 )
 
 // defaultMaxMemory is --max-memory's default: half of the memory this process may use.
@@ -102,9 +102,9 @@ func checkWritable(dir string) error {
 // maskBytesEstimate is about what the masks of jobs take on disk: uncompressed, one byte a
 // voxel; gzipped, a quarter of that (label masks compress far better; this errs high). Inputs
 // whose header could not be read at discovery count for nothing: they will fail.
-func maskBytesEstimate(jobs []pipeline.Job) int64 {
+func maskBytesEstimate(batch []jobs.Job) int64 {
 	var total int64
-	for _, j := range jobs {
+	for _, j := range batch {
 		if j.Voxels == 0 {
 			continue
 		}

@@ -21,6 +21,7 @@ import (
 
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/metrics"
 	"voxpipe/segment"
@@ -45,7 +46,7 @@ func init() {
 			&cli.BoolFlag{Name: "overwrite", Usage: "redo every volume, replacing up-to-date masks and files voxpipe did not write (default: skip up-to-date masks, report other files as conflicts)"},
 			&cli.BoolFlag{Name: "fail-fast", Usage: "stop at the first failed volume (default: go on)"},
 			&cli.StringFlag{Name: "shard", Usage: "do one part of the batch: i/n, or auto (a Slurm array task, or a Kubernetes Indexed Job pod with --shard-count); volumes are split by a stable hash of their names"},
-			&cli.IntFlag{Name: "shard-count", DefaultText: "$" + pipeline.EnvShardCount, Usage: "the number of shards for --shard auto under a Kubernetes Indexed Job (default $" + pipeline.EnvShardCount + ")"},
+			&cli.IntFlag{Name: "shard-count", DefaultText: "$" + jobs.EnvShardCount, Usage: "the number of shards for --shard auto under a Kubernetes Indexed Job (default $" + jobs.EnvShardCount + ")"},
 			&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
 			&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist; elsewhere, the run is not in OUT/volumes.csv"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Chrome/Perfetto trace (JSON) of every stage and slab"},
@@ -77,7 +78,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	outDir, maskName, runID, maxMemory := ws.outDir, ws.maskName, ws.runID, ws.maxMemory
-	shard, err := pipeline.ParseShard(c.String("shard"), c.Int("shard-count"), os.Getenv)
+	shard, err := jobs.ParseShard(c.String("shard"), c.Int("shard-count"), os.Getenv)
 	if err != nil {
 		return usageError{fmt.Errorf("run: --shard: %w", err)}
 	}
@@ -95,8 +96,8 @@ func runAction(c *cli.Context) error {
 	quiet := c.Bool("quiet")
 	log := newLogger(logOut, c.String("log-format"), quiet)
 
-	found, err := pipeline.DiscoverDICOM(c.Args().Slice(), c.Bool("recursive"), outDir, maskName, c.String("dicom-name"))
-	if errors.Is(err, pipeline.ErrNoInputs) {
+	found, err := jobs.DiscoverDICOM(c.Args().Slice(), c.Bool("recursive"), outDir, maskName, c.String("dicom-name"))
+	if errors.Is(err, jobs.ErrNoInputs) {
 		noteDiscovery(log, found)
 		log.Info("nothing to do: no NIfTI volumes or DICOM series in the inputs", "inputs", c.Args().Slice())
 		return nil
@@ -105,11 +106,11 @@ func runAction(c *cli.Context) error {
 		return usageError{err}
 	}
 	noteDiscovery(log, found)
-	jobs := found.Jobs
-	if err := pipeline.CheckOutputs(jobs); err != nil {
+	batch := found.Jobs
+	if err := jobs.CheckOutputs(batch); err != nil {
 		return usageError{err}
 	}
-	if jobs = shard.Filter(jobs); len(jobs) == 0 {
+	if batch = shard.Filter(batch); len(batch) == 0 {
 		log.Info("nothing to do: no volume falls in this shard", "shard", shard.String(), "volumes", len(found.Jobs))
 		return nil
 	}
@@ -130,7 +131,7 @@ func runAction(c *cli.Context) error {
 		}
 		f.Close()
 	}
-	if need := maskBytesEstimate(jobs); need > 0 {
+	if need := maskBytesEstimate(batch); need > 0 {
 		if free, err := freeBytes(outDir); err == nil && free < need {
 			log.Warn("the output folder's file system may be too full for the masks", "free_bytes", free, "estimated_bytes", need)
 		}
@@ -170,14 +171,14 @@ func runAction(c *cli.Context) error {
 		progress = p
 	}
 	cfg := workConfig(c, es, claims, rec, log)
-	cfg.Jobs, cfg.Shard, cfg.Progress = jobs, shard.String(), es.withMetrics(progress)
+	cfg.Jobs, cfg.Shard, cfg.Progress = batch, shard.String(), es.withMetrics(progress)
 	cfg.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
 	cfg.MaxMemory = maxMemory
 
 	if c.String("trace") != "" {
 		cfg.Trace = &timing.Trace{}
 	}
-	log.Info("run", "run_id", cfg.RunID, "volumes", len(jobs), "shard", cfg.Shard, "engines", engineNames(es.engines), "model", es.modelName,
+	log.Info("run", "run_id", cfg.RunID, "volumes", len(batch), "shard", cfg.Shard, "engines", engineNames(es.engines), "model", es.modelName,
 		"output", outDir, "records", rec.Dir, "max_memory_bytes", maxMemory)
 
 	// A signal stops the run; if it has not stopped within signalGrace, what it holds is
@@ -199,12 +200,12 @@ func runAction(c *cli.Context) error {
 		runErr = err
 	}
 	switch {
-	case defaultRecords && runErr == nil && sig.received() == nil && res.Skipped == len(jobs):
+	case defaultRecords && runErr == nil && sig.received() == nil && res.Skipped == len(batch):
 		// Every mask was up to date: a scheduled tick over a finished folder leaves nothing.
 		if err := os.RemoveAll(rec.Dir); err != nil {
 			log.Warn("remove the records of a run with nothing to do", "err", err)
 		}
-		log.Info("nothing to do: every mask is up to date", "volumes", len(jobs))
+		log.Info("nothing to do: every mask is up to date", "volumes", len(batch))
 		return nil
 	default:
 		updateTables(outDir, log)
@@ -219,7 +220,7 @@ func runAction(c *cli.Context) error {
 	case runErr != nil:
 		return cli.Exit(runErr.Error(), exitFailed)
 	case res.Failed > 0 || res.Conflict > 0:
-		return cli.Exit(fmt.Sprintf("%d of %d volumes failed, %d in conflict (see %s)", res.Failed, len(jobs), res.Conflict, rec.Dir), exitFailed)
+		return cli.Exit(fmt.Sprintf("%d of %d volumes failed, %d in conflict (see %s)", res.Failed, len(batch), res.Conflict, rec.Dir), exitFailed)
 	}
 	return nil
 }
@@ -458,7 +459,7 @@ func updateTables(out string, log *slog.Logger) {
 }
 
 // noteDiscovery says once what discovery left out.
-func noteDiscovery(log *slog.Logger, d *pipeline.Discovery) {
+func noteDiscovery(log *slog.Logger, d *jobs.Discovery) {
 	if d == nil {
 		return
 	}
@@ -483,7 +484,7 @@ func noteDiscovery(log *slog.Logger, d *pipeline.Discovery) {
 }
 
 // writeIgnored lists the input files the run left out in its folder's ignored.csv.
-func writeIgnored(rec *records.Run, d *pipeline.Discovery) error {
+func writeIgnored(rec *records.Run, d *jobs.Discovery) error {
 	left := d.LeftOut()
 	if len(left) == 0 {
 		return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/io/dicom"
+	"voxpipe/jobs"
 	"voxpipe/pipeline"
 	"voxpipe/pipeline/inbox"
 	"voxpipe/segment"
@@ -117,7 +118,7 @@ func watchAction(c *cli.Context) error {
 	// Claimed by a live process (another watcher, a run, or this one's previous version of
 	// the file or series): looked at again later, in case its holder fails or dies.
 	retry := max(c.Duration("settle"), c.Duration("claim-timeout")/4)
-	cfg.OnBusy = func(j pipeline.Job) { box.Defer(j, retry) }
+	cfg.OnBusy = func(j jobs.Job) { box.Defer(j, retry) }
 
 	// SIGTERM/SIGINT: stop taking volumes at once, abandon those in flight after --grace, and
 	// exit by force if even that does not end the work (as run does).
@@ -248,11 +249,11 @@ func (v *volumesRefresher) loop() {
 
 func (v *volumesRefresher) stop() { v.once.Do(func() { close(v.done) }) }
 
-func (v *volumesRefresher) Start(int)                       {}
-func (v *volumesRefresher) VolumeStarted(pipeline.Job, int) {}
-func (v *volumesRefresher) PlanesDone(pipeline.Job, int)    {}
-func (v *volumesRefresher) Close()                          {}
-func (v *volumesRefresher) VolumeDone(pipeline.Job, timing.Status) {
+func (v *volumesRefresher) Start(int)                   {}
+func (v *volumesRefresher) VolumeStarted(jobs.Job, int) {}
+func (v *volumesRefresher) PlanesDone(jobs.Job, int)    {}
+func (v *volumesRefresher) Close()                      {}
+func (v *volumesRefresher) VolumeDone(jobs.Job, timing.Status) {
 	select {
 	case v.kick <- struct{}{}:
 	default:

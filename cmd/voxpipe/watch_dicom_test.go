@@ -11,7 +11,7 @@ import (
 	"voxpipe/internal/dicomtest"
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline"
+	"voxpipe/jobs"
 	"voxpipe/store/provenance"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
@@ -92,7 +92,7 @@ func TestWatchDICOMSeries(t *testing.T) {
 	if len(scan.Series) != 1 {
 		t.Fatalf("%d series in the inbox", len(scan.Series))
 	}
-	name := pipeline.DICOMJobName(scan.Series[0])
+	name := jobs.DICOMJobName(scan.Series[0])
 	rows := runSummary(t, out, "wd")
 	if len(rows) != 2 {
 		t.Fatalf("summary rows: %+v", rows)

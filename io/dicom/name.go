@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultName is the default naming template: "series_", the SeriesNumber, "_" and the
-// series' ID, the name logs and records give the series (pipeline.DICOMJobName). It holds no
+// series' ID, the name logs and records give the series (jobs.DICOMJobName). It holds no
 // patient data; a template asks for DICOM fields explicitly.
 const DefaultName = "series_%s_%h"
 

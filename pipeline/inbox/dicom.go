@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"voxpipe/io/dicom"
-	"voxpipe/pipeline"
+	"voxpipe/jobs"
 )
 
 // DICOM series in the inbox. Every file that is not a volume, not hidden and not a marker is
@@ -23,7 +23,7 @@ import (
 // grouped by SeriesInstanceUID across the inbox's folders (as `run` groups the files of its
 // inputs). A series is handed out once it is settled: none of its files new or changed for
 // Options.Settle, no candidate in its folders still unreadable and changing, and a fresh
-// listing of its folders showing nothing new. Its jobs are made by pipeline.DICOMJobs, as
+// listing of its folders showing nothing new. Its jobs are made by jobs.DICOMJobs, as
 // `run` makes them. Each version of a series (its files' sizes and mtimes) is handed out
 // once; a version queued but not yet taken is replaced by a newer one. A series that grows or
 // changes after a version of it was taken by the pipeline is handed out again with a warning
@@ -94,7 +94,7 @@ func changes(now, base version) (added, changed []string) {
 
 // candidate reports whether a file name may be DICOM: not a volume, not hidden, not a marker.
 func (b *Inbox) candidate(name string) bool {
-	return dicom.Candidate(name) && !pipeline.IsVolumeName(name) && !strings.HasSuffix(name, b.opt.ReadySuffix)
+	return dicom.Candidate(name) && !jobs.IsVolumeName(name) && !strings.HasSuffix(name, b.opt.ReadySuffix)
 }
 
 // observeDICOM looks at the DICOM candidate at path (under inbox root) and reports whether it
@@ -335,7 +335,7 @@ func (b *Inbox) handSeries(r readySeries, now time.Time) {
 		return // looked at again once the new files are judged
 	}
 	slices.Sort(r.files)
-	jobs, err := pipeline.DICOMJobs(append(slices.Clone(r.files), r.extra...), b.opt.OutDir, b.opt.MaskName, b.opt.DICOMName)
+	batch, err := jobs.DICOMJobs(append(slices.Clone(r.files), r.extra...), b.opt.OutDir, b.opt.MaskName, b.opt.DICOMName)
 	if err != nil {
 		b.opt.Log.Error("inbox: DICOM series", "err", err)
 		return
@@ -358,7 +358,7 @@ func (b *Inbox) handSeries(r readySeries, now time.Time) {
 		}
 	}
 	var names []string
-	for _, job := range jobs {
+	for _, job := range batch {
 		if job.Series == nil || job.Series.UID != r.uid {
 			continue // an unreadable neighbour's own outcome is its series' business
 		}

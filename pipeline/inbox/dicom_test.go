@@ -16,7 +16,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"voxpipe/internal/dicomtest"
-	"voxpipe/pipeline"
+	"voxpipe/jobs"
 )
 
 // The DICOM tests run in a synctest bubble: the clock is fake and moves only while every
@@ -76,14 +76,14 @@ func newDICOMBox(t *testing.T, settle time.Duration) *dicomBox {
 }
 
 // taken is the job the inbox hands out now, if any.
-func (d *dicomBox) taken() (pipeline.Job, bool) {
+func (d *dicomBox) taken() (jobs.Job, bool) {
 	synctest.Wait()
 	select {
 	case j := <-d.jobs:
 		synctest.Wait() // what the feeder does once a job is taken (its log lines)
 		return j, true
 	default:
-		return pipeline.Job{}, false
+		return jobs.Job{}, false
 	}
 }
 
@@ -109,7 +109,7 @@ func (d *dicomBox) tick(step time.Duration) {
 }
 
 // next ticks every step until a job is handed out, at most for limit.
-func (d *dicomBox) next(t *testing.T, step, limit time.Duration) pipeline.Job {
+func (d *dicomBox) next(t *testing.T, step, limit time.Duration) jobs.Job {
 	t.Helper()
 	for end := time.Now().Add(limit); time.Now().Before(end); {
 		d.tick(step)
@@ -118,7 +118,7 @@ func (d *dicomBox) next(t *testing.T, step, limit time.Duration) pipeline.Job {
 		}
 	}
 	t.Fatalf("no job within %v\n%s", limit, d.logs.String())
-	return pipeline.Job{}
+	return jobs.Job{}
 }
 
 // quiet ticks every step for span and fails on any job handed out.
@@ -138,7 +138,7 @@ func testSeries(uid string, number int) dicomtest.Series {
 }
 
 // checkSeriesJob checks a job reads the series' first n slices.
-func checkSeriesJob(t *testing.T, d *dicomBox, j pipeline.Job, s dicomtest.Series, n int) {
+func checkSeriesJob(t *testing.T, d *dicomBox, j jobs.Job, s dicomtest.Series, n int) {
 	t.Helper()
 	if j.Series == nil || j.Err != nil {
 		t.Fatalf("job %s: series %v, err %v", j.Name, j.Series, j.Err)
@@ -146,7 +146,7 @@ func checkSeriesJob(t *testing.T, d *dicomBox, j pipeline.Job, s dicomtest.Serie
 	if j.Series.UID != s.SeriesUID || len(j.Series.Files) != n || j.Series.Dims() != [3]int{s.Columns, s.Rows, n} {
 		t.Fatalf("job %s: series %s, %d files, dims %v; want %s, %d files", j.Name, j.Series.UID, len(j.Series.Files), j.Series.Dims(), s.SeriesUID, n)
 	}
-	if want := pipeline.DICOMJobName(j.Series); j.Name != want || !strings.HasPrefix(j.Name, "series_") {
+	if want := jobs.DICOMJobName(j.Series); j.Name != want || !strings.HasPrefix(j.Name, "series_") {
 		t.Errorf("job name %q, want %q", j.Name, want)
 	}
 	if want := filepath.Join(d.out, "s"+strconv.Itoa(s.Number)+"_mask.nii.gz"); j.Output != want {
@@ -208,7 +208,7 @@ func TestDICOMSeriesSettleApart(t *testing.T) {
 		d.write(t, "notes.txt", []byte("not an image"))
 		d.write(t, "scan.nii.gz.ready", nil) // a marker of no volume: not a DICOM candidate
 		start := time.Now()
-		var got pipeline.Job
+		var got jobs.Job
 		for i := 0; got.Name == ""; i++ {
 			if time.Since(start) > 3*settle {
 				t.Fatal("series a not handed out while b arrives")

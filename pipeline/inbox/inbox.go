@@ -13,7 +13,7 @@
 // The other files (not hidden, not markers) are DICOM candidates. A DICOM series arrives file
 // by file and no file says it is the last, so a series (the image files of one
 // SeriesInstanceUID, across the folders) is complete when none of its files has been new or
-// changed for Options.Settle; it has no marker. Its jobs are pipeline.DICOMJobs', as `voxpipe
+// changed for Options.Settle; it has no marker. Its jobs are jobs.DICOMJobs', as `voxpipe
 // run` makes them. A series that grows or changes after the pipeline took it is handed out
 // again, with a warning (dicom.go). Files that are neither volumes nor DICOM images are logged
 // once and left out.
@@ -39,7 +39,7 @@ import (
 
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline"
+	"voxpipe/jobs"
 )
 
 // Defaults of Options.
@@ -53,7 +53,7 @@ const (
 type Options struct {
 	Folders   []string
 	Recursive bool
-	// OutDir and MaskName name the masks as pipeline.Discover does; the output folder is not
+	// OutDir and MaskName name the masks as jobs.Discover does; the output folder is not
 	// watched when it lies inside an inbox.
 	OutDir, MaskName string
 	// DICOMName names DICOM series' masks ({name} of MaskName; --dicom-name, default
@@ -72,7 +72,7 @@ type Inbox struct {
 	opt     Options
 	watcher *fsnotify.Watcher
 	outInfo fs.FileInfo
-	jobs    chan pipeline.Job
+	jobs    chan jobs.Job
 	wake    chan struct{}
 
 	mu      sync.Mutex
@@ -88,7 +88,7 @@ type Inbox struct {
 
 // queued is a job waiting to be taken by the pipeline.
 type queued struct {
-	job pipeline.Job
+	job jobs.Job
 	// dropped: replaced by a newer version of its series before the pipeline took it.
 	dropped bool
 	series  *dcmSeries // a DICOM series' job: its series, and the version it reads
@@ -155,7 +155,7 @@ func newInbox(opt Options) (*Inbox, error) {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	b := &Inbox{opt: opt, jobs: make(chan pipeline.Job), wake: make(chan struct{}, 1),
+	b := &Inbox{opt: opt, jobs: make(chan jobs.Job), wake: make(chan struct{}, 1),
 		files: map[string]*entry{}, dirs: map[string]string{}, ignored: map[string]bool{},
 		dcm: map[string]*dcmFile{}, series: map[string]*dcmSeries{}, noted: map[string]bool{}}
 	b.outInfo, _ = os.Stat(opt.OutDir)
@@ -163,7 +163,7 @@ func newInbox(opt Options) (*Inbox, error) {
 }
 
 // Jobs is where complete volumes are handed out; it is closed when Run returns.
-func (b *Inbox) Jobs() <-chan pipeline.Job { return b.jobs }
+func (b *Inbox) Jobs() <-chan jobs.Job { return b.jobs }
 
 // Pending is the number of complete volumes not yet taken from Jobs.
 func (b *Inbox) Pending() int {
@@ -266,7 +266,7 @@ func (b *Inbox) feed(ctx context.Context) {
 }
 
 // push queues a job (series, ver: a DICOM series' job and the version it reads); b.mu held.
-func (b *Inbox) push(job pipeline.Job, arrived time.Time, series *dcmSeries, ver version) *queued {
+func (b *Inbox) push(job jobs.Job, arrived time.Time, series *dcmSeries, ver version) *queued {
 	job.Index = b.next
 	job.Arrived = arrived
 	b.next++
@@ -292,7 +292,7 @@ func (b *Inbox) event(ev fsnotify.Event) {
 		b.mu.Unlock()
 	case strings.HasSuffix(name, b.opt.ReadySuffix):
 		vol := strings.TrimSuffix(path, b.opt.ReadySuffix)
-		if pipeline.IsVolumeName(filepath.Base(vol)) {
+		if jobs.IsVolumeName(filepath.Base(vol)) {
 			b.observe(vol, b.rootOf(filepath.Dir(path)), true)
 		}
 	case ev.Has(fsnotify.Create):
@@ -307,14 +307,14 @@ func (b *Inbox) event(ev fsnotify.Event) {
 			}
 			return
 		}
-		if pipeline.IsVolumeName(name) {
+		if jobs.IsVolumeName(name) {
 			// A new file at this name: renamed in (complete at once) or a writer's new file.
 			b.observeNew(path, root)
 		} else if b.candidate(name) {
 			b.observeDICOM(path, root)
 		}
 	case ev.Has(fsnotify.Write) || ev.Has(fsnotify.Chmod):
-		if pipeline.IsVolumeName(name) {
+		if jobs.IsVolumeName(name) {
 			b.observe(path, b.rootOf(filepath.Dir(path)), false)
 		} else if b.candidate(name) {
 			b.observeDICOM(path, b.rootOf(filepath.Dir(path)))
@@ -338,7 +338,7 @@ func (b *Inbox) observeNew(path, root string) {
 // Defer hands the job's volume or DICOM series out again (its current version), at the
 // earliest after delay: the pipeline found it claimed by a live process, which may yet fail
 // or die.
-func (b *Inbox) Defer(job pipeline.Job, delay time.Duration) {
+func (b *Inbox) Defer(job jobs.Job, delay time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if job.Series != nil {
@@ -388,7 +388,7 @@ func (b *Inbox) observe(path, root string, marked bool) {
 
 	// A volume with a file that is not regular (a FIFO .img) never completes: it is handed out
 	// at once, and fails, named, without being opened.
-	ready := marked || settled || !st.Mode().IsRegular() || pipeline.CheckRegular(path) != nil
+	ready := marked || settled || !st.Mode().IsRegular() || jobs.CheckRegular(path) != nil
 	if !ready && !marked {
 		if _, err := os.Stat(path + b.opt.ReadySuffix); err == nil {
 			ready = true
@@ -414,7 +414,7 @@ func (b *Inbox) hand(path, root string, arrived time.Time) {
 	if err != nil {
 		return
 	}
-	job, own := pipeline.JobFor(path, rel, b.opt.OutDir, b.opt.MaskName)
+	job, own := jobs.JobFor(path, rel, b.opt.OutDir, b.opt.MaskName)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.files[path]
@@ -476,7 +476,7 @@ func (b *Inbox) rescan() {
 				}
 				continue
 			}
-			if pipeline.IsVolumeName(de.Name()) {
+			if jobs.IsVolumeName(de.Name()) {
 				b.observe(p, root, false)
 			} else if b.candidate(de.Name()) {
 				b.observeDICOM(p, root)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"voxpipe/io/nifti"
-	"voxpipe/pipeline"
+	"voxpipe/jobs"
 )
 
 // volumeBytes is a small complete .nii file's bytes.
@@ -64,13 +64,13 @@ func (h *harness) stop() {
 }
 
 // next waits up to limit for a job.
-func (h *harness) next(t *testing.T, limit time.Duration) (pipeline.Job, bool) {
+func (h *harness) next(t *testing.T, limit time.Duration) (jobs.Job, bool) {
 	t.Helper()
 	select {
 	case j, ok := <-h.box.Jobs():
 		return j, ok
 	case <-time.After(limit):
-		return pipeline.Job{}, false
+		return jobs.Job{}, false
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"voxpipe/fixtures"
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
 	"voxpipe/segment"
@@ -37,7 +38,7 @@ func TestPipelineRunCUDA(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	found, err := pipeline.Discover([]string{in}, false, out, "{name}_mask.nii.gz")
+	found, err := jobs.Discover([]string{in}, false, out, "{name}_mask.nii.gz")
 	if err != nil {
 		t.Fatal(err)
 	}

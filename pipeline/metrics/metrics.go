@@ -32,6 +32,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voxpipe/jobs"
 	"voxpipe/pipeline"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
@@ -171,13 +172,13 @@ func (m *Metrics) SetQueueDepth(f func() float64) {
 }
 
 // jobKey tells volumes apart while in flight (watch hands a file out again when it changes).
-func jobKey(j pipeline.Job) string { return j.Input + "\x00" + j.Name }
+func jobKey(j jobs.Job) string { return j.Input + "\x00" + j.Name }
 
 // Start implements pipeline.Progress; the batch's size is not a metric.
 func (m *Metrics) Start(int) {}
 
 // VolumeStarted implements pipeline.Progress: the volume is in flight.
-func (m *Metrics) VolumeStarted(j pipeline.Job, _ int) {
+func (m *Metrics) VolumeStarted(j jobs.Job, _ int) {
 	m.mu.Lock()
 	m.started[jobKey(j)]++
 	m.mu.Unlock()
@@ -185,11 +186,11 @@ func (m *Metrics) VolumeStarted(j pipeline.Job, _ int) {
 }
 
 // PlanesDone implements pipeline.Progress.
-func (m *Metrics) PlanesDone(pipeline.Job, int) {}
+func (m *Metrics) PlanesDone(jobs.Job, int) {}
 
 // VolumeDone implements pipeline.Progress: a started volume is no longer in flight. Volumes
 // that end before their read starts (skipped, busy, conflict, failed early) never were.
-func (m *Metrics) VolumeDone(j pipeline.Job, _ timing.Status) {
+func (m *Metrics) VolumeDone(j jobs.Job, _ timing.Status) {
 	k := jobKey(j)
 	m.mu.Lock()
 	n := m.started[k]

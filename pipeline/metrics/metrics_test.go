@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"voxpipe/jobs"
 	"voxpipe/pipeline"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
@@ -225,9 +226,9 @@ func TestInFlight(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	var p pipeline.Progress = pipeline.MultiProgress(m) // as run and watch wire it
-	a := pipeline.Job{Name: "a", Input: "/in/a.nii"}
-	b := pipeline.Job{Name: "b", Input: "/in/b.nii"}
-	c := pipeline.Job{Name: "c", Input: "/in/c.nii"}
+	a := jobs.Job{Name: "a", Input: "/in/a.nii"}
+	b := jobs.Job{Name: "b", Input: "/in/b.nii"}
+	c := jobs.Job{Name: "c", Input: "/in/c.nii"}
 	p.Start(3)
 	p.VolumeStarted(a, 10)
 	p.VolumeStarted(b, 10)
@@ -392,7 +393,7 @@ func TestConcurrentUse(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			j := pipeline.Job{Name: strconv.Itoa(w), Input: strconv.Itoa(w)}
+			j := jobs.Job{Name: strconv.Itoa(w), Input: strconv.Itoa(w)}
 			for i := range 100 {
 				m.VolumeStarted(j, 1)
 				m.Row(timing.Row{RunID: "r", Stage: "kernels", Slab: i, Device: "cuda:" + strconv.Itoa(w), StartMS: float64(i), DurationMS: 1})

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
 	"voxpipe/segment"
@@ -36,7 +37,7 @@ func TestPipelineRun(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(in, "notes.nii"), []byte("not NIfTI\n"), 0o644) // fails
-	found, err := pipeline.Discover([]string{in}, false, out, "{name}_mask.nii.gz")
+	found, err := jobs.Discover([]string{in}, false, out, "{name}_mask.nii.gz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package jobs
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 )
 
 // ErrBadShard: a shard specification that cannot be used.
-var ErrBadShard = errors.New("pipeline: bad shard")
+var ErrBadShard = errors.New("jobs: bad shard")
 
 // Shard is one part of a batch split over Count processes (a Slurm array task, a pod of a
 // Kubernetes Indexed Job). The zero Shard is the whole batch.

@@ -1,4 +1,8 @@
-package pipeline
+// Package jobs finds the volumes a run is given and says where their masks go: discovery of
+// NIfTI files and DICOM series in files and folders (Discover), one Job per volume with its mask
+// path (--mask-name, --dicom-name), the input-safety checks (CheckOutputs, CheckRegular),
+// the files left out, and sharding (Shard). It reads headers, never voxels.
+package jobs
 
 import (
 	"errors"
@@ -17,15 +21,15 @@ import (
 )
 
 // ErrNoInputs is returned when the inputs name no volume at all.
-var ErrNoInputs = errors.New("pipeline: no NIfTI volumes or DICOM series found in the inputs")
+var ErrNoInputs = errors.New("jobs: no NIfTI volumes or DICOM series found in the inputs")
 
 // ErrNotRegular fails an input that is not a regular file (a FIFO, device or socket): it is
 // refused without being opened, since opening or reading one can block forever.
-var ErrNotRegular = errors.New("pipeline: not a regular file")
+var ErrNotRegular = errors.New("jobs: not a regular file")
 
 // ErrMaskIsInput: a mask path is one of the inputs (same path, a symbolic link to it, or a hard
 // link of it). voxpipe never writes or renames over an input.
-var ErrMaskIsInput = errors.New("pipeline: a mask would replace an input")
+var ErrMaskIsInput = errors.New("jobs: a mask would replace an input")
 
 // Job is one volume to segment.
 type Job struct {
@@ -103,7 +107,7 @@ func Discover(inputs []string, recursive bool, outDir, maskName string) (*Discov
 // (--dicom-name, see dicom.Series.Name).
 func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName string) (*Discovery, error) {
 	if !strings.Contains(maskName, "{name}") {
-		return nil, fmt.Errorf("pipeline: mask name %q must contain {name}", maskName)
+		return nil, fmt.Errorf("jobs: mask name %q must contain {name}", maskName)
 	}
 	d := &Discovery{}
 	var dicomFiles []string       // other files in the folders: DICOM candidates
@@ -119,7 +123,7 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 	for _, in := range inputs {
 		st, err := os.Stat(in) // follows links; never opens
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: input %w", err)
+			return nil, fmt.Errorf("jobs: input %w", err)
 		}
 		if !st.IsDir() {
 			if _, ok := VolumeBase(in); !ok && isDICOM(in) {
@@ -169,13 +173,13 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: search %s: %w", in, err)
+			return nil, fmt.Errorf("jobs: search %s: %w", in, err)
 		}
 		slices.Sort(found)
 		for _, path := range found {
 			rel, err := filepath.Rel(in, path)
 			if err != nil {
-				return nil, fmt.Errorf("pipeline: %w", err)
+				return nil, fmt.Errorf("jobs: %w", err)
 			}
 			add(path, rel)
 		}
@@ -192,7 +196,7 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 	for i := range d.Jobs {
 		d.Jobs[i].Index = i
 		if prev, dup := byOutput[d.Jobs[i].Output]; dup {
-			return nil, fmt.Errorf("pipeline: %s and %s would both write %s; rename one or use separate runs", prev, d.Jobs[i].Input, d.Jobs[i].Output)
+			return nil, fmt.Errorf("jobs: %s and %s would both write %s; rename one or use separate runs", prev, d.Jobs[i].Input, d.Jobs[i].Output)
 		}
 		byOutput[d.Jobs[i].Output] = d.Jobs[i].Input
 	}
