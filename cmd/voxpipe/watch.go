@@ -14,10 +14,10 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 
+	"voxpipe/inbox"
 	"voxpipe/io/dicom"
 	"voxpipe/jobs"
 	"voxpipe/pipeline"
-	"voxpipe/pipeline/inbox"
 	"voxpipe/segment"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
