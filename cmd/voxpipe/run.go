@@ -23,11 +23,12 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 	"voxpipe/pipeline"
-	"voxpipe/pipeline/metrics"
 	"voxpipe/segment"
 	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
 	"voxpipe/store/records"
+	"voxpipe/telemetry/metrics"
+	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
 )
 
@@ -161,17 +162,17 @@ func runAction(c *cli.Context) error {
 	}
 	defer stopClaims()
 
-	var progress pipeline.Progress
+	var reporter pipeline.Progress
 	if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-		bars := pipeline.NewBars(os.Stderr)
-		progress = bars
+		bars := progress.NewBars(os.Stderr)
+		reporter = bars
 		logOut.set(bars.Writer())
 		defer logOut.set(os.Stderr) // the bars are gone once the run returns
 	} else if p := progressLog(c, log); p != nil {
-		progress = p
+		reporter = p
 	}
 	cfg := workConfig(c, es, claims, rec, log)
-	cfg.Jobs, cfg.Shard, cfg.Progress = batch, shard.String(), es.withMetrics(progress)
+	cfg.Jobs, cfg.Shard, cfg.Progress = batch, shard.String(), es.withMetrics(reporter)
 	cfg.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
 	cfg.MaxMemory = maxMemory
 
@@ -277,7 +278,7 @@ func (es *setup) withMetrics(p pipeline.Progress) pipeline.Progress {
 	if es.metrics == nil {
 		return p
 	}
-	return pipeline.MultiProgress(p, es.metrics)
+	return progress.Multi(p, es.metrics)
 }
 
 // progressLog is the progress lines of a run or watch whose stderr is not a terminal, or nil
@@ -286,7 +287,7 @@ func progressLog(c *cli.Context, log *slog.Logger) pipeline.Progress {
 	if c.Bool("quiet") || c.Duration("progress-interval") <= 0 {
 		return nil
 	}
-	return pipeline.NewProgressLog(log, c.Duration("progress-interval"))
+	return progress.NewLog(log, c.Duration("progress-interval"))
 }
 
 // --resample values.

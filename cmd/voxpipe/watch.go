@@ -20,6 +20,7 @@ import (
 	"voxpipe/pipeline"
 	"voxpipe/segment"
 	"voxpipe/store/records"
+	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
 )
 
@@ -111,7 +112,7 @@ func watchAction(c *cli.Context) error {
 	defer refresh.stop()
 	cfg := workConfig(c, es, claims, rec, log)
 	cfg.Source, cfg.MaxMemory = box.Jobs(), ws.maxMemory
-	cfg.Progress = es.withMetrics(pipeline.MultiProgress(refresh, progressLog(c, log)))
+	cfg.Progress = es.withMetrics(progress.Multi(refresh, progressLog(c, log)))
 	if es.metrics != nil {
 		es.metrics.SetQueueDepth(func() float64 { return float64(box.Pending()) })
 	}

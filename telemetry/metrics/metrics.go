@@ -33,7 +33,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voxpipe/jobs"
-	"voxpipe/pipeline"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
 )
@@ -73,11 +72,6 @@ type Metrics struct {
 	queueOnce  sync.Once
 	queueDepth atomic.Pointer[func() float64]
 }
-
-var (
-	_ pipeline.Progress = (*Metrics)(nil)
-	_ pipeline.Observer = (*Metrics)(nil)
-)
 
 // Option changes a default of New.
 type Option func(*Metrics)

@@ -26,6 +26,7 @@ import (
 	"voxpipe/jobs"
 	"voxpipe/pipeline"
 	"voxpipe/stage"
+	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
 )
 
@@ -225,7 +226,7 @@ func TestBusyFractionWindow(t *testing.T) {
 func TestInFlight(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	var p pipeline.Progress = pipeline.MultiProgress(m) // as run and watch wire it
+	var p pipeline.Progress = progress.Multi(m) // as run and watch wire it
 	a := jobs.Job{Name: "a", Input: "/in/a.nii"}
 	b := jobs.Job{Name: "b", Input: "/in/b.nii"}
 	c := jobs.Job{Name: "c", Input: "/in/c.nii"}
@@ -419,3 +420,10 @@ func TestConcurrentUse(t *testing.T) {
 	want(t, s, "voxpipe_volumes_in_flight", 0)
 	want(t, s, `voxpipe_engine_busy_seconds_total{device="cuda:3"}`, 0.1)
 }
+
+// Metrics is what the pipeline takes as its Progress and Observer (checked here: the package
+// itself does not import the pipeline, which sits above it).
+var (
+	_ pipeline.Progress = (*Metrics)(nil)
+	_ pipeline.Observer = (*Metrics)(nil)
+)

@@ -1,4 +1,4 @@
-package pipeline
+package progress
 
 import (
 	"bytes"
@@ -12,9 +12,9 @@ import (
 	"voxpipe/telemetry/timing"
 )
 
-func TestProgressLogLines(t *testing.T) {
+func TestLogLines(t *testing.T) {
 	var buf bytes.Buffer
-	p := NewProgressLog(slog.New(slog.NewJSONHandler(&buf, nil)), time.Hour)
+	p := NewLog(slog.New(slog.NewJSONHandler(&buf, nil)), time.Hour)
 	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	p.now = func() time.Time { return now }
 	p.Start(4)

@@ -1,4 +1,4 @@
-package pipeline
+package progress
 
 import (
 	"fmt"
@@ -11,10 +11,10 @@ import (
 	"voxpipe/telemetry/timing"
 )
 
-// ProgressLog is the progress of a run without a terminal (a service, a cluster job, cron): a
+// Log is the progress of a run without a terminal (a service, a cluster job, cron): a
 // log line every interval with the volumes done of the total, the planes of the volumes in
 // flight, the rate and an estimate of the time left. Nothing is logged while nothing happens.
-type ProgressLog struct {
+type Log struct {
 	log   *slog.Logger
 	every time.Duration
 	now   func() time.Time // tests
@@ -35,13 +35,13 @@ type planes struct {
 	done, total int
 }
 
-// NewProgressLog logs progress to log every interval.
-func NewProgressLog(log *slog.Logger, every time.Duration) *ProgressLog {
-	return &ProgressLog{log: log, every: every, now: time.Now, byStatus: map[timing.Status]int{},
+// NewLog logs progress to log every interval.
+func NewLog(log *slog.Logger, every time.Duration) *Log {
+	return &Log{log: log, every: every, now: time.Now, byStatus: map[timing.Status]int{},
 		inFlight: map[int]*planes{}, stop: make(chan struct{})}
 }
 
-func (p *ProgressLog) Start(volumes int) {
+func (p *Log) Start(volumes int) {
 	p.mu.Lock()
 	p.total, p.start = volumes, p.now()
 	p.mu.Unlock()
@@ -59,14 +59,14 @@ func (p *ProgressLog) Start(volumes int) {
 	}()
 }
 
-func (p *ProgressLog) VolumeStarted(job jobs.Job, n int) {
+func (p *Log) VolumeStarted(job jobs.Job, n int) {
 	p.mu.Lock()
 	p.inFlight[job.Index] = &planes{name: job.Name, total: n}
 	p.changed = true
 	p.mu.Unlock()
 }
 
-func (p *ProgressLog) PlanesDone(job jobs.Job, n int) {
+func (p *Log) PlanesDone(job jobs.Job, n int) {
 	p.mu.Lock()
 	if f := p.inFlight[job.Index]; f != nil {
 		f.done += n
@@ -75,7 +75,7 @@ func (p *ProgressLog) PlanesDone(job jobs.Job, n int) {
 	p.mu.Unlock()
 }
 
-func (p *ProgressLog) VolumeDone(job jobs.Job, status timing.Status) {
+func (p *Log) VolumeDone(job jobs.Job, status timing.Status) {
 	p.mu.Lock()
 	delete(p.inFlight, job.Index)
 	p.done++
@@ -84,10 +84,10 @@ func (p *ProgressLog) VolumeDone(job jobs.Job, status timing.Status) {
 	p.mu.Unlock()
 }
 
-func (p *ProgressLog) Close() { p.stopOnce.Do(func() { close(p.stop) }) }
+func (p *Log) Close() { p.stopOnce.Do(func() { close(p.stop) }) }
 
 // Line logs the progress now, if anything changed since the last line.
-func (p *ProgressLog) Line() {
+func (p *Log) Line() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.changed {

@@ -17,6 +17,7 @@ import (
 	"voxpipe/pipeline"
 	"voxpipe/segment"
 	"voxpipe/stage"
+	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
 )
 
@@ -58,7 +59,7 @@ func TestPipelineRun(t *testing.T) {
 	m := New(reg)
 	res, err := pipeline.Run(context.Background(), pipeline.Config{Jobs: found.Jobs, Engines: []segment.Engine{eng},
 		Classes: model.Classes, Descrip: "voxpipe test", Slab: 4, Readers: 2, Writers: 1, RunID: "metrics-test",
-		Timings: timings, Summary: summary, Progress: pipeline.MultiProgress(m), Observer: m})
+		Timings: timings, Summary: summary, Progress: progress.Multi(m), Observer: m})
 	timings.Close()
 	summary.Close()
 	if err != nil || res.OK != 3 || res.Failed != 1 {
