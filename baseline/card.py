@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a model card into an existing voxpipe weights file, without touching its tensors.
 
-The card (segment/card.go) records name, version, modality, training spacing and orientation
+The card (model/card.go) records name, version, modality, training spacing and orientation
 (RAS), normalisation, label names and colours, the training data, the intended use, and the
 input domain seen in training: the spacing range and the normalised intensity quantiles of the
 training volumes, computed here from --data (a voxpipe gen folder or an nnU-Net-style dataset

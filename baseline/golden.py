@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Golden cases for voxpipe's Go engines: segment/testdata/golden/<case>/{input.nii,
+"""Golden cases for voxpipe's Go engines: engine/cpu/testdata/golden/<case>/{input.nii,
 model.safetensors, mask.nii} plus manifest.json describing each case.
 
 Each case is a small, awkwardly sized volume and a random-weight model (He-like init, searched
 over seeds until the output mask is diverse and no voxel's top-two logits are closer than
 --min-margin). The mask is the twin's fp32 CPU result with deterministic algorithms; it is
 cross-checked against the naive float64 numpy implementation (voxpipe_twin.reference) and
-against three ways of normalising (folded float32 as segment.Norm does, folded with a fused
+against three ways of normalising (folded float32 as model.Norm does, folded with a fused
 multiply-add, exact float64), which must all give the same labels.
 
     /usr/bin/python3 baseline/golden.py            # (re)write the cases
@@ -32,7 +32,7 @@ from voxpipe_twin import nifti, reference  # noqa: E402
 from voxpipe_twin import normalize as N  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_OUT = os.path.join(REPO, "segment", "testdata", "golden")
+DEFAULT_OUT = os.path.join(REPO, "engine", "cpu", "testdata", "golden")
 SIZE_LIMIT = 1 << 20  # all cases together
 
 

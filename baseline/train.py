@@ -267,7 +267,7 @@ def main():
                     help="let cuDNN pick the fastest (non-deterministic) algorithms")
     ap.add_argument("--data-desc", default="",
                     help="how the data was made (e.g. the voxpipe gen commands), for the metadata")
-    cg = ap.add_argument_group("model card (segment/card.go; see docs/model.md)")
+    cg = ap.add_argument_group("model card (model/card.go; see docs/model.md)")
     cg.add_argument("--name", default="",
                     help="model name (default: dataset.json's name, else the --out file's)")
     cg.add_argument("--model-version", default="1", help="model version")

@@ -15,7 +15,7 @@ const (
 // ErrUnsupported is wrapped by errors about a GPU, driver or model these kernels cannot serve.
 var ErrUnsupported = errors.New("kernels: unsupported")
 
-// Weights is a network in PyTorch layouts (as segment.Model holds it): c1W [C][1][3][3][3], c2W
+// Weights is a network in PyTorch layouts (as model.Model holds it): c1W [C][1][3][3][3], c2W
 // and cgW [C][C][3][3][3], wxW and wgW [C/2][C], psiW [1][C/2], headW [K][C].
 type Weights struct {
 	Channels, Classes int
@@ -54,7 +54,7 @@ func (w *Weights) check() error {
 }
 
 // The confidence counters gate_head and count_confidence accumulate (common.cuh's
-// VP_CONF_*; segment.Confidence): ConfLen unsigned 64-bit counters, foreground voxels, margin
+// VP_CONF_*; model.Confidence): ConfLen unsigned 64-bit counters, foreground voxels, margin
 // units, low-margin voxels, then the voxels of each label. The margin's units are segment's
 // (MarginScale and the rest, VP_MARGIN_*); TestConfidenceConstantsMatchSource checks both sides.
 const (

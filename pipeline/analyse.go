@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"voxpipe/internal/regular"
+	"voxpipe/model"
 	"voxpipe/report"
 	"voxpipe/report/preview"
 	"voxpipe/report/volstats"
-	"voxpipe/segment"
 	"voxpipe/stage"
 	"voxpipe/store/records"
 )
@@ -74,7 +74,7 @@ func (r *writers) analyse(w *work, track string) error {
 }
 
 // writeStatistics computes the volume's per-label statistics and writes them as JSON and CSV.
-func writeStatistics(w *work, mask []uint8, labels []segment.Label, jsonPath, csvPath string) error {
+func writeStatistics(w *work, mask []uint8, labels []model.Label, jsonPath, csvPath string) error {
 	var st *volstats.Volume
 	var err error
 	if g := volstats.GridOf(w.hdr); w.vol.I16 != nil {
@@ -95,7 +95,7 @@ func writeStatistics(w *work, mask []uint8, labels []segment.Label, jsonPath, cs
 }
 
 // writePreview renders the volume's preview and writes it as a PNG.
-func writePreview(w *work, mask []uint8, labels []segment.Label, pngPath string) error {
+func writePreview(w *work, mask []uint8, labels []model.Label, pngPath string) error {
 	var p *preview.Preview
 	var err error
 	g, opts := preview.GeometryOf(w.hdr), preview.Options{Title: w.job.Name}

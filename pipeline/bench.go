@@ -7,29 +7,30 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"voxpipe/engine"
 
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/jobs"
-	"voxpipe/segment"
+	"voxpipe/model"
 )
 
 // BenchRun is one timed engine call on a volume already in (pinned, when the engine has a
 // HostAllocator) host memory: pinned input in, mask in pinned host memory out.
 type BenchRun struct {
-	Wall   time.Duration    // host clock around Segment
-	GPU    segment.GPUStats // zero for engines without GPU stats
-	Events []segment.Event
+	Wall   time.Duration   // host clock around Segment
+	GPU    engine.GPUStats // zero for engines without GPU stats
+	Events []engine.Event
 }
 
 // BenchEngine copies vol into the engine's host memory, runs warmup untimed calls, then runs
 // timed calls. The volume's data must be int16. It returns the runs and the mask.
-func BenchEngine(ctx context.Context, eng segment.Engine, vol *segment.Volume, slab, warmup, runs int) ([]BenchRun, []uint8, error) {
+func BenchEngine(ctx context.Context, eng engine.Engine, vol *model.Volume, slab, warmup, runs int) ([]BenchRun, []uint8, error) {
 	if vol.I16 == nil {
 		return nil, nil, fmt.Errorf("pipeline: bench needs an int16 volume")
 	}
 	alloc := defaultAllocator
-	if a, ok := eng.(segment.HostAllocator); ok {
+	if a, ok := eng.(engine.HostAllocator); ok {
 		alloc = a
 	}
 	n := vol.NX * vol.NY * vol.NZ
@@ -49,14 +50,14 @@ func BenchEngine(ctx context.Context, eng segment.Engine, vol *segment.Volume, s
 
 	var result []BenchRun
 	for i := 0; i < warmup+runs; i++ {
-		var events []segment.Event
-		opt := segment.Options{Slab: slab, OnEvent: func(ev segment.Event) { events = append(events, ev) }}
+		var events []engine.Event
+		opt := engine.Options{Slab: slab, OnEvent: func(ev engine.Event) { events = append(events, ev) }}
 		start := time.Now()
 		if err := eng.Segment(ctx, &pinnedVol, out, opt); err != nil {
 			return nil, nil, err
 		}
 		run := BenchRun{Wall: time.Since(start), Events: events}
-		if r, ok := eng.(segment.GPUStatsReporter); ok {
+		if r, ok := eng.(engine.GPUStatsReporter); ok {
 			run.GPU = r.LastStats()
 		}
 		if i >= warmup {

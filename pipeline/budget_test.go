@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"voxpipe/engine"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
 )
 
@@ -34,7 +34,7 @@ func (c *bytesBuffer) Free() error {
 	return nil
 }
 
-func (e *bytesEngine) AllocHost(n int) (segment.HostBuffer, error) {
+func (e *bytesEngine) AllocHost(n int) (engine.HostBuffer, error) {
 	live := e.live.Add(int64(n))
 	for p := e.peak.Load(); live > p && !e.peak.CompareAndSwap(p, live); p = e.peak.Load() {
 	}

@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"voxpipe/engine"
 
 	"voxpipe/jobs"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/store/claim"
 	"voxpipe/telemetry/timing"
 )
@@ -36,7 +37,7 @@ func TestRunClaimsMasksInNewFolders(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rows []timing.Summary
-			res, err := Run(context.Background(), Config{Jobs: found.Jobs, Engines: []segment.Engine{&signEngine{}}, Classes: 3,
+			res, err := Run(context.Background(), Config{Jobs: found.Jobs, Engines: []engine.Engine{&signEngine{}}, Classes: 3,
 				Slab: 4, Readers: 2, Writers: 1, RunID: "test", Claims: claims, Observer: &summaries{rows: &rows}})
 			if err != nil {
 				t.Fatal(err)
@@ -71,7 +72,7 @@ func TestRunMakesMissingAnalysesOfUpToDateMasks(t *testing.T) {
 	}
 	analyses := func(c *Config) {
 		c.OutDir, c.Statistics, c.Preview = b.out, true, true
-		c.Labels = []segment.Label{{Value: 0, Name: "background", Color: "#000000"}, {Value: 1, Name: "a", Color: "#ff0000"}, {Value: 2, Name: "b", Color: "#00ff00"}}
+		c.Labels = []model.Label{{Value: 0, Name: "background", Color: "#000000"}, {Value: 1, Name: "a", Color: "#ff0000"}, {Value: 2, Name: "b", Color: "#00ff00"}}
 	}
 	again := runBatch(t, context.Background(), b, &signEngine{}, analyses)
 	if again.res.OK != 2 || again.res.Skipped != 0 {

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
@@ -72,7 +72,7 @@ func (r *runner) finish(w *work) {
 	if sum.Status == timing.StatusOK {
 		r.log.Info("volume done", "volume", sum.Volume, "dims", sum.Dims, "engine", sum.Engine,
 			"wall_ms", round3(sum.WallMS), "mvox_per_s", round3(sum.MVoxPerS), "mask", sum.Output,
-			"domain", string(segment.ParseVerdictLevel(sum.Domain)))
+			"domain", string(model.ParseVerdictLevel(sum.Domain)))
 	}
 	r.progress().VolumeDone(w.job, sum.Status)
 	r.summarise(sum)

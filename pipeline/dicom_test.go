@@ -12,11 +12,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"voxpipe/engine"
 
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
 )
 
@@ -132,7 +132,7 @@ func runInputs(t *testing.T, inputs []string, out string, mutate func(*Config)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Jobs: found.Jobs, Engines: []segment.Engine{&signEngine{}}, Classes: 3, Descrip: "voxpipe test",
+	cfg := Config{Jobs: found.Jobs, Engines: []engine.Engine{&signEngine{}}, Classes: 3, Descrip: "voxpipe test",
 		Slab: 4, Readers: 2, Writers: 1, RunID: "test", Summary: summary}
 	if mutate != nil {
 		mutate(&cfg)

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+	"voxpipe/engine"
+	"voxpipe/engine/cpu"
 
 	"voxpipe/fixtures"
 	"voxpipe/io/nifti"
+	"voxpipe/model"
 	"voxpipe/phantom"
-	"voxpipe/segment"
 )
 
 // writePhantom writes phantom seed (96x96x64, the default model's training size) to path, its
@@ -46,7 +48,7 @@ func TestRunDomainVerdicts(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the CPU engine on four phantoms takes minutes under the race detector; TestRunStrictDomainAfterSegmentation covers the stages")
 	}
-	m, err := segment.ParseModel(fixtures.DefaultModel)
+	m, err := model.ParseModel(fixtures.DefaultModel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func TestRunDomainVerdicts(t *testing.T) {
 	writePhantom(t, filepath.Join(b.in, "phantom.nii"), 77, nil)
 	writePhantom(t, filepath.Join(b.in, "ct.nii"), 78, &[4]float64{-1000, 40, 8, 70})
 	writePhantom(t, filepath.Join(b.in, "t2.nii"), 79, &[4]float64{0, 600, 1500, 300})
-	eng := segment.NewCPUEngine(m, 0)
+	eng := cpu.New(m, 0)
 	withModel := func(strict bool) func(*Config) {
 		return func(c *Config) {
 			c.Card, c.Classes, c.Resample, c.StrictDomain, c.Slab = m.Card, m.Classes, true, strict, 16
@@ -67,12 +69,12 @@ func TestRunDomainVerdicts(t *testing.T) {
 		t.Fatal(out.err)
 	}
 	rows := statusByVolume(out.summary)
-	if r := rows["phantom"]; r.Status != "ok" || r.Domain != string(segment.DomainOK) || !strings.Contains(r.DomainEvidence, "margin ") {
+	if r := rows["phantom"]; r.Status != "ok" || r.Domain != string(model.DomainOK) || !strings.Contains(r.DomainEvidence, "margin ") {
 		t.Errorf("phantom: %s, domain %q, evidence %q; want ok, ok and the model's confidence", r.Status, r.Domain, r.DomainEvidence)
 	}
 	for _, name := range []string{"ct", "t2"} {
 		r := rows[name]
-		if r.Status != "ok" || segment.ParseVerdictLevel(r.Domain) != segment.DomainOutOfDomain || !strings.Contains(r.Domain, "intensity unlike training") {
+		if r.Status != "ok" || model.ParseVerdictLevel(r.Domain) != model.DomainOutOfDomain || !strings.Contains(r.Domain, "intensity unlike training") {
 			t.Errorf("%s: %s, domain %q; want its mask and out-of-domain for its intensity", name, r.Status, r.Domain)
 		}
 		if _, err := os.Stat(filepath.Join(b.out, name+"_mask.nii.gz")); err != nil {
@@ -88,7 +90,7 @@ func TestRunDomainVerdicts(t *testing.T) {
 	}
 	for _, name := range []string{"ct", "t2"} {
 		r := rows[name]
-		if r.Status != "failed" || !strings.Contains(r.Error, ErrOutOfDomain.Error()) || segment.ParseVerdictLevel(r.Domain) != segment.DomainOutOfDomain {
+		if r.Status != "failed" || !strings.Contains(r.Error, ErrOutOfDomain.Error()) || model.ParseVerdictLevel(r.Domain) != model.DomainOutOfDomain {
 			t.Errorf("strict: %s %s, error %q, domain %q; want failed out of domain", name, r.Status, r.Error, r.Domain)
 		}
 		if _, err := os.Stat(filepath.Join(b.out, name+"_mask.nii.gz")); !errors.Is(err, os.ErrNotExist) {
@@ -107,17 +109,17 @@ type confEngine struct {
 	margin float64
 }
 
-func (e *confEngine) Segment(ctx context.Context, vol *segment.Volume, out []uint8, opt segment.Options) error {
+func (e *confEngine) Segment(ctx context.Context, vol *model.Volume, out []uint8, opt engine.Options) error {
 	if err := e.signEngine.Segment(ctx, vol, out, opt); err != nil {
 		return err
 	}
 	if c := opt.Confidence; c != nil {
-		*c = segment.Confidence{Voxels: int64(len(out)), Labels: make([]int64, 3)}
+		*c = model.Confidence{Voxels: int64(len(out)), Labels: make([]int64, 3)}
 		for _, l := range out {
 			c.Labels[l]++
 		}
 		c.MarginVoxels = c.Labels[1] + c.Labels[2]
-		c.MarginSum = int64(e.margin*segment.MarginScale) * c.MarginVoxels
+		c.MarginSum = int64(e.margin*model.MarginScale) * c.MarginVoxels
 	}
 	return nil
 }
@@ -128,11 +130,11 @@ func (e *confEngine) Segment(ctx context.Context, vol *segment.Volume, out []uin
 // its mask and the verdict says why. A volume whose confidence is in domain is done either way.
 func TestRunStrictDomainAfterSegmentation(t *testing.T) {
 	t.Parallel()
-	card := &segment.Card{Name: "t", Version: "1", SpacingMM: [3]float64{1, 1, 1.5}, Orientation: "RAS",
-		Normalization: segment.NormZScore, Labels: []segment.Label{{Value: 0, Name: "bg", Color: "#000000"}, {Value: 1, Name: "a", Color: "#ff0000"}, {Value: 2, Name: "b", Color: "#00ff00"}},
-		Domain: segment.Domain{SpacingMinMM: [3]float64{1, 1, 1.5}, SpacingMaxMM: [3]float64{1, 1, 1.5},
-			QuantileLevels: segment.QuantileLevels, QuantileMin: make([]float64, 7), QuantileMax: make([]float64, 7), QuantileTolerance: 10,
-			Confidence: &segment.ConfidenceDomain{MeanMarginMin: 4, MeanMarginMax: 12, LowMarginMax: 1,
+	card := &model.Card{Name: "t", Version: "1", SpacingMM: [3]float64{1, 1, 1.5}, Orientation: "RAS",
+		Normalization: model.NormZScore, Labels: []model.Label{{Value: 0, Name: "bg", Color: "#000000"}, {Value: 1, Name: "a", Color: "#ff0000"}, {Value: 2, Name: "b", Color: "#00ff00"}},
+		Domain: model.Domain{SpacingMinMM: [3]float64{1, 1, 1.5}, SpacingMaxMM: [3]float64{1, 1, 1.5},
+			QuantileLevels: model.QuantileLevels, QuantileMin: make([]float64, 7), QuantileMax: make([]float64, 7), QuantileTolerance: 10,
+			Confidence: &model.ConfidenceDomain{MeanMarginMin: 4, MeanMarginMax: 12, LowMarginMax: 1,
 				LabelFractionMin: []float64{0, 0, 0}, LabelFractionMax: []float64{1, 1, 1}}}}
 	if err := card.Validate(3); err != nil {
 		t.Fatal(err)
@@ -192,7 +194,7 @@ func TestRunDomainNamesTheVolumeSegmented(t *testing.T) {
 	if r.Status != "ok" || !strings.Contains(r.Domain, "4 dimensions: volume 2 of 3 is segmented") {
 		t.Errorf("fmri: %s (%s), domain %q; want ok, naming volume 2 of 3", r.Status, r.Error, r.Domain)
 	}
-	if segment.ParseVerdictLevel(r.Domain) != segment.DomainWarn {
+	if model.ParseVerdictLevel(r.Domain) != model.DomainWarn {
 		t.Errorf("fmri: domain %q, want a warning", r.Domain)
 	}
 }

@@ -2,7 +2,9 @@
 
 package pipeline
 
-import "voxpipe/segment"
+import (
+	"voxpipe/engine"
+)
 
 // defaultAllocator nil: ordinary Go memory.
-var defaultAllocator segment.HostAllocator
+var defaultAllocator engine.HostAllocator

@@ -4,9 +4,9 @@ package pipeline
 
 import (
 	"fmt"
+	"voxpipe/engine"
 
 	"voxpipe/internal/hostmem"
-	"voxpipe/segment"
 )
 
 // mmapAllocator gives pool buffers anonymous memory outside the Go heap (hostmem.Map, with
@@ -18,7 +18,7 @@ type mmapAllocator struct{}
 
 type mmapBuffer struct{ b []byte }
 
-func (mmapAllocator) AllocHost(n int) (segment.HostBuffer, error) {
+func (mmapAllocator) AllocHost(n int) (engine.HostBuffer, error) {
 	b, err := hostmem.Map(n)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
@@ -37,4 +37,4 @@ func (m *mmapBuffer) Free() error {
 	return err
 }
 
-var defaultAllocator segment.HostAllocator = mmapAllocator{}
+var defaultAllocator engine.HostAllocator = mmapAllocator{}

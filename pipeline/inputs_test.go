@@ -14,11 +14,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"voxpipe/engine"
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
 )
 
@@ -66,7 +66,7 @@ func TestRunWarnsAboutBadScaling(t *testing.T) {
 			}
 			var log syncBuffer
 			var rows []timing.Summary
-			res, err := Run(context.Background(), Config{Jobs: found.Jobs, Engines: []segment.Engine{&signEngine{}}, Classes: 3,
+			res, err := Run(context.Background(), Config{Jobs: found.Jobs, Engines: []engine.Engine{&signEngine{}}, Classes: 3,
 				Slab: 4, Readers: 1, Writers: 1, RunID: "test", Log: slog.New(slog.NewTextHandler(&log, nil)),
 				Observer: &summaries{rows: &rows}})
 			if err != nil || res.OK != 1 {
@@ -115,7 +115,7 @@ func TestDiscoverRefusesAFIFOImage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Jobs: found.Jobs, Engines: []segment.Engine{&signEngine{}}, Classes: 3,
+	res, err := Run(ctx, Config{Jobs: found.Jobs, Engines: []engine.Engine{&signEngine{}}, Classes: 3,
 		Slab: 4, Readers: 2, Writers: 1, RunID: "test"})
 	if err != nil || res.OK != 1 || res.Failed != 1 {
 		t.Fatalf("%+v %v", res, err)

@@ -12,11 +12,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"voxpipe/engine"
 
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/stage"
 	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
@@ -89,7 +90,7 @@ func TestOverlappedMasksMatchSerialReference(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("slab%d_w%d_e%d_silent%v_%s", tc.slab, tc.writers, tc.engines, tc.silent, filepath.Ext(tc.maskName)), func(t *testing.T) {
 			b.out = t.TempDir()
-			var engines []segment.Engine
+			var engines []engine.Engine
 			for i := 0; i < tc.engines; i++ {
 				engines = append(engines, namedEngine{&signEngine{silent: tc.silent, delay: time.Millisecond}, fmt.Sprintf("dev:%d", i)})
 			}
@@ -311,7 +312,7 @@ func TestCancelWhileStreaming(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	eng := allocatingEngine{&signEngine{delay: 5 * time.Millisecond}}
-	eng.afterSlab = func(vol *segment.Volume, slab int) {
+	eng.afterSlab = func(vol *model.Volume, slab int) {
 		if slab == 1 {
 			cancel()
 		}
@@ -364,7 +365,7 @@ func TestBusyWriterSeveralEngines(t *testing.T) {
 	}
 	base := &signEngine{}
 	alloc := allocatingEngine{base}
-	engines := []segment.Engine{alloc, namedEngine{&signEngine{}, "dev:1"}, namedEngine{&signEngine{}, "dev:2"}}
+	engines := []engine.Engine{alloc, namedEngine{&signEngine{}, "dev:1"}, namedEngine{&signEngine{}, "dev:2"}}
 	done := make(chan runOutput, 1)
 	go func() {
 		done <- runBatch(t, context.Background(), b, engines[0], func(c *Config) {
@@ -405,7 +406,7 @@ func TestBusyWriterSeveralEngines(t *testing.T) {
 // final without their engine saying so.
 type skippingEngine struct{ *signEngine }
 
-func (e skippingEngine) Segment(ctx context.Context, vol *segment.Volume, out []uint8, opt segment.Options) error {
+func (e skippingEngine) Segment(ctx context.Context, vol *model.Volume, out []uint8, opt engine.Options) error {
 	report := opt.OnSlabDone
 	opt.OnSlabDone = func(z0, z1 int) {
 		if z0 > 0 {

@@ -4,8 +4,7 @@ import (
 	"context"
 	"fmt"
 	"unsafe"
-
-	"voxpipe/segment"
+	"voxpipe/engine"
 )
 
 // Pool is a bounded pool: a channel pre-filled with every item there will ever be. Get blocks
@@ -52,13 +51,13 @@ func (p *Pool[T]) Drain() []T {
 }
 
 // hostBuffer is a reusable byte buffer that grows to the largest volume it has held. When the
-// engine needs page-locked memory (segment.HostAllocator), it is allocated there, so readers
+// engine needs page-locked memory (engine.HostAllocator), it is allocated there, so readers
 // decode straight into memory the GPU can copy from. Input buffers keep headroom bytes before
 // it, so that a gzipped file can be inflated into it whole, its header landing in front of
 // the voxels (withPrefix).
 type hostBuffer struct {
-	alloc    segment.HostAllocator // nil: ordinary Go memory
-	pinned   segment.HostBuffer
+	alloc    engine.HostAllocator // nil: ordinary Go memory
+	pinned   engine.HostBuffer
 	headroom int
 	all      []byte // the allocation: headroom bytes, then bytes
 	bytes    []byte

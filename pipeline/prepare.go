@@ -7,12 +7,12 @@ import (
 
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/stage"
 )
 
 // The prepare step ends the read stage: it checks the volume against the model's domain
-// (segment.CheckDomain, summary.csv's domain and domain_evidence columns) on what the input
+// (model.CheckDomain, summary.csv's domain and domain_evidence columns) on what the input
 // shows, and, when the volume is not stored the way
 // the model was trained, makes the model's view of it (gridPlan): reoriented to the card's
 // orientation by permutations and flips, and resampled to the card's spacing when
@@ -22,7 +22,7 @@ import (
 // check is made again with the model's confidence on the volume (concludeDomain), before the
 // mask is committed; its verdict is the volume's.
 
-// ErrOutOfDomain fails a volume judged out of domain (segment.DomainOutOfDomain), under
+// ErrOutOfDomain fails a volume judged out of domain (model.DomainOutOfDomain), under
 // Config.StrictDomain: as soon as its input shows it, or once the model's confidence does,
 // before its mask is committed. Warnings never fail a volume.
 var ErrOutOfDomain = errors.New("pipeline: volume outside the model's domain (--strict-domain)")
@@ -32,8 +32,8 @@ type domainState struct {
 	// Warnings are the reader's warnings about the input (e.g. a non-finite scl_slope): each
 	// makes the verdict at least a warning. The read stage appends them, before prepare.
 	Warnings []string
-	in       segment.DomainInput // the input's evidence (prepare)
-	conf     segment.Confidence  // the engine's confidence on the model's view (Options.Confidence)
+	in       model.DomainInput // the input's evidence (prepare)
+	conf     model.Confidence  // the engine's confidence on the model's view (Options.Confidence)
 }
 
 // gridPlan is how one volume is brought to the model's grid.
@@ -156,7 +156,7 @@ func (r *readers) prepare(w *work, track string) error {
 	}
 	p := w.plan
 	w.sum.Grid = p.String()
-	in := segment.DomainInput{
+	in := model.DomainInput{
 		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil, ModelDims: p.modelDims(),
 		Orientation: p.oriented, Constant: w.flat, Warnings: w.dom.Warnings,
 	}
@@ -167,11 +167,11 @@ func (r *readers) prepare(w *work, track string) error {
 	for a := range 3 {
 		in.FOVMM[a] = float64(dims[a]) * p.inMM[a]
 	}
-	in.Quantiles, in.Histogram = segment.VolumeIntensity(&w.vol)
+	in.Quantiles, in.Histogram = model.VolumeIntensity(&w.vol)
 	w.dom.in = in
-	verdict := segment.CheckDomain(r.cfg.Card, in)
+	verdict := model.CheckDomain(r.cfg.Card, in)
 	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Card)
-	if r.cfg.StrictDomain && verdict.Level() == segment.DomainOutOfDomain {
+	if r.cfg.StrictDomain && verdict.Level() == model.DomainOutOfDomain {
 		return fmt.Errorf("%s: %w: %s", w.job.Input, ErrOutOfDomain, w.sum.Domain)
 	}
 	switch {
@@ -193,7 +193,7 @@ func (r *engines) concludeDomain(w *work) error {
 	in := w.dom.in
 	conf := w.dom.conf
 	in.Confidence = &conf
-	verdict := segment.CheckDomain(r.cfg.Card, in)
+	verdict := model.CheckDomain(r.cfg.Card, in)
 	w.mu.Lock()
 	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Card)
 	domain, evidence := w.sum.Domain, w.sum.DomainEvidence
@@ -202,7 +202,7 @@ func (r *engines) concludeDomain(w *work) error {
 		return nil
 	}
 	r.log.Warn("domain check", "volume", w.job.Name, "verdict", string(verdict.Level()), "domain", domain, "evidence", evidence)
-	if r.cfg.StrictDomain && verdict.Level() == segment.DomainOutOfDomain {
+	if r.cfg.StrictDomain && verdict.Level() == model.DomainOutOfDomain {
 		return fmt.Errorf("%w: %s", ErrOutOfDomain, domain)
 	}
 	return nil
@@ -217,38 +217,38 @@ func (r *readers) makeModelView(w *work) {
 	}
 	n := len(w.vol.I16) + len(w.vol.F32)
 	out := p.ro.OutDims()
-	model := segment.Volume{NX: out[0], NY: out[1], NZ: out[2], Norm: w.vol.Norm}
+	view := model.Volume{NX: out[0], NY: out[1], NZ: out[2], Norm: w.vol.Norm}
 	switch {
 	case p.ro.Identity(): // resampled from the input buffer itself
-		model.I16, model.F32 = w.vol.I16, w.vol.F32
+		view.I16, view.F32 = w.vol.I16, w.vol.F32
 	case w.vol.I16 != nil:
-		model.I16 = make([]int16, n)
-		geometry.Apply(p.ro, model.I16, w.vol.I16)
+		view.I16 = make([]int16, n)
+		geometry.Apply(p.ro, view.I16, w.vol.I16)
 	default:
-		model.F32 = make([]float32, n)
-		geometry.Apply(p.ro, model.F32, w.vol.F32)
+		view.F32 = make([]float32, n)
+		geometry.Apply(p.ro, view.F32, w.vol.F32)
 	}
 	if p.rs != nil {
 		var f []float32
-		if model.I16 != nil {
-			f = geometry.Image(p.rs, model.I16)
+		if view.I16 != nil {
+			f = geometry.Image(p.rs, view.I16)
 		} else {
-			f = geometry.Image(p.rs, model.F32)
+			f = geometry.Image(p.rs, view.F32)
 		}
 		// Normalised over the resampled values, as the model would see a volume stored at
 		// its spacing; stored-value units, so the scaling still applies.
-		var st segment.Stats
+		var st model.Stats
 		st.AddFloat32(f)
 		slope, inter := w.hdr.EffectiveScaling()
-		model = segment.Volume{NX: p.rs.Out[0], NY: p.rs.Out[1], NZ: p.rs.Out[2], F32: f, Norm: st.Norm(slope, inter)}
+		view = model.Volume{NX: p.rs.Out[0], NY: p.rs.Out[1], NZ: p.rs.Out[2], F32: f, Norm: st.Norm(slope, inter)}
 	}
-	w.model = &model
+	w.model = &view
 	w.modelMask = make([]uint8, p.modelVoxels())
 }
 
 // flipVolume reverses vol's x and/or y axis in place, as plan p says (inPlace); twice is the
 // identity.
-func flipVolume(vol *segment.Volume, p *gridPlan) {
+func flipVolume(vol *model.Volume, p *gridPlan) {
 	if vol.I16 != nil {
 		geometry.FlipXY(vol.I16, vol.NX, vol.NY, p.ro.Flip[0], p.ro.Flip[1])
 	} else {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/stage"
 	"voxpipe/store/provenance"
 )
@@ -123,7 +123,7 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 	voxels := plane * nz
 	w.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
 	w.sum.Voxels = int64(voxels)
-	w.vol = segment.Volume{NX: nx, NY: ny, NZ: nz}
+	w.vol = model.Volume{NX: nx, NY: ny, NZ: nz}
 	r.progress().VolumeStarted(w.job, nz)
 
 	asInt16 := nifti.Int16Exact(w.hdr.Datatype)
@@ -139,7 +139,7 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 	} else {
 		w.vol.F32 = w.in.float32s(voxels)
 	}
-	var stats segment.Stats
+	var stats model.Stats
 	w.inflatedInto = rd.InflatedInto()
 	if rd.Seekable() {
 		if stats, err = r.readAt(ctx, rd, w, threads, w.inflatedInto, track, t); err != nil {
@@ -163,13 +163,13 @@ func (r *readers) noteScaling(w *work) {
 }
 
 // setNorm sets the volume's normalisation from its statistics (and scaling).
-func setNorm(w *work, stats segment.Stats, slope, inter float64) error {
+func setNorm(w *work, stats model.Stats, slope, inter float64) error {
 	mu, sigma := stats.MeanStd(slope, inter)
 	if math.IsNaN(mu) || math.IsInf(mu, 0) || math.IsNaN(sigma) || math.IsInf(sigma, 0) {
 		// A NaN or infinite voxel poisons the statistics and with them every voxel's input.
 		return fmt.Errorf("read %s: %w", w.job.Input, ErrNonFinite)
 	}
-	w.vol.Norm = segment.NormFor(mu, sigma, slope, inter)
+	w.vol.Norm = model.NormFor(mu, sigma, slope, inter)
 	w.flat = stats.Flat(slope, inter)
 	return nil
 }
@@ -203,14 +203,14 @@ func engineReads(dt nifti.DataType) bool {
 // readSequential reads a volume in order, slab by slab, adding each slab to the statistics
 // once read (for gzip, the inflating read-ahead works on the next slab meanwhile). Timing rows
 // read and stats per slab; the first read row starts at t, when the file was opened.
-func (r *readers) readSequential(ctx context.Context, rd *nifti.Reader, w *work, track string, t time.Time) (segment.Stats, error) {
+func (r *readers) readSequential(ctx context.Context, rd *nifti.Reader, w *work, track string, t time.Time) (model.Stats, error) {
 	nz, plane := w.vol.NZ, w.vol.NX*w.vol.NY
 	asInt16 := w.vol.I16 != nil
 	sampleSize := 4
 	if asInt16 {
 		sampleSize = 2
 	}
-	var stats segment.Stats
+	var stats model.Stats
 	var err error
 	for z, slab := 0, 0; z < nz; slab++ {
 		if err := ctx.Err(); err != nil {
@@ -255,13 +255,13 @@ var readPiece = 1 << 20
 // input buffer, inflated into it at Open, and only the statistics are made). Tasks are ~1 MiB
 // pieces (readPiece) for int16, whose sums are exact in any split, and whole slabs of the
 // sequential path for float32, each summed from the volume's first value as origin, exactly as
-// AddFloat32 sums one slab (segment.StatsFrom, AddFloat32Piece); the tasks' statistics are
+// AddFloat32 sums one slab (model.StatsFrom, AddFloat32Piece); the tasks' statistics are
 // merged in z order (Stats.Merge), so the result equals the sequential statistics bit for bit.
 // Taking tasks as they come rather than one z-range per goroutine keeps the goroutines busy to
 // the end (docs/perf.md). Timing rows: one `read` row from t (the file's opening) until
 // every task is done, so that the statistics, fused into the read, are in it; one `stats` row
 // for the merge.
-func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads int, inPlace bool, track string, t time.Time) (segment.Stats, error) {
+func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads int, inPlace bool, track string, t time.Time) (model.Stats, error) {
 	nz, plane := w.vol.NZ, w.vol.NX*w.vol.NY
 	asInt16 := w.vol.I16 != nil
 	sampleSize := 2
@@ -271,7 +271,7 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 		// The first value is the origin of the float32 sums: read it (with its plane) first.
 		if !inPlace {
 			if _, err := rd.ReadSlicesFloat32At(w.vol.F32[:plane], 0, 1); err != nil {
-				return segment.Stats{}, err
+				return model.Stats{}, err
 			}
 		}
 		origin = w.vol.F32[0]
@@ -284,7 +284,7 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 		task = r.cfg.Slab
 	}
 	tasks := (nz + task - 1) / task
-	parts := make([]segment.Stats, tasks)
+	parts := make([]model.Stats, tasks)
 	var next atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	for range max(1, min(threads, tasks)) {
@@ -296,7 +296,7 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 				}
 				part := &parts[k]
 				if !asInt16 {
-					*part = segment.StatsFrom(origin)
+					*part = model.StatsFrom(origin)
 				}
 				z1 := min((k+1)*task, nz)
 				for z := k * task; z < z1; {
@@ -332,12 +332,12 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
-		return segment.Stats{}, err
+		return model.Stats{}, err
 	}
 	read := time.Now()
 	r.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
 		bytes: int64(nz * plane * sampleSize), voxels: int64(nz * plane)})
-	var stats segment.Stats
+	var stats model.Stats
 	for _, p := range parts {
 		stats.Merge(p)
 	}

@@ -7,7 +7,7 @@ import (
 	"unsafe"
 
 	"voxpipe/io/nifti"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/stage"
 )
 
@@ -35,7 +35,7 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	voxels := nx * ny * nz
 	w.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
 	w.sum.Voxels = int64(voxels)
-	w.vol = segment.Volume{NX: nx, NY: ny, NZ: nz}
+	w.vol = model.Volume{NX: nx, NY: ny, NZ: nz}
 	r.progress().VolumeStarted(w.job, nz)
 	stored := s.StoredType()
 	sample := 4
@@ -66,7 +66,7 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	}
 	r.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
 		bytes: int64(voxels * sampleSize), voxels: int64(voxels)})
-	var stats segment.Stats
+	var stats model.Stats
 	if w.vol.I16 != nil {
 		stats.AddInt16(w.vol.I16)
 	} else {

@@ -16,7 +16,7 @@ import (
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
 )
@@ -61,14 +61,14 @@ func volumeFile(t *testing.T, path string, dt nifti.DataType, order binary.ByteO
 }
 
 // decodeFile runs the read stage on path and returns the volume (a copy) and its norm.
-func decodeFile(t *testing.T, r *readers, path string) segment.Volume {
+func decodeFile(t *testing.T, r *readers, path string) model.Volume {
 	t.Helper()
 	vol, _ := decodeInto(t, r, path, &hostBuffer{headroom: inputHeadroom})
 	return vol
 }
 
 // decodeInto decodes path into buf, reporting whether the file was inflated straight into it.
-func decodeInto(t *testing.T, r *readers, path string, buf *hostBuffer) (segment.Volume, bool) {
+func decodeInto(t *testing.T, r *readers, path string, buf *hostBuffer) (model.Volume, bool) {
 	t.Helper()
 	w := &work{job: jobs.Job{Name: "v", Input: path}, in: buf}
 	if err := r.decode(context.Background(), 0, w); err != nil {
@@ -79,7 +79,7 @@ func decodeInto(t *testing.T, r *readers, path string, buf *hostBuffer) (segment
 	return vol, w.inflatedInto
 }
 
-func volumeBytes(v segment.Volume) []byte {
+func volumeBytes(v model.Volume) []byte {
 	if v.I16 != nil {
 		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.I16))), 2*len(v.I16))
 	}
@@ -140,7 +140,7 @@ func TestParallelReadMatchesSequential(t *testing.T) {
 }
 
 type readResult struct {
-	stats segment.Stats
+	stats model.Stats
 	data  []byte
 }
 
@@ -154,13 +154,13 @@ func readStats(t *testing.T, r *readers, path string, parallel bool) readResult 
 	defer rd.Close()
 	h := rd.Header()
 	n := h.NX() * h.NY() * h.NZ()
-	w := &work{job: jobs.Job{Name: "v", Input: path}, vol: segment.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ()}}
+	w := &work{job: jobs.Job{Name: "v", Input: path}, vol: model.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ()}}
 	if nifti.Int16Exact(h.Datatype) {
 		w.vol.I16 = make([]int16, n)
 	} else {
 		w.vol.F32 = make([]float32, n)
 	}
-	var st segment.Stats
+	var st model.Stats
 	if parallel {
 		if !rd.Seekable() {
 			t.Fatal("not seekable")
@@ -217,7 +217,7 @@ func TestParallelReadErrors(t *testing.T) {
 	if err := os.Truncate(path, 352+16*16*2*25); err != nil {
 		t.Fatal(err)
 	}
-	w = &work{job: jobs.Job{Name: "v", Input: path}, vol: segment.Volume{NX: 16, NY: 16, NZ: 40, I16: make([]int16, 16*16*40)}}
+	w = &work{job: jobs.Job{Name: "v", Input: path}, vol: model.Volume{NX: 16, NY: 16, NZ: 40, I16: make([]int16, 16*16*40)}}
 	if _, err := r.readAt(context.Background(), rd, w, 4, false, "test", time.Now()); !errors.Is(err, nifti.ErrTruncated) {
 		t.Errorf("file cut after Open: %v, want ErrTruncated", err)
 	}
@@ -284,7 +284,7 @@ func TestReadInflatesLargeGzip(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var rows [3][]timing.Row
-			var vols [3]segment.Volume
+			var vols [3]model.Volume
 			var into [3]bool
 			for i, threads := range []int{1, 4, 4} {
 				r := testRunner(16, threads)

@@ -12,12 +12,13 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"voxpipe/engine"
 
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
@@ -29,9 +30,9 @@ type Config struct {
 	// Source, when set, hands the jobs in instead of Jobs, for as long as it stays open (the
 	// watch service): Run returns once it is closed and its jobs are done.
 	Source  <-chan jobs.Job
-	Engines []segment.Engine // one worker per engine, all pulling from one queue
-	Classes int              // labels written are 0..Classes-1
-	Descrip string           // descrip field of the written masks ("voxpipe <model>")
+	Engines []engine.Engine // one worker per engine, all pulling from one queue
+	Classes int             // labels written are 0..Classes-1
+	Descrip string          // descrip field of the written masks ("voxpipe <model>")
 
 	Slab    int // z-slices per slab for reading and segmenting
 	Readers int // volumes read in parallel
@@ -67,7 +68,7 @@ type Config struct {
 	OnBusy func(jobs.Job)
 	// Card is the model's card (nil: the model has none): the orientation and spacing volumes
 	// are brought to, and the domain they are checked against (prepare.go).
-	Card *segment.Card
+	Card *model.Card
 	// Resample lets volumes whose voxel size differs from the card's by more than
 	// geometry.SpacingTolerance be resampled to it (--resample auto); false: they are only
 	// reoriented.
@@ -79,8 +80,8 @@ type Config struct {
 	// (statistics/<volume>.json and .csv) and a preview PNG (previews/<volume>.png) beside its
 	// mask (analyse.go).
 	Statistics, Preview bool
-	// Labels name and colour the classes in statistics and previews (segment.Model.Labels).
-	Labels []segment.Label
+	// Labels name and colour the classes in statistics and previews (model.Model.Labels).
+	Labels []model.Label
 	// OutDir is the output folder the statistics and previews go under; empty: next to none,
 	// and nothing stale is removed (tests, benchmarks).
 	OutDir string
@@ -128,7 +129,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		r.cfg.Progress = nopProgress{}
 	}
 	alloc := defaultAllocator
-	if a, ok := cfg.Engines[0].(segment.HostAllocator); ok {
+	if a, ok := cfg.Engines[0].(engine.HostAllocator); ok {
 		alloc = a
 	}
 	newBuffers := func(n, headroom int) []*hostBuffer {

@@ -7,11 +7,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"voxpipe/engine"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
+	"voxpipe/model"
 	"voxpipe/phantom"
-	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
 )
 
@@ -30,7 +31,7 @@ func (e *replayEngine) Close() error { return nil }
 // AllocHost keeps the host buffers across runs, already faulted in, like a GPU engine's pinned
 // memory: the benchmark then times reading, statistics and writing, not page faults (which
 // cost more than the copies on this VM and are the allocator's business).
-func (e *replayEngine) AllocHost(n int) (segment.HostBuffer, error) {
+func (e *replayEngine) AllocHost(n int) (engine.HostBuffer, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i, b := range e.free {
@@ -59,7 +60,7 @@ func (k *keptBuffer) Free() error {
 	return nil
 }
 
-func (e *replayEngine) Segment(ctx context.Context, vol *segment.Volume, out []uint8, opt segment.Options) error {
+func (e *replayEngine) Segment(ctx context.Context, vol *model.Volume, out []uint8, opt engine.Options) error {
 	plane := vol.NX * vol.NY
 	for z0 := 0; z0 < vol.NZ; z0 += opt.Slab {
 		if err := ctx.Err(); err != nil {
@@ -99,9 +100,9 @@ func BenchmarkRunOneVolume(b *testing.B) {
 	if err := nifti.Write(input, ph.Header, ph.ImageBytes(), nifti.WriteOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	const slab, engine = 64, 62 * time.Millisecond
+	const slab, engineTime = 64, 62 * time.Millisecond
 	slabs := (nz + slab - 1) / slab
-	eng := &replayEngine{mask: ph.Truth, perSlab: engine / time.Duration(slabs)}
+	eng := &replayEngine{mask: ph.Truth, perSlab: engineTime / time.Duration(slabs)}
 	out := filepath.Join(dir, "out")
 	found, err := jobs.Discover([]string{input}, false, out, "{name}_mask.nii.gz")
 	if err != nil {
@@ -126,7 +127,7 @@ func BenchmarkRunOneVolume(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		res, err := Run(context.Background(), Config{Jobs: batch, Engines: []segment.Engine{eng}, Classes: 4,
+		res, err := Run(context.Background(), Config{Jobs: batch, Engines: []engine.Engine{eng}, Classes: 4,
 			Slab: slab, Readers: 1, Writers: 1, Write: nifti.DefaultWriteOptions(), Overwrite: true, RunID: "bench",
 			Summary: summary, Timings: timings})
 		summary.Close()

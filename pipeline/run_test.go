@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+	"voxpipe/engine"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
 )
@@ -32,7 +33,7 @@ type signEngine struct {
 	// (after the last slab is reported, when failAt is the number of slabs).
 	failNZ, failAt int
 	// afterSlab, when set, is called after each slab is reported.
-	afterSlab func(vol *segment.Volume, slab int)
+	afterSlab func(vol *model.Volume, slab int)
 	// beforeFail, when set, is called before the engine fails (failNZ, failAt).
 	beforeFail func()
 
@@ -46,7 +47,7 @@ var errEngine = errors.New("test engine: device lost")
 func (e *signEngine) Name() string { return "sign" }
 func (e *signEngine) Close() error { return nil }
 
-func (e *signEngine) Segment(ctx context.Context, vol *segment.Volume, out []uint8, opt segment.Options) error {
+func (e *signEngine) Segment(ctx context.Context, vol *model.Volume, out []uint8, opt engine.Options) error {
 	plane := vol.NX * vol.NY
 	start := time.Now()
 	for z0, slab := 0, 0; z0 < vol.NZ; z0, slab = z0+opt.Slab, slab+1 {
@@ -72,7 +73,7 @@ func (e *signEngine) Segment(ctx context.Context, vol *segment.Volume, out []uin
 			out[i] = signLabel(vol, i)
 		}
 		if opt.OnEvent != nil {
-			opt.OnEvent(segment.Event{Stage: "segment", Slab: slab, Start: t.Sub(start), Duration: time.Since(t), Voxels: int64((z1 - z0) * plane)})
+			opt.OnEvent(engine.Event{Stage: "segment", Slab: slab, Start: t.Sub(start), Duration: time.Since(t), Voxels: int64((z1 - z0) * plane)})
 		}
 		if opt.OnSlabDone != nil && !e.silent {
 			opt.OnSlabDone(z0, z1)
@@ -91,7 +92,7 @@ func (e *signEngine) Segment(ctx context.Context, vol *segment.Volume, out []uin
 	return nil
 }
 
-func signLabel(vol *segment.Volume, i int) uint8 {
+func signLabel(vol *model.Volume, i int) uint8 {
 	var v float32
 	if vol.I16 != nil {
 		v = float32(vol.I16[i])
@@ -122,7 +123,7 @@ func (c *countedBuffer) Free() error {
 // allocatingEngine is a signEngine that also hands out host memory, like the CUDA engine.
 type allocatingEngine struct{ *signEngine }
 
-func (e allocatingEngine) AllocHost(n int) (segment.HostBuffer, error) {
+func (e allocatingEngine) AllocHost(n int) (engine.HostBuffer, error) {
 	e.allocs.Add(1)
 	live := e.live.Add(1)
 	for {
@@ -159,9 +160,9 @@ func writeVolume(t *testing.T, path string, nx, ny, nz int, seed int) []int16 {
 
 func expectedMask(t *testing.T, vals []int16) []uint8 {
 	t.Helper()
-	var st segment.Stats
+	var st model.Stats
 	st.AddInt16(vals)
-	vol := &segment.Volume{I16: vals, Norm: st.Norm(1, 0)}
+	vol := &model.Volume{I16: vals, Norm: st.Norm(1, 0)}
 	want := make([]uint8, len(vals))
 	for i := range vals {
 		want[i] = signLabel(vol, i)
@@ -213,7 +214,7 @@ type runOutput struct {
 	summary []timing.Summary
 }
 
-func runBatch(t *testing.T, ctx context.Context, b *batch, eng segment.Engine, mutate func(*Config)) runOutput {
+func runBatch(t *testing.T, ctx context.Context, b *batch, eng engine.Engine, mutate func(*Config)) runOutput {
 	t.Helper()
 	found, err := jobs.Discover([]string{b.in}, false, b.out, "{name}_mask.nii.gz")
 	if err != nil {
@@ -230,7 +231,7 @@ func runBatch(t *testing.T, ctx context.Context, b *batch, eng segment.Engine, m
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Jobs: batch, Engines: []segment.Engine{eng}, Classes: 3, Descrip: "voxpipe test",
+	cfg := Config{Jobs: batch, Engines: []engine.Engine{eng}, Classes: 3, Descrip: "voxpipe test",
 		Slab: 4, Readers: 2, Writers: 1, RunID: "test", Timings: timings, Summary: summary}
 	if mutate != nil {
 		mutate(&cfg)
@@ -489,7 +490,7 @@ func (e namedEngine) Name() string { return e.name }
 // done exactly once, both engines work, and the CSVs say which engine did which volume.
 func TestRunSeveralEnginesShareTheQueue(t *testing.T) {
 	b := newBatch(t, 8)
-	engines := []segment.Engine{
+	engines := []engine.Engine{
 		namedEngine{&signEngine{delay: 3 * time.Millisecond}, "dev:0"},
 		namedEngine{&signEngine{delay: 3 * time.Millisecond}, "dev:1"},
 	}
@@ -536,7 +537,7 @@ type gatedAllocEngine struct {
 	inputWaits atomic.Bool // the input allocation gave up waiting
 }
 
-func (e *gatedAllocEngine) AllocHost(n int) (segment.HostBuffer, error) {
+func (e *gatedAllocEngine) AllocHost(n int) (engine.HostBuffer, error) {
 	if n == e.maskBytes {
 		e.once.Do(func() { close(e.maskAsked) })
 	} else {
@@ -581,7 +582,7 @@ func TestRunAllocatesTheFirstMaskWhileReading(t *testing.T) {
 	}
 }
 
-// openingEngine is a signEngine that finishes opening in the background (segment.BackgroundOpener,
+// openingEngine is a signEngine that finishes opening in the background (engine.BackgroundOpener,
 // like the CUDA engine): Ready blocks until opened is closed, then returns openErr.
 type openingEngine struct {
 	*signEngine

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"voxpipe/engine"
 
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/geometry"
-	"voxpipe/segment"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
 )
@@ -39,7 +39,7 @@ func (s *engines) work(ctx context.Context, i int, next *writers) error {
 	eng := s.cfg.Engines[i]
 	// An engine still opening (the CUDA engine's context) finishes while the readers read;
 	// one that cannot open stops the run with its error instead of failing every volume.
-	if o, ok := eng.(segment.BackgroundOpener); ok {
+	if o, ok := eng.(engine.BackgroundOpener); ok {
 		if err := o.Ready(); err != nil {
 			return err
 		}
@@ -52,7 +52,7 @@ func (s *engines) work(ctx context.Context, i int, next *writers) error {
 
 // segment runs the engine on the volume into a pooled mask buffer, handing the volume to the
 // writers (next) as it starts; then frees the input and lets go of the volume.
-func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w *work, next *writers) {
+func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w *work, next *writers) {
 	buf, err := r.masks.Get(ctx)
 	if err != nil {
 		r.fail(w, context.Cause(ctx))
@@ -89,11 +89,11 @@ func (r *engines) segment(ctx context.Context, worker int, eng segment.Engine, w
 		vol, out, onSlab = w.model, w.modelMask, nil
 	}
 	plane := int64(vol.NX) * int64(vol.NY)
-	err = eng.Segment(segCtx, vol, out, segment.Options{
+	err = eng.Segment(segCtx, vol, out, engine.Options{
 		Slab:       r.cfg.Slab,
 		OnSlabDone: onSlab,
 		Confidence: &w.dom.conf,
-		OnEvent: func(ev segment.Event) {
+		OnEvent: func(ev engine.Event) {
 			s := start.Add(ev.Start)
 			switch ev.Stage {
 			case stage.Segment:

@@ -9,7 +9,7 @@ import (
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
@@ -21,7 +21,7 @@ import (
 // hand-over from the segment stage to the write stage, where segmentation and writing overlap:
 // as soon as an engine worker has a mask buffer for a volume it queues the volume for the
 // writers and starts the engine; the engine reports each slab whose labels are final
-// (segment.Options.OnSlabDone, recorded in segProgress) and the writer streams those planes
+// (engine.Options.OnSlabDone, recorded in segProgress) and the writer streams those planes
 // into the temporary file while later slabs are computed, then commits once the engine has
 // returned without error. The rules that keep this safe:
 //
@@ -75,7 +75,7 @@ type work struct {
 
 	in   *hostBuffer
 	mask *hostBuffer
-	vol  segment.Volume
+	vol  model.Volume
 	// inflatedInto: the gzipped file was inflated straight into in (nifti.WithInflateInto).
 	inflatedInto bool
 	// How the volume meets the model (prepare.go; its plan made by the producer), and, when
@@ -85,7 +85,7 @@ type work struct {
 	dom        domainState
 	plan       *gridPlan // from the producer (planFor), nil with planErr
 	planErr    error
-	model      *segment.Volume
+	model      *model.Volume
 	modelMask  []uint8
 	modelBytes int64
 

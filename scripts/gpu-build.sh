@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on the development machine, what scripts/gpu-check.sh runs on the GPU machine:
 # bin/voxpipe-cuda (when cmd/voxpipe builds; skipped with a warning otherwise) and the cuda-tagged
-# test binaries bin/segment.test and bin/kernels.test. Needs the CUDA headers and libcuda.so
+# test binaries bin/cuda.test and bin/kernels.test. Needs the CUDA headers and libcuda.so
 # (scripts/install-cuda.sh). bin/ is git-ignored: carry it to the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,10 +13,10 @@ else
 	rm -f bin/voxpipe-cuda
 	echo "gpu-build: warning: cmd/voxpipe does not build with -tags cuda; bin/voxpipe-cuda skipped" >&2
 fi
-go test -c -tags cuda -o bin/segment.test ./segment
+go test -c -tags cuda -o bin/cuda.test ./engine/cuda
 go test -c -tags cuda -o bin/kernels.test ./kernels
 go test -c -tags cuda -o bin/pinned.test ./kernels/pinned
-echo "gpu-build: bin/segment.test bin/kernels.test bin/pinned.test"
+echo "gpu-build: bin/cuda.test bin/kernels.test bin/pinned.test"
 # Kernel variants under study, timed by gpu-check when present: the float32 convs
 # (kernels/experiments, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with other
 # compile-time settings (kernels/fused_variants_cuda_test.go; each build's tile rows, threads and

@@ -48,7 +48,7 @@ rm -f "$out/logs.txt" "$out/tables.txt"
 [[ -x bin/voxpipe-cuda ]] && step version 60 bin/voxpipe-cuda version
 # Most wanted first: a run cut short keeps them.
 if [[ "${VOXPIPE_GPU_BENCH:-1}" != 0 ]]; then
-	step bench 180 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDABenchmark512$'
+	step bench 180 bin/cuda.test -test.v -test.count=1 -test.run 'TestCUDABenchmark512$'
 fi
 if [[ -f bin/experiments.fatbin ]]; then
 	export VOXPIPE_EXPERIMENT_FATBIN=$PWD/bin/experiments.fatbin
@@ -64,7 +64,7 @@ fi
 if [[ "${GPU_CHECK_PINNED_COST:-0}" != 0 && -x bin/pinned.test ]]; then
 	step pinned-cost 120 bin/pinned.test -test.run '^$' -test.bench 'PinnedCost$' -test.benchtime 1x
 fi
-step engine 300 bin/segment.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms|KernelImages|ConfidenceMatchesCPU)$'
+step engine 300 bin/cuda.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms|KernelImages|ConfidenceMatchesCPU)$'
 # The kernel image the device picks (the sm_90a cubin on Hopper), then the fatbin.
 step kernels 120 bin/kernels.test -test.v -test.count=1
 VOXPIPE_KERNELS=fatbin step kernels-fatbin 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead|TestWrapperArgumentChecks'
@@ -80,13 +80,13 @@ if [[ "${GPU_CHECK_SANITIZER:-1}" != 0 ]] && command -v compute-sanitizer >/dev/
 	fused='TestCUDAFP16MatchesFP32/C6K3_33x9x6|TestCUDAFP16MatchesFP32/C16K4_97x41x1|TestCUDAEvents/fp16'
 	if [[ "${GPU_CHECK_SANITIZER_FP32:-0}" != 0 ]]; then
 		step memcheck-kernels 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead'
-		step memcheck-engine 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run 'TestCUDAMatchesCPU/C6K3|TestCUDAEvents/fp32'
+		step memcheck-engine 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/cuda.test -test.count=1 -test.run 'TestCUDAMatchesCPU/C6K3|TestCUDAEvents/fp32'
 		step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 9 bin/kernels.test -test.count=1 -test.run 'TestConv1|TestConv2AndConvG'
 	fi
-	step memcheck-fused 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
+	step memcheck-fused 90 compute-sanitizer --tool memcheck --error-exitcode 9 bin/cuda.test -test.count=1 -test.run "$fused"
 	if [[ "${GPU_CHECK_RACECHECK:-1}" != 0 ]]; then
-		step racecheck-fused 120 compute-sanitizer --tool racecheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
-		step synccheck-fused 90 compute-sanitizer --tool synccheck --error-exitcode 9 bin/segment.test -test.count=1 -test.run "$fused"
+		step racecheck-fused 120 compute-sanitizer --tool racecheck --error-exitcode 9 bin/cuda.test -test.count=1 -test.run "$fused"
+		step synccheck-fused 90 compute-sanitizer --tool synccheck --error-exitcode 9 bin/cuda.test -test.count=1 -test.run "$fused"
 	fi
 fi
 

@@ -1,4 +1,4 @@
-"""AttnGateNet, the PyTorch twin of voxpipe's network (segment/model.go), its weights file and
+"""AttnGateNet, the PyTorch twin of voxpipe's network (model/model.go), its weights file and
 slab-wise inference.
 
 Tensors are [N][C][D][H][W] = [batch][channel][z][y][x].

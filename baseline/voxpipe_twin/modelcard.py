@@ -1,6 +1,6 @@
 """The model card: what a model is, what it was trained on and where it may be trusted.
 
-It is stored as JSON under the weights file's metadata key "card"; segment/card.go (Card,
+It is stored as JSON under the weights file's metadata key "card"; model/card.go (Card,
 ParseCard, Validate) is the specification, and voxpipe rejects unknown fields. numpy only.
 """
 

@@ -10,15 +10,17 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+	"voxpipe/engine"
+	"voxpipe/engine/cpu"
 
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
+	"voxpipe/model"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
-	"voxpipe/segment"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
 )
@@ -83,7 +85,7 @@ func benchAction(c *cli.Context) error {
 	if err := checkEngineFlags(c, "bench"); err != nil {
 		return err
 	}
-	model, modelName, engines, err := openModelAndEngines(c)
+	mdl, modelName, engines, err := openModelAndEngines(c)
 	if err != nil {
 		return err
 	}
@@ -140,14 +142,14 @@ func benchAction(c *cli.Context) error {
 			pipeline.SpreadOf(d2h), float64(g.D2HBytes)/g.D2H.Seconds()/1e9,
 			100*hiddenCopyFraction(benchRuns[len(benchRuns)-1].Events))
 	}
-	if k, ok := eng.(segment.KernelDescriber); ok {
+	if k, ok := eng.(engine.KernelDescriber); ok {
 		if desc, err := k.Kernels(); err == nil {
 			line += "; kernels: " + desc
 		}
 	}
 
 	if fileRuns > 0 {
-		fileLine, err := benchFiles(ctx, eng, model, hdr, vol, mask, input, out, slab, fileRuns, say)
+		fileLine, err := benchFiles(ctx, eng, mdl, hdr, vol, mask, input, out, slab, fileRuns, say)
 		if err != nil {
 			return err
 		}
@@ -159,7 +161,7 @@ func benchAction(c *cli.Context) error {
 
 // benchVolume generates or reads the volume and makes sure a plain .nii of it exists to time
 // file reads on.
-func benchVolume(c *cli.Context, out, dims string) (*nifti.Header, *segment.Volume, string, error) {
+func benchVolume(c *cli.Context, out, dims string) (*nifti.Header, *model.Volume, string, error) {
 	input := c.String("input")
 	if input == "" {
 		nx, ny, nz, err := phantom.ParseDims(dims)
@@ -177,7 +179,7 @@ func benchVolume(c *cli.Context, out, dims string) (*nifti.Header, *segment.Volu
 		if err := nifti.Write(input, ph.Header, ph.ImageBytes(), nifti.WriteOptions{Level: 0}); err != nil {
 			return nil, nil, "", err
 		}
-		vol := &segment.Volume{NX: nx, NY: ny, NZ: nz, I16: ph.Image}
+		vol := &model.Volume{NX: nx, NY: ny, NZ: nz, I16: ph.Image}
 		normalise(vol, 1, 0)
 		return ph.Header, vol, input, nil
 	}
@@ -190,7 +192,7 @@ func benchVolume(c *cli.Context, out, dims string) (*nifti.Header, *segment.Volu
 	if !nifti.Int16Exact(h.Datatype) {
 		return nil, nil, "", usageError{fmt.Errorf("bench: %s is %s; bench takes int16 volumes", input, h.Datatype)}
 	}
-	vol := &segment.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ(), I16: make([]int16, h.NX()*h.NY()*h.NZ())}
+	vol := &model.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ(), I16: make([]int16, h.NX()*h.NY()*h.NZ())}
 	if _, err := r.ReadSlicesInt16(vol.I16, h.NZ()); err != nil {
 		return nil, nil, "", err
 	}
@@ -212,17 +214,17 @@ func benchVolume(c *cli.Context, out, dims string) (*nifti.Header, *segment.Volu
 }
 
 // normalise sets vol.Norm from the volume's own statistics, as the pipeline's read stage does.
-func normalise(vol *segment.Volume, slope, inter float64) {
-	var st segment.Stats
+func normalise(vol *model.Volume, slope, inter float64) {
+	var st model.Stats
 	st.AddInt16(vol.I16)
 	vol.Norm = st.Norm(slope, inter)
 }
 
 // benchFiles times reading the .nii alone, writing the mask alone, and `run` end to end.
-func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, hdr *nifti.Header,
-	vol *segment.Volume, mask []uint8, input, out string, slab, n int, say func(string, ...any)) (string, error) {
+func benchFiles(ctx context.Context, eng engine.Engine, mdl *model.Model, hdr *nifti.Header,
+	vol *model.Volume, mask []uint8, input, out string, slab, n int, say func(string, ...any)) (string, error) {
 	var reads, writes, e2e []time.Duration
-	maskHdr := nifti.MaskHeader(hdr, uint8(model.Classes-1), "voxpipe bench")
+	maskHdr := nifti.MaskHeader(hdr, uint8(mdl.Classes-1), "voxpipe bench")
 	for i := 0; i < n; i++ {
 		// Read alone is run's read stage alone, the same code as the end-to-end run below uses
 		// (parallel positional read with the statistics fused in, into a fresh buffer), so the
@@ -249,7 +251,7 @@ func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, h
 			return "", err
 		}
 		t = time.Now()
-		res, err := pipeline.Run(ctx, pipeline.Config{Jobs: batch, Engines: []segment.Engine{eng}, Classes: model.Classes,
+		res, err := pipeline.Run(ctx, pipeline.Config{Jobs: batch, Engines: []engine.Engine{eng}, Classes: mdl.Classes,
 			Descrip: "voxpipe bench", Slab: slab, Readers: 1, Writers: 1, Write: nifti.DefaultWriteOptions(),
 			Overwrite: true, RunID: fmt.Sprintf("bench-e2e-%d", i), Timings: timings, Summary: summary})
 		e2e = append(e2e, time.Since(t))
@@ -270,7 +272,7 @@ func benchFiles(ctx context.Context, eng segment.Engine, model *segment.Model, h
 // hiddenCopyFraction is the share of copy time (h2d and d2h events) that runs while at least one
 // kernel runs: measured against the union of the kernel spans, since the fp16 engine's kernels
 // of consecutive slabs run on two streams and overlap each other.
-func hiddenCopyFraction(events []segment.Event) float64 {
+func hiddenCopyFraction(events []engine.Event) float64 {
 	var kernels, copies []timing.Interval[time.Duration]
 	for _, e := range events {
 		switch {
@@ -300,7 +302,7 @@ func createBenchCSVs(dir string) (*timing.CSVFile[timing.Row], *timing.CSVFile[t
 	return timings, summary, nil
 }
 
-func writeBenchCSVs(out, dims string, voxels int64, engine string, runs []pipeline.BenchRun) error {
+func writeBenchCSVs(out, dims string, voxels int64, engineName string, runs []pipeline.BenchRun) error {
 	timings, summary, err := createBenchCSVs(out)
 	if err != nil {
 		return err
@@ -311,17 +313,17 @@ func writeBenchCSVs(out, dims string, voxels int64, engine string, runs []pipeli
 		name := fmt.Sprintf("bench-run-%02d", i)
 		rows := make([]timing.Row, 0, len(r.Events)+1)
 		for _, e := range r.Events {
-			rows = append(rows, timing.Row{RunID: "bench", Volume: name, Stage: e.Stage, Slab: e.Slab, Device: engine,
+			rows = append(rows, timing.Row{RunID: "bench", Volume: name, Stage: e.Stage, Slab: e.Slab, Device: engineName,
 				StartMS: msOf(offset + e.Start), DurationMS: msOf(e.Duration), Bytes: e.Bytes, Voxels: e.Voxels})
 		}
-		rows = append(rows, timing.Row{RunID: "bench", Volume: name, Stage: stage.Segment, Slab: -1, Device: engine,
+		rows = append(rows, timing.Row{RunID: "bench", Volume: name, Stage: stage.Segment, Slab: -1, Device: engineName,
 			StartMS: msOf(offset), DurationMS: msOf(r.Wall), Voxels: voxels})
 		// The files' errors are sticky: the first one is also Close's.
 		if err = timings.Append(rows...); err != nil {
 			break
 		}
 		if err = summary.Append(timing.Summary{RunID: "bench", Volume: name, Status: timing.StatusOK, Dims: dims, Voxels: voxels,
-			Engine: engine, SegmentMS: msOf(r.Wall), H2DMS: msOf(r.GPU.H2D), KernelsMS: msOf(r.GPU.Kernels),
+			Engine: engineName, SegmentMS: msOf(r.Wall), H2DMS: msOf(r.GPU.H2D), KernelsMS: msOf(r.GPU.Kernels),
 			D2HMS: msOf(r.GPU.D2H), WallMS: msOf(r.Wall), MVoxPerS: float64(voxels) / 1e3 / msOf(r.Wall)}); err != nil {
 			break
 		}
@@ -374,9 +376,9 @@ var (
 
 // benchSettingsFor returns the flags given on the command line, and the engine's defaults for
 // those not given.
-func benchSettingsFor(c *cli.Context, eng segment.Engine) benchSettings {
+func benchSettingsFor(c *cli.Context, eng engine.Engine) benchSettings {
 	set := gpuBenchDefaults
-	if _, cpu := eng.(*segment.CPUEngine); cpu {
+	if _, isCPU := eng.(*cpu.Engine); isCPU {
 		set = cpuBenchDefaults
 	}
 	if c.IsSet("dims") {
@@ -458,26 +460,26 @@ func benchETA(d time.Duration) string {
 
 // wrap returns eng with its Segment calls reported, keeping the interfaces BenchEngine looks
 // for (host allocation, GPU statistics).
-func (p *benchProgress) wrap(eng segment.Engine) segment.Engine {
+func (p *benchProgress) wrap(eng engine.Engine) engine.Engine {
 	t := &timedEngine{Engine: eng, ended: p.ended}
-	alloc, isAlloc := eng.(segment.HostAllocator)
-	stats, isStats := eng.(segment.GPUStatsReporter)
+	alloc, isAlloc := eng.(engine.HostAllocator)
+	stats, isStats := eng.(engine.GPUStatsReporter)
 	switch {
 	case isAlloc && isStats:
 		return struct {
 			*timedEngine
-			segment.HostAllocator
-			segment.GPUStatsReporter
+			engine.HostAllocator
+			engine.GPUStatsReporter
 		}{t, alloc, stats}
 	case isAlloc:
 		return struct {
 			*timedEngine
-			segment.HostAllocator
+			engine.HostAllocator
 		}{t, alloc}
 	case isStats:
 		return struct {
 			*timedEngine
-			segment.GPUStatsReporter
+			engine.GPUStatsReporter
 		}{t, stats}
 	}
 	return t
@@ -486,11 +488,11 @@ func (p *benchProgress) wrap(eng segment.Engine) segment.Engine {
 // timedEngine sends the time of each successful Segment call to ended (which has room for
 // every call BenchEngine makes, so the send never waits).
 type timedEngine struct {
-	segment.Engine
+	engine.Engine
 	ended chan<- time.Duration
 }
 
-func (e *timedEngine) Segment(ctx context.Context, vol *segment.Volume, out []uint8, opt segment.Options) error {
+func (e *timedEngine) Segment(ctx context.Context, vol *model.Volume, out []uint8, opt engine.Options) error {
 	start := time.Now()
 	err := e.Engine.Segment(ctx, vol, out, opt)
 	if err == nil {

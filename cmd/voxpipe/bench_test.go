@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"voxpipe/engine"
+	"voxpipe/engine/cpu"
 
 	"github.com/urfave/cli/v2"
 
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/telemetry/timing"
 )
 
@@ -53,7 +55,7 @@ func TestBenchCPU(t *testing.T) {
 
 func TestHiddenCopyFraction(t *testing.T) {
 	ms := time.Millisecond
-	events := []segment.Event{
+	events := []engine.Event{
 		{Stage: "h2d", Start: 0, Duration: 10 * ms},          // hidden 0..5 behind nothing, 5..10 behind kernels 0
 		{Stage: "kernels", Start: 5 * ms, Duration: 20 * ms}, //
 		{Stage: "d2h", Start: 20 * ms, Duration: 10 * ms},    // 20..25 hidden
@@ -63,7 +65,7 @@ func TestHiddenCopyFraction(t *testing.T) {
 	}
 	// The fp16 engine's kernels of slabs k and k+1 run on two streams and overlap: a copy under
 	// both is hidden once (summing per-kernel overlaps, as bench did, gave 13 of 13 ms here).
-	overlapping := []segment.Event{
+	overlapping := []engine.Event{
 		{Stage: "kernels", Slab: 0, Start: 0, Duration: 10 * ms},
 		{Stage: "kernels", Slab: 1, Start: 5 * ms, Duration: 10 * ms},
 		{Stage: "h2d", Slab: 2, Start: 5 * ms, Duration: 5 * ms},  // under both kernels: 5 hidden
@@ -101,7 +103,7 @@ func benchCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // fakeGPU stands for a GPU engine: bench's defaults only ask whether the engine is the CPU one.
-type fakeGPU struct{ segment.Engine }
+type fakeGPU struct{ engine.Engine }
 
 func (fakeGPU) Name() string { return "cuda:0" }
 
@@ -125,7 +127,7 @@ func TestBenchSettingsFor(t *testing.T) {
 		}
 		return cli.NewContext(newApp(), set, nil)
 	}
-	cpu := segment.NewCPUEngine(segment.RandomModel(8, 4, 7), 1)
+	cpu := cpu.New(model.RandomModel(8, 4, 7), 1)
 	defer cpu.Close()
 	gpu := fakeGPU{}
 
@@ -136,7 +138,7 @@ func TestBenchSettingsFor(t *testing.T) {
 		t.Errorf("CPU defaults %+v, want 128x128x64, 3 runs, 1 warmup, 1 file run", got)
 	}
 	explicit := []string{"--dims", "40x30x20", "--runs", "5", "--warmup", "0", "--file-runs", "2"}
-	for _, eng := range []segment.Engine{cpu, gpu} {
+	for _, eng := range []engine.Engine{cpu, gpu} {
 		if got := benchSettingsFor(parse(explicit...), eng); got != (benchSettings{"40x30x20", 5, 0, 2}) {
 			t.Errorf("%s: explicit flags gave %+v", eng.Name(), got)
 		}

@@ -10,13 +10,13 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"voxpipe/analysis/eval"
 
 	"github.com/gocarina/gocsv"
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/segment"
 )
 
 func init() {
@@ -91,13 +91,13 @@ func evalAction(c *cli.Context) error {
 		return usageError{err}
 	}
 	var rows []evalRow
-	add := func(volume string, m segment.Metrics) {
+	add := func(volume string, m eval.Metrics) {
 		for k, cm := range m.Classes {
 			rows = append(rows, evalRow{Volume: volume, Class: k, Name: model.LabelName(k), Dice: cm.Dice, Precision: cm.Precision,
 				Recall: cm.Recall, Pred: cm.Pred, Truth: cm.Truth, Intersection: cm.Intersection, Accuracy: m.Accuracy})
 		}
 	}
-	var all []segment.Metrics
+	var all []eval.Metrics
 	for _, p := range pairs {
 		m, err := evalOne(c.App.ErrWriter, p, classes, volume, c.Bool("allow-affine-mismatch"))
 		if err != nil {
@@ -106,7 +106,7 @@ func evalAction(c *cli.Context) error {
 		all = append(all, m)
 		add(p.name, m)
 	}
-	add("ALL", segment.Pool(all))
+	add("ALL", eval.Pool(all))
 	meanDice := printEval(c.App.Writer, rows, classes, len(pairs))
 
 	csvPath := c.String("csv")
@@ -195,27 +195,27 @@ func readLabels(path string, volume *int) (*nifti.Header, []uint8, error) {
 	return h, m, err
 }
 
-func evalOne(warn io.Writer, p evalPair, classes int, volume *int, allowAffine bool) (segment.Metrics, error) {
+func evalOne(warn io.Writer, p evalPair, classes int, volume *int, allowAffine bool) (eval.Metrics, error) {
 	ph, pm, err := readLabels(p.pred, volume)
 	if err != nil {
-		return segment.Metrics{}, err
+		return eval.Metrics{}, err
 	}
 	th, tm, err := readLabels(p.truth, volume)
 	if err != nil {
-		return segment.Metrics{}, err
+		return eval.Metrics{}, err
 	}
 	if ph.NX() != th.NX() || ph.NY() != th.NY() || ph.NZ() != th.NZ() {
-		return segment.Metrics{}, fmt.Errorf("eval %s: prediction is %dx%dx%d but truth %s is %dx%dx%d",
+		return eval.Metrics{}, fmt.Errorf("eval %s: prediction is %dx%dx%d but truth %s is %dx%dx%d",
 			p.pred, ph.NX(), ph.NY(), ph.NZ(), p.truth, th.NX(), th.NY(), th.NZ())
 	}
 	if d := affineDistance(ph.Affine(), th.Affine()); d > affineTolerance {
 		err := fmt.Errorf("eval %s: %w: its affine differs from truth %s's by up to %.3g mm", p.pred, errAffineMismatch, p.truth, d)
 		if !allowAffine {
-			return segment.Metrics{}, fmt.Errorf("%w (--allow-affine-mismatch to compare anyway)", err)
+			return eval.Metrics{}, fmt.Errorf("%w (--allow-affine-mismatch to compare anyway)", err)
 		}
 		fmt.Fprintf(warn, "warning: %v\n", err)
 	}
-	m := segment.Compare(pm, tm, classes)
+	m := eval.Compare(pm, tm, classes)
 	if m.OutOfRange > 0 {
 		return m, fmt.Errorf("eval %s: %d voxels carry labels >= %d (wrong --classes?)", p.name, m.OutOfRange, classes)
 	}

@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"voxpipe/analysis/eval"
+	"voxpipe/engine"
+	"voxpipe/engine/cpu"
+	"voxpipe/model"
 
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
-	"voxpipe/segment"
 )
 
 // readFixture reads a shipped phantom (int16) or truth (uint8) as float32 values.
@@ -117,16 +120,16 @@ func naiveMask(t *testing.T, path string) []uint8 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, _, err := loadModel("")
+	mdl, _, err := loadModel("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st segment.Stats
+	var st model.Stats
 	st.AddFloat32(v)
 	slope, inter := h.EffectiveScaling()
-	vol := &segment.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ(), F32: v, Norm: st.Norm(slope, inter)}
+	vol := &model.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ(), F32: v, Norm: st.Norm(slope, inter)}
 	out := make([]uint8, len(v))
-	if err := segment.NewCPUEngine(model, 0).Segment(context.Background(), vol, out, segment.Options{Slab: 16}); err != nil {
+	if err := cpu.New(mdl, 0).Segment(context.Background(), vol, out, engine.Options{Slab: 16}); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -194,7 +197,7 @@ func meanDice(t *testing.T, pred, truth string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return segment.Compare(p, tr, 4).MeanDice(1)
+	return eval.Compare(p, tr, 4).MeanDice(1)
 }
 
 // TestResampleAuto: a phantom upsampled 2x is segmented at the model's spacing, and its Dice

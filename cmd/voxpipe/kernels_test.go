@@ -9,14 +9,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"voxpipe/engine"
+	"voxpipe/engine/cpu"
 
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/telemetry/timing"
 )
 
 // describedEngine is an engine that says which kernels it runs (as the CUDA engine does).
 type describedEngine struct {
-	segment.Engine
+	engine.Engine
 	name string
 	err  error
 }
@@ -25,17 +27,17 @@ func (d describedEngine) Name() string { return d.name }
 func (d describedEngine) Kernels() (string, error) {
 	return "fused fp16 kernel (mma.sync) from the fatbin (sm_90 SASS, nvcc 11.8)", d.err
 }
-func (d describedEngine) OpenSteps() ([]segment.OpenStep, error) {
-	return []segment.OpenStep{{Name: "context", Duration: 61500 * time.Microsecond}, {Name: "weights and streams", Duration: 2 * time.Millisecond}}, d.err
+func (d describedEngine) OpenSteps() ([]engine.OpenStep, error) {
+	return []engine.OpenStep{{Name: "context", Duration: 61500 * time.Microsecond}, {Name: "weights and streams", Duration: 2 * time.Millisecond}}, d.err
 }
 
 func TestNoteKernels(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	tr := &timing.Trace{}
-	cpu := segment.NewCPUEngine(segment.RandomModel(4, 2, 1), 1)
+	cpu := cpu.New(model.RandomModel(4, 2, 1), 1)
 	failed := describedEngine{name: "cuda:1", err: errors.New("no context")}
-	noteKernels([]segment.Engine{cpu, describedEngine{name: "cuda:0"}, failed}, log, tr)
+	noteKernels([]engine.Engine{cpu, describedEngine{name: "cuda:0"}, failed}, log, tr)
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 1 {
 		t.Fatalf("%d log lines, want one (the CPU engine says nothing, a failed engine is left out):\n%s", len(lines), buf.String())
@@ -49,7 +51,7 @@ func TestNoteKernels(t *testing.T) {
 		t.Errorf("log line %v", rec)
 	}
 	// noteKernels adds to the trace's metadata; the nil trace of watch is fine too.
-	noteKernels([]segment.Engine{describedEngine{name: "cuda:0"}}, log, nil)
+	noteKernels([]engine.Engine{describedEngine{name: "cuda:0"}}, log, nil)
 	path := t.TempDir() + "/trace.json"
 	if err := tr.WriteFile(path); err != nil {
 		t.Fatal(err)

@@ -7,26 +7,28 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"voxpipe/engine"
+	"voxpipe/engine/open"
 
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/fixtures"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/store/provenance"
 	"voxpipe/telemetry/timing"
 )
 
 // loadModel reads the weights file at path, or the embedded default model when path is empty,
 // and returns it with a short name for logs and mask headers.
-func loadModel(path string) (*segment.Model, string, error) {
+func loadModel(path string) (*model.Model, string, error) {
 	if path == "" {
-		m, err := segment.ParseModel(fixtures.DefaultModel)
+		m, err := model.ParseModel(fixtures.DefaultModel)
 		if err != nil {
 			return nil, "", fmt.Errorf("embedded default model: %w", err)
 		}
 		return m, fixtures.DefaultModelName, nil
 	}
-	m, err := segment.LoadModel(path)
+	m, err := model.LoadModel(path)
 	if err != nil {
 		return nil, "", err
 	}
@@ -50,42 +52,42 @@ func modelIdentity(path, name string) (provenance.Model, error) {
 func engineFlags(devices string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", DefaultText: "embedded", Usage: "weights file (.safetensors); default: the embedded model"},
-		&cli.StringFlag{Name: "engine", Value: segment.KindAuto, Usage: "auto, cpu or cuda (auto: CUDA when built with it and a GPU is present)"},
+		&cli.StringFlag{Name: "engine", Value: open.KindAuto, Usage: "auto, cpu or cuda (auto: CUDA when built with it and a GPU is present)"},
 		&cli.StringFlag{Name: "devices", Value: devices, Usage: "GPUs for the cuda engine: all, or ordinals such as 0,1 (ordinals where no GPU engine runs are a usage error)"},
-		&cli.StringFlag{Name: "precision", Value: segment.PrecisionFP16, Usage: "cuda engine arithmetic: fp16 (fused tensor-core kernel) or fp32 (float32 reference kernels)"},
+		&cli.StringFlag{Name: "precision", Value: engine.PrecisionFP16, Usage: "cuda engine arithmetic: fp16 (fused tensor-core kernel) or fp32 (float32 reference kernels)"},
 		&cli.IntFlag{Name: "workers", Usage: "threads of the CPU engine (0: all cores)"},
 	}
 }
 
 // openModelAndEngines loads --model and opens the engines of --engine, --devices, --workers and
 // --precision; errors are usage errors (exit 2). Close the engines with closeEngines.
-func openModelAndEngines(c *cli.Context) (*segment.Model, string, []segment.Engine, error) {
-	model, name, err := loadModel(c.String("model"))
+func openModelAndEngines(c *cli.Context) (*model.Model, string, []engine.Engine, error) {
+	mdl, name, err := loadModel(c.String("model"))
 	if err != nil {
 		return nil, "", nil, usageError{fmt.Errorf("--model: %w", err)}
 	}
-	engines, err := segment.OpenEngines(model, c.String("engine"), c.String("devices"), c.Int("workers"),
-		segment.CUDAOptions{Precision: c.String("precision")})
+	engines, err := open.Engines(mdl, c.String("engine"), c.String("devices"), c.Int("workers"),
+		engine.CUDAOptions{Precision: c.String("precision")})
 	if err != nil {
 		return nil, "", nil, usageError{fmt.Errorf("%s: %w", engineFlagOf(err), err)}
 	}
 	// GPUs asked for by name must not quietly become the CPU engine.
-	if devices := c.String("devices"); c.IsSet("devices") && devices != segment.AllDevices && !isCUDA(engines[0]) {
+	if devices := c.String("devices"); c.IsSet("devices") && devices != open.AllDevices && !isCUDA(engines[0]) {
 		closeEngines(engines)
-		return nil, "", nil, usageError{fmt.Errorf("--devices %s: %w: the %s engine runs (no GPU present, this build has no CUDA, or --engine cpu)", devices, segment.ErrDevices, engines[0].Name())}
+		return nil, "", nil, usageError{fmt.Errorf("--devices %s: %w: the %s engine runs (no GPU present, this build has no CUDA, or --engine cpu)", devices, open.ErrDevices, engines[0].Name())}
 	}
-	return model, name, engines, nil
+	return mdl, name, engines, nil
 }
 
 // checkEngineFlags checks engineFlags' values without opening anything (usage errors).
 func checkEngineFlags(c *cli.Context, cmd string) error {
-	if k := c.String("engine"); k != segment.KindAuto && k != segment.KindCPU && k != segment.KindCUDA {
-		return usageError{fmt.Errorf("%s: --engine must be %s, %s or %s, not %q", cmd, segment.KindAuto, segment.KindCPU, segment.KindCUDA, k)}
+	if k := c.String("engine"); k != open.KindAuto && k != open.KindCPU && k != open.KindCUDA {
+		return usageError{fmt.Errorf("%s: --engine must be %s, %s or %s, not %q", cmd, open.KindAuto, open.KindCPU, open.KindCUDA, k)}
 	}
-	if err := (segment.CUDAOptions{Precision: c.String("precision")}).Validate(); err != nil {
+	if err := (engine.CUDAOptions{Precision: c.String("precision")}).Validate(); err != nil {
 		return usageError{fmt.Errorf("%s: --precision: %w", cmd, err)}
 	}
-	if err := segment.CheckDevices(c.String("devices")); err != nil {
+	if err := open.CheckDevices(c.String("devices")); err != nil {
 		return usageError{fmt.Errorf("%s: --devices: %w", cmd, err)}
 	}
 	if w := c.Int("workers"); w < 0 {
@@ -94,30 +96,30 @@ func checkEngineFlags(c *cli.Context, cmd string) error {
 	return nil
 }
 
-// engineFlagOf names the flag an error of segment.OpenEngines is about.
+// engineFlagOf names the flag an error of open.Engines is about.
 func engineFlagOf(err error) string {
 	switch {
-	case errors.Is(err, segment.ErrDevices):
+	case errors.Is(err, open.ErrDevices):
 		return "--devices"
-	case errors.Is(err, segment.ErrWorkers):
+	case errors.Is(err, open.ErrWorkers):
 		return "--workers"
-	case errors.Is(err, segment.ErrBadPrecision):
+	case errors.Is(err, engine.ErrBadPrecision):
 		return "--precision"
 	}
 	return "--engine"
 }
 
-func isCUDA(e segment.Engine) bool {
+func isCUDA(e engine.Engine) bool {
 	kind, _, _ := strings.Cut(e.Name(), ":")
-	return kind == segment.KindCUDA
+	return kind == open.KindCUDA
 }
 
 // noteKernels logs which compiled kernels each engine runs (the CUDA engine's kernel image) and
 // adds it to the trace's metadata (tr may be nil). An engine that failed to open is left out:
 // the run reports its error.
-func noteKernels(engines []segment.Engine, log *slog.Logger, tr *timing.Trace) {
+func noteKernels(engines []engine.Engine, log *slog.Logger, tr *timing.Trace) {
 	for _, e := range engines {
-		k, ok := e.(segment.KernelDescriber)
+		k, ok := e.(engine.KernelDescriber)
 		if !ok {
 			continue
 		}
@@ -138,7 +140,7 @@ func noteKernels(engines []segment.Engine, log *slog.Logger, tr *timing.Trace) {
 	}
 }
 
-func closeEngines(engines []segment.Engine) {
+func closeEngines(engines []engine.Engine) {
 	for _, e := range engines {
 		e.Close()
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"voxpipe/segment"
+	"voxpipe/model"
 )
 
 // errNoCard: model info --json on a weights file written before model cards.
@@ -59,7 +59,7 @@ func modelInfo(c *cli.Context) error {
 	return nil
 }
 
-func printModel(w io.Writer, m *segment.Model, name, sha string) {
+func printModel(w io.Writer, m *model.Model, name, sha string) {
 	row := func(k, format string, a ...any) { fmt.Fprintf(w, "%-15s %s\n", k, fmt.Sprintf(format, a...)) }
 	row("file", "%s (sha256 %s)", name, sha)
 	row("network", "attention-gate CNN, %d channels, %d classes, %d parameters", m.Channels, m.Classes, m.Parameters())

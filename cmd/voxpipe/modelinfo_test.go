@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"voxpipe/segment"
+	"voxpipe/model"
 )
 
 const cardJSON = `{"name":"brains","version":"2","modality":"MR T1","spacing_mm":[1,1,1.2],"orientation":"RAS",
@@ -21,10 +21,10 @@ const cardJSON = `{"name":"brains","version":"2","modality":"MR T1","spacing_mm"
 // writeModel writes a random 3-class model, with the card when card is non-empty.
 func writeModel(t *testing.T, card string) string {
 	t.Helper()
-	m := segment.RandomModel(4, 3, 7)
+	m := model.RandomModel(4, 3, 7)
 	m.ClassNames = []string{"background", "grey", "white"}
 	if card != "" {
-		c, err := segment.ParseCard(card, 3)
+		c, err := model.ParseCard(card, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestModelInfo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--json: exit %d: %s", code, stderr)
 	}
-	var card segment.Card
+	var card model.Card
 	if err := json.Unmarshal([]byte(out), &card); err != nil || card.Name != "brains" || card.Labels[2].Name != "white" {
 		t.Fatalf("--json printed %q (%v)", out, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"voxpipe/engine"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -22,8 +23,8 @@ import (
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
+	"voxpipe/model"
 	"voxpipe/pipeline"
-	"voxpipe/segment"
 	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
 	"voxpipe/store/records"
@@ -379,10 +380,10 @@ func startClaims(outDir, runID string, timeout time.Duration) (*claim.Manager, f
 // model and its engines.
 type setup struct {
 	metrics   *metrics.Metrics // nil without --metrics-addr
-	model     *segment.Model
+	model     *model.Model
 	modelName string
 	modelID   provenance.Model
-	engines   []segment.Engine
+	engines   []engine.Engine
 }
 
 // openSetup opens the metrics server, the model and the engines; closeSetup closes them.
@@ -413,7 +414,7 @@ func openSetup(c *cli.Context, log *slog.Logger) (es *setup, closeSetup func(), 
 func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.Run, log *slog.Logger) pipeline.Config {
 	engines := es.engines
 	kind, _, _ := strings.Cut(engines[0].Name(), ":")
-	precision := segment.PrecisionFP32
+	precision := engine.PrecisionFP32
 	if kind != "cpu" {
 		precision = c.String("precision")
 	}

@@ -14,10 +14,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"voxpipe/engine"
+	"voxpipe/engine/cpu"
+	"voxpipe/engine/cuda"
 
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
@@ -48,9 +51,9 @@ var testBinary = func() func(t *testing.T) string {
 }()
 
 // testModel writes a random model (4 classes, 8 channels: fast) and returns its path.
-func testModel(t *testing.T) (string, *segment.Model) {
+func testModel(t *testing.T) (string, *model.Model) {
 	t.Helper()
-	m := segment.RandomModel(8, 4, 7)
+	m := model.RandomModel(8, 4, 7)
 	data, err := m.MarshalSafetensors()
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +121,7 @@ func readRaw(t *testing.T, path string) (*nifti.Header, []byte) {
 }
 
 // directMask runs the engine straight on a volume file, the way the pipeline should.
-func directMask(t *testing.T, m *segment.Model, path string) []uint8 {
+func directMask(t *testing.T, m *model.Model, path string) []uint8 {
 	t.Helper()
 	r, err := nifti.Open(path)
 	if err != nil {
@@ -126,14 +129,14 @@ func directMask(t *testing.T, m *segment.Model, path string) []uint8 {
 	}
 	defer r.Close()
 	h := r.Header()
-	vol := &segment.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ(), I16: make([]int16, h.NX()*h.NY()*h.NZ())}
+	vol := &model.Volume{NX: h.NX(), NY: h.NY(), NZ: h.NZ(), I16: make([]int16, h.NX()*h.NY()*h.NZ())}
 	if _, err := r.ReadSlicesInt16(vol.I16, h.NZ()); err != nil {
 		t.Fatal(err)
 	}
 	slope, inter := r.Scaling()
 	normalise(vol, slope, inter)
 	out := make([]uint8, len(vol.I16))
-	if err := segment.NewCPUEngine(m, 0).Segment(context.Background(), vol, out, segment.Options{Slab: vol.NZ}); err != nil {
+	if err := cpu.New(m, 0).Segment(context.Background(), vol, out, engine.Options{Slab: vol.NZ}); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -152,7 +155,7 @@ func runSummary(t *testing.T, out, id string) []timing.Summary {
 func TestRunEndToEnd(t *testing.T) {
 	in := badBatch(t, 3, "40x36x20")
 	out := filepath.Join(t.TempDir(), "out")
-	modelPath, model := testModel(t)
+	modelPath, mdl := testModel(t)
 	args := func(id string, extra ...string) []string {
 		return append([]string{"voxpipe", "run", "--quiet", "--model", modelPath, "--engine", "cpu", "--slab", "7", "--run-id", id, in, "-o", out}, extra...)
 	}
@@ -185,7 +188,7 @@ func TestRunEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := directMask(t, model, filepath.Join(in, s.Volume+".nii.gz"))
+		want := directMask(t, mdl, filepath.Join(in, s.Volume+".nii.gz"))
 		if !bytes.Equal(mask, want) {
 			t.Errorf("%s: mask differs from the engine's direct output", s.Volume)
 		}
@@ -259,7 +262,7 @@ func TestRunUsageErrors(t *testing.T) {
 			t.Errorf("%s: exit code %d, want %d", name, code, exitUsage)
 		}
 	}
-	if !segment.CUDACompiled {
+	if !cuda.Compiled {
 		if code := run([]string{"voxpipe", "run", "--engine", "cuda", "-o", dir, "../../fixtures/volumes"}); code != exitUsage {
 			t.Errorf("--engine cuda without CUDA: exit code %d, want %d", code, exitUsage)
 		}

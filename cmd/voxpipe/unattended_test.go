@@ -19,7 +19,7 @@ import (
 	"voxpipe/internal/gzbomb"
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
-	"voxpipe/segment"
+	"voxpipe/model"
 	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
 	"voxpipe/store/records"
@@ -59,18 +59,18 @@ func assertUnchanged(t *testing.T, before map[string][]byte) {
 }
 
 // runArgs is a quiet CPU run with the test model.
-func runArgs(model string, rest ...string) []string {
-	return append([]string{"voxpipe", "run", "-q", "--engine", "cpu", "--model", model}, rest...)
+func runArgs(modelPath string, rest ...string) []string {
+	return append([]string{"voxpipe", "run", "-q", "--engine", "cpu", "--model", modelPath}, rest...)
 }
 
 // A mask path that is an input, by name, symbolic link or hard link, is a usage error before
 // any work, whatever the flags.
 func TestRunNeverWritesInputs(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii")
 	before := snapshot(t, in)
 	for _, extra := range [][]string{{"--overwrite"}, nil} {
-		args := runArgs(model, append([]string{in, "-o", in, "--mask-name", "{name}.nii"}, extra...)...)
+		args := runArgs(modelPath, append([]string{in, "-o", in, "--mask-name", "{name}.nii"}, extra...)...)
 		if code := run(args); code != exitUsage {
 			t.Errorf("mask named as the input %v: exit %d, want %d", extra, code, exitUsage)
 		}
@@ -88,7 +88,7 @@ func TestRunNeverWritesInputs(t *testing.T) {
 		if err := link(filepath.Join(out, "phantom_000_mask.nii")); err != nil {
 			t.Fatal(err)
 		}
-		if code := run(runArgs(model, in, "-o", out, "--mask-name", "{name}_mask.nii", "--overwrite")); code != exitUsage {
+		if code := run(runArgs(modelPath, in, "-o", out, "--mask-name", "{name}_mask.nii", "--overwrite")); code != exitUsage {
 			t.Errorf("%s to an input at the mask's path: exit %d, want %d", name, code, exitUsage)
 		}
 	}
@@ -104,7 +104,7 @@ func TestRunNeverWritesInputs(t *testing.T) {
 	out := t.TempDir()
 	os.Link(filepath.Join(pair, "p.img"), filepath.Join(out, "p_mask.nii"))
 	pairBefore := snapshot(t, pair)
-	if code := run(runArgs(model, pair, "-o", out, "--mask-name", "{name}_mask.nii", "--overwrite")); code != exitUsage {
+	if code := run(runArgs(modelPath, pair, "-o", out, "--mask-name", "{name}_mask.nii", "--overwrite")); code != exitUsage {
 		t.Errorf("mask path a hard link of a pair's .img: exit %d, want %d", code, exitUsage)
 	}
 	assertUnchanged(t, pairBefore)
@@ -112,10 +112,10 @@ func TestRunNeverWritesInputs(t *testing.T) {
 
 // Output folders in or equal to the input folder: reruns never segment masks or nest folders.
 func TestRunOutputInsideInputs(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	for i := range 3 {
-		if code := run(runArgs(model, in, "-o", in)); code != 0 {
+		if code := run(runArgs(modelPath, in, "-o", in)); code != 0 {
 			t.Fatalf("run %d into the input folder: exit %d", i, code)
 		}
 	}
@@ -129,7 +129,7 @@ func TestRunOutputInsideInputs(t *testing.T) {
 	in = smallVolumes(t, 2, "nii.gz")
 	out := filepath.Join(in, "out")
 	for i := range 3 {
-		if code := run(runArgs(model, "-r", in, "-o", out)); code != 0 {
+		if code := run(runArgs(modelPath, "-r", in, "-o", out)); code != 0 {
 			t.Fatalf("recursive run %d: exit %d", i, code)
 		}
 	}
@@ -144,7 +144,7 @@ func TestRunOutputInsideInputs(t *testing.T) {
 // A rerun trusts a mask only when it parses and its provenance matches; anything else at the
 // mask's path is a conflict, kept unless --overwrite.
 func TestRunResumeTrustsOnlyCheckedMasks(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 5, "nii.gz")
 	out := t.TempDir()
 	id := 0
@@ -152,7 +152,7 @@ func TestRunResumeTrustsOnlyCheckedMasks(t *testing.T) {
 	must := func(want int, extra ...string) []timing.Summary {
 		t.Helper()
 		rid := runID()
-		if code := run(runArgs(model, append([]string{in, "-o", out, "--run-id", rid}, extra...)...)); code != want {
+		if code := run(runArgs(modelPath, append([]string{in, "-o", out, "--run-id", rid}, extra...)...)); code != want {
 			t.Fatalf("run %s: exit %d, want %d", rid, code, want)
 		}
 		return runSummary(t, out, rid)
@@ -200,18 +200,18 @@ func TestRunResumeTrustsOnlyCheckedMasks(t *testing.T) {
 	must(0)
 	// Another model: everything is redone, and the summary says why.
 	other := filepath.Join(t.TempDir(), "other.safetensors")
-	data, err := segment.RandomModel(8, 4, 8).MarshalSafetensors()
+	data, err := model.RandomModel(8, 4, 8).MarshalSafetensors()
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(other, data, 0o644)
 	rid := runID()
 	if code := run([]string{"voxpipe", "run", "-q", "--engine", "cpu", "--model", other, in, "-o", out, "--run-id", rid}); code != 0 {
-		t.Fatalf("other model: exit %d", code)
+		t.Fatalf("other modelPath: exit %d", code)
 	}
 	for _, v := range runSummary(t, out, rid) {
 		if v.Status != timing.StatusOK || !strings.Contains(v.Reason, "model changed") {
-			t.Errorf("%s with another model: %s %q", v.Volume, v.Status, v.Reason)
+			t.Errorf("%s with another modelPath: %s %q", v.Volume, v.Status, v.Reason)
 		}
 	}
 	// The mask records its provenance.
@@ -224,7 +224,7 @@ func TestRunResumeTrustsOnlyCheckedMasks(t *testing.T) {
 // What a process killed with -9 leaves (mask temporaries, its claim, a half-made claim) is
 // removed by the next run, which then does the volume.
 func TestRunRemovesWhatDeadProcessesLeft(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
 	dead := testexec.Cmd(t, "true")
@@ -243,7 +243,7 @@ func TestRunRemovesWhatDeadProcessesLeft(t *testing.T) {
 	for _, p := range left {
 		os.WriteFile(p, hb, 0o644)
 	}
-	if code := run(runArgs(model, in, "-o", out, "--run-id", "next")); code != 0 {
+	if code := run(runArgs(modelPath, in, "-o", out, "--run-id", "next")); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	for _, p := range left {
@@ -258,7 +258,7 @@ func TestRunRemovesWhatDeadProcessesLeft(t *testing.T) {
 
 // A volume claimed by a live process is busy: not done, not failed, exit 0.
 func TestRunBusyVolume(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
 	m, err := claim.NewManager(out, claim.Options{RunID: "other"})
@@ -270,7 +270,7 @@ func TestRunBusyVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Release()
-	if code := run(runArgs(model, in, "-o", out, "--run-id", "r")); code != 0 {
+	if code := run(runArgs(modelPath, in, "-o", out, "--run-id", "r")); code != 0 {
 		t.Fatalf("exit %d, want 0", code)
 	}
 	s := statusByVolume(runSummary(t, out, "r"))
@@ -287,14 +287,14 @@ func TestRunBusyVolume(t *testing.T) {
 
 // A FIFO among the inputs is refused without being opened; the run ends.
 func TestRunRefusesFIFO(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 1, "nii.gz")
 	if err := syscall.Mkfifo(filepath.Join(in, "pipe.nii"), 0o644); err != nil {
 		t.Skip("mkfifo:", err)
 	}
 	out := t.TempDir()
 	done := make(chan int, 1)
-	go func() { done <- run(runArgs(model, in, "-o", out, "--run-id", "r")) }()
+	go func() { done <- run(runArgs(modelPath, in, "-o", out, "--run-id", "r")) }()
 	select {
 	case code := <-done:
 		if code != exitFailed {
@@ -313,9 +313,9 @@ func TestRunRefusesFIFO(t *testing.T) {
 }
 
 func TestRunEmptyInboxIsNothingToDo(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	out := filepath.Join(t.TempDir(), "out")
-	if code := run(runArgs(model, t.TempDir(), "-o", out)); code != 0 {
+	if code := run(runArgs(modelPath, t.TempDir(), "-o", out)); code != 0 {
 		t.Errorf("empty inbox: exit %d, want 0", code)
 	}
 	if _, err := os.Stat(filepath.Join(out, records.RunsDir)); err == nil {
@@ -326,14 +326,14 @@ func TestRunEmptyInboxIsNothingToDo(t *testing.T) {
 // A rerun that finds every mask up to date exits 0 and leaves no records: a scheduled tick
 // over a finished folder adds nothing.
 func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
-	if code := run(runArgs(model, in, "-o", out, "--run-id", "first")); code != 0 {
+	if code := run(runArgs(modelPath, in, "-o", out, "--run-id", "first")); code != 0 {
 		t.Fatalf("first run: exit %d", code)
 	}
 	vols, _ := os.ReadFile(filepath.Join(out, records.VolumesName))
-	if code := run(runArgs(model, in, "-o", out, "--run-id", "tick")); code != 0 {
+	if code := run(runArgs(modelPath, in, "-o", out, "--run-id", "tick")); code != 0 {
 		t.Fatalf("rerun: exit %d", code)
 	}
 	if _, err := os.Stat(records.RunDir(out, "tick")); err == nil {
@@ -344,7 +344,7 @@ func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
 	}
 	// Asked for explicitly, the records are kept.
 	sum := filepath.Join(t.TempDir(), "s.csv")
-	if code := run(runArgs(model, in, "-o", out, "--summary", sum)); code != 0 {
+	if code := run(runArgs(modelPath, in, "-o", out, "--summary", sum)); code != 0 {
 		t.Fatalf("rerun with --summary: exit %d", code)
 	}
 	if rows, err := timing.ReadSummaries(sum); err != nil || countStatus(rows, timing.StatusSkipped) != 2 {
@@ -354,7 +354,7 @@ func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
 
 // Shards split a folder: together they do every volume once, and their rows say which shard.
 func TestRunShards(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 6, "nii.gz")
 	out := t.TempDir()
 	done := map[string]string{}
@@ -363,7 +363,7 @@ func TestRunShards(t *testing.T) {
 		t.Setenv("SLURM_ARRAY_TASK_ID", strconv.Itoa(10+i))
 		t.Setenv("SLURM_ARRAY_TASK_MIN", "10")
 		t.Setenv("SLURM_ARRAY_TASK_COUNT", "3")
-		if code := run(runArgs(model, in, "-o", out, "--shard", "auto", "--run-id", id)); code != 0 {
+		if code := run(runArgs(modelPath, in, "-o", out, "--shard", "auto", "--run-id", id)); code != 0 {
 			t.Fatalf("shard %d: exit %d", i, code)
 		}
 		if _, err := os.Stat(records.RunDir(out, id)); err != nil {
@@ -382,7 +382,7 @@ func TestRunShards(t *testing.T) {
 	if len(done) != 6 {
 		t.Errorf("%d of 6 volumes done by the shards", len(done))
 	}
-	if code := run(runArgs(model, in, "-o", out, "--shard", "3/3")); code != exitUsage {
+	if code := run(runArgs(modelPath, in, "-o", out, "--shard", "3/3")); code != exitUsage {
 		t.Errorf("--shard 3/3: exit %d, want %d", code, exitUsage)
 	}
 }
@@ -391,12 +391,12 @@ func TestRunShards(t *testing.T) {
 // every stderr line is JSON, the last one (why the command failed) too.
 func TestRunLogsWithoutATerminal(t *testing.T) {
 	bin := testBinary(t)
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	dir := t.TempDir()
 	genRun(t, "--out", dir, "--dims", "96x96x48", "--count", "3", "--seed", "6")
 	in := filepath.Join(dir, "volumes")
 	os.WriteFile(filepath.Join(in, "broken.nii"), []byte("not a volume"), 0o644)
-	cmd := testexec.Cmd(t, bin, "run", "--engine", "cpu", "--workers", "1", "--model", model, "--log-format", "json",
+	cmd := testexec.Cmd(t, bin, "run", "--engine", "cpu", "--workers", "1", "--model", modelPath, "--log-format", "json",
 		"--progress-interval", "100ms", in, "-o", t.TempDir())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -428,7 +428,7 @@ func TestRunLogsWithoutATerminal(t *testing.T) {
 
 // Bad mask names, unwritable trace and output paths are usage errors found before any work.
 func TestRunChecksBeforeWork(t *testing.T) {
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 1, "nii.gz")
 	file := filepath.Join(t.TempDir(), "a-file")
 	os.WriteFile(file, nil, 0o644)
@@ -442,21 +442,21 @@ func TestRunChecksBeforeWork(t *testing.T) {
 	}
 	for name, extra := range cases {
 		out := t.TempDir()
-		if code := run(runArgs(model, append([]string{in, "-o", out}, extra...)...)); code != exitUsage {
+		if code := run(runArgs(modelPath, append([]string{in, "-o", out}, extra...)...)); code != exitUsage {
 			t.Errorf("%s: exit %d, want %d", name, code, exitUsage)
 		}
 		if m, _ := filepath.Glob(filepath.Join(out, "*.nii*")); len(m) > 0 {
 			t.Errorf("%s: work was done: %v", name, m)
 		}
 	}
-	if code := run(runArgs(model, in, "-o", filepath.Join(file, "out"))); code != exitUsage {
+	if code := run(runArgs(modelPath, in, "-o", filepath.Join(file, "out"))); code != exitUsage {
 		t.Errorf("output under a file: exit %d, want %d", code, exitUsage)
 	}
 	// A read-only output folder, where this test may mount one.
 	ro := t.TempDir()
 	if err := syscall.Mount("tmpfs", ro, "tmpfs", syscall.MS_RDONLY, "size=1m"); err == nil {
 		defer syscall.Unmount(ro, 0)
-		if code := run(runArgs(model, in, "-o", ro)); code != exitUsage {
+		if code := run(runArgs(modelPath, in, "-o", ro)); code != exitUsage {
 			t.Errorf("read-only output folder: exit %d, want %d", code, exitUsage)
 		}
 	} else {
@@ -468,7 +468,7 @@ func TestRunChecksBeforeWork(t *testing.T) {
 // consistent, fails alone, quickly, in little memory.
 func TestRunGzipBombFailsAlone(t *testing.T) {
 	bin := testBinary(t)
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	plain := filepath.Join(t.TempDir(), "v.nii")
 	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Int16, BitPix: 16,
@@ -482,7 +482,7 @@ func TestRunGzipBombFailsAlone(t *testing.T) {
 	out := t.TempDir()
 	// One reader: the volume gets both cores, so the parallel inflate takes it.
 	assertFailsAlone(t, out, "r", "bomb", "more than",
-		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", model, "--readers", "1", "--run-id", "r", in, "-o", out))
+		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--readers", "1", "--run-id", "r", in, "-o", out))
 }
 
 // assertFailsAlone runs cmd (a run with id over the two phantoms of smallVolumes and a hostile
@@ -511,7 +511,7 @@ func assertFailsAlone(t *testing.T, out, id, bad, errFrag string, cmd *exec.Cmd)
 // A file system too small for the estimated masks gets a warning before the work.
 func TestRunWarnsWhenTheDiskLooksFull(t *testing.T) {
 	bin := testBinary(t)
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	dir := t.TempDir()
 	genRun(t, "--out", dir, "--dims", "64x64x48", "--count", "2", "--seed", "1")
 	small := t.TempDir()
@@ -519,7 +519,7 @@ func TestRunWarnsWhenTheDiskLooksFull(t *testing.T) {
 		t.Skip("cannot mount a small tmpfs here:", err)
 	}
 	defer syscall.Unmount(small, 0)
-	cmd := testexec.Cmd(t, bin, "run", "--log-format", "json", "--engine", "cpu", "--model", model, filepath.Join(dir, "volumes"), "-o", small)
+	cmd := testexec.Cmd(t, bin, "run", "--log-format", "json", "--engine", "cpu", "--model", modelPath, filepath.Join(dir, "volumes"), "-o", small)
 	b, _ := cmd.CombinedOutput()
 	if !strings.Contains(string(b), "may be too full") {
 		t.Errorf("no disk-space warning:\n%s", b)
@@ -534,7 +534,7 @@ func TestRunWarnsWhenTheDiskLooksFull(t *testing.T) {
 // before anything is allocated; the process stays small.
 func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
 	bin := testBinary(t)
-	model, _ := testModel(t)
+	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	// sparse writes a 1x1x1 volume, then declares n^3 in its header (NIfTI-1 dim[1..3] at byte
 	// 42) and extends the file with a hole to the size that declares.
@@ -562,7 +562,7 @@ func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
 	sparse("huge.nii", nifti.Int16, 16, 1024) // 2 GiB of int16 + 1 GiB of mask
 	out := t.TempDir()
 	assertFailsAlone(t, out, "r", "huge", "--max-memory",
-		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", model, "--max-memory", "1G", "--run-id", "r", in, "-o", out))
+		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--max-memory", "1G", "--run-id", "r", in, "-o", out))
 
 	// The default budget (half the memory) refuses a header that needs ~80 GiB.
 	total, err := usableMemory()
@@ -571,7 +571,7 @@ func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
 	}
 	os.Remove(filepath.Join(in, "huge.nii"))
 	sparse("huger.nii", nifti.Float32, 32, 2048) // 32 GiB of float32 + 8 GiB of mask...
-	cmd := testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", model, "--run-id", "r2", in, "-o", out)
+	cmd := testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--run-id", "r2", in, "-o", out)
 	if b, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
 		t.Fatalf("default budget: exit %v\n%s", err, b)
 	}

@@ -5,10 +5,9 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"voxpipe/engine/cuda"
 
 	"github.com/urfave/cli/v2"
-
-	"voxpipe/segment"
 )
 
 // version is set at link time (-ldflags "-X main.version=v1.2.3"); otherwise the module's
@@ -34,15 +33,15 @@ func init() {
 func printVersion(w io.Writer) {
 	fmt.Fprintf(w, "voxpipe %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	engines := "cpu"
-	if segment.CUDACompiled {
+	if cuda.Compiled {
 		engines += ", cuda"
 	}
 	fmt.Fprintf(w, "engines: %s\n", engines)
-	if !segment.CUDACompiled {
+	if !cuda.Compiled {
 		fmt.Fprintln(w, "gpu: not compiled in (build with -tags cuda)")
 		return
 	}
-	info, err := segment.CUDAInfo()
+	info, err := cuda.Info()
 	if err != nil {
 		fmt.Fprintf(w, "gpu: none usable: %v\n", err)
 		return

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"voxpipe/engine"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
@@ -18,7 +19,6 @@ import (
 	"voxpipe/io/dicom"
 	"voxpipe/jobs"
 	"voxpipe/pipeline"
-	"voxpipe/segment"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
@@ -90,7 +90,7 @@ func watchAction(c *cli.Context) error {
 	}
 	// The engine is opened once, before anything is announced as ready.
 	for _, e := range es.engines {
-		if o, ok := e.(segment.BackgroundOpener); ok {
+		if o, ok := e.(engine.BackgroundOpener); ok {
 			if err := o.Ready(); err != nil {
 				return fmt.Errorf("watch: %w", err)
 			}
@@ -204,7 +204,7 @@ func exitCodeFor(s os.Signal) int {
 	return exitSIGTERM
 }
 
-func engineNames(engines []segment.Engine) []string {
+func engineNames(engines []engine.Engine) []string {
 	names := make([]string, len(engines))
 	for i, e := range engines {
 		names[i] = e.Name()

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
 
-	"voxpipe/segment"
+	"voxpipe/model"
 )
 
 // Layout, in pixels; text is basicfont's 7x13 face.
@@ -30,7 +30,7 @@ var (
 )
 
 // draw lays out and paints the picture into p.
-func draw(p *Preview, v *view, side int, title string, labels []segment.Label, colours *[256]*color.RGBA,
+func draw(p *Preview, v *view, side int, title string, labels []model.Label, colours *[256]*color.RGBA,
 	mask []uint8, gray func(int) uint8) {
 	// Panel sizes: extent in mm, the longer side scaled to side.
 	var size [3]image.Point

@@ -31,7 +31,7 @@ import (
 	"voxpipe/geometry"
 	"voxpipe/internal/atomicfile"
 	"voxpipe/io/nifti"
-	"voxpipe/segment"
+	"voxpipe/model"
 )
 
 // Errors, compared with errors.Is.
@@ -158,7 +158,7 @@ var planes = [3]plane{
 // Render draws the preview of image (stored values, on g's grid; may be empty: a black
 // background) and mask (label values on the same grid), in the colours of labels; label 0 and
 // values that labels do not list are not drawn. NaN image voxels are drawn black.
-func Render[T int16 | float32](img []T, mask []uint8, g Geometry, labels []segment.Label, opts Options) (*Preview, error) {
+func Render[T int16 | float32](img []T, mask []uint8, g Geometry, labels []model.Label, opts Options) (*Preview, error) {
 	n := 1
 	for _, d := range g.Dims {
 		if d < 1 || d > math.MaxInt32 || n > math.MaxInt/d {

@@ -12,12 +12,12 @@ import (
 	"testing"
 
 	"voxpipe/io/nifti"
+	"voxpipe/model"
 	"voxpipe/phantom"
-	"voxpipe/segment"
 )
 
 // Pure colours, so a blended pixel shows its label: green keeps r == b < g, and so on.
-var testLabels = []segment.Label{
+var testLabels = []model.Label{
 	{Value: 0, Name: "background", Color: "#000000"},
 	{Value: 1, Name: "tissue", Color: "#00ff00"},
 	{Value: 2, Name: "fluid", Color: "#0000ff"},
@@ -316,7 +316,7 @@ func TestWritePNGAndErrors(t *testing.T) {
 	if _, err := Render(img[:5], mask, g, testLabels, Options{}); !errors.Is(err, ErrDims) {
 		t.Errorf("short image: %v, want ErrDims", err)
 	}
-	bad := []segment.Label{{Value: 1, Name: "x", Color: "red"}}
+	bad := []model.Label{{Value: 1, Name: "x", Color: "red"}}
 	if _, err := Render(img, mask, g, bad, Options{}); !errors.Is(err, ErrColor) {
 		t.Errorf("colour red: %v, want ErrColor", err)
 	}

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"voxpipe/internal/benchvol"
+	"voxpipe/model"
 	"voxpipe/phantom"
-	"voxpipe/segment"
 )
 
 // BenchmarkCompute computes the statistics of a phantom's truth mask and int16 image, 128x128x100
@@ -15,9 +15,9 @@ import (
 //	VOXPIPE_STATS_DIMS=512x512x1000 go test ./report/volstats -run '^$' -bench Compute -benchtime 3x
 func BenchmarkCompute(b *testing.B) {
 	ph, _ := benchvol.Phantom(b, "VOXPIPE_STATS_DIMS", "128x128x100")
-	labels := make([]segment.Label, len(phantom.ClassNames))
+	labels := make([]model.Label, len(phantom.ClassNames))
 	for i, n := range phantom.ClassNames {
-		labels[i] = segment.Label{Value: i, Name: n}
+		labels[i] = model.Label{Value: i, Name: n}
 	}
 	g := GridOf(ph.Header)
 	b.SetBytes(int64(len(ph.Truth)) * 3) // the mask and the int16 image

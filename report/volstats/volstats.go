@@ -33,7 +33,7 @@ import (
 	"sync/atomic"
 
 	"voxpipe/io/nifti"
-	"voxpipe/segment"
+	"voxpipe/model"
 )
 
 // Errors, compared with errors.Is.
@@ -114,7 +114,7 @@ type Options struct {
 
 // Compute returns the statistics of mask (one label value per voxel) for every label in labels,
 // with the intensities of image on the same grid; image may be empty (intensities NaN).
-func Compute[T int16 | float32](mask []uint8, image []T, g Grid, labels []segment.Label, opts Options) (*Volume, error) {
+func Compute[T int16 | float32](mask []uint8, image []T, g Grid, labels []model.Label, opts Options) (*Volume, error) {
 	nx, ny, nz := g.Dims[0], g.Dims[1], g.Dims[2]
 	if nx < 1 || ny < 1 || nz < 1 || nx > math.MaxInt32 || ny > math.MaxInt32 ||
 		nx > math.MaxInt/ny || nx*ny > math.MaxInt/nz {

@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"voxpipe/io/nifti"
-	"voxpipe/segment"
+	"voxpipe/model"
 )
 
-var fourLabels = []segment.Label{
+var fourLabels = []model.Label{
 	{Value: 0, Name: "background", Color: "#000000"},
 	{Value: 1, Name: "tissue", Color: "#c0c0c0"},
 	{Value: 2, Name: "fluid", Color: "#3070ff"},
@@ -23,7 +23,7 @@ var fourLabels = []segment.Label{
 
 // reference computes the statistics the obvious way: counts, boxes and two-pass moments voxel
 // by voxel, components by a breadth-first flood fill over the 26 neighbours of each voxel.
-func reference[T int16 | float32](t *testing.T, mask []uint8, image []T, g Grid, labels []segment.Label) []Stats {
+func reference[T int16 | float32](t *testing.T, mask []uint8, image []T, g Grid, labels []model.Label) []Stats {
 	t.Helper()
 	nx, ny, nz := g.Dims[0], g.Dims[1], g.Dims[2]
 	slope, inter := g.Slope, g.Inter
@@ -351,7 +351,7 @@ func TestErrors(t *testing.T) {
 	if _, err := Compute(mask, []int16(nil), Grid{Dims: [3]int{0, 2, 2}}, fourLabels, Options{}); !errors.Is(err, ErrDims) {
 		t.Errorf("zero dim: %v, want ErrDims", err)
 	}
-	dup := []segment.Label{{Value: 0, Name: "a"}, {Value: 0, Name: "b"}}
+	dup := []model.Label{{Value: 0, Name: "a"}, {Value: 0, Name: "b"}}
 	if _, err := Compute(mask, []int16(nil), g, dup, Options{}); !errors.Is(err, ErrLabels) {
 		t.Errorf("duplicate value: %v, want ErrLabels", err)
 	}

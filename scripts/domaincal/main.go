@@ -1,4 +1,4 @@
-// Command domaincal calibrates voxpipe's domain check (segment.CheckDomain); run through
+// Command domaincal calibrates voxpipe's domain check (model.CheckDomain); run through
 // scripts/domain-calibration.sh, which docs/model.md quotes:
 //
 //	domaincal foreign -o DIR [REAL.nii[.gz]...]
@@ -30,11 +30,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"voxpipe/engine"
+	"voxpipe/engine/cpu"
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
+	"voxpipe/model"
 	"voxpipe/phantom"
-	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
 )
 
@@ -395,7 +397,7 @@ func card(args []string) error {
 	if *in == "" || *train == "" || *out == "" {
 		return errors.New("card: -model, -train and -o are required")
 	}
-	m, err := segment.LoadModel(*in)
+	m, err := model.LoadModel(*in)
 	if err != nil {
 		return err
 	}
@@ -407,11 +409,11 @@ func card(args []string) error {
 		return fmt.Errorf("card: no volumes in %s/volumes", *train)
 	}
 	sort.Strings(files)
-	eng := segment.NewCPUEngine(m, 0)
+	eng := cpu.New(m, 0)
 	d := &m.Card.Domain
 	d.FOVMinMM, d.FOVMaxMM = []float64{math.Inf(1), math.Inf(1), math.Inf(1)}, []float64{0, 0, 0}
 	var hists [][]float64
-	var confs []segment.Confidence
+	var confs []model.Confidence
 	for _, f := range files {
 		h, data, err := nifti.ReadFloat32(f)
 		if err != nil {
@@ -427,14 +429,14 @@ func card(args []string) error {
 			fov := float64(n[a]) * mm[a] * h.MMPerUnit()
 			d.FOVMinMM[a], d.FOVMaxMM[a] = math.Min(d.FOVMinMM[a], fov), math.Max(d.FOVMaxMM[a], fov)
 		}
-		var st segment.Stats
+		var st model.Stats
 		st.AddFloat32(data)
 		mu, sigma := st.MeanStd(1, 0)
-		v := &segment.Volume{NX: n[0], NY: n[1], NZ: n[2], F32: data, Norm: segment.NormFor(mu, sigma, 1, 0)}
-		_, hist := segment.VolumeIntensity(v)
+		v := &model.Volume{NX: n[0], NY: n[1], NZ: n[2], F32: data, Norm: model.NormFor(mu, sigma, 1, 0)}
+		_, hist := model.VolumeIntensity(v)
 		hists = append(hists, hist)
-		var c segment.Confidence
-		if err := eng.Segment(context.Background(), v, make([]uint8, len(data)), segment.Options{Slab: 32, Confidence: &c}); err != nil {
+		var c model.Confidence
+		if err := eng.Segment(context.Background(), v, make([]uint8, len(data)), engine.Options{Slab: 32, Confidence: &c}); err != nil {
 			return err
 		}
 		confs = append(confs, c)
@@ -445,7 +447,7 @@ func card(args []string) error {
 	// envelope of the others (leave one out): the threshold is the largest such excess,
 	// widened.
 	envelope := func(skip int) []float64 {
-		env := make([]float64, segment.HistogramBins)
+		env := make([]float64, model.HistogramBins)
 		for j, h := range hists {
 			for i, v := range h {
 				if j != skip {
@@ -457,7 +459,7 @@ func card(args []string) error {
 	}
 	loo := 0.0
 	for j, h := range hists {
-		loo = math.Max(loo, segment.HistogramExcess(h, envelope(j)))
+		loo = math.Max(loo, model.HistogramExcess(h, envelope(j)))
 	}
 	env := envelope(-1)
 	for i := range env {
@@ -465,7 +467,7 @@ func card(args []string) error {
 	}
 	d.HistogramMax, d.HistogramMaxExcess = env, round(loo*(1+*widen), 1e-3)
 	fmt.Printf("training histogram excess over the others' envelope <= %.4f -> histogram_max_excess %v\n", loo, d.HistogramMaxExcess)
-	span := func(name string, f func(segment.Confidence) float64) (float64, float64) {
+	span := func(name string, f func(model.Confidence) float64) (float64, float64) {
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, c := range confs {
 			lo, hi = math.Min(lo, f(c)), math.Max(hi, f(c))
@@ -473,13 +475,13 @@ func card(args []string) error {
 		fmt.Printf("training %s [%.5g, %.5g]\n", name, lo, hi)
 		return lo, hi
 	}
-	k := &segment.ConfidenceDomain{}
-	mlo, mhi := span("mean margin", segment.Confidence.MeanMargin)
+	k := &model.ConfidenceDomain{}
+	mlo, mhi := span("mean margin", model.Confidence.MeanMargin)
 	k.MeanMarginMin, k.MeanMarginMax = round(math.Max(0, mlo-*widen*(mhi-mlo)), 1e-3), round(mhi+*widen*(mhi-mlo), 1e-3)
-	llo, lhi := span("low-margin fraction", segment.Confidence.LowFraction)
+	llo, lhi := span("low-margin fraction", model.Confidence.LowFraction)
 	k.LowMarginMax = round(math.Min(1, lhi+*widen*(lhi-llo)), 1e-5)
 	for l := range m.Classes {
-		flo, fhi := span(fmt.Sprintf("label %d fraction", l), func(c segment.Confidence) float64 { return c.LabelFraction(l) })
+		flo, fhi := span(fmt.Sprintf("label %d fraction", l), func(c model.Confidence) float64 { return c.LabelFraction(l) })
 		r := math.Pow(math.Max(1.5, fhi/flo), *widen)
 		if flo == 0 {
 			r = 1
@@ -538,21 +540,21 @@ func rates(args []string) error {
 	if err != nil {
 		return err
 	}
-	level := func(s timing.Summary) segment.DomainLevel { return segment.ParseVerdictLevel(s.Domain) }
+	level := func(s timing.Summary) model.DomainLevel { return model.ParseVerdictLevel(s.Domain) }
 	var ood, warn int
 	for _, s := range inRows {
 		switch level(s) {
-		case segment.DomainOutOfDomain:
+		case model.DomainOutOfDomain:
 			ood++
 			fmt.Printf("false alarm: %s: %s [%s]\n", s.Volume, s.Domain, s.DomainEvidence)
-		case segment.DomainWarn:
+		case model.DomainWarn:
 			warn++
 			fmt.Printf("in-domain warning: %s: %s [%s]\n", s.Volume, s.Domain, s.DomainEvidence)
 		}
 	}
 	caught := 0
 	for _, s := range fRows {
-		if level(s) == segment.DomainOutOfDomain {
+		if level(s) == model.DomainOutOfDomain {
 			caught++
 			fmt.Printf("caught: %s: %s [%s]\n", s.Volume, s.Domain, s.DomainEvidence)
 		} else {

@@ -9,15 +9,17 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"voxpipe/engine"
+	"voxpipe/engine/open"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voxpipe/fixtures"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
+	"voxpipe/model"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
-	"voxpipe/segment"
 	"voxpipe/telemetry/timing"
 )
 
@@ -42,11 +44,11 @@ func TestPipelineRunCUDA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := segment.ParseModel(fixtures.DefaultModel)
+	mdl, err := model.ParseModel(fixtures.DefaultModel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	engines, err := segment.OpenEngines(model, segment.KindCUDA, "0", 0, segment.CUDAOptions{Precision: segment.PrecisionFP16})
+	engines, err := open.Engines(mdl, open.KindCUDA, "0", 0, engine.CUDAOptions{Precision: engine.PrecisionFP16})
 	if err != nil {
 		t.Skipf("no CUDA engine: %v", err)
 	}
@@ -60,7 +62,7 @@ func TestPipelineRunCUDA(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	res, err := pipeline.Run(context.Background(), pipeline.Config{Jobs: found.Jobs, Engines: engines,
-		Classes: model.Classes, Descrip: "voxpipe test", Slab: 32, Readers: 2, Writers: 2, RunID: "metrics-cuda",
+		Classes: mdl.Classes, Descrip: "voxpipe test", Slab: 32, Readers: 2, Writers: 2, RunID: "metrics-cuda",
 		Summary: summary, Progress: m, Observer: multiObserver{m, &rows}})
 	summary.Close()
 	if err != nil || res.OK != 3 {

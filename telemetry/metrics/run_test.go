@@ -8,14 +8,16 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"voxpipe/engine"
+	"voxpipe/engine/cpu"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
+	"voxpipe/model"
 	"voxpipe/phantom"
 	"voxpipe/pipeline"
-	"voxpipe/segment"
 	"voxpipe/stage"
 	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
@@ -51,14 +53,14 @@ func TestPipelineRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model := segment.RandomModel(8, 4, 7)
-	eng := segment.NewCPUEngine(model, 2)
+	mdl := model.RandomModel(8, 4, 7)
+	eng := cpu.New(mdl, 2)
 	defer eng.Close()
 
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	res, err := pipeline.Run(context.Background(), pipeline.Config{Jobs: found.Jobs, Engines: []segment.Engine{eng},
-		Classes: model.Classes, Descrip: "voxpipe test", Slab: 4, Readers: 2, Writers: 1, RunID: "metrics-test",
+	res, err := pipeline.Run(context.Background(), pipeline.Config{Jobs: found.Jobs, Engines: []engine.Engine{eng},
+		Classes: mdl.Classes, Descrip: "voxpipe test", Slab: 4, Readers: 2, Writers: 1, RunID: "metrics-test",
 		Timings: timings, Summary: summary, Progress: progress.Multi(m), Observer: m})
 	timings.Close()
 	summary.Close()

@@ -2,7 +2,9 @@
 // by the pipeline that writes them and the report that reads them. Column names are stable.
 package timing
 
-import "voxpipe/stage"
+import (
+	"voxpipe/stage"
+)
 
 // Row is one line of timings.csv: one stage event.
 type Row struct {
@@ -46,14 +48,14 @@ type Summary struct {
 	// is WallMS - QueueMS.
 	QueueMS float64 `csv:"queue_ms"`
 	// Domain is the domain check's verdict: "ok", or its level ("warn", "out-of-domain") and
-	// ": " and the reasons joined by "; " (segment.CheckDomain, segment.Verdict.String).
+	// ": " and the reasons joined by "; " (model.CheckDomain, model.Verdict.String).
 	Domain string `csv:"domain"`
 	// Grid is how the volume met the model: its orientation, and "->" the model's when it was
 	// reoriented; the voxel size "->" the model's when it was resampled.
 	Grid string `csv:"grid"`
 	// DomainEvidence is what the domain check measured: field of view, intensity histogram
 	// distance, the model's confidence ("fov 240x240x192 mm; hist 0.031; margin 6.12; low 4.1 %;
-	// fg 23.5 %", segment.DomainInput.Evidence).
+	// fg 23.5 %", model.DomainInput.Evidence).
 	DomainEvidence string `csv:"domain_evidence"`
 }
 

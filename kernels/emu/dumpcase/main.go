@@ -13,10 +13,12 @@ import (
 	"flag"
 	"log"
 	"os"
+	"voxpipe/engine"
+	"voxpipe/engine/cpu"
 
 	"voxpipe/fixtures"
+	"voxpipe/model"
 	"voxpipe/phantom"
-	"voxpipe/segment"
 )
 
 func main() {
@@ -24,25 +26,25 @@ func main() {
 	ny := flag.Int("ny", 64, "phantom size in y")
 	nz := flag.Int("nz", 32, "phantom size in z")
 	seed := flag.Uint64("seed", 1, "phantom seed")
-	random := flag.Bool("random", false, "use segment.RandomModel(16, 4, 61) instead of the default model")
+	random := flag.Bool("random", false, "use model.RandomModel(16, 4, 61) instead of the default model")
 	out := flag.String("o", "/tmp/case.bin", "output file")
 	flag.Parse()
-	m, err := segment.ParseModel(fixtures.DefaultModel)
+	m, err := model.ParseModel(fixtures.DefaultModel)
 	if err != nil {
 		log.Fatalf("dumpcase: default model: %v", err)
 	}
 	if *random {
-		m = segment.RandomModel(16, 4, 61)
+		m = model.RandomModel(16, 4, 61)
 	}
 	ph, err := phantom.Generate(phantom.Params{NX: *nx, NY: *ny, NZ: *nz, Seed: *seed})
 	if err != nil {
 		log.Fatalf("dumpcase: %v", err)
 	}
-	var st segment.Stats
+	var st model.Stats
 	st.AddInt16(ph.Image)
-	vol := &segment.Volume{NX: *nx, NY: *ny, NZ: *nz, I16: ph.Image, Norm: st.Norm(ph.Header.SclSlope, ph.Header.SclInter)}
+	vol := &model.Volume{NX: *nx, NY: *ny, NZ: *nz, I16: ph.Image, Norm: st.Norm(ph.Header.SclSlope, ph.Header.SclInter)}
 	mask := make([]uint8, len(ph.Image))
-	if err := segment.NewCPUEngine(m, 0).Segment(context.Background(), vol, mask, segment.Options{Slab: 16}); err != nil {
+	if err := cpu.New(m, 0).Segment(context.Background(), vol, mask, engine.Options{Slab: 16}); err != nil {
 		log.Fatalf("dumpcase: CPU engine: %v", err)
 	}
 	f, err := os.Create(*out)

@@ -1,0 +1,6 @@
+//go:build cuda
+
+package cuda
+
+// Compiled reports whether this binary was built with the CUDA engine (-tags cuda).
+const Compiled = true
