@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"voxpipe/analysis/preview"
+	"voxpipe/analysis/volstats"
 	"voxpipe/internal/regular"
 	"voxpipe/model"
 	"voxpipe/report"
-	"voxpipe/report/preview"
-	"voxpipe/report/volstats"
 	"voxpipe/stage"
 	"voxpipe/store/records"
 )

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"voxpipe/analysis/volstats"
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"
-	"voxpipe/report/volstats"
 )
 
 // TestStatisticsAndPreview: --statistics writes per-volume JSON and CSV whose voxel counts are

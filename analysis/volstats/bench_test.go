@@ -12,7 +12,7 @@ import (
 // unless VOXPIPE_STATS_DIMS says otherwise (512x512x1000 needs ~1 GB and a minute to generate:
 // run it by hand), with GOMAXPROCS workers (-cpu sets it).
 //
-//	VOXPIPE_STATS_DIMS=512x512x1000 go test ./report/volstats -run '^$' -bench Compute -benchtime 3x
+//	VOXPIPE_STATS_DIMS=512x512x1000 go test ./analysis/volstats -run '^$' -bench Compute -benchtime 3x
 func BenchmarkCompute(b *testing.B) {
 	ph, _ := benchvol.Phantom(b, "VOXPIPE_STATS_DIMS", "128x128x100")
 	labels := make([]model.Label, len(phantom.ClassNames))

@@ -11,7 +11,7 @@ import (
 // 128x128x100 unless VOXPIPE_PREVIEW_DIMS says otherwise (512x512x1000 needs ~1 GB and a minute
 // to generate: run it by hand).
 //
-//	VOXPIPE_PREVIEW_DIMS=512x512x1000 go test ./report/preview -run '^$' -bench Render -benchtime 3x
+//	VOXPIPE_PREVIEW_DIMS=512x512x1000 go test ./analysis/preview -run '^$' -bench Render -benchtime 3x
 func BenchmarkRender(b *testing.B) {
 	ph, dims := benchvol.Phantom(b, "VOXPIPE_PREVIEW_DIMS", "128x128x100")
 	g := GeometryOf(ph.Header)
