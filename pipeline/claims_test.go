@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"voxpipe/analysis"
 	"voxpipe/engine"
 
 	"voxpipe/jobs"
@@ -67,12 +68,11 @@ func (s *summaries) Summary(r timing.Summary) { *s.rows = append(*s.rows, r) }
 func TestRunMakesMissingAnalysesOfUpToDateMasks(t *testing.T) {
 	t.Parallel()
 	b := newBatch(t, 2)
-	if first := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.OutDir = b.out }); first.res.OK != 2 {
+	if first := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Analyser = &analysis.Outputs{Dir: b.out} }); first.res.OK != 2 {
 		t.Fatalf("first run %+v", first.res)
 	}
 	analyses := func(c *Config) {
-		c.OutDir, c.Statistics, c.Preview = b.out, true, true
-		c.Labels = []model.Label{{Value: 0, Name: "background", Color: "#000000"}, {Value: 1, Name: "a", Color: "#ff0000"}, {Value: 2, Name: "b", Color: "#00ff00"}}
+		c.Analyser = &analysis.Outputs{Dir: b.out, Statistics: true, Preview: true, Labels: []model.Label{{Value: 0, Name: "background", Color: "#000000"}, {Value: 1, Name: "a", Color: "#ff0000"}, {Value: 2, Name: "b", Color: "#00ff00"}}}
 	}
 	again := runBatch(t, context.Background(), b, &signEngine{}, analyses)
 	if again.res.OK != 2 || again.res.Skipped != 0 {
@@ -84,9 +84,9 @@ func TestRunMakesMissingAnalysesOfUpToDateMasks(t *testing.T) {
 		}
 	}
 	for name := range b.good {
-		jsonPath, csvPath := statisticsPaths(b.out, name)
-		for _, p := range []string{jsonPath, csvPath, previewPath(b.out, name)} {
-			if !isFile(p) {
+		jsonPath, csvPath := analysis.StatisticsPaths(b.out, name)
+		for _, p := range []string{jsonPath, csvPath, analysis.PreviewPath(b.out, name)} {
+			if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 				t.Errorf("missing %s", p)
 			}
 		}

@@ -167,35 +167,11 @@ func (r *runner) removeStaleTemps(w *work) {
 	}
 }
 
-// missingAnalyses names the statistics or preview asked for that a volume's up-to-date mask
-// lacks ("statistics are", "preview is"), or is empty.
+// missingAnalyses names what the analyser is asked for that a volume's up-to-date mask lacks
+// (Analyser.Missing), or is empty.
 func (r *runner) missingAnalyses(job jobs.Job) string {
-	if r.cfg.OutDir == "" {
+	if r.cfg.Analyser == nil {
 		return ""
 	}
-	var missing []string
-	if r.cfg.Statistics {
-		jsonPath, csvPath := statisticsPaths(r.cfg.OutDir, job.Name)
-		if !isFile(jsonPath) || !isFile(csvPath) {
-			missing = append(missing, "statistics")
-		}
-	}
-	if r.cfg.Preview && !isFile(previewPath(r.cfg.OutDir, job.Name)) {
-		missing = append(missing, "preview")
-	}
-	switch len(missing) {
-	case 0:
-		return ""
-	case 1:
-		if missing[0] == "preview" {
-			return "preview is"
-		}
-		return "statistics are"
-	}
-	return "statistics and preview are"
-}
-
-func isFile(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode().IsRegular()
+	return r.cfg.Analyser.Missing(job.Name)
 }

@@ -76,17 +76,11 @@ type Config struct {
 	// StrictDomain fails volumes the domain check judges out of domain (prepare.go); warnings
 	// never fail a volume.
 	StrictDomain bool
-	// Statistics and Preview write, for each volume segmented, its per-label statistics
-	// (statistics/<volume>.json and .csv) and a preview PNG (previews/<volume>.png) beside its
-	// mask (analyse.go).
-	Statistics, Preview bool
-	// Labels name and colour the classes in statistics and previews (model.Model.Labels).
-	Labels []model.Label
-	// OutDir is the output folder the statistics and previews go under; empty: next to none,
-	// and nothing stale is removed (tests, benchmarks).
-	OutDir string
-	Host   string // summary.csv's host column
-	Shard  string // summary.csv's shard column
+	// Analyser, when set, makes each volume's statistics and preview, or removes stale ones,
+	// before its mask is committed (package analysis); nil: none (tests, benchmarks).
+	Analyser Analyser
+	Host     string // summary.csv's host column
+	Shard    string // summary.csv's shard column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that
 	// exits right after it: the exit reclaims them faster than freeing them one by one
 	// (page-locked ones especially, docs/perf.md). Anyone else leaks them.

@@ -128,7 +128,7 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 		err = r.concludeDomain(w)
 	}
 	r.dropModel(w)
-	if !r.cfg.analyses() { // else the writer, which analyses the volume, gives it back
+	if !r.cfg.analysesInput() { // else the writer, which analyses the volume, gives it back
 		r.putBack(r.inputs, w.in)
 		w.in = nil
 	}

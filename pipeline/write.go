@@ -115,7 +115,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		}
 		written = z1
 	}
-	if r.cfg.OutDir != "" {
+	if r.cfg.Analyser != nil {
 		if err := r.analyse(w, track); err != nil {
 			return err
 		}
@@ -175,4 +175,27 @@ func (w *work) claimLost() <-chan struct{} {
 		return nil
 	}
 	return w.claim.Lost()
+}
+
+// analyse is the analyse step, in the writer once the mask is whole and before the commit:
+// Config.Analyser makes the volume's statistics and preview (or removes stale ones) from the
+// final mask on the input's grid, with the input as read when it needs it (the engine worker
+// left it to the writer).
+func (r *writers) analyse(w *work, track string) error {
+	a := r.cfg.Analyser
+	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
+	mask := w.mask.bytes[:voxels]
+	if !a.NeedsInput() {
+		return a.Analyse(w.job.Name, w.hdr, nil, mask)
+	}
+	start := time.Now()
+	if w.plan.inPlace() { // the input as read, for the intensities and the picture
+		flipVolume(&w.vol, w.plan)
+	}
+	if err := a.Analyse(w.job.Name, w.hdr, &w.vol, mask); err != nil {
+		return err
+	}
+	r.span(w, span{stage: stage.Analyse, slab: -1, device: stage.Host, track: track,
+		start: start, end: time.Now(), voxels: int64(voxels)})
+	return nil
 }

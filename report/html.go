@@ -17,6 +17,7 @@ import (
 	"codeberg.org/go-fonts/liberation/liberationsansregular"
 	"gonum.org/v1/plot/vg"
 
+	"voxpipe/analysis"
 	"voxpipe/store/records"
 )
 
@@ -167,10 +168,7 @@ func (r *Report) WriteFiles(dir string) error {
 // Where a run's output folder keeps each volume's preview and statistics (written by run
 // --preview and --statistics): OUT/previews/<volume>.png and OUT/statistics/<volume>.json, with
 // <volume> summary.csv's volume column.
-const (
-	PreviewsDir   = "previews"
-	StatisticsDir = "statistics"
-)
+const ()
 
 // previewLink is a volume's preview in the page: links relative to the page's folder.
 type previewLink struct {
@@ -204,12 +202,12 @@ func (r *Report) previews(dir string) []previewLink {
 				outs = []string{out}
 			}
 			for _, out := range outs {
-				png := filepath.Join(out, PreviewsDir, filepath.FromSlash(v.Name)+".png")
+				png := filepath.Join(out, analysis.PreviewsDir, filepath.FromSlash(v.Name)+".png")
 				if !isFile(png) {
 					continue
 				}
 				l := previewLink{Label: b.Label, RunID: v.RunID, Volume: v.Name, PNG: relativeURL(dir, png)}
-				if js := filepath.Join(out, StatisticsDir, filepath.FromSlash(v.Name)+".json"); isFile(js) {
+				if js := filepath.Join(out, analysis.StatisticsDir, filepath.FromSlash(v.Name)+".json"); isFile(js) {
 					l.JSON = relativeURL(dir, js)
 				}
 				links = append(links, l)

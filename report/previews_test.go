@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"voxpipe/analysis"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
@@ -44,9 +45,9 @@ func TestPreviewsLinkedRelativeToTheReport(t *testing.T) {
 		}
 	}
 	for _, name := range names[:3] { // v4 has none
-		write(filepath.Join(out, PreviewsDir, filepath.FromSlash(name)+".png"), "png of "+name)
+		write(filepath.Join(out, analysis.PreviewsDir, filepath.FromSlash(name)+".png"), "png of "+name)
 	}
-	write(filepath.Join(out, StatisticsDir, "v1.json"), "{}")
+	write(filepath.Join(out, analysis.StatisticsDir, "v1.json"), "{}")
 
 	r := loadSample(t, []string{out}, []string{"testdata/B"}, Options{})
 	dir := filepath.Join(root, "reports", "today")

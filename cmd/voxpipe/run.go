@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"voxpipe/analysis"
 	"voxpipe/engine"
 
 	"github.com/urfave/cli/v2"
@@ -431,13 +432,11 @@ func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.R
 		Card:         es.model.Card,
 		Resample:     c.String("resample") == resampleAuto,
 		StrictDomain: c.Bool("strict-domain"),
-		Statistics:   c.Bool("statistics"),
-		Preview:      c.Bool("preview"),
-		Labels:       es.model.Labels(),
-		OutDir:       c.String("output"),
-		Host:         host,
-		RunID:        rec.ID,
-		Timings:      rec.Timings, Summary: rec.Summary, Log: log,
+		Analyser: &analysis.Outputs{Dir: c.String("output"), Statistics: c.Bool("statistics"), Preview: c.Bool("preview"),
+			Labels: es.model.Labels()},
+		Host:    host,
+		RunID:   rec.ID,
+		Timings: rec.Timings, Summary: rec.Summary, Log: log,
 	}
 	if es.metrics != nil {
 		cfg.Observer = es.metrics
@@ -455,8 +454,8 @@ func updateTables(out string, log *slog.Logger) {
 	if err := records.UpdateVolumes(out); err != nil {
 		log.Warn("volumes.csv", "err", err)
 	}
-	if err := pipeline.MergeStatistics(out); err != nil {
-		log.Warn(pipeline.StatisticsName, "err", err)
+	if err := analysis.MergeStatistics(out); err != nil {
+		log.Warn(analysis.StatisticsName, "err", err)
 	}
 }
 
