@@ -101,7 +101,18 @@ func (s Spread) String() string {
 // buffers it allocates as Run does (plain host memory: an engine's pinned allocator is not
 // used). It returns the wall time and the voxels read.
 func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Duration, int64, error) {
-	r := &runner{cfg: Config{Jobs: batch, Readers: nReaders, Slab: slab, Progress: nopProgress{}},
+	r := &runner{cfg: Config{
+		Input: Input{
+			Jobs: batch,
+		},
+		Workers: Workers{
+			Readers: nReaders,
+			Slab:    slab,
+		},
+		Telemetry: Telemetry{
+			Progress: nopProgress{},
+		},
+	},
 		t0: time.Now(), log: discardLogger}
 	bufs := make([]*hostBuffer, nReaders)
 	for i := range bufs {

@@ -60,7 +60,7 @@ func TestMemoryBudget(t *testing.T) {
 			done := make(chan runOutput, 1)
 			go func() {
 				done <- runBatch(t, context.Background(), b, eng, func(c *Config) {
-					c.MaxMemory, c.Readers, c.Writers, c.Slab = tc.budget, 3, 2, 2
+					c.Workers.MaxMemory, c.Workers.Readers, c.Workers.Writers, c.Workers.Slab = tc.budget, 3, 2, 2
 				})
 			}()
 			var out runOutput
@@ -92,7 +92,7 @@ func TestMemoryBudgetFailsTheLargeVolumeAlone(t *testing.T) {
 	writeVolume(t, filepath.Join(b.in, "huge.nii"), 200, 100, 40, 1) // 1.6 MB of int16
 	eng := &bytesEngine{signEngine: &signEngine{}}
 	budget := int64(1 << 20)
-	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.MaxMemory = budget })
+	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Workers.MaxMemory = budget })
 	if out.err != nil || out.res.OK != 3 {
 		t.Fatalf("%+v %v", out.res, out.err)
 	}
@@ -125,7 +125,7 @@ func mustHeader(t *testing.T, path string) *nifti.Header {
 func TestQueueTime(t *testing.T) {
 	b := newBatch(t, 4)
 	const delay = 20 * time.Millisecond // per slab: each volume takes >= 60 ms in the engine
-	out := runBatch(t, context.Background(), b, &signEngine{delay: delay}, func(c *Config) { c.Readers = 4 })
+	out := runBatch(t, context.Background(), b, &signEngine{delay: delay}, func(c *Config) { c.Workers.Readers = 4 })
 	if out.res.OK != 4 {
 		t.Fatalf("%+v", out.res)
 	}

@@ -38,8 +38,25 @@ func TestRunClaimsMasksInNewFolders(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rows []timing.Summary
-			res, err := Run(context.Background(), Config{Jobs: found.Jobs, Engines: []engine.Engine{&signEngine{}}, Classes: 3,
-				Slab: 4, Readers: 2, Writers: 1, RunID: "test", Claims: claims, Observer: &summaries{rows: &rows}})
+			res, err := Run(context.Background(), Config{
+				Engines: []engine.Engine{&signEngine{}},
+				Input: Input{
+					Jobs: found.Jobs,
+				},
+				Workers: Workers{
+					Slab:    4,
+					Readers: 2,
+					Writers: 1,
+				},
+				Output: Output{
+					Classes: 3,
+					Claims:  claims,
+				},
+				Telemetry: Telemetry{
+					RunID:    "test",
+					Observer: &summaries{rows: &rows},
+				},
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,11 +85,11 @@ func (s *summaries) Summary(r timing.Summary) { *s.rows = append(*s.rows, r) }
 func TestRunMakesMissingAnalysesOfUpToDateMasks(t *testing.T) {
 	t.Parallel()
 	b := newBatch(t, 2)
-	if first := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Analyser = &analysis.Outputs{Dir: b.out} }); first.res.OK != 2 {
+	if first := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Output.Analyser = &analysis.Outputs{Dir: b.out} }); first.res.OK != 2 {
 		t.Fatalf("first run %+v", first.res)
 	}
 	analyses := func(c *Config) {
-		c.Analyser = &analysis.Outputs{Dir: b.out, Statistics: true, Preview: true, Labels: []model.Label{{Value: 0, Name: "background", Color: "#000000"}, {Value: 1, Name: "a", Color: "#ff0000"}, {Value: 2, Name: "b", Color: "#00ff00"}}}
+		c.Output.Analyser = &analysis.Outputs{Dir: b.out, Statistics: true, Preview: true, Labels: []model.Label{{Value: 0, Name: "background", Color: "#000000"}, {Value: 1, Name: "a", Color: "#ff0000"}, {Value: 2, Name: "b", Color: "#00ff00"}}}
 	}
 	again := runBatch(t, context.Background(), b, &signEngine{}, analyses)
 	if again.res.OK != 2 || again.res.Skipped != 0 {

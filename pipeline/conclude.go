@@ -66,7 +66,7 @@ func (r *runner) fail(w *work, err error) {
 func (r *runner) finish(w *work) {
 	w.mu.Lock()
 	w.sum.FinishedAt = records.Stamp(time.Now())
-	w.sum.Host = r.cfg.Host
+	w.sum.Host = r.cfg.Telemetry.Host
 	sum := w.sum
 	w.mu.Unlock()
 	if sum.Status == timing.StatusOK {
@@ -98,10 +98,10 @@ func (r *runner) summarise(sum timing.Summary) {
 		r.result.Failed++
 	}
 	r.mu.Unlock()
-	if r.cfg.Summary != nil {
-		r.noteOutErr(r.cfg.Summary.Append(sum))
+	if r.cfg.Telemetry.Summary != nil {
+		r.noteOutErr(r.cfg.Telemetry.Summary.Append(sum))
 	}
-	if r.cfg.Observer != nil {
-		r.cfg.Observer.Summary(sum)
+	if r.cfg.Telemetry.Observer != nil {
+		r.cfg.Telemetry.Observer.Summary(sum)
 	}
 }

@@ -132,8 +132,25 @@ func runInputs(t *testing.T, inputs []string, out string, mutate func(*Config)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Jobs: found.Jobs, Engines: []engine.Engine{&signEngine{}}, Classes: 3, Descrip: "voxpipe test",
-		Slab: 4, Readers: 2, Writers: 1, RunID: "test", Summary: summary}
+	cfg := Config{
+		Engines: []engine.Engine{&signEngine{}},
+		Input: Input{
+			Jobs: found.Jobs,
+		},
+		Workers: Workers{
+			Slab:    4,
+			Readers: 2,
+			Writers: 1,
+		},
+		Output: Output{
+			Classes: 3,
+			Descrip: "voxpipe test",
+		},
+		Telemetry: Telemetry{
+			RunID:   "test",
+			Summary: summary,
+		},
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -208,7 +225,7 @@ func TestRunDICOMVolume(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "nii"), 0o755)
 	writeVolume(t, filepath.Join(dir, "nii", "vol.nii"), 5, 4, 4, 0)
 	for _, v := range []int{0, 3} {
-		res, rows := runInputs(t, []string{filepath.Join(dir, "in"), filepath.Join(dir, "nii")}, filepath.Join(dir, fmt.Sprint("out", v)), func(c *Config) { c.Volume = &v })
+		res, rows := runInputs(t, []string{filepath.Join(dir, "in"), filepath.Join(dir, "nii")}, filepath.Join(dir, fmt.Sprint("out", v)), func(c *Config) { c.Input.Volume = &v })
 		for name, r := range rows {
 			if v == 0 && r.Status != timing.StatusOK {
 				t.Errorf("--volume 0: %s %s %s", name, r.Status, r.Error)
@@ -256,7 +273,7 @@ func TestRunDICOMSampleTypes(t *testing.T) {
 			sample = 2
 		}
 		budget := voxels*sample + inputHeadroom + voxels
-		_, dcmRows := runInputs(t, []string{filepath.Join(dir, "dcm")}, filepath.Join(dir, "out-dcm"), func(c *Config) { c.MaxMemory, c.Readers = budget, 1 })
+		_, dcmRows := runInputs(t, []string{filepath.Join(dir, "dcm")}, filepath.Join(dir, "out-dcm"), func(c *Config) { c.Workers.MaxMemory, c.Workers.Readers = budget, 1 })
 		_, niiRows := runInputs(t, []string{filepath.Join(dir, "nii")}, filepath.Join(dir, "out-nii"), nil)
 		var dcmMask, niiMask []byte
 		for _, r := range dcmRows {

@@ -61,7 +61,7 @@ func TestRunDomainVerdicts(t *testing.T) {
 	eng := cpu.New(m, 0)
 	withModel := func(strict bool) func(*Config) {
 		return func(c *Config) {
-			c.Card, c.Classes, c.Resample, c.StrictDomain, c.Slab = m.Card, m.Classes, true, strict, 16
+			c.Prepare.Card, c.Output.Classes, c.Prepare.Resample, c.Prepare.StrictDomain, c.Workers.Slab = m.Card, m.Classes, true, strict, 16
 		}
 	}
 	out := runBatch(t, context.Background(), b, eng, withModel(false))
@@ -147,7 +147,7 @@ func TestRunStrictDomainAfterSegmentation(t *testing.T) {
 	}{{"sure", 8, true, true}, {"unsure strict", 2, true, false}, {"unsure", 2, false, true}} {
 		b := newBatch(t, 1)
 		out := runBatch(t, context.Background(), b, &confEngine{margin: c.margin}, func(cfg *Config) {
-			cfg.Card, cfg.StrictDomain = card, c.strict
+			cfg.Prepare.Card, cfg.Prepare.StrictDomain = card, c.strict
 		})
 		r := statusByVolume(out.summary)["vola"]
 		_, statErr := os.Stat(filepath.Join(b.out, "vola_mask.nii.gz"))
@@ -189,7 +189,7 @@ func TestRunDomainNamesTheVolumeSegmented(t *testing.T) {
 		t.Fatal(err)
 	}
 	volume := 2
-	out := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Volume = &volume })
+	out := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Input.Volume = &volume })
 	r := statusByVolume(out.summary)["fmri"]
 	if r.Status != "ok" || !strings.Contains(r.Domain, "4 dimensions: volume 2 of 3 is segmented") {
 		t.Errorf("fmri: %s (%s), domain %q; want ok, naming volume 2 of 3", r.Status, r.Error, r.Domain)

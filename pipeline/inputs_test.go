@@ -66,9 +66,25 @@ func TestRunWarnsAboutBadScaling(t *testing.T) {
 			}
 			var log syncBuffer
 			var rows []timing.Summary
-			res, err := Run(context.Background(), Config{Jobs: found.Jobs, Engines: []engine.Engine{&signEngine{}}, Classes: 3,
-				Slab: 4, Readers: 1, Writers: 1, RunID: "test", Log: slog.New(slog.NewTextHandler(&log, nil)),
-				Observer: &summaries{rows: &rows}})
+			res, err := Run(context.Background(), Config{
+				Engines: []engine.Engine{&signEngine{}},
+				Input: Input{
+					Jobs: found.Jobs,
+				},
+				Workers: Workers{
+					Slab:    4,
+					Readers: 1,
+					Writers: 1,
+				},
+				Output: Output{
+					Classes: 3,
+				},
+				Telemetry: Telemetry{
+					RunID:    "test",
+					Log:      slog.New(slog.NewTextHandler(&log, nil)),
+					Observer: &summaries{rows: &rows},
+				},
+			})
 			if err != nil || res.OK != 1 {
 				t.Fatalf("%+v %v\n%s", res, err, log.String())
 			}
@@ -115,8 +131,23 @@ func TestDiscoverRefusesAFIFOImage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Jobs: found.Jobs, Engines: []engine.Engine{&signEngine{}}, Classes: 3,
-		Slab: 4, Readers: 2, Writers: 1, RunID: "test"})
+	res, err := Run(ctx, Config{
+		Engines: []engine.Engine{&signEngine{}},
+		Input: Input{
+			Jobs: found.Jobs,
+		},
+		Workers: Workers{
+			Slab:    4,
+			Readers: 2,
+			Writers: 1,
+		},
+		Output: Output{
+			Classes: 3,
+		},
+		Telemetry: Telemetry{
+			RunID: "test",
+		},
+	})
 	if err != nil || res.OK != 1 || res.Failed != 1 {
 		t.Fatalf("%+v %v", res, err)
 	}

@@ -32,7 +32,7 @@ func serialMask(t *testing.T, path, input string, mask []uint8, cfg Config) []by
 		t.Fatal(err)
 	}
 	// The provenance the pipeline records: the run's, with the input's fingerprint.
-	rec := cfg.Provenance
+	rec := cfg.Output.Provenance
 	rec.Generator = provenance.Generator
 	var files []string
 	if rec.Input, files, err = provenance.Stat(input); err != nil {
@@ -44,9 +44,9 @@ func serialMask(t *testing.T, path, input string, mask []uint8, cfg Config) []by
 	if rec.Grid, err = geometry.Axcodes(hdr.Affine()); err != nil || rec.Grid != geometry.Canonical {
 		t.Fatalf("test volume in orientation %q (%v): the serial reference segments it as stored", rec.Grid, err)
 	}
-	mh := nifti.MaskHeader(hdr, uint8(cfg.Classes-1), cfg.Descrip)
+	mh := nifti.MaskHeader(hdr, uint8(cfg.Output.Classes-1), cfg.Output.Descrip)
 	mh.Extensions = []nifti.Extension{rec.Extension()}
-	if err := nifti.Write(path, mh, mask, cfg.Write); err != nil {
+	if err := nifti.Write(path, mh, mask, cfg.Output.Write); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -101,7 +101,7 @@ func TestOverlappedMasksMatchSerialReference(t *testing.T) {
 					t.Fatal(err)
 				}
 				batch := found.Jobs
-				c.Jobs, c.Engines, c.Slab, c.Writers, c.Write = batch, engines, tc.slab, tc.writers, tc.write
+				c.Input.Jobs, c.Engines, c.Workers.Slab, c.Workers.Writers, c.Output.Write = batch, engines, tc.slab, tc.writers, tc.write
 				cfg = *c
 			})
 			if out.err != nil || out.res != (Result{OK: 4, Failed: 3}) {
@@ -143,7 +143,7 @@ func rowsOf(rows []timing.Row, volume string, stage stage.Stage) []timing.Row {
 func TestWriteOverlapsSegmentation(t *testing.T) {
 	b := newBatch(t, 1)
 	const slab, slabs, delay = 2, 6, 15 * time.Millisecond // vola is 9x7x11: 6 slabs of 2
-	out := runBatch(t, context.Background(), b, &signEngine{delay: delay}, func(c *Config) { c.Slab = slab })
+	out := runBatch(t, context.Background(), b, &signEngine{delay: delay}, func(c *Config) { c.Workers.Slab = slab })
 	if out.err != nil || out.res.OK != 1 {
 		t.Fatalf("%+v %v", out.res, out.err)
 	}
@@ -235,7 +235,7 @@ func testEngineFails(t *testing.T, failAt int) {
 		case <-time.After(10 * time.Second):
 		}
 	}}}
-	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Observer = written })
+	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Telemetry.Observer = written })
 	if out.err != nil || out.res != (Result{OK: 2, Failed: 4}) {
 		t.Fatalf("%+v %v, want 2 ok and 4 failed (3 bad inputs, volb)", out.res, out.err)
 	}
@@ -279,10 +279,10 @@ func TestWriteFailureStopsEngine(t *testing.T) {
 	eng := allocatingEngine{&signEngine{delay: delay}}
 	start := time.Now()
 	out := runBatch(t, context.Background(), b, eng, func(c *Config) {
-		c.Slab = 1
-		for i := range c.Jobs {
-			if c.Jobs[i].Name == "vola" {
-				c.Jobs[i].Output = filepath.Join(blocker, "vola_mask.nii.gz") // its folder is a file
+		c.Workers.Slab = 1
+		for i := range c.Input.Jobs {
+			if c.Input.Jobs[i].Name == "vola" {
+				c.Input.Jobs[i].Output = filepath.Join(blocker, "vola_mask.nii.gz") // its folder is a file
 			}
 		}
 	})
@@ -317,7 +317,7 @@ func TestCancelWhileStreaming(t *testing.T) {
 			cancel()
 		}
 	}
-	out := runBatch(t, ctx, b, eng, func(c *Config) { c.Slab = 2; c.Readers = 1 })
+	out := runBatch(t, ctx, b, eng, func(c *Config) { c.Workers.Slab = 2; c.Workers.Readers = 1 })
 	if !errors.Is(out.err, context.Canceled) {
 		t.Fatalf("run error %v, want context.Canceled", out.err)
 	}
@@ -370,8 +370,8 @@ func TestBusyWriterSeveralEngines(t *testing.T) {
 	go func() {
 		done <- runBatch(t, context.Background(), b, engines[0], func(c *Config) {
 			c.Engines = engines
-			c.Readers, c.Writers, c.Slab = 3, 1, 5
-			c.Write = nifti.WriteOptions{Level: 9, Workers: 1}
+			c.Workers.Readers, c.Workers.Writers, c.Workers.Slab = 3, 1, 5
+			c.Output.Write = nifti.WriteOptions{Level: 9, Workers: 1}
 		})
 	}()
 	var out runOutput

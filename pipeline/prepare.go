@@ -92,7 +92,7 @@ func mmString(s [3]float64) string { return fmt.Sprintf("%.3gx%.3gx%.3g", s[0], 
 // planFor works out the model's view of a volume from its header alone: the producer makes
 // it (work.plan), for the rerun check, the memory budget and the prepare step.
 func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
-	card := r.cfg.Card
+	card := r.cfg.Prepare.Card
 	dims := [3]int{h.NX(), h.NY(), h.NZ()}
 	p := &gridPlan{to: geometry.Canonical, oriented: h.QformCode > 0 || h.SformCode > 0}
 	if card != nil {
@@ -113,7 +113,7 @@ func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
 	}
 	p.inMM = p.ro.Spacing(mm)
 	p.seenMM = p.inMM
-	if r.cfg.Resample && card != nil && geometry.NeedsResample(p.inMM, card.SpacingMM) {
+	if r.cfg.Prepare.Resample && card != nil && geometry.NeedsResample(p.inMM, card.SpacingMM) {
 		if p.rs, err = geometry.NewResample(p.ro.OutDims(), p.inMM, card.SpacingMM); err != nil {
 			return nil, err
 		}
@@ -160,8 +160,8 @@ func (r *readers) prepare(w *work, track string) error {
 		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil, ModelDims: p.modelDims(),
 		Orientation: p.oriented, Constant: w.flat, Warnings: w.dom.Warnings,
 	}
-	if r.cfg.Volume != nil {
-		in.Volume = int64(*r.cfg.Volume)
+	if r.cfg.Input.Volume != nil {
+		in.Volume = int64(*r.cfg.Input.Volume)
 	}
 	dims := p.ro.OutDims()
 	for a := range 3 {
@@ -169,9 +169,9 @@ func (r *readers) prepare(w *work, track string) error {
 	}
 	in.Quantiles, in.Histogram = model.VolumeIntensity(&w.vol)
 	w.dom.in = in
-	verdict := model.CheckDomain(r.cfg.Card, in)
-	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Card)
-	if r.cfg.StrictDomain && verdict.Level() == model.DomainOutOfDomain {
+	verdict := model.CheckDomain(r.cfg.Prepare.Card, in)
+	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Prepare.Card)
+	if r.cfg.Prepare.StrictDomain && verdict.Level() == model.DomainOutOfDomain {
 		return fmt.Errorf("%s: %w: %s", w.job.Input, ErrOutOfDomain, w.sum.Domain)
 	}
 	switch {
@@ -193,16 +193,16 @@ func (r *engines) concludeDomain(w *work) error {
 	in := w.dom.in
 	conf := w.dom.conf
 	in.Confidence = &conf
-	verdict := model.CheckDomain(r.cfg.Card, in)
+	verdict := model.CheckDomain(r.cfg.Prepare.Card, in)
 	w.mu.Lock()
-	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Card)
+	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Prepare.Card)
 	domain, evidence := w.sum.Domain, w.sum.DomainEvidence
 	w.mu.Unlock()
 	if verdict.OK() {
 		return nil
 	}
 	r.log.Warn("domain check", "volume", w.job.Name, "verdict", string(verdict.Level()), "domain", domain, "evidence", evidence)
-	if r.cfg.StrictDomain && verdict.Level() == model.DomainOutOfDomain {
+	if r.cfg.Prepare.StrictDomain && verdict.Level() == model.DomainOutOfDomain {
 		return fmt.Errorf("%w: %s", ErrOutOfDomain, domain)
 	}
 	return nil

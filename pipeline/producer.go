@@ -48,15 +48,15 @@ func (r *runner) nextJob(ctx context.Context) func() (jobs.Job, bool) {
 		if ctx.Err() != nil {
 			return jobs.Job{}, false
 		}
-		if r.cfg.Source == nil {
-			if i >= len(r.cfg.Jobs) {
+		if r.cfg.Input.Source == nil {
+			if i >= len(r.cfg.Input.Jobs) {
 				return jobs.Job{}, false
 			}
 			i++
-			return r.cfg.Jobs[i-1], true
+			return r.cfg.Input.Jobs[i-1], true
 		}
 		select {
-		case job, ok := <-r.cfg.Source:
+		case job, ok := <-r.cfg.Input.Source:
 			return job, ok
 		case <-ctx.Done():
 			return jobs.Job{}, false
@@ -70,24 +70,24 @@ func (r *runner) nextJob(ctx context.Context) func() (jobs.Job, bool) {
 // it as work to do, claimed, with the reason.
 func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 	w := &work{job: job}
-	w.sum = timing.Summary{RunID: r.cfg.RunID, Volume: job.Name, Output: job.ShownOutput(), Shard: r.cfg.Shard}
+	w.sum = timing.Summary{RunID: r.cfg.Telemetry.RunID, Volume: job.Name, Output: job.ShownOutput(), Shard: r.cfg.Telemetry.Shard}
 	if job.Err != nil {
 		r.fail(w, job.Err)
 		return nil
 	}
-	if r.cfg.Claims != nil {
+	if r.cfg.Output.Claims != nil {
 		// The claim lives beside the mask: its folder (a sub-folder of -r, or of a --mask-name
 		// template) must exist first.
 		if err := os.MkdirAll(filepath.Dir(job.Output), 0o755); err != nil {
 			r.fail(w, fmt.Errorf("create the mask's folder: %w", err))
 			return nil
 		}
-		c, err := r.cfg.Claims.Acquire(job.Output)
+		c, err := r.cfg.Output.Claims.Acquire(job.Output)
 		var busy *claim.BusyError
 		if errors.As(err, &busy) {
-			if r.cfg.OnBusy != nil {
+			if r.cfg.Output.OnBusy != nil {
 				r.log.Info("busy: deferred", "volume", job.Name, "reason", busy.Error())
-				r.cfg.OnBusy(job)
+				r.cfg.Output.OnBusy(job)
 				return nil
 			}
 			r.conclude(w, timing.StatusBusy, busy.Error())
@@ -108,18 +108,18 @@ func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 		r.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
 		return nil
 	}
-	w.input.Volume = r.cfg.Volume
+	w.input.Volume = r.cfg.Input.Volume
 	if w.hdr, err = job.Header(); err != nil {
 		r.fail(w, err)
 		return nil
 	}
 	dims := [3]int{w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()}
-	opt := provenance.Options{VerifyHash: r.cfg.VerifyInputs}
+	opt := provenance.Options{VerifyHash: r.cfg.Output.VerifyInputs}
 	w.plan, w.planErr = r.planFor(w.hdr) // a plan that cannot be made fails the volume in prepare
 	if w.planErr == nil {
 		opt.Grid, opt.AsStored = w.plan.String(), w.plan.identity()
 	}
-	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Provenance.Model, opt)
+	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Output.Provenance.Model, opt)
 	if verdict == provenance.UpToDate {
 		if missing := r.missingAnalyses(job); missing != "" {
 			// Asked for now, absent: the volume is done again to make them (the same mask).
@@ -127,10 +127,10 @@ func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 		}
 	}
 	switch {
-	case verdict == provenance.UpToDate && !r.cfg.Overwrite:
+	case verdict == provenance.UpToDate && !r.cfg.Output.Overwrite:
 		r.conclude(w, timing.StatusSkipped, why)
 		return nil
-	case verdict == provenance.Conflict && (!r.cfg.Overwrite || !replaceable(job.Output)):
+	case verdict == provenance.Conflict && (!r.cfg.Output.Overwrite || !replaceable(job.Output)):
 		r.conclude(w, timing.StatusConflict, why)
 		return nil
 	case verdict != provenance.Redo:
@@ -170,8 +170,8 @@ func (r *runner) removeStaleTemps(w *work) {
 // missingAnalyses names what the analyser is asked for that a volume's up-to-date mask lacks
 // (Analyser.Missing), or is empty.
 func (r *runner) missingAnalyses(job jobs.Job) string {
-	if r.cfg.Analyser == nil {
+	if r.cfg.Output.Analyser == nil {
 		return ""
 	}
-	return r.cfg.Analyser.Missing(job.Name)
+	return r.cfg.Output.Analyser.Missing(job.Name)
 }

@@ -48,4 +48,6 @@ type Analyser interface {
 }
 
 // analysesInput reports whether the writers need the input (Analyser.NeedsInput).
-func (c *Config) analysesInput() bool { return c.Analyser != nil && c.Analyser.NeedsInput() }
+func (c *Config) analysesInput() bool {
+	return c.Output.Analyser != nil && c.Output.Analyser.NeedsInput()
+}

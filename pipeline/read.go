@@ -28,7 +28,7 @@ type readers struct {
 // startReaders starts the readers on g; they close next's queue once all have returned.
 func startReaders(ctx context.Context, g *errgroup.Group, r *runner, next *engines) *readers {
 	s := &readers{runner: r, in: make(queue)}
-	startWorkers(g, r.cfg.Readers, next.close, func(i int) error { return s.work(ctx, i, next) })
+	startWorkers(g, r.cfg.Workers.Readers, next.close, func(i int) error { return s.work(ctx, i, next) })
 	return s
 }
 
@@ -101,8 +101,8 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 	t := time.Now()
 	threads := r.cfg.readThreads()
 	opts := []nifti.OpenOption{nifti.WithInflateThreads(threads), nifti.WithContext(ctx)}
-	if r.cfg.Volume != nil {
-		opts = append(opts, nifti.WithVolume(*r.cfg.Volume))
+	if r.cfg.Input.Volume != nil {
+		opts = append(opts, nifti.WithVolume(*r.cfg.Input.Volume))
 	}
 	rd, err := nifti.Open(w.job.Input, append(opts, nifti.WithInflateInto(r.inflateInto(w)))...)
 	if err != nil {
@@ -216,7 +216,7 @@ func (r *readers) readSequential(ctx context.Context, rd *nifti.Reader, w *work,
 		if err := ctx.Err(); err != nil {
 			return stats, context.Cause(ctx)
 		}
-		want := min(r.cfg.Slab, nz-z)
+		want := min(r.cfg.Workers.Slab, nz-z)
 		var n int
 		if asInt16 {
 			n, err = rd.ReadSlicesInt16(w.vol.I16[z*plane:], want)
@@ -281,7 +281,7 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 	piece := max(1, readPiece/(plane*sampleSize))
 	task := piece
 	if !asInt16 {
-		task = r.cfg.Slab
+		task = r.cfg.Workers.Slab
 	}
 	tasks := (nz + task - 1) / task
 	parts := make([]model.Stats, tasks)

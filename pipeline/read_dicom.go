@@ -28,7 +28,7 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	if s.Err != nil {
 		return s.Err
 	}
-	if v := r.cfg.Volume; v != nil && *v != 0 {
+	if v := r.cfg.Input.Volume; v != nil && *v != 0 {
 		return fmt.Errorf("read %s: %w: volume %d requested, DICOM series %s is one volume", w.job.Input, nifti.ErrMultiVolume, *v, s.ID())
 	}
 	nx, ny, nz := s.Columns, s.Rows, len(s.Slices)
@@ -70,8 +70,8 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	if w.vol.I16 != nil {
 		stats.AddInt16(w.vol.I16)
 	} else {
-		for z := 0; z < nz; z += r.cfg.Slab { // as readSequential sums float32: slab by slab
-			stats.AddFloat32(w.vol.F32[z*nx*ny : min(z+r.cfg.Slab, nz)*nx*ny])
+		for z := 0; z < nz; z += r.cfg.Workers.Slab { // as readSequential sums float32: slab by slab
+			stats.AddFloat32(w.vol.F32[z*nx*ny : min(z+r.cfg.Workers.Slab, nz)*nx*ny])
 		}
 	}
 	r.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),

@@ -23,7 +23,16 @@ import (
 
 // testRunner is a read stage for calling it directly.
 func testRunner(slab, threads int) *readers {
-	r := &runner{cfg: Config{Slab: slab, ReadThreads: threads, Readers: 1, Progress: nopProgress{}},
+	r := &runner{cfg: Config{
+		Workers: Workers{
+			Slab:        slab,
+			ReadThreads: threads,
+			Readers:     1,
+		},
+		Telemetry: Telemetry{
+			Progress: nopProgress{},
+		},
+	},
 		t0: time.Now(), log: discardLogger}
 	return &readers{runner: r}
 }
@@ -179,7 +188,7 @@ func readStats(t *testing.T, r *readers, path string, parallel bool) readResult 
 // rows for a .nii.gz.
 func TestParallelReadRows(t *testing.T) {
 	b := newBatch(t, 2) // vola.nii.gz, volb.nii
-	out := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.ReadThreads = 3 })
+	out := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Workers.ReadThreads = 3 })
 	if out.res.OK != 2 {
 		t.Fatalf("%+v", out.res)
 	}
@@ -229,13 +238,42 @@ func TestReadThreadsRule(t *testing.T) {
 		cfg  Config
 		want int
 	}{
-		{Config{Readers: 2, Jobs: make([]jobs.Job, 10)}, max(1, procs/2)},
-		{Config{Readers: 2, Jobs: make([]jobs.Job, 1)}, procs},
-		{Config{Readers: 4 * procs, Jobs: make([]jobs.Job, 100)}, 1},
-		{Config{Readers: 2, ReadThreads: 5, Jobs: make([]jobs.Job, 10)}, 5},
+		{Config{
+			Input: Input{
+				Jobs: make([]jobs.Job, 10),
+			},
+			Workers: Workers{
+				Readers: 2,
+			},
+		}, max(1, procs/2)},
+		{Config{
+			Input: Input{
+				Jobs: make([]jobs.Job, 1),
+			},
+			Workers: Workers{
+				Readers: 2,
+			},
+		}, procs},
+		{Config{
+			Input: Input{
+				Jobs: make([]jobs.Job, 100),
+			},
+			Workers: Workers{
+				Readers: 4 * procs,
+			},
+		}, 1},
+		{Config{
+			Input: Input{
+				Jobs: make([]jobs.Job, 10),
+			},
+			Workers: Workers{
+				Readers:     2,
+				ReadThreads: 5,
+			},
+		}, 5},
 	} {
 		if got := c.cfg.readThreads(); got != c.want {
-			t.Errorf("%d readers, %d jobs, ReadThreads %d: %d threads, want %d", c.cfg.Readers, len(c.cfg.Jobs), c.cfg.ReadThreads, got, c.want)
+			t.Errorf("%d readers, %d jobs, ReadThreads %d: %d threads, want %d", c.cfg.Workers.Readers, len(c.cfg.Input.Jobs), c.cfg.Workers.ReadThreads, got, c.want)
 		}
 	}
 }
@@ -293,7 +331,7 @@ func TestReadInflatesLargeGzip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r.cfg.Timings = f
+				r.cfg.Telemetry.Timings = f
 				buf := &hostBuffer{headroom: inputHeadroom}
 				if i == 2 {
 					buf = &hostBuffer{}

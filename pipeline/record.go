@@ -54,15 +54,15 @@ func (r *runner) record(w *work, s timing.Span) {
 }
 
 func (r *runner) emit(w *work, s timing.Span) {
-	s.RunID, s.Volume = r.cfg.RunID, w.job.Name
-	if r.cfg.Timings != nil {
-		r.noteOutErr(r.cfg.Timings.Append(s.Row))
+	s.RunID, s.Volume = r.cfg.Telemetry.RunID, w.job.Name
+	if r.cfg.Telemetry.Timings != nil {
+		r.noteOutErr(r.cfg.Telemetry.Timings.Append(s.Row))
 	}
-	if r.cfg.Trace != nil {
-		r.cfg.Trace.Add(s)
+	if r.cfg.Telemetry.Trace != nil {
+		r.cfg.Telemetry.Trace.Add(s)
 	}
-	if r.cfg.Observer != nil {
-		r.cfg.Observer.Row(s.Row)
+	if r.cfg.Telemetry.Observer != nil {
+		r.cfg.Telemetry.Observer.Row(s.Row)
 	}
 }
 
@@ -83,7 +83,7 @@ func (r *runner) noteOutErr(err error) {
 	}
 }
 
-func (r *runner) progress() Progress { return r.cfg.Progress }
+func (r *runner) progress() Progress { return r.cfg.Telemetry.Progress }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

@@ -26,14 +26,43 @@ import (
 
 // Config describes one batch run.
 type Config struct {
+	Input   Input
+	Engines []engine.Engine // one worker per engine, all pulling from one queue
+	Prepare Prepare
+	Workers Workers
+	Output  Output
+	// FailFast stops the batch at the first failed volume.
+	FailFast  bool
+	Telemetry Telemetry
+}
+
+// Input is what a run segments.
+type Input struct {
 	Jobs []jobs.Job
 	// Source, when set, hands the jobs in instead of Jobs, for as long as it stays open (the
 	// watch service): Run returns once it is closed and its jobs are done.
-	Source  <-chan jobs.Job
-	Engines []engine.Engine // one worker per engine, all pulling from one queue
-	Classes int             // labels written are 0..Classes-1
-	Descrip string          // descrip field of the written masks ("voxpipe <model>")
+	Source <-chan jobs.Job
+	// Volume, when set, is the volume (0-based) of 4D inputs to segment; nil: 4D inputs fail
+	// (nifti.ErrMultiVolume).
+	Volume *int
+}
 
+// Prepare is how volumes are brought to the model before segmentation (prepare.go).
+type Prepare struct {
+	// Card is the model's card (nil: the model has none): the orientation and spacing volumes
+	// are brought to, and the domain they are checked against.
+	Card *model.Card
+	// Resample lets volumes whose voxel size differs from the card's by more than
+	// geometry.SpacingTolerance be resampled to it (--resample auto); false: they are only
+	// reoriented.
+	Resample bool
+	// StrictDomain fails volumes the domain check judges out of domain; warnings never fail
+	// a volume.
+	StrictDomain bool
+}
+
+// Workers sizes the stages and bounds their host memory.
+type Workers struct {
 	Slab    int // z-slices per slab for reading and segmenting
 	Readers int // volumes read in parallel
 	// ReadThreads is how many goroutines read one volume: an uncompressed one by position (see
@@ -42,57 +71,52 @@ type Config struct {
 	// Config.readThreads. With one thread, gzipped volumes stream in order.
 	ReadThreads int
 	Writers     int // masks written in parallel
-	Write       nifti.WriteOptions
-	// Overwrite redoes every volume, up-to-date masks and files voxpipe did not write
-	// included (default: skip up-to-date masks, report the others as conflicts).
-	Overwrite bool
-	FailFast  bool // stop the batch at the first failed volume
-	// Claims, when set, makes the run claim each volume before working on it, so that several
-	// processes can share the output folder; volumes claimed by live processes are recorded
-	// busy. nil: no claims (tests, benchmarks).
-	Claims *claim.Manager
-	// Provenance is recorded in every mask, its Input filled in per volume; its Model decides
-	// whether an existing mask is up to date. Generator is set by Run.
-	Provenance provenance.Record
-	// Volume, when set, is the volume (0-based) of 4D inputs to segment; nil: 4D inputs fail
-	// (nifti.ErrMultiVolume).
-	Volume *int
-	// VerifyInputs makes the rerun check re-hash each input whose size and mtime match.
-	VerifyInputs bool
 	// MaxMemory bounds the bytes of host buffers (input and mask pools, inflate scratch)
 	// allocated at once; a volume that needs more than that alone fails before anything is
 	// allocated for it. 0: no bound.
 	MaxMemory int64
-	// OnBusy, when set, takes the jobs claimed by live processes instead of a busy row (the
-	// watch service hands them out again later).
-	OnBusy func(jobs.Job)
-	// Card is the model's card (nil: the model has none): the orientation and spacing volumes
-	// are brought to, and the domain they are checked against (prepare.go).
-	Card *model.Card
-	// Resample lets volumes whose voxel size differs from the card's by more than
-	// geometry.SpacingTolerance be resampled to it (--resample auto); false: they are only
-	// reoriented.
-	Resample bool
-	// StrictDomain fails volumes the domain check judges out of domain (prepare.go); warnings
-	// never fail a volume.
-	StrictDomain bool
-	// Analyser, when set, makes each volume's statistics and preview, or removes stale ones,
-	// before its mask is committed (package analysis); nil: none (tests, benchmarks).
-	Analyser Analyser
-	Host     string // summary.csv's host column
-	Shard    string // summary.csv's shard column
 	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that
 	// exits right after it: the exit reclaims them faster than freeing them one by one
 	// (page-locked ones especially, docs/perf.md). Anyone else leaks them.
 	LeaveBuffers bool
+}
 
+// Output is what a run writes beside each mask, and when it skips or claims one.
+type Output struct {
+	Classes int    // labels written are 0..Classes-1
+	Descrip string // descrip field of the written masks ("voxpipe <model>")
+	Write   nifti.WriteOptions
+	// Overwrite redoes every volume, up-to-date masks and files voxpipe did not write
+	// included (default: skip up-to-date masks, report the others as conflicts).
+	Overwrite bool
+	// VerifyInputs makes the rerun check re-hash each input whose size and mtime match.
+	VerifyInputs bool
+	// Claims, when set, makes the run claim each volume before working on it, so that several
+	// processes can share the output folder; volumes claimed by live processes are recorded
+	// busy. nil: no claims (tests, benchmarks).
+	Claims *claim.Manager
+	// OnBusy, when set, takes the jobs claimed by live processes instead of a busy row (the
+	// watch service hands them out again later).
+	OnBusy func(jobs.Job)
+	// Provenance is recorded in every mask, its Input filled in per volume; its Model decides
+	// whether an existing mask is up to date. Generator is set by Run.
+	Provenance provenance.Record
+	// Analyser, when set, makes each volume's statistics and preview, or removes stale ones,
+	// before its mask is committed (package analysis); nil: none (tests, benchmarks).
+	Analyser Analyser
+}
+
+// Telemetry is where a run reports: its records, its log and its observers, each may be nil.
+type Telemetry struct {
 	RunID    string
-	Timings  *timing.CSVFile[timing.Row]     // may be nil
-	Summary  *timing.CSVFile[timing.Summary] // may be nil
-	Trace    *timing.Trace                   // may be nil
-	Log      *slog.Logger                    // may be nil
-	Progress Progress                        // may be nil
-	Observer Observer                        // may be nil
+	Host     string // summary.csv's host column
+	Shard    string // summary.csv's shard column
+	Timings  *timing.CSVFile[timing.Row]
+	Summary  *timing.CSVFile[timing.Summary]
+	Trace    *timing.Trace
+	Log      *slog.Logger
+	Progress Progress
+	Observer Observer
 }
 
 // Result counts the outcome of a run.
@@ -114,13 +138,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	r := &runner{cfg: cfg, t0: time.Now(), log: cfg.Log, budget: newBudget(cfg.MaxMemory)}
-	r.cfg.Provenance.Generator = provenance.Generator
+	r := &runner{cfg: cfg, t0: time.Now(), log: cfg.Telemetry.Log, budget: newBudget(cfg.Workers.MaxMemory)}
+	r.cfg.Output.Provenance.Generator = provenance.Generator
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	if r.cfg.Progress == nil {
-		r.cfg.Progress = nopProgress{}
+	if r.cfg.Telemetry.Progress == nil {
+		r.cfg.Telemetry.Progress = nopProgress{}
 	}
 	alloc := defaultAllocator
 	if a, ok := cfg.Engines[0].(engine.HostAllocator); ok {
@@ -137,9 +161,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// at most one mask. With these pools full, nothing more is ever allocated.
 	// A batch of fewer volumes than that never uses more than one buffer per volume.
 	batch := max(1, cfg.jobCount())
-	r.inputs = NewPool(newBuffers(min(cfg.Readers+len(cfg.Engines), batch), inputHeadroom)...)
-	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Writers, batch), 0)...)
-	if !cfg.LeaveBuffers {
+	r.inputs = NewPool(newBuffers(min(cfg.Workers.Readers+len(cfg.Engines), batch), inputHeadroom)...)
+	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Workers.Writers, batch), 0)...)
+	if !cfg.Workers.LeaveBuffers {
 		defer r.freeBuffers()
 	}
 
@@ -150,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	switch cause := context.Cause(runCtx); {
 	case errors.Is(cause, ErrStoppedEarly):
 		// The failure that stopped the batch is in the summary; the run itself went as asked.
-		r.log.Warn("fail-fast: batch stopped after a failed volume", "unprocessed", len(cfg.Jobs)-res.Done())
+		r.log.Warn("fail-fast: batch stopped after a failed volume", "unprocessed", len(cfg.Input.Jobs)-res.Done())
 		err = nil
 	case cause != nil:
 		err = cause
@@ -162,32 +186,32 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // busy at once: max(1, GOMAXPROCS / min(Readers, len(Jobs))). One volume alone gets every
 // core; a batch read by 2 readers on 16 cores, 8 goroutines each.
 func (c *Config) readThreads() int {
-	if c.ReadThreads > 0 {
-		return c.ReadThreads
+	if c.Workers.ReadThreads > 0 {
+		return c.Workers.ReadThreads
 	}
-	return max(1, runtime.GOMAXPROCS(0)/max(1, min(c.Readers, c.jobCount())))
+	return max(1, runtime.GOMAXPROCS(0)/max(1, min(c.Workers.Readers, c.jobCount())))
 }
 
 // jobCount is the number of jobs, or for a Source as many as can be in flight at once.
 func (c *Config) jobCount() int {
-	if c.Source != nil {
-		return c.Readers + len(c.Engines) + c.Writers
+	if c.Input.Source != nil {
+		return c.Workers.Readers + len(c.Engines) + c.Workers.Writers
 	}
-	return len(c.Jobs)
+	return len(c.Input.Jobs)
 }
 
 func (c *Config) validate() error {
 	switch {
 	case len(c.Engines) == 0:
 		return errors.New("pipeline: no engine")
-	case c.Slab < 1:
-		return fmt.Errorf("pipeline: slab must be at least 1, got %d", c.Slab)
-	case c.Readers < 1 || c.Writers < 1:
-		return fmt.Errorf("pipeline: need at least one reader and one writer (got %d, %d)", c.Readers, c.Writers)
-	case c.ReadThreads < 0:
-		return fmt.Errorf("pipeline: read threads must be 0 (automatic) or more, got %d", c.ReadThreads)
-	case c.Classes < 1 || c.Classes > 256:
-		return fmt.Errorf("pipeline: %d classes do not fit uint8 labels", c.Classes)
+	case c.Workers.Slab < 1:
+		return fmt.Errorf("pipeline: slab must be at least 1, got %d", c.Workers.Slab)
+	case c.Workers.Readers < 1 || c.Workers.Writers < 1:
+		return fmt.Errorf("pipeline: need at least one reader and one writer (got %d, %d)", c.Workers.Readers, c.Workers.Writers)
+	case c.Workers.ReadThreads < 0:
+		return fmt.Errorf("pipeline: read threads must be 0 (automatic) or more, got %d", c.Workers.ReadThreads)
+	case c.Output.Classes < 1 || c.Output.Classes > 256:
+		return fmt.Errorf("pipeline: %d classes do not fit uint8 labels", c.Output.Classes)
 	}
 	return nil
 }
@@ -226,8 +250,8 @@ func (r *runner) freeBuffers() {
 }
 
 func (r *runner) run(ctx context.Context) (Result, error) {
-	r.cfg.Progress.Start(len(r.cfg.Jobs))
-	defer r.cfg.Progress.Close()
+	r.cfg.Telemetry.Progress.Start(len(r.cfg.Input.Jobs))
+	defer r.cfg.Telemetry.Progress.Close()
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -257,10 +281,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 // which sizes the buffer again.
 func (r *runner) prewarmMask(ctx context.Context) {
 	// Jobs refused at discovery (a FIFO) must not be opened.
-	if r.cfg.Source != nil || len(r.cfg.Jobs) == 0 || r.cfg.Jobs[0].Err != nil {
+	if r.cfg.Input.Source != nil || len(r.cfg.Input.Jobs) == 0 || r.cfg.Input.Jobs[0].Err != nil {
 		return
 	}
-	hdr, err := nifti.ReadHeader(r.cfg.Jobs[0].Input)
+	hdr, err := nifti.ReadHeader(r.cfg.Input.Jobs[0].Input)
 	if err != nil {
 		return
 	}

@@ -127,9 +127,27 @@ func BenchmarkRunOneVolume(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		res, err := Run(context.Background(), Config{Jobs: batch, Engines: []engine.Engine{eng}, Classes: 4,
-			Slab: slab, Readers: 1, Writers: 1, Write: nifti.DefaultWriteOptions(), Overwrite: true, RunID: "bench",
-			Summary: summary, Timings: timings})
+		res, err := Run(context.Background(), Config{
+			Engines: []engine.Engine{eng},
+			Input: Input{
+				Jobs: batch,
+			},
+			Workers: Workers{
+				Slab:    slab,
+				Readers: 1,
+				Writers: 1,
+			},
+			Output: Output{
+				Classes:   4,
+				Write:     nifti.DefaultWriteOptions(),
+				Overwrite: true,
+			},
+			Telemetry: Telemetry{
+				RunID:   "bench",
+				Summary: summary,
+				Timings: timings,
+			},
+		})
 		summary.Close()
 		if timings != nil {
 			timings.Close()

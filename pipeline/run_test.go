@@ -231,8 +231,26 @@ func runBatch(t *testing.T, ctx context.Context, b *batch, eng engine.Engine, mu
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Jobs: batch, Engines: []engine.Engine{eng}, Classes: 3, Descrip: "voxpipe test",
-		Slab: 4, Readers: 2, Writers: 1, RunID: "test", Timings: timings, Summary: summary}
+	cfg := Config{
+		Engines: []engine.Engine{eng},
+		Input: Input{
+			Jobs: batch,
+		},
+		Workers: Workers{
+			Slab:    4,
+			Readers: 2,
+			Writers: 1,
+		},
+		Output: Output{
+			Classes: 3,
+			Descrip: "voxpipe test",
+		},
+		Telemetry: Telemetry{
+			RunID:   "test",
+			Timings: timings,
+			Summary: summary,
+		},
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -332,7 +350,7 @@ func TestRunSkipsDoneVolumesUnlessOverwrite(t *testing.T) {
 	if again.res != (Result{Skipped: 2, Failed: 3}) {
 		t.Fatalf("second run %+v, want the 2 done volumes skipped", again.res)
 	}
-	over := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Overwrite = true })
+	over := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Output.Overwrite = true })
 	if over.res.OK != 2 || over.res.Skipped != 0 {
 		t.Fatalf("overwrite run %+v", over.res)
 	}
@@ -342,7 +360,7 @@ func TestRunFailFastStops(t *testing.T) {
 	b := newBatch(t, 6)
 	out := runBatch(t, context.Background(), b, &signEngine{delay: 5 * time.Millisecond}, func(c *Config) {
 		c.FailFast = true
-		c.Readers = 1
+		c.Workers.Readers = 1
 	})
 	if out.err != nil {
 		t.Fatalf("fail-fast is not a run error: %v", out.err)
@@ -359,8 +377,8 @@ func TestRunCancelLeavesNoPartialOutputs(t *testing.T) {
 	eng := &signEngine{delay: 20 * time.Millisecond}
 	var once sync.Once
 	out := runBatch(t, ctx, b, eng, func(c *Config) {
-		c.Log = nil
-		c.Progress = progressFunc(func() { once.Do(func() { time.AfterFunc(30*time.Millisecond, cancel) }) })
+		c.Telemetry.Log = nil
+		c.Telemetry.Progress = progressFunc(func() { once.Do(func() { time.AfterFunc(30*time.Millisecond, cancel) }) })
 	})
 	if out.err == nil {
 		t.Fatal("a cancelled run returned no error")
@@ -390,7 +408,7 @@ func (f progressFunc) Close()                             {}
 func TestRunBuffersAreBounded(t *testing.T) {
 	b := newBatch(t, 8)
 	eng := allocatingEngine{&signEngine{}}
-	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Readers = 2; c.Writers = 1 })
+	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Workers.Readers = 2; c.Workers.Writers = 1 })
 	if out.res.OK != 8 {
 		t.Fatalf("%+v", out.res)
 	}
@@ -405,7 +423,7 @@ func TestRunBuffersAreBounded(t *testing.T) {
 	}
 	// LeaveBuffers: Run returns with its buffers still allocated (the process's exit frees them).
 	left := allocatingEngine{&signEngine{}}
-	out = runBatch(t, context.Background(), newBatch(t, 3), left, func(c *Config) { c.LeaveBuffers = true })
+	out = runBatch(t, context.Background(), newBatch(t, 3), left, func(c *Config) { c.Workers.LeaveBuffers = true })
 	if out.res.OK != 3 {
 		t.Fatalf("%+v", out.res)
 	}
@@ -496,8 +514,8 @@ func TestRunSeveralEnginesShareTheQueue(t *testing.T) {
 	}
 	out := runBatch(t, context.Background(), b, engines[0], func(c *Config) {
 		c.Engines = engines
-		c.Readers = 3
-		c.Slab = 2
+		c.Workers.Readers = 3
+		c.Workers.Slab = 2
 	})
 	if out.err != nil || out.res.OK != 8 {
 		t.Fatalf("%+v %v", out.res, out.err)
@@ -559,7 +577,7 @@ func TestRunAllocatesTheFirstMaskWhileReading(t *testing.T) {
 	const nx, ny, nz = 20, 16, 12
 	b.good["only"] = writeVolume(t, filepath.Join(b.in, "only.nii"), nx, ny, nz, 3)
 	eng := &gatedAllocEngine{signEngine: &signEngine{}, maskBytes: nx * ny * nz, maskAsked: make(chan struct{})}
-	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Readers = 4; c.Writers = 2 })
+	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Workers.Readers = 4; c.Workers.Writers = 2 })
 	if out.res.OK != 1 {
 		t.Fatalf("%+v %v", out.res, out.err)
 	}

@@ -90,7 +90,7 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 	}
 	plane := int64(vol.NX) * int64(vol.NY)
 	err = eng.Segment(segCtx, vol, out, engine.Options{
-		Slab:       r.cfg.Slab,
+		Slab:       r.cfg.Workers.Slab,
 		OnSlabDone: onSlab,
 		Confidence: &w.dom.conf,
 		OnEvent: func(ev engine.Event) {

@@ -30,7 +30,7 @@ func startWriters(ctx context.Context, g *errgroup.Group, r *runner) *writers {
 	// every queued volume holds a mask buffer, so the queue never holds more than the mask
 	// pool, its capacity (see volume.go).
 	s := &writers{runner: r, in: make(queue, r.masks.Cap())}
-	startWorkers(g, r.cfg.Writers, nil, func(i int) error { return s.work(ctx, i) })
+	startWorkers(g, r.cfg.Workers.Writers, nil, func(i int) error { return s.work(ctx, i) })
 	return s
 }
 
@@ -96,7 +96,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
-		z1 := min(ready, written+r.cfg.Slab)
+		z1 := min(ready, written+r.cfg.Workers.Slab)
 		start := time.Now()
 		if out == nil {
 			if out, err = r.createMask(ctx, w); err != nil {
@@ -108,14 +108,14 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		}
 		err = out.WriteSlices(mask[written*plane : z1*plane])
 		n := int64((z1 - written) * plane)
-		r.span(w, span{stage: stage.Write, slab: written / r.cfg.Slab, device: stage.Host, track: track,
+		r.span(w, span{stage: stage.Write, slab: written / r.cfg.Workers.Slab, device: stage.Host, track: track,
 			start: start, end: time.Now(), bytes: n, voxels: n})
 		if err != nil {
 			return err
 		}
 		written = z1
 	}
-	if r.cfg.Analyser != nil {
+	if r.cfg.Output.Analyser != nil {
 		if err := r.analyse(w, track); err != nil {
 			return err
 		}
@@ -157,16 +157,16 @@ func (r *writers) createMask(ctx context.Context, w *work) (*nifti.Writer, error
 	if now, _, err := w.job.Stat(); err != nil || !now.SameFiles(w.input) {
 		return nil, fmt.Errorf("read %s: %w", w.job.Input, ErrInputChanged)
 	}
-	rec := r.cfg.Provenance
+	rec := r.cfg.Output.Provenance
 	rec.Input = w.input
 	rec.Input.XXH3 = h.sum
 	rec.Grid = w.plan.String()
 	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
 		return nil, fmt.Errorf("write %s: %w", w.job.Output, err)
 	}
-	hdr := nifti.MaskHeader(w.hdr, uint8(r.cfg.Classes-1), r.cfg.Descrip)
+	hdr := nifti.MaskHeader(w.hdr, uint8(r.cfg.Output.Classes-1), r.cfg.Output.Descrip)
 	hdr.Extensions = []nifti.Extension{rec.Extension()}
-	return nifti.Create(w.job.Output, hdr, r.cfg.Write)
+	return nifti.Create(w.job.Output, hdr, r.cfg.Output.Write)
 }
 
 // claimLost is closed when the volume's claim was taken over (never, without claims).
@@ -182,7 +182,7 @@ func (w *work) claimLost() <-chan struct{} {
 // final mask on the input's grid, with the input as read when it needs it (the engine worker
 // left it to the writer).
 func (r *writers) analyse(w *work, track string) error {
-	a := r.cfg.Analyser
+	a := r.cfg.Output.Analyser
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
 	mask := w.mask.bytes[:voxels]
 	if !a.NeedsInput() {

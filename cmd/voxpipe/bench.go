@@ -251,9 +251,28 @@ func benchFiles(ctx context.Context, eng engine.Engine, mdl *model.Model, hdr *n
 			return "", err
 		}
 		t = time.Now()
-		res, err := pipeline.Run(ctx, pipeline.Config{Jobs: batch, Engines: []engine.Engine{eng}, Classes: mdl.Classes,
-			Descrip: "voxpipe bench", Slab: slab, Readers: 1, Writers: 1, Write: nifti.DefaultWriteOptions(),
-			Overwrite: true, RunID: fmt.Sprintf("bench-e2e-%d", i), Timings: timings, Summary: summary})
+		res, err := pipeline.Run(ctx, pipeline.Config{
+			Engines: []engine.Engine{eng},
+			Input: pipeline.Input{
+				Jobs: batch,
+			},
+			Workers: pipeline.Workers{
+				Slab:    slab,
+				Readers: 1,
+				Writers: 1,
+			},
+			Output: pipeline.Output{
+				Classes:   mdl.Classes,
+				Descrip:   "voxpipe bench",
+				Write:     nifti.DefaultWriteOptions(),
+				Overwrite: true,
+			},
+			Telemetry: pipeline.Telemetry{
+				RunID:   fmt.Sprintf("bench-e2e-%d", i),
+				Timings: timings,
+				Summary: summary,
+			},
+		})
 		e2e = append(e2e, time.Since(t))
 		if cerr := errors.Join(timings.Close(), summary.Close()); cerr != nil && err == nil {
 			err = cerr

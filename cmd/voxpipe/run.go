@@ -174,14 +174,14 @@ func runAction(c *cli.Context) error {
 		reporter = p
 	}
 	cfg := workConfig(c, es, claims, rec, log)
-	cfg.Jobs, cfg.Shard, cfg.Progress = batch, shard.String(), es.withMetrics(reporter)
-	cfg.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
-	cfg.MaxMemory = maxMemory
+	cfg.Input.Jobs, cfg.Telemetry.Shard, cfg.Telemetry.Progress = batch, shard.String(), es.withMetrics(reporter)
+	cfg.Output.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
+	cfg.Workers.MaxMemory = maxMemory
 
 	if c.String("trace") != "" {
-		cfg.Trace = &timing.Trace{}
+		cfg.Telemetry.Trace = &timing.Trace{}
 	}
-	log.Info("run", "run_id", cfg.RunID, "volumes", len(batch), "shard", cfg.Shard, "engines", engineNames(es.engines), "model", es.modelName,
+	log.Info("run", "run_id", cfg.Telemetry.RunID, "volumes", len(batch), "shard", cfg.Telemetry.Shard, "engines", engineNames(es.engines), "model", es.modelName,
 		"output", outDir, "records", rec.Dir, "max_memory_bytes", maxMemory)
 
 	// A signal stops the run; if it has not stopped within signalGrace, what it holds is
@@ -190,12 +190,12 @@ func runAction(c *cli.Context) error {
 	defer sig.stop()
 	res, runErr := pipeline.Run(ctx, cfg)
 	logOut.set(os.Stderr)
-	noteKernels(es.engines, log, cfg.Trace)
-	if cfg.Trace != nil {
-		if err := cfg.Trace.WriteFile(c.String("trace")); err != nil {
+	noteKernels(es.engines, log, cfg.Telemetry.Trace)
+	if cfg.Telemetry.Trace != nil {
+		if err := cfg.Telemetry.Trace.WriteFile(c.String("trace")); err != nil {
 			log.Error("trace", "err", err)
 		}
-		for dev, o := range cfg.Trace.CopyOverlap() {
+		for dev, o := range cfg.Telemetry.Trace.CopyOverlap() {
 			log.Info("copies under kernels", "device", dev, "copy_ms", o.Copy, "hidden_pct", 100*o.Fraction())
 		}
 	}
@@ -421,29 +421,42 @@ func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.R
 	}
 	host, _ := os.Hostname()
 	cfg := pipeline.Config{
-		Engines: engines, Classes: es.model.Classes,
-		Descrip: fmt.Sprintf("%s model %s", versionString(), es.modelName),
-		Slab:    c.Int("slab"), Readers: c.Int("readers"), Writers: c.Int("writers"),
-		Write:        nifti.WriteOptions{Level: c.Int("compression")},
-		LeaveBuffers: true, // the process exits after the run: its exit frees them sooner
-		Claims:       claims,
-		Provenance:   provenance.Record{Version: versionString(), Model: es.modelID, Engine: kind, Precision: precision},
-		VerifyInputs: c.Bool("verify-inputs"),
-		Card:         es.model.Card,
-		Resample:     c.String("resample") == resampleAuto,
-		StrictDomain: c.Bool("strict-domain"),
-		Analyser: &analysis.Outputs{Dir: c.String("output"), Statistics: c.Bool("statistics"), Preview: c.Bool("preview"),
-			Labels: es.model.Labels()},
-		Host:    host,
-		RunID:   rec.ID,
-		Timings: rec.Timings, Summary: rec.Summary, Log: log,
+		Engines: engines,
+		Prepare: pipeline.Prepare{
+			Card:         es.model.Card,
+			Resample:     c.String("resample") == resampleAuto,
+			StrictDomain: c.Bool("strict-domain"),
+		},
+		Workers: pipeline.Workers{
+			Slab:         c.Int("slab"),
+			Readers:      c.Int("readers"),
+			Writers:      c.Int("writers"),
+			LeaveBuffers: true, // the process exits after the run: its exit frees them sooner
+		},
+		Output: pipeline.Output{
+			Classes:      es.model.Classes,
+			Descrip:      fmt.Sprintf("%s model %s", versionString(), es.modelName),
+			Write:        nifti.WriteOptions{Level: c.Int("compression")},
+			Claims:       claims,
+			Provenance:   provenance.Record{Version: versionString(), Model: es.modelID, Engine: kind, Precision: precision},
+			VerifyInputs: c.Bool("verify-inputs"),
+			Analyser: &analysis.Outputs{Dir: c.String("output"), Statistics: c.Bool("statistics"), Preview: c.Bool("preview"),
+				Labels: es.model.Labels()},
+		},
+		Telemetry: pipeline.Telemetry{
+			Host:    host,
+			RunID:   rec.ID,
+			Timings: rec.Timings,
+			Summary: rec.Summary,
+			Log:     log,
+		},
 	}
 	if es.metrics != nil {
-		cfg.Observer = es.metrics
+		cfg.Telemetry.Observer = es.metrics
 	}
 	if c.IsSet("volume") {
 		v := c.Int("volume")
-		cfg.Volume = &v
+		cfg.Input.Volume = &v
 	}
 	return cfg
 }

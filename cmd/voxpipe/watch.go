@@ -111,15 +111,15 @@ func watchAction(c *cli.Context) error {
 	refresh := newVolumesRefresher(ws.outDir, log)
 	defer refresh.stop()
 	cfg := workConfig(c, es, claims, rec, log)
-	cfg.Source, cfg.MaxMemory = box.Jobs(), ws.maxMemory
-	cfg.Progress = es.withMetrics(progress.Multi(refresh, progressLog(c, log)))
+	cfg.Input.Source, cfg.Workers.MaxMemory = box.Jobs(), ws.maxMemory
+	cfg.Telemetry.Progress = es.withMetrics(progress.Multi(refresh, progressLog(c, log)))
 	if es.metrics != nil {
 		es.metrics.SetQueueDepth(func() float64 { return float64(box.Pending()) })
 	}
 	// Claimed by a live process (another watcher, a run, or this one's previous version of
 	// the file or series): looked at again later, in case its holder fails or dies.
 	retry := max(c.Duration("settle"), c.Duration("claim-timeout")/4)
-	cfg.OnBusy = func(j jobs.Job) { box.Defer(j, retry) }
+	cfg.Output.OnBusy = func(j jobs.Job) { box.Defer(j, retry) }
 
 	// SIGTERM/SIGINT: stop taking volumes at once, abandon those in flight after --grace, and
 	// exit by force if even that does not end the work (as run does).

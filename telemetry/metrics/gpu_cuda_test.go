@@ -61,9 +61,27 @@ func TestPipelineRunCUDA(t *testing.T) {
 	var rows rowRecorder
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	res, err := pipeline.Run(context.Background(), pipeline.Config{Jobs: found.Jobs, Engines: engines,
-		Classes: mdl.Classes, Descrip: "voxpipe test", Slab: 32, Readers: 2, Writers: 2, RunID: "metrics-cuda",
-		Summary: summary, Progress: m, Observer: multiObserver{m, &rows}})
+	res, err := pipeline.Run(context.Background(), pipeline.Config{
+		Engines: engines,
+		Input: pipeline.Input{
+			Jobs: found.Jobs,
+		},
+		Workers: pipeline.Workers{
+			Slab:    32,
+			Readers: 2,
+			Writers: 2,
+		},
+		Output: pipeline.Output{
+			Classes: mdl.Classes,
+			Descrip: "voxpipe test",
+		},
+		Telemetry: pipeline.Telemetry{
+			RunID:    "metrics-cuda",
+			Summary:  summary,
+			Progress: m,
+			Observer: multiObserver{m, &rows},
+		},
+	})
 	summary.Close()
 	if err != nil || res.OK != 3 {
 		t.Fatalf("run: %+v, %v", res, err)

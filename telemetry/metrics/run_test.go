@@ -59,9 +59,28 @@ func TestPipelineRun(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	res, err := pipeline.Run(context.Background(), pipeline.Config{Jobs: found.Jobs, Engines: []engine.Engine{eng},
-		Classes: mdl.Classes, Descrip: "voxpipe test", Slab: 4, Readers: 2, Writers: 1, RunID: "metrics-test",
-		Timings: timings, Summary: summary, Progress: progress.Multi(m), Observer: m})
+	res, err := pipeline.Run(context.Background(), pipeline.Config{
+		Engines: []engine.Engine{eng},
+		Input: pipeline.Input{
+			Jobs: found.Jobs,
+		},
+		Workers: pipeline.Workers{
+			Slab:    4,
+			Readers: 2,
+			Writers: 1,
+		},
+		Output: pipeline.Output{
+			Classes: mdl.Classes,
+			Descrip: "voxpipe test",
+		},
+		Telemetry: pipeline.Telemetry{
+			RunID:    "metrics-test",
+			Timings:  timings,
+			Summary:  summary,
+			Progress: progress.Multi(m),
+			Observer: m,
+		},
+	})
 	timings.Close()
 	summary.Close()
 	if err != nil || res.OK != 3 || res.Failed != 1 {
