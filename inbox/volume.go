@@ -150,4 +150,3 @@ func (b *Inbox) settle() {
 	}
 	b.settleDICOM(time.Now())
 }
-
