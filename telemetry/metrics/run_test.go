@@ -143,3 +143,10 @@ func TestPipelineRun(t *testing.T) {
 		t.Errorf("busy fraction %v, want in (0, 1]", f)
 	}
 }
+
+// Metrics is what the pipeline takes as its Progress and Observer (checked here: the package
+// itself does not import the pipeline, which sits above it).
+var (
+	_ pipeline.Progress = (*Metrics)(nil)
+	_ pipeline.Observer = (*Metrics)(nil)
+)
