@@ -102,9 +102,9 @@ func (d *testBox) write(t *testing.T, name string, data []byte) {
 	d.event(fsnotify.Event{Name: p, Op: op})
 }
 
-// tick lets step pass and runs a settle tick, as Run does.
+// tick lets step pass on the bubble's fake clock and runs a settle tick, as Run does.
 func (d *testBox) tick(step time.Duration) {
-	time.Sleep(step)
+	<-time.After(step)
 	d.settle()
 }
 
