@@ -24,6 +24,7 @@ func writePNG(t *testing.T, img image.Image) string {
 }
 
 func TestBlankAndDrawn(t *testing.T) {
+	t.Parallel()
 	blank := image.NewRGBA(image.Rect(0, 0, 100, 100))
 	for i := range blank.Pix {
 		blank.Pix[i] = 0xff
