@@ -132,6 +132,186 @@ func phantomMapped(path string, nx, ny, nz int, seed uint64, mean, sd [4]float64
 	return v.write(path)
 }
 
+// foreignSet is the foreign set in the order it is written: each volume's name (the file
+// DIR/NAME.nii.gz) and the function that writes it.
+var foreignSet = []struct {
+	name string
+	make func(path string) error
+}{
+	// CT of a head: air, skull, brain, CSF in Hounsfield units, at CT's usual voxel sizes.
+	{"ct_head", ctHead},
+	// The phantom's own anatomy in Hounsfield units (-1000 air, 40 tissue, 8 fluid, 70
+	// lesions): head-shaped and head-sized, only the intensities are CT's.
+	{"ct_phantom", ctPhantom},
+	// A CT of the abdomen: body ellipse, fat, organs, spine, lungs.
+	{"ct_abdomen", ctAbdomen},
+	// T2-like contrast on the phantom's anatomy: fluid bright, lesions dark.
+	{"t2_phantom", t2Phantom},
+	// Shapes that are not heads, with MR-like intensities, at the phantoms' size and spacing.
+	{"cube", cube},
+	{"checkerboard", checkerboard},
+	{"tubes", tubes},
+	{"torus", torus},
+	// Other species: a phantom head 10 mm across at 0.1 mm (a mouse brain), and one of
+	// 2 m at 20 mm (a whale's head).
+	{"mouse_brain", mouseBrain},
+	{"whale_head", whaleHead},
+	// Noise.
+	{"noise_gauss", noiseGauss},
+	{"noise_uniform", noiseUniform},
+	{"noise_sparse", noiseSparse},
+}
+
+// ctHead writes the foreign volume ct_head.
+func ctHead(path string) error {
+	v := newVol(192, 192, 96, [3]float64{1.25, 1.25, 2}, false)
+	r := rng{1}
+	v.each(func(i int, x, y, z float64) {
+		e := ellipsoid(x, y, z, 80, 95, 75)
+		hu := -1000.0
+		switch {
+		case e < 0.8 && ellipsoid(x, y-10, z, 12, 25, 15) < 1:
+			hu = 8 // ventricles
+		case e < 0.8:
+			hu = 35
+		case e < 1:
+			hu = 1100 // skull
+		case e < 1.15:
+			hu = 20 // scalp
+		}
+		v.set(i, hu+6*r.norm())
+	})
+	return v.write(path)
+}
+
+// ctPhantom writes the foreign volume ct_phantom.
+func ctPhantom(path string) error {
+	return phantomMapped(path, 96, 96, 64, 101, [4]float64{-1000, 40, 8, 70}, [4]float64{15, 5, 5, 5}, false)
+}
+
+// ctAbdomen writes the foreign volume ct_abdomen.
+func ctAbdomen(path string) error {
+	v := newVol(128, 96, 48, [3]float64{3, 3, 5}, false)
+	r := rng{2}
+	v.each(func(i int, x, y, z float64) {
+		hu := -1000.0
+		if e := ellipsoid(x, y, 0, 170, 120, 1); e < 1 {
+			hu = -100 // fat
+			switch {
+			case ellipsoid(x, y+80, 0, 18, 18, 1) < 1:
+				hu = 700 // spine
+			case ellipsoid(x-70, y+10, z-60, 45, 60, 60) < 1 || ellipsoid(x+70, y+10, z-60, 45, 60, 60) < 1:
+				hu = -850 // lungs
+			case e < 0.75:
+				hu = 50 // organs
+			}
+		}
+		v.set(i, hu+10*r.norm())
+	})
+	return v.write(path)
+}
+
+// t2Phantom writes the foreign volume t2_phantom.
+func t2Phantom(path string) error {
+	return phantomMapped(path, 96, 96, 64, 102, [4]float64{0, 600, 1500, 300}, [4]float64{20, 30, 30, 30}, false)
+}
+
+// cube writes the foreign volume cube.
+func cube(path string) error {
+	v := newVol(96, 96, 64, mri, false)
+	r := rng{3}
+	v.each(func(i int, x, y, z float64) {
+		val := 0.0
+		if math.Abs(x) < 90 && math.Abs(y) < 90 && math.Abs(z) < 70 {
+			val = 1000
+		}
+		v.set(i, val+40*r.norm())
+	})
+	return v.write(path)
+}
+
+// checkerboard writes the foreign volume checkerboard.
+func checkerboard(path string) error {
+	v := newVol(96, 96, 64, mri, false)
+	r := rng{4}
+	v.each(func(i int, x, y, z float64) {
+		c := (int(math.Floor(x/20)) + int(math.Floor(y/20)) + int(math.Floor(z/20))) & 1
+		v.set(i, 300+700*float64(c)+40*r.norm())
+	})
+	return v.write(path)
+}
+
+// tubes writes the foreign volume tubes: a bundle of bright rods, like vessels or bowel.
+func tubes(path string) error {
+	v := newVol(96, 96, 64, mri, false)
+	r := rng{5}
+	v.each(func(i int, x, y, z float64) {
+		val := 50.0
+		if d := math.Hypot(math.Mod(x+300, 30)-15, math.Mod(y+300, 30)-15); d < 6 {
+			val = 1200
+		}
+		v.set(i, val+40*r.norm())
+	})
+	return v.write(path)
+}
+
+// torus writes the foreign volume torus.
+func torus(path string) error {
+	v := newVol(96, 96, 64, mri, false)
+	r := rng{6}
+	v.each(func(i int, x, y, z float64) {
+		val := 0.0
+		if d := math.Hypot(math.Hypot(x, y)-70, z); d < 35 {
+			val = 1000
+		}
+		v.set(i, val+40*r.norm())
+	})
+	return v.write(path)
+}
+
+// mouseBrain writes the foreign volume mouse_brain.
+func mouseBrain(path string) error {
+	return phantomScaled(path, 128, 128, 96, 103, [3]float64{0.1, 0.1, 0.1})
+}
+
+// whaleHead writes the foreign volume whale_head.
+func whaleHead(path string) error {
+	return phantomScaled(path, 96, 96, 64, 104, [3]float64{20, 20, 24})
+}
+
+// noiseGauss writes the foreign volume noise_gauss.
+func noiseGauss(path string) error {
+	v := newVol(96, 96, 64, mri, true)
+	r := rng{7}
+	v.each(func(i int, _, _, _ float64) { v.set(i, 500+200*r.norm()) })
+	return v.write(path)
+}
+
+// noiseUniform writes the foreign volume noise_uniform.
+func noiseUniform(path string) error {
+	v := newVol(96, 96, 64, mri, false)
+	r := rng{8}
+	v.each(func(i int, _, _, _ float64) { v.set(i, 2000*r.u()) })
+	return v.write(path)
+}
+
+// noiseSparse writes the foreign volume noise_sparse: mostly dark, a few bright speckles.
+func noiseSparse(path string) error {
+	v := newVol(96, 96, 64, mri, false)
+	r := rng{9}
+	v.each(func(i int, _, _, _ float64) {
+		val := 10 * math.Abs(r.norm())
+		if r.u() < 0.02 {
+			val = 1500
+		}
+		v.set(i, val)
+	})
+	return v.write(path)
+}
+
+// mri is the phantoms' voxel size (mm), which the shapes that are not heads take.
+var mri = [3]float64{2.5, 2.5, 3}
+
 func foreign(args []string) error {
 	fs := flag.NewFlagSet("foreign", flag.ExitOnError)
 	out := fs.String("o", "", "output folder")
@@ -143,143 +323,7 @@ func foreign(args []string) error {
 		return err
 	}
 	p := func(name string) string { return filepath.Join(*out, name+".nii.gz") }
-	mri := [3]float64{2.5, 2.5, 3}
-	steps := []struct {
-		name string
-		make func(path string) error
-	}{
-		// CT of a head: air, skull, brain, CSF in Hounsfield units, at CT's usual voxel sizes.
-		{"ct_head", func(path string) error {
-			v := newVol(192, 192, 96, [3]float64{1.25, 1.25, 2}, false)
-			r := rng{1}
-			v.each(func(i int, x, y, z float64) {
-				e := ellipsoid(x, y, z, 80, 95, 75)
-				hu := -1000.0
-				switch {
-				case e < 0.8 && ellipsoid(x, y-10, z, 12, 25, 15) < 1:
-					hu = 8 // ventricles
-				case e < 0.8:
-					hu = 35
-				case e < 1:
-					hu = 1100 // skull
-				case e < 1.15:
-					hu = 20 // scalp
-				}
-				v.set(i, hu+6*r.norm())
-			})
-			return v.write(path)
-		}},
-		// The phantom's own anatomy in Hounsfield units (-1000 air, 40 tissue, 8 fluid, 70
-		// lesions): head-shaped and head-sized, only the intensities are CT's.
-		{"ct_phantom", func(path string) error {
-			return phantomMapped(path, 96, 96, 64, 101, [4]float64{-1000, 40, 8, 70}, [4]float64{15, 5, 5, 5}, false)
-		}},
-		// A CT of the abdomen: body ellipse, fat, organs, spine, lungs.
-		{"ct_abdomen", func(path string) error {
-			v := newVol(128, 96, 48, [3]float64{3, 3, 5}, false)
-			r := rng{2}
-			v.each(func(i int, x, y, z float64) {
-				hu := -1000.0
-				if e := ellipsoid(x, y, 0, 170, 120, 1); e < 1 {
-					hu = -100 // fat
-					switch {
-					case ellipsoid(x, y+80, 0, 18, 18, 1) < 1:
-						hu = 700 // spine
-					case ellipsoid(x-70, y+10, z-60, 45, 60, 60) < 1 || ellipsoid(x+70, y+10, z-60, 45, 60, 60) < 1:
-						hu = -850 // lungs
-					case e < 0.75:
-						hu = 50 // organs
-					}
-				}
-				v.set(i, hu+10*r.norm())
-			})
-			return v.write(path)
-		}},
-		// T2-like contrast on the phantom's anatomy: fluid bright, lesions dark.
-		{"t2_phantom", func(path string) error {
-			return phantomMapped(path, 96, 96, 64, 102, [4]float64{0, 600, 1500, 300}, [4]float64{20, 30, 30, 30}, false)
-		}},
-		// Shapes that are not heads, with MR-like intensities, at the phantoms' size and spacing.
-		{"cube", func(path string) error {
-			v := newVol(96, 96, 64, mri, false)
-			r := rng{3}
-			v.each(func(i int, x, y, z float64) {
-				val := 0.0
-				if math.Abs(x) < 90 && math.Abs(y) < 90 && math.Abs(z) < 70 {
-					val = 1000
-				}
-				v.set(i, val+40*r.norm())
-			})
-			return v.write(path)
-		}},
-		{"checkerboard", func(path string) error {
-			v := newVol(96, 96, 64, mri, false)
-			r := rng{4}
-			v.each(func(i int, x, y, z float64) {
-				c := (int(math.Floor(x/20)) + int(math.Floor(y/20)) + int(math.Floor(z/20))) & 1
-				v.set(i, 300+700*float64(c)+40*r.norm())
-			})
-			return v.write(path)
-		}},
-		{"tubes", func(path string) error { // a bundle of bright rods, like vessels or bowel
-			v := newVol(96, 96, 64, mri, false)
-			r := rng{5}
-			v.each(func(i int, x, y, z float64) {
-				val := 50.0
-				if d := math.Hypot(math.Mod(x+300, 30)-15, math.Mod(y+300, 30)-15); d < 6 {
-					val = 1200
-				}
-				v.set(i, val+40*r.norm())
-			})
-			return v.write(path)
-		}},
-		{"torus", func(path string) error {
-			v := newVol(96, 96, 64, mri, false)
-			r := rng{6}
-			v.each(func(i int, x, y, z float64) {
-				val := 0.0
-				if d := math.Hypot(math.Hypot(x, y)-70, z); d < 35 {
-					val = 1000
-				}
-				v.set(i, val+40*r.norm())
-			})
-			return v.write(path)
-		}},
-		// Other species: a phantom head 10 mm across at 0.1 mm (a mouse brain), and one of
-		// 2 m at 20 mm (a whale's head).
-		{"mouse_brain", func(path string) error {
-			return phantomScaled(path, 128, 128, 96, 103, [3]float64{0.1, 0.1, 0.1})
-		}},
-		{"whale_head", func(path string) error {
-			return phantomScaled(path, 96, 96, 64, 104, [3]float64{20, 20, 24})
-		}},
-		// Noise.
-		{"noise_gauss", func(path string) error {
-			v := newVol(96, 96, 64, mri, true)
-			r := rng{7}
-			v.each(func(i int, _, _, _ float64) { v.set(i, 500+200*r.norm()) })
-			return v.write(path)
-		}},
-		{"noise_uniform", func(path string) error {
-			v := newVol(96, 96, 64, mri, false)
-			r := rng{8}
-			v.each(func(i int, _, _, _ float64) { v.set(i, 2000*r.u()) })
-			return v.write(path)
-		}},
-		{"noise_sparse", func(path string) error { // mostly dark, a few bright speckles
-			v := newVol(96, 96, 64, mri, false)
-			r := rng{9}
-			v.each(func(i int, _, _, _ float64) {
-				val := 10 * math.Abs(r.norm())
-				if r.u() < 0.02 {
-					val = 1500
-				}
-				v.set(i, val)
-			})
-			return v.write(path)
-		}},
-	}
-	for _, s := range steps {
+	for _, s := range foreignSet {
 		if err := s.make(p(s.name)); err != nil {
 			return fmt.Errorf("foreign %s: %w", s.name, err)
 		}
