@@ -42,6 +42,27 @@ func card(args []string) error {
 		return fmt.Errorf("card: no volumes in %s/volumes", *train)
 	}
 	sort.Strings(files)
+	d := &m.Card.Domain
+	hists, confs, err := trainingStats(m, files)
+	if err != nil {
+		return err
+	}
+	d.FOVTolerance = *fovTol
+	histogramDomain(d, hists, *widen)
+	k := confidenceDomain(m, confs, *widen)
+	d.Confidence = k
+	fmt.Printf("card: fov %v..%v mm (x/%g); histogram_max_excess %v; mean margin [%v, %v]; low_margin_max %v; label fractions %v..%v\n",
+		d.FOVMinMM, d.FOVMaxMM, d.FOVTolerance, d.HistogramMaxExcess, k.MeanMarginMin, k.MeanMarginMax, k.LowMarginMax, k.LabelFractionMin, k.LabelFractionMax)
+	b, err := m.MarshalSafetensors()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*out, b, 0o644)
+}
+
+// trainingStats runs m's CPU engine on the training volumes files: it sets the card's field
+// of view range to theirs, and returns each one's intensity histogram and confidence.
+func trainingStats(m *model.Model, files []string) ([][]float64, []model.Confidence, error) {
 	eng := cpu.New(m, 0)
 	d := &m.Card.Domain
 	d.FOVMinMM, d.FOVMaxMM = []float64{math.Inf(1), math.Inf(1), math.Inf(1)}, []float64{0, 0, 0}
@@ -50,10 +71,10 @@ func card(args []string) error {
 	for _, f := range files {
 		h, data, err := nifti.ReadFloat32(f)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if h.QformCode == 0 && h.SformCode == 0 {
-			return fmt.Errorf("card: %s: no orientation", f)
+			return nil, nil, fmt.Errorf("card: %s: no orientation", f)
 		}
 		// Training phantoms are RAS and at the card's spacing: the model reads them as stored.
 		mm := h.Affine().VoxelSizes()
@@ -70,12 +91,16 @@ func card(args []string) error {
 		hists = append(hists, hist)
 		var c model.Confidence
 		if err := eng.Segment(context.Background(), v, make([]uint8, len(data)), engine.Options{Slab: 32, Confidence: &c}); err != nil {
-			return err
+			return nil, nil, err
 		}
 		confs = append(confs, c)
 		fmt.Printf("%s: margin %.3f low %.4f labels %v\n", filepath.Base(f), c.MeanMargin(), c.LowFraction(), c.Labels)
 	}
-	d.FOVTolerance = *fovTol
+	return hists, confs, nil
+}
+
+// histogramDomain sets the card's histogram fields from the training histograms.
+func histogramDomain(d *model.Domain, hists [][]float64, widen float64) {
 	// The envelope of the training histograms, and how far each training volume exceeds the
 	// envelope of the others (leave one out): the threshold is the largest such excess,
 	// widened.
@@ -98,8 +123,12 @@ func card(args []string) error {
 	for i := range env {
 		env[i] = round(env[i], 1e-6)
 	}
-	d.HistogramMax, d.HistogramMaxExcess = env, round(loo*(1+*widen), 1e-3)
+	d.HistogramMax, d.HistogramMaxExcess = env, round(loo*(1+widen), 1e-3)
 	fmt.Printf("training histogram excess over the others' envelope <= %.4f -> histogram_max_excess %v\n", loo, d.HistogramMaxExcess)
+}
+
+// confidenceDomain is the card's confidence ranges: the training volumes' ranges, widened.
+func confidenceDomain(m *model.Model, confs []model.Confidence, widen float64) *model.ConfidenceDomain {
 	span := func(name string, f func(model.Confidence) float64) (float64, float64) {
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, c := range confs {
@@ -110,26 +139,19 @@ func card(args []string) error {
 	}
 	k := &model.ConfidenceDomain{}
 	mlo, mhi := span("mean margin", model.Confidence.MeanMargin)
-	k.MeanMarginMin, k.MeanMarginMax = round(math.Max(0, mlo-*widen*(mhi-mlo)), 1e-3), round(mhi+*widen*(mhi-mlo), 1e-3)
+	k.MeanMarginMin, k.MeanMarginMax = round(math.Max(0, mlo-widen*(mhi-mlo)), 1e-3), round(mhi+widen*(mhi-mlo), 1e-3)
 	llo, lhi := span("low-margin fraction", model.Confidence.LowFraction)
-	k.LowMarginMax = round(math.Min(1, lhi+*widen*(lhi-llo)), 1e-5)
+	k.LowMarginMax = round(math.Min(1, lhi+widen*(lhi-llo)), 1e-5)
 	for l := range m.Classes {
 		flo, fhi := span(fmt.Sprintf("label %d fraction", l), func(c model.Confidence) float64 { return c.LabelFraction(l) })
-		r := math.Pow(math.Max(1.5, fhi/flo), *widen)
+		r := math.Pow(math.Max(1.5, fhi/flo), widen)
 		if flo == 0 {
 			r = 1
 		}
 		k.LabelFractionMin = append(k.LabelFractionMin, round(flo/r, 1e-6))
 		k.LabelFractionMax = append(k.LabelFractionMax, round(math.Min(1, fhi*r), 1e-6))
 	}
-	d.Confidence = k
-	fmt.Printf("card: fov %v..%v mm (x/%g); histogram_max_excess %v; mean margin [%v, %v]; low_margin_max %v; label fractions %v..%v\n",
-		d.FOVMinMM, d.FOVMaxMM, d.FOVTolerance, d.HistogramMaxExcess, k.MeanMarginMin, k.MeanMarginMax, k.LowMarginMax, k.LabelFractionMin, k.LabelFractionMax)
-	b, err := m.MarshalSafetensors()
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(*out, b, 0o644)
+	return k
 }
 
 // round rounds v to a multiple of unit, as the shortest decimal that is (so the card's JSON
