@@ -79,6 +79,7 @@ func want(t *testing.T, samples map[string]float64, name string, value float64) 
 }
 
 func TestVolumesAndHistograms(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	ok := func(vol string, wallMS, queueMS float64, voxels int64) timing.Summary {
@@ -125,6 +126,7 @@ func TestVolumesAndHistograms(t *testing.T) {
 }
 
 func TestLint(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	m.SetQueueDepth(func() float64 { return 3 })
@@ -152,6 +154,7 @@ func TestLint(t *testing.T) {
 }
 
 func TestBusyUnionPerDevice(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	gpu := func(run string, stage stage.Stage, slab int, start, dur float64) timing.Row {
@@ -225,6 +228,7 @@ func TestBusyFractionWindow(t *testing.T) {
 }
 
 func TestInFlight(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	p := progress.Multi(m) // as run and watch wire it
@@ -250,6 +254,7 @@ func TestInFlight(t *testing.T) {
 }
 
 func TestQueueDepth(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	if _, ok := scrape(t, reg)["voxpipe_volumes_waiting"]; ok {
@@ -331,6 +336,7 @@ func TestServe(t *testing.T) {
 }
 
 func TestServeStopsWithContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	var logBuf bytes.Buffer
 	stop, err := Serve(ctx, "127.0.0.1:0", prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logBuf, nil)))
@@ -361,6 +367,7 @@ func TestServeStopsWithContext(t *testing.T) {
 }
 
 func TestServeBadAddress(t *testing.T) {
+	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -393,6 +400,7 @@ func TestServeBadAddress(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	var wg sync.WaitGroup
