@@ -51,6 +51,7 @@ func save(t *testing.T, name string, p *Preview) {
 // three panels against the truth voxel that the radiological convention puts there, computed
 // here independently: grey where the truth is background, tinted by the label elsewhere.
 func TestPhantomOverlay(t *testing.T) {
+	t.Parallel()
 	ph, err := phantom.Generate(phantom.Params{NX: 64, NY: 48, NZ: 40, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -223,6 +224,7 @@ func permuted(img []int16, mask []uint8, dims [3]int, a nifti.Affine) ([]int16, 
 }
 
 func TestOrientationWhateverTheStorage(t *testing.T) {
+	t.Parallel()
 	img, mask, dims := marked()
 	a := rasAffine(dims)
 	ras, err := Render(img, mask, Geometry{Dims: dims, Affine: a}, testLabels, Options{Title: "RAS"})
@@ -288,6 +290,7 @@ func TestOrientationWhateverTheStorage(t *testing.T) {
 }
 
 func TestDeterministicAndEmpty(t *testing.T) {
+	t.Parallel()
 	img, mask, dims := marked()
 	g := Geometry{Dims: dims, Affine: rasAffine(dims)}
 	var pngs [2][]byte
@@ -328,6 +331,7 @@ func TestDeterministicAndEmpty(t *testing.T) {
 }
 
 func TestWritePNGAndErrors(t *testing.T) {
+	t.Parallel()
 	img, mask, dims := marked()
 	g := Geometry{Dims: dims, Affine: rasAffine(dims)}
 	if _, err := Render(img[:5], mask, g, testLabels, Options{}); !errors.Is(err, ErrDims) {
