@@ -2,7 +2,7 @@
 // file and requires enough pixels that differ from the background (the most common colour)
 // and enough distinct colours. scripts/report-screenshot.sh runs it on the report's screenshot.
 //
-// Usage: go run ./report/internal/pngcheck FILE.png
+// Usage: go run ./scripts/pngcheck FILE.png
 package main
 
 import (
