@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"voxpipe/internal/pngcheck"
 	"voxpipe/io/nifti"
 	"voxpipe/model"
 	"voxpipe/phantom"
@@ -62,6 +63,9 @@ func TestPhantomOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	save(t, "phantom", p)
+	if _, err := pngcheck.Image(p.Image); err != nil {
+		t.Errorf("phantom preview: %v", err)
+	}
 	if p.Orientation != "RAS" {
 		t.Fatalf("phantom stored as %s, want RAS", p.Orientation)
 	}
