@@ -194,7 +194,7 @@ func TestBusyFractionWindow(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
-		set := func(d time.Duration) { <-time.After(t0.Add(d).Sub(time.Now())) }
+		set := func(d time.Duration) { <-time.After(time.Until(t0.Add(d))) }
 		reg := prometheus.NewRegistry()
 		m := New(reg, WithBusyWindow(time.Minute))
 
