@@ -59,7 +59,7 @@ def discover(inputs):
     return files
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("inputs", nargs="+", help="NIfTI files or folders of them")
@@ -78,8 +78,44 @@ def main():
     ap.add_argument("--compile", default="",
                     help="torch.compile mode, e.g. max-autotune-no-cudagraphs (slabs then use one "
                          "fixed input shape so it compiles once, during --warmup)")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def record_ok(row, timings, device, stored, times, t0):
+    """Fills the summary row of a volume segmented ok and adds its timings rows; times are
+    the perf_counter readings at read, stats, segment, write and the end, t0 the run's."""
+    t_read, t_stats, t_seg, t_write, t_end = times
+    nz, ny, nx = stored.shape
+    vox = nx * ny * nz
+    stages = [("read", "host", t_read, t_stats, stored.nbytes),
+              ("stats", "host", t_stats, t_seg, stored.nbytes),
+              ("segment", str(device), t_seg, t_write, vox),
+              ("write", "host", t_write, t_end, vox)]
+    for stage, dev, a, b, nbytes in stages:
+        timings.append({"run_id": row["run_id"], "volume": row["volume"], "stage": stage, "slab": -1,
+                        "device": dev, "start_ms": f"{(a - t0) * 1e3:.3f}",
+                        "duration_ms": f"{(b - a) * 1e3:.3f}", "bytes": nbytes,
+                        "voxels": vox})
+    wall = (t_end - t_read) * 1e3
+    row.update(status="ok", dims=f"{nx}x{ny}x{nz}", voxels=vox,
+               read_ms=f"{(t_stats - t_read) * 1e3:.3f}",
+               stats_ms=f"{(t_seg - t_stats) * 1e3:.3f}",
+               segment_ms=f"{(t_write - t_seg) * 1e3:.3f}",
+               write_ms=f"{(t_end - t_write) * 1e3:.3f}", wall_ms=f"{wall:.3f}",
+               mvox_per_s=f"{vox / wall / 1e3:.3f}")
+
+
+def write_csvs(out, timings, summaries):
+    for fname, cols, rows in (("timings.csv", TIMING_COLUMNS, timings),
+                              ("summary.csv", SUMMARY_COLUMNS, summaries)):
+        with open(os.path.join(out, fname), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerows(rows)
+
+
+def main():
+    args = parse_args()
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     if device.type == "cpu":
@@ -140,34 +176,12 @@ def main():
             summaries.append(row)
             print(f"{name}: FAILED {e}", file=sys.stderr, flush=True)
             continue
-        nz, ny, nx = stored.shape
-        vox = nx * ny * nz
-        stages = [("read", "host", t_read, t_stats, stored.nbytes),
-                  ("stats", "host", t_stats, t_seg, stored.nbytes),
-                  ("segment", str(device), t_seg, t_write, vox),
-                  ("write", "host", t_write, t_end, vox)]
-        for stage, dev, a, b, nbytes in stages:
-            timings.append({"run_id": run_id, "volume": name, "stage": stage, "slab": -1,
-                            "device": dev, "start_ms": f"{ms(a):.3f}",
-                            "duration_ms": f"{(b - a) * 1e3:.3f}", "bytes": nbytes,
-                            "voxels": vox})
-        wall = (t_end - t_read) * 1e3
-        row.update(status="ok", dims=f"{nx}x{ny}x{nz}", voxels=vox,
-                   read_ms=f"{(t_stats - t_read) * 1e3:.3f}",
-                   stats_ms=f"{(t_seg - t_stats) * 1e3:.3f}",
-                   segment_ms=f"{(t_write - t_seg) * 1e3:.3f}",
-                   write_ms=f"{(t_end - t_write) * 1e3:.3f}", wall_ms=f"{wall:.3f}",
-                   mvox_per_s=f"{vox / wall / 1e3:.3f}")
+        record_ok(row, timings, device, stored, (t_read, t_stats, t_seg, t_write, t_end), t0)
         summaries.append(row)
-        print(f"{name} {nx}x{ny}x{nz} read {row['read_ms']} stats {row['stats_ms']} segment "
+        print(f"{name} {row['dims']} read {row['read_ms']} stats {row['stats_ms']} segment "
               f"{row['segment_ms']} write {row['write_ms']} wall {row['wall_ms']} ms", flush=True)
 
-    for fname, cols, rows in (("timings.csv", TIMING_COLUMNS, timings),
-                              ("summary.csv", SUMMARY_COLUMNS, summaries)):
-        with open(os.path.join(args.out, fname), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=cols)
-            w.writeheader()
-            w.writerows(rows)
+    write_csvs(args.out, timings, summaries)
     seg = [float(r["segment_ms"]) for r in summaries if r["status"] == "ok"]
     if seg:
         print(f"{len(seg)} volumes on {engine}: segment median {np.median(seg):.1f} ms, "

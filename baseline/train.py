@@ -223,7 +223,7 @@ def loss_fn(logits, target, mask, weights, dice_weight):
     return ce + dice_weight * dloss, ce.detach(), dloss.detach()
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--train-dir", required=True,
@@ -285,10 +285,12 @@ def main():
                          " dataset.json name and description, and --data-desc)")
     cg.add_argument("--quantile-tolerance", type=float, default=modelcard.QUANTILE_TOLERANCE,
                     help="domain check slack around the training quantiles, in normalised units")
-    args = ap.parse_args()
-    command = "python3 " + " ".join(shlex.quote(a) for a in sys.argv)
+    return ap.parse_args()
 
-    t_start = time.time()
+
+def setup_torch(args):
+    """The device to train on (args.device resolved), seeded and (unless --nondeterministic)
+    deterministic."""
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(args.device)
@@ -308,6 +310,14 @@ def main():
     log(f"torch {torch.__version__} device {device}"
         + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else
            f" ({torch.get_num_threads()} threads)"))
+    return device
+
+
+def main():
+    args = parse_args()
+    command = "python3 " + " ".join(shlex.quote(a) for a in sys.argv)
+    t_start = time.time()
+    device = setup_torch(args)
     info, train_cases, val_cases = load_data(args)
     names = info.label_names
     if args.classes and args.classes != len(names):
@@ -334,6 +344,43 @@ def main():
     model = M.AttnGateNet(args.channels, args.classes).to(device)
     sampler = CropSampler(train, args.crop, args.batch, args.seed, device)
     weights = torch.tensor(weights_np, dtype=torch.float32, device=device)
+    requested_steps = args.steps
+    crop = sampler.size()
+    log(f"training {args.steps} steps, batch {args.batch} crops (x,y,z) {crop[2]}x{crop[1]}x{crop[0]},"
+        f" lr {args.lr}, seed {args.seed}")
+    t_train = time.time()
+    best, step = train_steps(args, model, sampler, weights, val, names, device, t_start)
+    train_s = time.time() - t_train
+
+    mean, state, best_step, dice = best
+    model.load_state_dict(state)
+    model.to("cpu")
+    val_from = args.val_dir or f"{args.train_dir} (--val-fraction {args.val_fraction:g}," \
+        f" --split-seed {args.split_seed})"
+    description = (
+        f"{args.data_desc + '; ' if args.data_desc else ''}"
+        f"trained on {len(train)} volumes ({info.layout} layout) in {args.train_dir} (dims x,y,z"
+        f" {dims} after reorientation to RAS and resampling to"
+        f" {'x'.join(f'{v:g}' for v in target)} mm; first volume: '{first.descrip}'), validated on"
+        f" {len(val)} held-out volumes in {val_from};"
+        f" seed {args.seed}, {step} steps"
+        f"{f' (of {requested_steps} requested; --time-limit {args.time_limit:g}s)' if step != requested_steps else ''},"
+        f" batch {args.batch}, crop {crop[2]}x{crop[1]}x{crop[0]}, Adam lr {args.lr}, weighted CE +"
+        f" {args.dice_weight} soft Dice; best at step {best_step}: val Dice {fmt_dice(dice, names)}"
+        f" mean {mean:.4f}; torch {torch.__version__} on {device.type}; command: {command}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    M.save_safetensors(model, args.out, {"description": description, "class_names": ",".join(names),
+                                         modelcard.CARD_KEY: modelcard.encode(card)})
+    log(f"best val mean Dice {mean:.4f} at step {best_step} ({fmt_dice(dice, names)})")
+    log(f"trained {step} steps in {train_s:.1f}s ({step / max(train_s, 1e-9):.2f} steps/s incl."
+        f" validation); total {time.time() - t_start:.1f}s; wrote {args.out}")
+    log("TARGET mean Dice >= 0.90: " + ("met" if mean >= 0.90 else "NOT met"))
+
+
+def train_steps(args, model, sampler, weights, val, names, device, t_start):
+    """Trains model for args.steps steps (fewer under --time-limit, which lowers args.steps),
+    validating every args.val_every; returns the best validation (mean Dice, state_dict, step,
+    per-class Dice) and the steps taken."""
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
 
     def lr_at(step):  # step counts from 0
@@ -343,11 +390,6 @@ def main():
         return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, p)))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-    requested_steps = args.steps
-    crop = sampler.size()
-    log(f"training {args.steps} steps, batch {args.batch} crops (x,y,z) {crop[2]}x{crop[1]}x{crop[0]},"
-        f" lr {args.lr}, seed {args.seed}")
-
     best = (-1.0, None, 0, None)  # mean Dice, state_dict, step, per-class Dice
     t_train = time.time()
     t_log, step_log = t_train, 0
@@ -410,31 +452,7 @@ def main():
             log(f"time limit {args.time_limit}s reached after step {step}")
             stopped_early = True
             break
-    train_s = time.time() - t_train
-
-    mean, state, best_step, dice = best
-    model.load_state_dict(state)
-    model.to("cpu")
-    val_from = args.val_dir or f"{args.train_dir} (--val-fraction {args.val_fraction:g}," \
-        f" --split-seed {args.split_seed})"
-    description = (
-        f"{args.data_desc + '; ' if args.data_desc else ''}"
-        f"trained on {len(train)} volumes ({info.layout} layout) in {args.train_dir} (dims x,y,z"
-        f" {dims} after reorientation to RAS and resampling to"
-        f" {'x'.join(f'{v:g}' for v in target)} mm; first volume: '{first.descrip}'), validated on"
-        f" {len(val)} held-out volumes in {val_from};"
-        f" seed {args.seed}, {step} steps"
-        f"{f' (of {requested_steps} requested; --time-limit {args.time_limit:g}s)' if step != requested_steps else ''},"
-        f" batch {args.batch}, crop {crop[2]}x{crop[1]}x{crop[0]}, Adam lr {args.lr}, weighted CE +"
-        f" {args.dice_weight} soft Dice; best at step {best_step}: val Dice {fmt_dice(dice, names)}"
-        f" mean {mean:.4f}; torch {torch.__version__} on {device.type}; command: {command}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    M.save_safetensors(model, args.out, {"description": description, "class_names": ",".join(names),
-                                         modelcard.CARD_KEY: modelcard.encode(card)})
-    log(f"best val mean Dice {mean:.4f} at step {best_step} ({fmt_dice(dice, names)})")
-    log(f"trained {step} steps in {train_s:.1f}s ({step / max(train_s, 1e-9):.2f} steps/s incl."
-        f" validation); total {time.time() - t_start:.1f}s; wrote {args.out}")
-    log("TARGET mean Dice >= 0.90: " + ("met" if mean >= 0.90 else "NOT met"))
+    return best, step
 
 
 if __name__ == "__main__":

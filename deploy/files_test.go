@@ -60,6 +60,7 @@ func checkSbatch(script string) error {
 }
 
 func TestSbatchScript(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(sbatchScript)
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +179,7 @@ func checkBatch(service, timer unit) error {
 }
 
 func TestSystemdUnits(t *testing.T) {
+	t.Parallel()
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("systemd", name))
 		if err != nil {

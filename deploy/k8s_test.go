@@ -69,6 +69,35 @@ type container struct {
 // checkIndexedJob reports what is wrong with a manifest meant to run voxpipe as an Indexed
 // Job: one error per broken rule (nil when there is none).
 func checkIndexedJob(manifest []byte) error {
+	job, pvcs, err := parseManifest(manifest)
+	if err != nil {
+		return err
+	}
+	var p problems
+	completions := checkJobSpec(&p, job)
+	pod := job.Spec.Template.Spec
+	run, argv := voxpipeRun(pod)
+	if run == nil {
+		p.add("no container runs `voxpipe run` (command + args)")
+		return p.err()
+	}
+	if v, ok := argFlag(argv, "--shard"); !ok || v != "auto" {
+		p.add("args lack --shard auto (got %q)", v)
+	}
+	checkShardsAndEnv(&p, run, argv, completions)
+	checkOnClaims(&p, pod, run, argv, pvcs)
+	return p.err()
+}
+
+// problems collects the broken rules.
+type problems []error
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Errorf(format, args...)) }
+
+func (p problems) err() error { return errors.Join(p...) }
+
+// parseManifest returns the manifest's one Job and its PersistentVolumeClaims by name.
+func parseManifest(manifest []byte) (object, map[string]object, error) {
 	var objs []object
 	dec := yaml.NewDecoder(bytes.NewReader(manifest))
 	for {
@@ -78,7 +107,7 @@ func checkIndexedJob(manifest []byte) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("parse: %w", err)
+			return object{}, nil, fmt.Errorf("parse: %w", err)
 		}
 		objs = append(objs, o)
 	}
@@ -93,65 +122,68 @@ func checkIndexedJob(manifest []byte) error {
 		}
 	}
 	if len(jobs) != 1 {
-		return fmt.Errorf("want one kind: Job document, found %d", len(jobs))
+		return object{}, nil, fmt.Errorf("want one kind: Job document, found %d", len(jobs))
 	}
-	job := jobs[0]
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	return jobs[0], pvcs, nil
+}
 
+// checkJobSpec checks the Job's own fields (Indexed, completions, parallelism, backoff) and
+// returns its completions (0 when unset).
+func checkJobSpec(p *problems, job object) int {
 	if job.APIVersion != "batch/v1" {
-		bad("apiVersion %q, want batch/v1", job.APIVersion)
+		p.add("apiVersion %q, want batch/v1", job.APIVersion)
 	}
 	spec := job.Spec
 	if spec.CompletionMode != "Indexed" {
-		bad("completionMode %q, want Indexed (JOB_COMPLETION_INDEX is only set for Indexed Jobs)", spec.CompletionMode)
+		p.add("completionMode %q, want Indexed (JOB_COMPLETION_INDEX is only set for Indexed Jobs)", spec.CompletionMode)
 	}
 	completions := 0
 	if spec.Completions == nil || *spec.Completions < 1 {
-		bad("completions must be set and positive")
+		p.add("completions must be set and positive")
 	} else {
 		completions = *spec.Completions
 	}
 	if spec.Parallelism != nil && completions > 0 && *spec.Parallelism > completions {
-		bad("parallelism %d > completions %d", *spec.Parallelism, completions)
+		p.add("parallelism %d > completions %d", *spec.Parallelism, completions)
 	}
 	if spec.BackoffLimitPerIndex == nil && spec.BackoffLimit == nil {
-		bad("neither backoffLimitPerIndex nor backoffLimit is set")
+		p.add("neither backoffLimitPerIndex nor backoffLimit is set")
 	}
-	pod := spec.Template.Spec
-	if spec.BackoffLimitPerIndex != nil && pod.RestartPolicy != "Never" {
-		bad("backoffLimitPerIndex needs restartPolicy Never, not %q", pod.RestartPolicy)
+	if pod := spec.Template.Spec; spec.BackoffLimitPerIndex != nil && pod.RestartPolicy != "Never" {
+		p.add("backoffLimitPerIndex needs restartPolicy Never, not %q", pod.RestartPolicy)
 	}
+	return completions
+}
 
-	// The container that runs voxpipe run.
-	var run *container
-	var argv []string
+// voxpipeRun is the container that runs voxpipe run and its command line (command + args);
+// nil when there is none.
+func voxpipeRun(pod podSpec) (*container, []string) {
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		a := append(slices.Clone(c.Command), c.Args...)
 		if len(a) >= 2 && (a[0] == "voxpipe" || strings.HasSuffix(a[0], "/voxpipe")) && a[1] == "run" {
-			run, argv = c, a
-			break
+			return c, a
 		}
 	}
-	if run == nil {
-		bad("no container runs `voxpipe run` (command + args)")
-		return errors.Join(errs...)
-	}
-	flag := func(name string) (string, bool) {
-		for i, a := range argv {
-			if a == name && i+1 < len(argv) {
-				return argv[i+1], true
-			}
-			if v, ok := strings.CutPrefix(a, name+"="); ok {
-				return v, true
-			}
+	return nil, nil
+}
+
+// argFlag is the value of flag name in argv ("name value" or "name=value").
+func argFlag(argv []string, name string) (string, bool) {
+	for i, a := range argv {
+		if a == name && i+1 < len(argv) {
+			return argv[i+1], true
 		}
-		return "", false
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v, true
+		}
 	}
-	if v, ok := flag("--shard"); !ok || v != "auto" {
-		bad("args lack --shard auto (got %q)", v)
-	}
+	return "", false
+}
+
+// checkShardsAndEnv checks that the shard count is the completions and that every $(NAME)
+// in the args is in the container's env.
+func checkShardsAndEnv(p *problems, run *container, argv []string, completions int) {
 	env := map[string]*string{}
 	for _, e := range run.Env {
 		if e.ValueFrom != nil {
@@ -165,25 +197,28 @@ func checkIndexedJob(manifest []byte) error {
 		}
 	}
 	shards := ""
-	if v, ok := flag("--shard-count"); ok {
+	if v, ok := argFlag(argv, "--shard-count"); ok {
 		shards = v
 	} else if v, ok := env["VOXPIPE_SHARD_COUNT"]; ok && v != nil {
 		shards = *v
 	}
 	if n, err := strconv.Atoi(shards); err != nil || n != completions {
-		bad("the shard count (VOXPIPE_SHARD_COUNT or --shard-count) is %q, want completions (%d)", shards, completions)
+		p.add("the shard count (VOXPIPE_SHARD_COUNT or --shard-count) is %q, want completions (%d)", shards, completions)
 	}
 	// Kubernetes leaves $(NAME) as it is when NAME is not in the container's env.
 	for _, m := range regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`).FindAllStringSubmatch(strings.Join(argv, " "), -1) {
 		if _, ok := env[m[1]]; !ok {
-			bad("args use $(%s), which the container's env does not define", m[1])
+			p.add("args use $(%s), which the container's env does not define", m[1])
 		}
 	}
+}
 
-	// The input and the output folder are on a ReadWriteMany PersistentVolumeClaim.
-	out, _ := flag("-o")
+// checkOnClaims checks that the input and the output folder are on a ReadWriteMany
+// PersistentVolumeClaim of the manifest.
+func checkOnClaims(p *problems, pod podSpec, run *container, argv []string, pvcs map[string]object) {
+	out, _ := argFlag(argv, "-o")
 	if out == "" {
-		out, _ = flag("--output")
+		out, _ = argFlag(argv, "--output")
 	}
 	var in string
 	for i := 2; i < len(argv); i++ {
@@ -198,7 +233,7 @@ func checkIndexedJob(manifest []byte) error {
 	}
 	for what, path := range map[string]string{"input": in, "output (-o)": out} {
 		if path == "" {
-			bad("voxpipe run has no %s", what)
+			p.add("voxpipe run has no %s", what)
 			continue
 		}
 		claim := ""
@@ -212,20 +247,20 @@ func checkIndexedJob(manifest []byte) error {
 			}
 		}
 		if claim == "" {
-			bad("the %s %s is not on a mounted PersistentVolumeClaim", what, path)
+			p.add("the %s %s is not on a mounted PersistentVolumeClaim", what, path)
 			continue
 		}
 		pvc, ok := pvcs[claim]
 		if !ok {
-			bad("PersistentVolumeClaim %q (%s) is not in the manifest", claim, what)
+			p.add("PersistentVolumeClaim %q (%s) is not in the manifest", claim, what)
 		} else if !slices.Contains(pvc.Spec.AccessModes, "ReadWriteMany") {
-			bad("PersistentVolumeClaim %q has access modes %v: the pods share it from several nodes, want ReadWriteMany", claim, pvc.Spec.AccessModes)
+			p.add("PersistentVolumeClaim %q has access modes %v: the pods share it from several nodes, want ReadWriteMany", claim, pvc.Spec.AccessModes)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 func TestIndexedJobManifest(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(jobManifest)
 	if err != nil {
 		t.Fatal(err)
@@ -237,6 +272,7 @@ func TestIndexedJobManifest(t *testing.T) {
 
 // TestIndexedJobChecksFail breaks the manifest one rule at a time: each must be reported.
 func TestIndexedJobChecksFail(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(jobManifest)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestCUDAOptionsPrecision(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in, want string
 		err      bool

@@ -6,6 +6,7 @@ import (
 )
 
 func TestSlabRamp(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		nz, first, largest int
 		want               []int
@@ -31,6 +32,7 @@ func TestSlabRamp(t *testing.T) {
 // Every plan covers the volume exactly with slabs no larger than max(first, largest), starting
 // and ending with at most first planes.
 func TestSlabRampCovers(t *testing.T) {
+	t.Parallel()
 	for nz := 1; nz <= 300; nz++ {
 		for _, first := range []int{1, 2, 3, 5, 8, 32, 64, 400} {
 			for _, largest := range []int{1, 4, 16, 100, 256} {

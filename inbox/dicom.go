@@ -166,7 +166,41 @@ type readySeries struct {
 // settleDICOM looks again at the candidates not yet judged and hands out the series that have
 // settled (see the top of this file).
 func (b *Inbox) settleDICOM(now time.Time) {
-	// Look again at the files not yet judged: events may be missing (network file systems).
+	b.lookAgainDICOM()
+	b.parseDICOM()
+	b.mu.Lock()
+	g := b.groupDICOM(now)
+	for uid, s := range b.series {
+		if len(g.members[uid]) == 0 && !b.anyLeft(s.queued) {
+			delete(b.series, uid) // its files are gone
+		}
+	}
+	var ready []readySeries
+	for uid, files := range g.members {
+		if r, ok := b.settledSeries(uid, files, g, now); ok {
+			ready = append(ready, r)
+		}
+	}
+	b.mu.Unlock()
+
+	for _, l := range g.leftOut {
+		switch {
+		case errors.Is(l.err, dicom.ErrNotDICOM):
+			b.note(l.path, slog.LevelInfo, "inbox: left out a file that is not a volume or DICOM file")
+		case errors.Is(l.err, dicom.ErrNoPixels):
+			b.note(l.path, slog.LevelInfo, "inbox: left out a DICOM file that holds no image")
+		default:
+			b.note(l.path, slog.LevelWarn, "inbox: cannot read a DICOM file", "err", l.err)
+		}
+	}
+	for _, r := range ready {
+		b.handSeries(r, now)
+	}
+}
+
+// lookAgainDICOM looks again at the files not yet judged: events may be missing (network file
+// systems).
+func (b *Inbox) lookAgainDICOM() {
 	b.mu.Lock()
 	var look []string
 	for p, f := range b.dcm {
@@ -187,99 +221,89 @@ func (b *Inbox) settleDICOM(now time.Time) {
 			b.observeDICOM(p, root)
 		}
 	}
-	b.parseDICOM()
+}
 
-	// Group the image files by series; find the folders that hold a candidate that is not
-	// (yet) readable and still changing, unless it is long enough to tell it is no DICOM file
-	// (a table being rewritten must not hold series up).
-	b.mu.Lock()
-	members := map[string][]string{}
-	busy := map[string]bool{}
-	unreadable := map[string][]string{}
-	type left struct {
-		path string
-		err  error
-	}
-	var leftOut []left
+// dcmGroups is the candidates as a settle tick finds them, once parsed.
+type dcmGroups struct {
+	members map[string][]string // image files, by SeriesInstanceUID
+	// busy: folders that hold a candidate not (yet) readable and still changing, unless it is
+	// long enough to tell it is no DICOM file (a table being rewritten must not hold series up).
+	busy       map[string]bool
+	unreadable map[string][]string // settled DICOM files that cannot be read, by folder
+	leftOut    []leftOutFile       // files found, at this tick, to be no DICOM image
+}
+
+// leftOutFile is a settled candidate that is no DICOM image, and why.
+type leftOutFile struct {
+	path string
+	err  error
+}
+
+// groupDICOM groups the parsed candidates by series and finds the busy folders; b.mu held.
+func (b *Inbox) groupDICOM(now time.Time) dcmGroups {
+	g := dcmGroups{members: map[string][]string{}, busy: map[string]bool{}, unreadable: map[string][]string{}}
 	for p, f := range b.dcm {
 		switch {
 		case !f.parsed: // changed while it was parsed: parsed again at the next tick
-			busy[filepath.Dir(p)] = true
+			g.busy[filepath.Dir(p)] = true
 		case f.err == nil:
-			members[f.uid] = append(members[f.uid], p)
+			g.members[f.uid] = append(g.members[f.uid], p)
 		case now.Sub(f.changed) < b.opt.Settle:
 			if !errors.Is(f.err, dicom.ErrNotDICOM) || f.ver.size < part10Prefix {
-				busy[filepath.Dir(p)] = true
+				g.busy[filepath.Dir(p)] = true
 			}
 		case !f.stable:
 			f.stable = true
-			leftOut = append(leftOut, left{p, f.err})
+			g.leftOut = append(g.leftOut, leftOutFile{p, f.err})
 			fallthrough
 		default:
 			if !errors.Is(f.err, dicom.ErrNotDICOM) && !errors.Is(f.err, dicom.ErrNoPixels) {
-				unreadable[filepath.Dir(p)] = append(unreadable[filepath.Dir(p)], p)
+				g.unreadable[filepath.Dir(p)] = append(g.unreadable[filepath.Dir(p)], p)
 			}
 		}
 	}
-	for uid, s := range b.series {
-		if len(members[uid]) == 0 && !b.anyLeft(s.queued) {
-			delete(b.series, uid) // its files are gone
-		}
-	}
-	var ready []readySeries
-	for uid, files := range members {
-		s := b.series[uid]
-		if s == nil {
-			s = &dcmSeries{}
-			b.series[uid] = s
-		}
-		var last time.Time
-		dirs := map[string]bool{}
-		cur := version{}
-		for _, p := range files {
-			f := b.dcm[p]
-			if f.changed.After(last) {
-				last = f.changed
-			}
-			dirs[filepath.Dir(p)] = true
-			cur[p] = f.ver
-		}
-		waiting := now.Sub(last) < b.opt.Settle || (!s.retryAt.IsZero() && now.Before(s.retryAt))
-		for d := range dirs {
-			waiting = waiting || busy[d]
-		}
-		if waiting {
-			continue
-		}
-		if s.retryAt.IsZero() && s.queued != nil {
-			if added, changed := changes(cur, s.queued); len(added)+len(changed) == 0 {
-				for _, p := range files {
-					b.dcm[p].stable = true // the version handed out, or what is left of it
-				}
-				continue
-			}
-		}
-		r := readySeries{uid: uid, s: s, files: files, cur: cur, dirs: slices.Sorted(maps.Keys(dirs))}
-		for _, d := range r.dirs {
-			r.extra = append(r.extra, unreadable[d]...)
-		}
-		ready = append(ready, r)
-	}
-	b.mu.Unlock()
+	return g
+}
 
-	for _, l := range leftOut {
-		switch {
-		case errors.Is(l.err, dicom.ErrNotDICOM):
-			b.note(l.path, slog.LevelInfo, "inbox: left out a file that is not a volume or DICOM file")
-		case errors.Is(l.err, dicom.ErrNoPixels):
-			b.note(l.path, slog.LevelInfo, "inbox: left out a DICOM file that holds no image")
-		default:
-			b.note(l.path, slog.LevelWarn, "inbox: cannot read a DICOM file", "err", l.err)
+// settledSeries reports whether the series uid, with these image files, is settled and has a
+// version not queued yet: then it returns it, to hand out; b.mu held.
+func (b *Inbox) settledSeries(uid string, files []string, g dcmGroups, now time.Time) (readySeries, bool) {
+	s := b.series[uid]
+	if s == nil {
+		s = &dcmSeries{}
+		b.series[uid] = s
+	}
+	var last time.Time
+	dirs := map[string]bool{}
+	cur := version{}
+	for _, p := range files {
+		f := b.dcm[p]
+		if f.changed.After(last) {
+			last = f.changed
+		}
+		dirs[filepath.Dir(p)] = true
+		cur[p] = f.ver
+	}
+	waiting := now.Sub(last) < b.opt.Settle || (!s.retryAt.IsZero() && now.Before(s.retryAt))
+	for d := range dirs {
+		waiting = waiting || g.busy[d]
+	}
+	if waiting {
+		return readySeries{}, false
+	}
+	if s.retryAt.IsZero() && s.queued != nil {
+		if added, changed := changes(cur, s.queued); len(added)+len(changed) == 0 {
+			for _, p := range files {
+				b.dcm[p].stable = true // the version handed out, or what is left of it
+			}
+			return readySeries{}, false
 		}
 	}
-	for _, r := range ready {
-		b.handSeries(r, now)
+	r := readySeries{uid: uid, s: s, files: files, cur: cur, dirs: slices.Sorted(maps.Keys(dirs))}
+	for _, d := range r.dirs {
+		r.extra = append(r.extra, g.unreadable[d]...)
 	}
+	return r, true
 }
 
 // parseDICOM parses, in parallel, the candidates whose current version has not been parsed.

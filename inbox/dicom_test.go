@@ -1,14 +1,10 @@
 package inbox
 
 import (
-	"bytes"
-	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,126 +15,13 @@ import (
 	"voxpipe/jobs"
 )
 
-// The DICOM tests run in a synctest bubble: the clock is fake and moves only while every
-// goroutine of the test waits, so settle times are exact and cost no real time. The inbox has
-// no file watcher there (its events would not let the clock move): the tests call event,
-// rescan and settle as its Run loop does.
-
-// logBuffer collects log lines from several goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// dicomBox is an inbox without a watcher on a new folder, feeding its Jobs until the test
-// ends.
-type dicomBox struct {
-	*Inbox
-	in, out string
-	logs    *logBuffer
-}
-
-func newDICOMBox(t *testing.T, settle time.Duration) *dicomBox {
-	t.Helper()
-	dir := t.TempDir()
-	d := &dicomBox{in: filepath.Join(dir, "inbox"), out: filepath.Join(dir, "out"), logs: &logBuffer{}}
-	os.MkdirAll(d.in, 0o755)
-	b, err := newInbox(Options{Folders: []string{d.in}, OutDir: d.out, MaskName: "{name}_mask.nii.gz", DICOMName: "s%s",
-		Settle: settle, Log: slog.New(slog.NewTextHandler(d.logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.dirs[d.in] = d.in
-	d.Inbox = b
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b.feed(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return d
-}
-
-// taken is the job the inbox hands out now, if any.
-func (d *dicomBox) taken() (jobs.Job, bool) {
-	synctest.Wait()
-	select {
-	case j := <-d.jobs:
-		synctest.Wait() // what the feeder does once a job is taken (its log lines)
-		return j, true
-	default:
-		return jobs.Job{}, false
-	}
-}
-
-// write writes the file and announces it as inotify would.
-func (d *dicomBox) write(t *testing.T, name string, data []byte) {
-	t.Helper()
-	p := filepath.Join(d.in, name)
-	_, err := os.Stat(p)
-	op := fsnotify.Write
-	if err != nil {
-		op = fsnotify.Create
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d.event(fsnotify.Event{Name: p, Op: op})
-}
-
-// tick lets step pass and runs a settle tick, as Run does.
-func (d *dicomBox) tick(step time.Duration) {
-	time.Sleep(step)
-	d.settle()
-}
-
-// next ticks every step until a job is handed out, at most for limit.
-func (d *dicomBox) next(t *testing.T, step, limit time.Duration) jobs.Job {
-	t.Helper()
-	for end := time.Now().Add(limit); time.Now().Before(end); {
-		d.tick(step)
-		if j, ok := d.taken(); ok {
-			return j
-		}
-	}
-	t.Fatalf("no job within %v\n%s", limit, d.logs.String())
-	return jobs.Job{}
-}
-
-// quiet ticks every step for span and fails on any job handed out.
-func (d *dicomBox) quiet(t *testing.T, step, span time.Duration, when string) {
-	t.Helper()
-	for end := time.Now().Add(span); time.Now().Before(end); {
-		d.tick(step)
-		if j, ok := d.taken(); ok {
-			t.Fatalf("%s: handed out %s (%d files)", when, j.Name, len(j.Series.Files))
-		}
-	}
-}
-
 func testSeries(uid string, number int) dicomtest.Series {
 	return dicomtest.Series{StudyUID: "1.2.826.0.1", SeriesUID: uid, Number: number, Rows: 10, Columns: 12,
 		Description: "T1", PatientID: "P1"}
 }
 
 // checkSeriesJob checks a job reads the series' first n slices.
-func checkSeriesJob(t *testing.T, d *dicomBox, j jobs.Job, s dicomtest.Series, n int) {
+func checkSeriesJob(t *testing.T, d *testBox, j jobs.Job, s dicomtest.Series, n int) {
 	t.Helper()
 	if j.Series == nil || j.Err != nil {
 		t.Fatalf("job %s: series %v, err %v", j.Name, j.Series, j.Err)
@@ -165,7 +48,7 @@ func TestDICOMSeriesHandedOnceSettled(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const settle, step = 2 * time.Second, 250 * time.Millisecond
-		d := newDICOMBox(t, settle)
+		d := newTestBox(t, settle)
 		s := testSeries("1.2.826.0.1.7", 7)
 		var last time.Time
 		for i := range 6 {
@@ -200,7 +83,7 @@ func TestDICOMSeriesSettleApart(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const settle, step = 2 * time.Second, 250 * time.Millisecond
-		d := newDICOMBox(t, settle)
+		d := newTestBox(t, settle)
 		a, b := testSeries("1.2.826.0.1.1", 1), testSeries("1.2.826.0.1.2", 2)
 		for i := range 3 {
 			d.write(t, "a"+dicomtest.FileName(i), a.Slice(i))
@@ -252,7 +135,7 @@ func TestDICOMSeriesGrowthReported(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const settle, step = 2 * time.Second, 250 * time.Millisecond
-		d := newDICOMBox(t, settle)
+		d := newTestBox(t, settle)
 		s := testSeries("1.2.826.0.1.9", 9)
 		if _, err := s.Write(d.in, 0, 4); err != nil {
 			t.Fatal(err)
@@ -307,7 +190,7 @@ func TestDICOMSeriesDeferred(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		const settle, step = time.Second, 250 * time.Millisecond
-		d := newDICOMBox(t, settle)
+		d := newTestBox(t, settle)
 		s := testSeries("1.2.826.0.1.3", 3)
 		if _, err := s.Write(d.in, 0, 3); err != nil {
 			t.Fatal(err)

@@ -2,33 +2,15 @@ package inbox
 
 import (
 	"context"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 )
 
-// volumeBytes is a small complete .nii file's bytes.
-func volumeBytes(t *testing.T) []byte {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "v.nii")
-	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Int16, BitPix: 16,
-		Dim: [8]int64{3, 16, 16, 8, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
-	data := make([]byte, 2*16*16*8)
-	for i := range data {
-		data[i] = byte(i)
-	}
-	if err := nifti.Write(p, h, data, nifti.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(p)
-	return b
-}
-
+// harness runs an inbox with its file watcher, in real time.
 type harness struct {
 	in, out string
 	box     *Inbox
@@ -74,83 +56,26 @@ func (h *harness) next(t *testing.T, limit time.Duration) (jobs.Job, bool) {
 	}
 }
 
-// A volume renamed into the inbox is handed out at once, even with a long settle time.
-func TestRenamedInAtOnce(t *testing.T) {
-	h := start(t, time.Hour, false)
-	tmp := filepath.Join(t.TempDir(), "scan.nii")
-	os.WriteFile(tmp, volumeBytes(t), 0o644)
-	moved := time.Now()
-	if err := os.Rename(tmp, filepath.Join(h.in, "scan.nii")); err != nil {
-		t.Skip("rename across folders:", err)
-	}
-	j, ok := h.next(t, 5*time.Second)
-	if !ok {
-		t.Fatal("no job for a volume renamed in")
-	}
-	if j.Name != "scan" || j.Output != filepath.Join(h.out, "scan_mask.nii.gz") || j.Arrived.Before(moved) {
-		t.Errorf("job %+v", j)
-	}
-	if took := time.Since(moved); took > time.Second {
-		t.Errorf("handed out %v after the rename", took)
-	}
-	// Handed once: nothing more comes for the same version.
-	if j, ok := h.next(t, 300*time.Millisecond); ok {
-		t.Errorf("handed again: %+v", j)
-	}
-}
-
-// A file written in place, slowly, is handed out only once complete and settled.
-func TestSlowWriterWaitsForSettle(t *testing.T) {
-	const settle = 400 * time.Millisecond
-	h := start(t, settle, false)
-	data := volumeBytes(t)
-	f, err := os.Create(filepath.Join(h.in, "slow.nii"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for off := 0; off < len(data); off += 1024 {
-		f.Write(data[off:min(off+1024, len(data))])
-		f.Sync()
-		if j, ok := h.next(t, 60*time.Millisecond); ok {
-			t.Fatalf("handed out while being written (%d of %d bytes): %+v", off, len(data), j)
+// waitWatched waits until the inbox watches dir: its watcher has seen the folder's Create
+// event, so files that arrive in it from now on are announced.
+func (h *harness) waitWatched(t *testing.T, dir string) {
+	t.Helper()
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	limit := time.After(5 * time.Second)
+	for !h.box.watched(dir) {
+		select {
+		case <-poll.C:
+		case <-limit:
+			t.Fatalf("%s not watched 5 s after it was made", dir)
 		}
-	}
-	f.Close()
-	last := time.Now()
-	j, ok := h.next(t, 10*settle)
-	if !ok {
-		t.Fatal("never handed out")
-	}
-	if since := time.Since(last); since < settle*3/4 {
-		t.Errorf("handed out %v after the last write, before the %v settle", since, settle)
-	}
-	if j.Name != "slow" {
-		t.Errorf("job %+v", j)
-	}
-}
-
-// A .ready marker hands a volume out without waiting for it to settle.
-func TestReadyMarker(t *testing.T) {
-	h := start(t, time.Hour, false)
-	data := volumeBytes(t)
-	p := filepath.Join(h.in, "marked.nii")
-	os.WriteFile(p, data[:100], 0o644) // seen incomplete first
-	if _, ok := h.next(t, 300*time.Millisecond); ok {
-		t.Fatal("an incomplete file was handed out")
-	}
-	os.WriteFile(p, data, 0o644)
-	if _, ok := h.next(t, 300*time.Millisecond); ok {
-		t.Fatal("a file written in place was handed out before settling or its marker")
-	}
-	os.WriteFile(p+".ready", nil, 0o644)
-	if j, ok := h.next(t, 5*time.Second); !ok || j.Name != "marked" {
-		t.Fatalf("marker: %+v %v", j, ok)
 	}
 }
 
 // Files there at the start are handed out; a changed file is handed out again; masks and the
 // output folder are left out.
 func TestStartChangesAndOwnMasks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	h := &harness{in: filepath.Join(dir, "inbox"), out: filepath.Join(dir, "inbox", "masks")}
 	os.MkdirAll(filepath.Join(h.in, "sub"), 0o755)
@@ -183,7 +108,7 @@ func TestStartChangesAndOwnMasks(t *testing.T) {
 	}
 	// A new folder under a recursive inbox is watched.
 	os.MkdirAll(filepath.Join(h.in, "new"), 0o755)
-	time.Sleep(100 * time.Millisecond)
+	h.waitWatched(t, filepath.Join(h.in, "new"))
 	tmp := filepath.Join(t.TempDir(), "d.nii")
 	os.WriteFile(tmp, data, 0o644)
 	os.Rename(tmp, filepath.Join(h.in, "new", "d.nii"))
@@ -194,6 +119,7 @@ func TestStartChangesAndOwnMasks(t *testing.T) {
 
 // Stopping closes Jobs.
 func TestStopClosesJobs(t *testing.T) {
+	t.Parallel()
 	h := start(t, time.Second, false)
 	h.stop()
 	select {
@@ -206,31 +132,4 @@ func TestStopClosesJobs(t *testing.T) {
 	}
 	h.cancel = func() {}
 	h.done <- nil
-}
-
-// A deferred volume (claimed elsewhere) is handed out again after the delay, not before; a
-// Create event for a version already handed out hands nothing.
-func TestDeferAndRepeatedEvents(t *testing.T) {
-	h := start(t, time.Hour, false)
-	tmp := filepath.Join(t.TempDir(), "v.nii")
-	os.WriteFile(tmp, volumeBytes(t), 0o644)
-	p := filepath.Join(h.in, "v.nii")
-	os.Rename(tmp, p)
-	j, ok := h.next(t, 5*time.Second)
-	if !ok {
-		t.Fatal("not handed out")
-	}
-	h.box.observeNew(p, h.in) // the same version announced again (an event after the start's scan)
-	if j, ok := h.next(t, 200*time.Millisecond); ok {
-		t.Fatalf("handed out twice: %+v", j)
-	}
-	deferred := time.Now()
-	h.box.Defer(j, 300*time.Millisecond)
-	j, ok = h.next(t, 5*time.Second)
-	if !ok || j.Name != "v" {
-		t.Fatalf("deferred volume: %+v %v", j, ok)
-	}
-	if since := time.Since(deferred); since < 250*time.Millisecond {
-		t.Errorf("handed out again after %v, before the delay", since)
-	}
 }

@@ -109,82 +109,15 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 	if !strings.Contains(maskName, "{name}") {
 		return nil, fmt.Errorf("jobs: mask name %q must contain {name}", maskName)
 	}
-	d := &Discovery{}
-	var dicomFiles []string       // other files in the folders: DICOM candidates
-	outInfo, _ := os.Stat(outDir) // the output folder may not exist yet: then it is in no input
-	add := func(path, rel string) {
-		job, own := JobFor(path, rel, outDir, maskName)
-		if own {
-			d.OwnOutputs = append(d.OwnOutputs, path)
-			return
-		}
-		d.Jobs = append(d.Jobs, job)
-	}
+	s := &search{d: &Discovery{}, recursive: recursive, outDir: outDir, maskName: maskName}
+	s.outInfo, _ = os.Stat(outDir) // the output folder may not exist yet: then it is in no input
 	for _, in := range inputs {
-		st, err := os.Stat(in) // follows links; never opens
-		if err != nil {
-			return nil, fmt.Errorf("jobs: input %w", err)
-		}
-		if !st.IsDir() {
-			if _, ok := VolumeBase(in); !ok && isDICOM(in) {
-				dicomFiles = append(dicomFiles, in)
-				continue
-			}
-			add(in, filepath.Base(in))
-			continue
-		}
-		var found []string
-		err = filepath.WalkDir(in, func(path string, de fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if de.IsDir() {
-				if path == in {
-					return nil
-				}
-				if isTemporary(de.Name()) {
-					return filepath.SkipDir
-				}
-				if !recursive {
-					d.NotSearched = append(d.NotSearched, path)
-					return filepath.SkipDir
-				}
-				if info, err := de.Info(); err == nil && outInfo != nil && os.SameFile(info, outInfo) {
-					d.SkippedFolders = append(d.SkippedFolders, path)
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if _, ok := VolumeBase(de.Name()); !ok || isTemporary(de.Name()) {
-				// Links are followed and FIFOs refused, unopened, by the scan (listed in Skipped).
-				if dicom.Candidate(de.Name()) {
-					dicomFiles = append(dicomFiles, path)
-				}
-				return nil
-			}
-			info, err := os.Stat(path) // a link's target: a link to a FIFO is a FIFO
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if info.IsDir() {
-				return nil
-			}
-			found = append(found, path)
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("jobs: search %s: %w", in, err)
-		}
-		slices.Sort(found)
-		for _, path := range found {
-			rel, err := filepath.Rel(in, path)
-			if err != nil {
-				return nil, fmt.Errorf("jobs: %w", err)
-			}
-			add(path, rel)
+		if err := s.input(in); err != nil {
+			return nil, err
 		}
 	}
-	jobs, err := dicomJobs(d, dicomFiles, outDir, maskName, dicomName)
+	d := s.d
+	jobs, err := dicomJobs(d, s.dicomFiles, outDir, maskName, dicomName)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +134,100 @@ func DiscoverDICOM(inputs []string, recursive bool, outDir, maskName, dicomName 
 		byOutput[d.Jobs[i].Output] = d.Jobs[i].Input
 	}
 	return d, nil
+}
+
+// search is DiscoverDICOM's state while it goes through the inputs.
+type search struct {
+	d                *Discovery
+	recursive        bool
+	outDir, maskName string
+	outInfo          os.FileInfo // nil when the output folder does not exist yet
+	dicomFiles       []string    // other files in the folders: DICOM candidates
+}
+
+// add makes the job of the volume at path (rel to its input), unless it is one of the run's
+// own outputs.
+func (s *search) add(path, rel string) {
+	job, own := JobFor(path, rel, s.outDir, s.maskName)
+	if own {
+		s.d.OwnOutputs = append(s.d.OwnOutputs, path)
+		return
+	}
+	s.d.Jobs = append(s.d.Jobs, job)
+}
+
+// input adds the input in: a file, or the volumes in a folder (in name order) and its DICOM
+// candidates.
+func (s *search) input(in string) error {
+	st, err := os.Stat(in) // follows links; never opens
+	if err != nil {
+		return fmt.Errorf("jobs: input %w", err)
+	}
+	if !st.IsDir() {
+		if _, ok := VolumeBase(in); !ok && isDICOM(in) {
+			s.dicomFiles = append(s.dicomFiles, in)
+			return nil
+		}
+		s.add(in, filepath.Base(in))
+		return nil
+	}
+	var found []string
+	err = filepath.WalkDir(in, func(path string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if de.IsDir() {
+			return s.folder(in, path, de)
+		}
+		if _, ok := VolumeBase(de.Name()); !ok || isTemporary(de.Name()) {
+			// Links are followed and FIFOs refused, unopened, by the scan (listed in Skipped).
+			if dicom.Candidate(de.Name()) {
+				s.dicomFiles = append(s.dicomFiles, path)
+			}
+			return nil
+		}
+		info, err := os.Stat(path) // a link's target: a link to a FIFO is a FIFO
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if info.IsDir() {
+			return nil
+		}
+		found = append(found, path)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("jobs: search %s: %w", in, err)
+	}
+	slices.Sort(found)
+	for _, path := range found {
+		rel, err := filepath.Rel(in, path)
+		if err != nil {
+			return fmt.Errorf("jobs: %w", err)
+		}
+		s.add(path, rel)
+	}
+	return nil
+}
+
+// folder decides whether the walk of input in enters the folder at path: not temporary
+// folders, subfolders only when recursive, never the output folder.
+func (s *search) folder(in, path string, de fs.DirEntry) error {
+	if path == in {
+		return nil
+	}
+	if isTemporary(de.Name()) {
+		return filepath.SkipDir
+	}
+	if !s.recursive {
+		s.d.NotSearched = append(s.d.NotSearched, path)
+		return filepath.SkipDir
+	}
+	if info, err := de.Info(); err == nil && s.outInfo != nil && os.SameFile(info, s.outInfo) {
+		s.d.SkippedFolders = append(s.d.SkippedFolders, path)
+		return filepath.SkipDir
+	}
+	return nil
 }
 
 // JobFor makes the job of the volume file at path (rel: its path relative to its input folder),

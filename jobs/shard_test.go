@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseShard(t *testing.T) {
+	t.Parallel()
 	env := func(kv ...string) func(string) string {
 		m := map[string]string{}
 		for i := 0; i < len(kv); i += 2 {
@@ -55,6 +56,7 @@ func TestParseShard(t *testing.T) {
 // Every volume is in exactly one shard, the shards are of similar sizes, and the split depends
 // on the name alone (the same on every host and rerun).
 func TestShardPartition(t *testing.T) {
+	t.Parallel()
 	var jobs []Job
 	for i := range 400 {
 		jobs = append(jobs, Job{Name: fmt.Sprintf("sub-%03d/anat/T1w", i)})

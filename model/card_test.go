@@ -40,6 +40,7 @@ func testHistogram() []float64 {
 }
 
 func TestCardRoundTrip(t *testing.T) {
+	t.Parallel()
 	m := RandomModel(4, 4, 1)
 	m.ClassNames = []string{"background", "tissue", "fluid", "lesion"}
 	m.Card = testCard()
@@ -69,6 +70,7 @@ func TestCardRoundTrip(t *testing.T) {
 
 // TestCardRejects names the field at fault for each kind of bad card.
 func TestCardRejects(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		edit  func(c *Card)
@@ -119,6 +121,7 @@ func TestCardRejects(t *testing.T) {
 
 // TestParameters: the default architecture's count, as docs/model.md gives it.
 func TestParameters(t *testing.T) {
+	t.Parallel()
 	if got := RandomModel(16, 4, 1).Parameters(); got != 14653 {
 		t.Errorf("Parameters() = %d, want 14653", got)
 	}

@@ -31,6 +31,7 @@ func referenceQuantiles(vals []float64, step int) []float64 {
 // TestVolumeQuantiles compares the int16 histogram path and the float32 sort path with a plain
 // sort, on a volume small enough to be read whole and one that is sampled.
 func TestVolumeQuantiles(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, dims := range [][3]int{{17, 13, 11}, {128, 128, 80}} {
 		n := dims[0] * dims[1] * dims[2]
@@ -64,70 +65,90 @@ func TestVolumeQuantiles(t *testing.T) {
 	}
 }
 
+// inDomainQuantiles are the normalised quantiles of an in-domain volume under testCard.
+var inDomainQuantiles = []float64{-0.65, -0.6, -0.55, -0.5, 0, 1.7, 2.0}
+
+// inDomainHistogram is an intensity histogram under testCard's envelope.
+func inDomainHistogram() []float64 {
+	hist := make([]float64, HistogramBins)
+	hist[histogramBin(-0.6)], hist[histogramBin(1.2)], hist[histogramBin(1.8)], hist[histogramBin(2.6)] = 0.72, 0.2, 0.07, 0.01
+	return hist
+}
+
+// shiftedHistogram is inDomainHistogram moved up by 2 standard deviations.
+func shiftedHistogram() []float64 {
+	shifted := make([]float64, HistogramBins)
+	copy(shifted[8:], inDomainHistogram()[:HistogramBins-8])
+	return shifted
+}
+
+// inDomainConfidence is the margins of an in-domain volume with these voxels per label.
+func inDomainConfidence(labels ...int64) *Confidence {
+	c := &Confidence{Labels: labels}
+	for l, n := range labels {
+		c.Voxels += n
+		if l > 0 {
+			c.MarginVoxels += n
+		}
+	}
+	c.MarginSum, c.LowMargin = c.MarginVoxels*9*MarginScale, c.MarginVoxels/100
+	return c
+}
+
+// inDomainInput is a volume testCard finds in domain.
+func inDomainInput() DomainInput {
+	return DomainInput{Dims: 3, Volumes: 1, SpacingMM: [3]float64{2.5, 2.5, 3}, FOVMM: [3]float64{240, 240, 192}, Orientation: true,
+		Quantiles: inDomainQuantiles, Histogram: inDomainHistogram(), Confidence: inDomainConfidence(700, 280, 15, 5)}
+}
+
+// domainCases are edits of inDomainInput and the verdict testCard gives each.
+var domainCases = []struct {
+	name  string
+	edit  func(in *DomainInput)
+	level DomainLevel
+	want  string
+}{
+	{"4D", func(in *DomainInput) { in.Dims, in.Volumes, in.Volume = 4, 5, 2 }, DomainWarn, "4 dimensions: volume 2 of 5 is segmented"},
+	{"reader warning", func(in *DomainInput) { in.Warnings = []string{"scl_slope NaN in a.nii"} }, DomainWarn, "warn: scl_slope NaN in a.nii"},
+	{"constant", func(in *DomainInput) { in.Constant = true }, DomainOutOfDomain, "constant volume"},
+	{"no orientation", func(in *DomainInput) { in.Orientation = false }, DomainWarn, "no orientation"},
+	{"spacing", func(in *DomainInput) { in.SpacingMM[2] = 2.5 }, DomainWarn, "spacing outside training: z 2.5 mm not in [3, 3]"},
+	{"spacing far", func(in *DomainInput) { in.SpacingMM[2] = 1 }, DomainOutOfDomain, "spacing far outside training (beyond a factor 1.5): z 1 mm not in [3, 3]"},
+	{"bright tail", func(in *DomainInput) { in.Quantiles = slices.Clone(inDomainQuantiles); in.Quantiles[6] = 4.1 }, DomainWarn, "p99 4.10 not in [1.40, 2.90]"},
+	{"mouse", func(in *DomainInput) { in.FOVMM = [3]float64{12.8, 12.8, 9.6} }, DomainOutOfDomain, "field of view unlike training: x 12.8 mm not in [160, 360]"},
+	{"whale", func(in *DomainInput) { in.FOVMM[1] = 1920 }, DomainOutOfDomain, "y 1920 mm not in [160, 360]"},
+	{"histogram", func(in *DomainInput) { in.Histogram = shiftedHistogram() }, DomainOutOfDomain, "intensity unlike training: 100.0 % of the voxels"},
+	{"histogram tail", func(in *DomainInput) { // 4 % of the voxels where training had none
+		in.Histogram = inDomainHistogram()
+		in.Histogram[histogramBin(-0.6)] -= 0.04
+		in.Histogram[histogramBin(5)] += 0.04
+	}, DomainOutOfDomain, "4.0 % of the voxels at normalised intensities more common than in any training volume (> 3.0 %)"},
+	{"less sure", func(in *DomainInput) {
+		c := inDomainConfidence(700, 280, 15, 5)
+		c.MarginSum = c.MarginVoxels * 2 * MarginScale
+		in.Confidence = c
+	},
+		DomainOutOfDomain, "model less sure than in training: mean foreground margin 2.00 logits < 4.50"},
+	{"surer", func(in *DomainInput) {
+		c := inDomainConfidence(700, 280, 15, 5)
+		c.MarginSum = c.MarginVoxels * 12 * MarginScale
+		in.Confidence = c
+	},
+		DomainOutOfDomain, "model surer than in training: mean foreground margin 12.00 logits > 11.00"},
+	{"unsure", func(in *DomainInput) { c := inDomainConfidence(700, 280, 15, 5); c.LowMargin = 30; in.Confidence = c },
+		DomainOutOfDomain, "model unsure: 10.00 % of the foreground within 1 logit of another class > 2.50 %"},
+	{"lesions", func(in *DomainInput) { in.Confidence = inDomainConfidence(700, 200, 15, 85) }, DomainOutOfDomain, "labels in proportions unlike training: label 3 8.5 % not in [0, 5] %"},
+	{"no foreground", func(in *DomainInput) { in.Confidence = inDomainConfidence(1000, 0, 0, 0) }, DomainOutOfDomain, "label 0 100 % not in [50, 85] %"},
+}
+
 func TestCheckDomain(t *testing.T) {
 	t.Parallel()
 	card := testCard()
-	inside := []float64{-0.65, -0.6, -0.55, -0.5, 0, 1.7, 2.0}
-	hist := make([]float64, HistogramBins) // under the card's envelope
-	hist[histogramBin(-0.6)], hist[histogramBin(1.2)], hist[histogramBin(1.8)], hist[histogramBin(2.6)] = 0.72, 0.2, 0.07, 0.01
-	conf := func(labels ...int64) *Confidence { // the margins of an in-domain volume
-		c := &Confidence{Labels: labels}
-		for l, n := range labels {
-			c.Voxels += n
-			if l > 0 {
-				c.MarginVoxels += n
-			}
-		}
-		c.MarginSum, c.LowMargin = c.MarginVoxels*9*MarginScale, c.MarginVoxels/100
-		return c
-	}
-	inConf := conf(700, 280, 15, 5)
-	base := DomainInput{Dims: 3, Volumes: 1, SpacingMM: [3]float64{2.5, 2.5, 3}, FOVMM: [3]float64{240, 240, 192}, Orientation: true, Quantiles: inside,
-		Histogram: hist, Confidence: inConf}
-	if v := CheckDomain(card, base); !v.OK() || v.String() != string(DomainOK) || v.Level() != DomainOK {
+	if v := CheckDomain(card, inDomainInput()); !v.OK() || v.String() != string(DomainOK) || v.Level() != DomainOK {
 		t.Fatalf("in domain: %v", v)
 	}
-	shifted := make([]float64, HistogramBins) // hist moved up by 2 standard deviations
-	copy(shifted[8:], hist[:HistogramBins-8])
-	for _, c := range []struct {
-		name  string
-		edit  func(in *DomainInput)
-		level DomainLevel
-		want  string
-	}{
-		{"4D", func(in *DomainInput) { in.Dims, in.Volumes, in.Volume = 4, 5, 2 }, DomainWarn, "4 dimensions: volume 2 of 5 is segmented"},
-		{"reader warning", func(in *DomainInput) { in.Warnings = []string{"scl_slope NaN in a.nii"} }, DomainWarn, "warn: scl_slope NaN in a.nii"},
-		{"constant", func(in *DomainInput) { in.Constant = true }, DomainOutOfDomain, "constant volume"},
-		{"no orientation", func(in *DomainInput) { in.Orientation = false }, DomainWarn, "no orientation"},
-		{"spacing", func(in *DomainInput) { in.SpacingMM[2] = 2.5 }, DomainWarn, "spacing outside training: z 2.5 mm not in [3, 3]"},
-		{"spacing far", func(in *DomainInput) { in.SpacingMM[2] = 1 }, DomainOutOfDomain, "spacing far outside training (beyond a factor 1.5): z 1 mm not in [3, 3]"},
-		{"bright tail", func(in *DomainInput) { in.Quantiles = slices.Clone(inside); in.Quantiles[6] = 4.1 }, DomainWarn, "p99 4.10 not in [1.40, 2.90]"},
-		{"mouse", func(in *DomainInput) { in.FOVMM = [3]float64{12.8, 12.8, 9.6} }, DomainOutOfDomain, "field of view unlike training: x 12.8 mm not in [160, 360]"},
-		{"whale", func(in *DomainInput) { in.FOVMM[1] = 1920 }, DomainOutOfDomain, "y 1920 mm not in [160, 360]"},
-		{"histogram", func(in *DomainInput) { in.Histogram = shifted }, DomainOutOfDomain, "intensity unlike training: 100.0 % of the voxels"},
-		{"histogram tail", func(in *DomainInput) { // 4 % of the voxels where training had none
-			in.Histogram = slices.Clone(hist)
-			in.Histogram[histogramBin(-0.6)] -= 0.04
-			in.Histogram[histogramBin(5)] += 0.04
-		}, DomainOutOfDomain, "4.0 % of the voxels at normalised intensities more common than in any training volume (> 3.0 %)"},
-		{"less sure", func(in *DomainInput) {
-			c := conf(700, 280, 15, 5)
-			c.MarginSum = c.MarginVoxels * 2 * MarginScale
-			in.Confidence = c
-		},
-			DomainOutOfDomain, "model less sure than in training: mean foreground margin 2.00 logits < 4.50"},
-		{"surer", func(in *DomainInput) {
-			c := conf(700, 280, 15, 5)
-			c.MarginSum = c.MarginVoxels * 12 * MarginScale
-			in.Confidence = c
-		},
-			DomainOutOfDomain, "model surer than in training: mean foreground margin 12.00 logits > 11.00"},
-		{"unsure", func(in *DomainInput) { c := conf(700, 280, 15, 5); c.LowMargin = 30; in.Confidence = c },
-			DomainOutOfDomain, "model unsure: 10.00 % of the foreground within 1 logit of another class > 2.50 %"},
-		{"lesions", func(in *DomainInput) { in.Confidence = conf(700, 200, 15, 85) }, DomainOutOfDomain, "labels in proportions unlike training: label 3 8.5 % not in [0, 5] %"},
-		{"no foreground", func(in *DomainInput) { in.Confidence = conf(1000, 0, 0, 0) }, DomainOutOfDomain, "label 0 100 % not in [50, 85] %"},
-	} {
-		in := base
+	for _, c := range domainCases {
+		in := inDomainInput()
 		c.edit(&in)
 		v := CheckDomain(card, in)
 		if v.Level() != c.level || !strings.HasPrefix(v.String(), string(c.level)+": ") || !strings.Contains(v.String(), c.want) {
@@ -138,14 +159,26 @@ func TestCheckDomain(t *testing.T) {
 		}
 	}
 	// The most severe reason first, after the verdict's level.
-	in := base
+	in := inDomainInput()
 	in.Orientation, in.FOVMM[0] = false, 10
 	if got := CheckDomain(card, in).String(); !strings.HasPrefix(got, "out-of-domain: field of view") || !strings.HasSuffix(got, "axes taken as RAS") {
 		t.Errorf("two reasons: %q", got)
 	}
+	if v := CheckDomain(nil, inDomainInput()); v.Level() != DomainWarn || !strings.Contains(v.String(), "no card") {
+		t.Errorf("no card: %v", v)
+	}
+	if ParseVerdictLevel("") != "" || ParseVerdictLevel("maybe: x") != "" || ParseVerdictLevel("ok") != DomainOK {
+		t.Error("ParseVerdictLevel of an empty, unknown or bare column")
+	}
+}
+
+// What the verdict rests on when parts are missing: the confidence, the card's later fields.
+func TestCheckDomainWithWhatThereIs(t *testing.T) {
+	t.Parallel()
+	card := testCard()
 	// Before segmentation (no confidence) and with an engine that reports none (no voxels),
 	// the verdict rests on the input.
-	in = base
+	in := inDomainInput()
 	in.Confidence = nil
 	if v := CheckDomain(card, in); !v.OK() {
 		t.Errorf("no confidence: %v", v)
@@ -158,13 +191,18 @@ func TestCheckDomain(t *testing.T) {
 	old := testCard()
 	old.Domain.FOVMinMM, old.Domain.FOVMaxMM, old.Domain.FOVTolerance = nil, nil, 0
 	old.Domain.HistogramMax, old.Domain.HistogramMaxExcess, old.Domain.Confidence = nil, 0, nil
-	in = base
-	in.FOVMM, in.Histogram, in.Confidence = [3]float64{1, 1, 1}, shifted, conf(10, 0, 0, 0)
+	in = inDomainInput()
+	in.FOVMM, in.Histogram, in.Confidence = [3]float64{1, 1, 1}, shiftedHistogram(), inDomainConfidence(10, 0, 0, 0)
 	if v := CheckDomain(old, in); !v.OK() {
 		t.Errorf("old card: %v", v)
 	}
-	// Resampled to the card's spacing, up to the rounding of the voxel count.
-	in = base
+}
+
+// Resampled to the card's spacing, up to the rounding of the voxel count.
+func TestCheckDomainResampled(t *testing.T) {
+	t.Parallel()
+	card := testCard()
+	in := inDomainInput()
 	in.SpacingMM, in.Resampled, in.ModelDims = [3]float64{2.512, 2.5, 2.985}, true, [3]int{96, 96, 80}
 	if v := CheckDomain(card, in); !v.OK() {
 		t.Errorf("resampled: %v", v)
@@ -177,12 +215,6 @@ func TestCheckDomain(t *testing.T) {
 	in.SpacingMM[1] = 2.67
 	if v := CheckDomain(card, in); v.Level() != DomainWarn {
 		t.Errorf("resampled to 2.67 mm over 96 voxels: %v, want a warning", v)
-	}
-	if v := CheckDomain(nil, base); v.Level() != DomainWarn || !strings.Contains(v.String(), "no card") {
-		t.Errorf("no card: %v", v)
-	}
-	if ParseVerdictLevel("") != "" || ParseVerdictLevel("maybe: x") != "" || ParseVerdictLevel("ok") != DomainOK {
-		t.Error("ParseVerdictLevel of an empty, unknown or bare column")
 	}
 }
 

@@ -27,6 +27,7 @@ func relClose(a, b, tol float64) bool {
 }
 
 func TestStatsMatchNaive(t *testing.T) {
+	t.Parallel()
 	rng := SplitMix64{State: 11}
 	cases := []struct {
 		name         string
@@ -83,6 +84,7 @@ func TestStatsMatchNaive(t *testing.T) {
 }
 
 func TestStatsSigmaRule(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		values    []float32
@@ -114,6 +116,7 @@ func TestStatsSigmaRule(t *testing.T) {
 }
 
 func TestNormFor(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name                    string
 		mu, sigma, slope, inter float64
@@ -151,6 +154,7 @@ func TestNormFor(t *testing.T) {
 // TestNormApplyRoundsTwice checks that Apply rounds the product before adding, never fusing
 // the two into an FMA, on values where the two differ.
 func TestNormApplyRoundsTwice(t *testing.T) {
+	t.Parallel()
 	rng := SplitMix64{State: 3}
 	found := 0
 	for range 100000 {
@@ -171,6 +175,7 @@ func TestNormApplyRoundsTwice(t *testing.T) {
 }
 
 func TestStatsNormMatchesNormFor(t *testing.T) {
+	t.Parallel()
 	var st Stats
 	st.AddInt16([]int16{-5, 10, 300, 7, 7})
 	mu, sigma := st.MeanStd(-0.5, 40)
@@ -182,6 +187,7 @@ func TestStatsNormMatchesNormFor(t *testing.T) {
 // Int16 statistics are exact: any split of the values, any parallelism, gives the same bits,
 // and extreme values neither overflow nor lose precision.
 func TestStatsInt16ExactAndSplitIndependent(t *testing.T) {
+	t.Parallel()
 	vals := make([]int16, 3<<20+17)
 	x := uint64(12345)
 	for i := range vals {
@@ -227,15 +233,47 @@ func TestStatsInt16ExactAndSplitIndependent(t *testing.T) {
 // split and order; float32 when each slab is summed from StatsFrom(first value) by
 // AddFloat32Piece, in pieces of any size, and the slabs merged in order, against AddFloat32 one
 // call per slab (the sequential read stage), also with a large offset and a NaN.
+// lcg is a linear congruential generator: test data, the same on every run.
+type lcg uint64
+
+func (x *lcg) next() uint64 {
+	*x = *x*6364136223846793005 + 1442695040888963407
+	return uint64(*x >> 33)
+}
+
+// float32MergeCase is a float32 volume of planes planes (1000 voxels each) read in slabs.
+type float32MergeCase struct {
+	name         string
+	planes, slab int
+	offset       float32
+	nan          bool
+}
+
+var float32MergeCases = []float32MergeCase{
+	{"small values", 23, 4, 0, false},
+	{"large offset", 23, 5, 3e6, false},
+	{"one slab", 7, 7, -40, false},
+	{"slab beyond the volume", 5, 9, 1, false},
+	{"plane slabs", 9, 1, 0.5, false},
+	{"NaN", 12, 4, 0, true},
+}
+
 func TestStatsMergeMatchesSequential(t *testing.T) {
-	x := uint64(99)
-	next := func() uint64 {
-		x = x*6364136223846793005 + 1442695040888963407
-		return x >> 33
+	t.Parallel()
+	rng := lcg(99)
+	checkInt16Merge(t, &rng)
+	for _, tc := range float32MergeCases {
+		checkFloat32Merge(t, &rng, tc)
 	}
+	checkOtherOriginMerge(t, &rng)
+}
+
+// checkInt16Merge: int16 stats merged from parts, in any order, are the whole's.
+func checkInt16Merge(t *testing.T, rng *lcg) {
+	t.Helper()
 	i16 := make([]int16, 1<<18+3)
 	for i := range i16 {
-		i16[i] = int16(next())
+		i16[i] = int16(rng.next())
 	}
 	var whole Stats
 	whole.AddInt16(i16)
@@ -251,66 +289,60 @@ func TestStatsMergeMatchesSequential(t *testing.T) {
 			t.Errorf("int16 in %d parts: %+v, whole %+v", parts, merged, whole)
 		}
 	}
+}
 
+// checkFloat32Merge: float32 stats summed per slab in pieces, as the readers do, and merged
+// in slab order are bit for bit the sequential sums over the slabs.
+func checkFloat32Merge(t *testing.T, rng *lcg, tc float32MergeCase) {
+	t.Helper()
 	const plane = 1000
-	for _, tc := range []struct {
-		name         string
-		planes, slab int
-		offset       float32
-		nan          bool
-	}{
-		{"small values", 23, 4, 0, false},
-		{"large offset", 23, 5, 3e6, false},
-		{"one slab", 7, 7, -40, false},
-		{"slab beyond the volume", 5, 9, 1, false},
-		{"plane slabs", 9, 1, 0.5, false},
-		{"NaN", 12, 4, 0, true},
-	} {
-		f32 := make([]float32, tc.planes*plane)
-		for i := range f32 {
-			f32[i] = tc.offset + float32(math.Float32frombits(0x3f800000|uint32(next())&0x7fffff)-1.5)*977 // full mantissas
+	f32 := make([]float32, tc.planes*plane)
+	for i := range f32 {
+		f32[i] = tc.offset + float32(math.Float32frombits(0x3f800000|uint32(rng.next())&0x7fffff)-1.5)*977 // full mantissas
+	}
+	if tc.nan {
+		f32[len(f32)/2] = float32(math.NaN())
+	}
+	var seq Stats
+	for z := 0; z < tc.planes; z += tc.slab {
+		seq.AddFloat32(f32[z*plane : min(z+tc.slab, tc.planes)*plane])
+	}
+	for _, piece := range []int{1, 2, 3, tc.slab} { // planes per AddFloat32Piece call
+		slabs := make([]Stats, 0, tc.planes/tc.slab+1)
+		for z := 0; z < tc.planes; z += tc.slab { // each slab as a reader goroutine sums it
+			part := StatsFrom(f32[0])
+			end := min(z+tc.slab, tc.planes)
+			for p := z; p < end; p += piece {
+				part.AddFloat32Piece(f32[p*plane : min(p+piece, end)*plane])
+			}
+			slabs = append(slabs, part)
 		}
+		var merged Stats
+		for _, part := range slabs {
+			merged.Merge(part)
+		}
+		same := merged.n == seq.n && merged.ref == seq.ref &&
+			math.Float64bits(merged.sum) == math.Float64bits(seq.sum) && math.Float64bits(merged.sumSq) == math.Float64bits(seq.sumSq)
 		if tc.nan {
-			f32[len(f32)/2] = float32(math.NaN())
+			same = merged.n == seq.n && math.IsNaN(merged.sum) && math.IsNaN(seq.sum)
 		}
-		var seq Stats
-		for z := 0; z < tc.planes; z += tc.slab {
-			seq.AddFloat32(f32[z*plane : min(z+tc.slab, tc.planes)*plane])
+		if !same {
+			t.Errorf("%s, pieces of %d planes: merged %+v, sequential %+v", tc.name, piece, merged, seq)
 		}
-		for _, piece := range []int{1, 2, 3, tc.slab} { // planes per AddFloat32Piece call
-			slabs := make([]Stats, 0, tc.planes/tc.slab+1)
-			for z := 0; z < tc.planes; z += tc.slab { // each slab as a reader goroutine sums it
-				part := StatsFrom(f32[0])
-				end := min(z+tc.slab, tc.planes)
-				for p := z; p < end; p += piece {
-					part.AddFloat32Piece(f32[p*plane : min(p+piece, end)*plane])
-				}
-				slabs = append(slabs, part)
-			}
-			var merged Stats
-			for _, part := range slabs {
-				merged.Merge(part)
-			}
-			same := merged.n == seq.n && merged.ref == seq.ref &&
-				math.Float64bits(merged.sum) == math.Float64bits(seq.sum) && math.Float64bits(merged.sumSq) == math.Float64bits(seq.sumSq)
-			if tc.nan {
-				same = merged.n == seq.n && math.IsNaN(merged.sum) && math.IsNaN(seq.sum)
-			}
-			if !same {
-				t.Errorf("%s, pieces of %d planes: merged %+v, sequential %+v", tc.name, piece, merged, seq)
-			}
-			m1, s1 := merged.MeanStd(2, 1)
-			m2, s2 := seq.MeanStd(2, 1)
-			if !tc.nan && (m1 != m2 || s1 != s2) {
-				t.Errorf("%s: MeanStd %v %v, sequential %v %v", tc.name, m1, s1, m2, s2)
-			}
+		m1, s1 := merged.MeanStd(2, 1)
+		m2, s2 := seq.MeanStd(2, 1)
+		if !tc.nan && (m1 != m2 || s1 != s2) {
+			t.Errorf("%s: MeanStd %v %v, sequential %v %v", tc.name, m1, s1, m2, s2)
 		}
 	}
+}
 
-	// Other origins: shifted, so right to rounding.
+// checkOtherOriginMerge: stats of other origins merge shifted, so right to rounding.
+func checkOtherOriginMerge(t *testing.T, rng *lcg) {
+	t.Helper()
 	vals := make([]float32, 5000)
 	for i := range vals {
-		vals[i] = 100 + float32(next()%1000)/7
+		vals[i] = 100 + float32(rng.next()%1000)/7
 	}
 	var a, b, all Stats
 	a.AddFloat32(vals[:1234])

@@ -158,11 +158,38 @@ func ParseModel(data []byte) (*Model, error) {
 		return nil, fmt.Errorf("%w: safetensors header: %w", ErrBadModel, err)
 	}
 	infos := md.Tensors()
-	meta := md.Metadata()
-
 	if err := checkTensorNames(infos); err != nil {
 		return nil, err
 	}
+	m, err := modelOfMetadata(md.Metadata())
+	if err != nil {
+		return nil, err
+	}
+	specs := tensorSpecs(m.Channels, m.Classes)
+	if err := checkTensors(specs, infos, uint64(len(payload)), m.Channels, m.Classes); err != nil {
+		return nil, err
+	}
+	if err := checkTiling(specs, infos, uint64(len(payload))); err != nil {
+		return nil, err
+	}
+	for _, spec := range specs {
+		info := infos[spec.name]
+		raw := payload[info.DataOffsets[0]:info.DataOffsets[1]]
+		vals := make([]float32, len(raw)/4)
+		for i := range vals {
+			vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		*spec.field(m) = vals
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// modelOfMetadata is the model (without its tensors) that the header's metadata describes:
+// format, version, channels, classes and their names, description and card.
+func modelOfMetadata(meta map[string]string) (*Model, error) {
 	if got := meta["format"]; got != ModelFormat {
 		return nil, fmt.Errorf("%w: not a voxpipe model: metadata format %q, want %q", ErrBadModel, got, ModelFormat)
 	}
@@ -198,42 +225,32 @@ func ParseModel(data []byte) (*Model, error) {
 			return nil, err
 		}
 	}
-	specs := tensorSpecs(channels, classes)
+	return m, nil
+}
+
+// checkTensors checks each tensor's dtype, shape and data offsets against specs (payload:
+// the data bytes after the header).
+func checkTensors(specs []tensorSpec, infos map[string]*safetensors.TensorInfo, payload uint64, channels, classes int) error {
 	for _, spec := range specs {
 		info := infos[spec.name]
 		if info.DType != safetensors.F32 {
-			return nil, fmt.Errorf("%w: tensor %s: dtype %v, want F32", ErrBadModel, spec.name, info.DType)
+			return fmt.Errorf("%w: tensor %s: dtype %v, want F32", ErrBadModel, spec.name, info.DType)
 		}
 		if !slices.Equal(info.Shape, spec.shape) {
-			return nil, fmt.Errorf("%w: tensor %s: shape %v, want %v (channels %d, classes %d)", ErrBadModel, spec.name, info.Shape, spec.shape, channels, classes)
+			return fmt.Errorf("%w: tensor %s: shape %v, want %v (channels %d, classes %d)", ErrBadModel, spec.name, info.Shape, spec.shape, channels, classes)
 		}
 		start, end := info.DataOffsets[0], info.DataOffsets[1]
 		if end < start {
-			return nil, fmt.Errorf("%w: tensor %s: data offsets [%d, %d] run backwards", ErrBadModel, spec.name, start, end)
+			return fmt.Errorf("%w: tensor %s: data offsets [%d, %d] run backwards", ErrBadModel, spec.name, start, end)
 		}
-		if end > uint64(len(payload)) {
-			return nil, fmt.Errorf("%w: tensor %s: data offsets [%d, %d] past the end of the %d data bytes (truncated file?)", ErrBadModel, spec.name, start, end, len(payload))
+		if end > payload {
+			return fmt.Errorf("%w: tensor %s: data offsets [%d, %d] past the end of the %d data bytes (truncated file?)", ErrBadModel, spec.name, start, end, payload)
 		}
 		if want := uint64(numel(spec.shape)) * 4; end-start != want {
-			return nil, fmt.Errorf("%w: tensor %s: data offsets [%d, %d] hold %d bytes, want %d", ErrBadModel, spec.name, start, end, end-start, want)
+			return fmt.Errorf("%w: tensor %s: data offsets [%d, %d] hold %d bytes, want %d", ErrBadModel, spec.name, start, end, end-start, want)
 		}
 	}
-	if err := checkTiling(specs, infos, uint64(len(payload))); err != nil {
-		return nil, err
-	}
-	for _, spec := range specs {
-		info := infos[spec.name]
-		raw := payload[info.DataOffsets[0]:info.DataOffsets[1]]
-		vals := make([]float32, len(raw)/4)
-		for i := range vals {
-			vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
-		*spec.field(m) = vals
-	}
-	if err := m.Validate(); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return nil
 }
 
 // checkTensorNames reports, in one error, every tensor the network needs that is missing and

@@ -14,6 +14,7 @@ import (
 )
 
 func TestModelRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, m := range []*Model{RandomModel(16, 4, 1), RandomModel(6, 3, 9), RandomModel(2, 1, 0)} {
 		data, err := m.MarshalSafetensors()
 		if err != nil {
@@ -42,6 +43,7 @@ func TestModelRoundTrip(t *testing.T) {
 }
 
 func TestLoadModelMissingFile(t *testing.T) {
+	t.Parallel()
 	_, err := LoadModel(filepath.Join(t.TempDir(), "nope.safetensors"))
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("got %v, want a not-exist error", err)
@@ -49,6 +51,7 @@ func TestLoadModelMissingFile(t *testing.T) {
 }
 
 func TestRandomModel(t *testing.T) {
+	t.Parallel()
 	a, b, c := RandomModel(16, 4, 5), RandomModel(16, 4, 5), RandomModel(16, 4, 6)
 	if !reflect.DeepEqual(a, b) {
 		t.Error("same seed, different models")
@@ -131,164 +134,180 @@ func validEntries() ([]stEntry, map[string]any) {
 	return entries, meta
 }
 
+// namedEntry is the entry called name.
+func namedEntry(entries []stEntry, name string) *stEntry {
+	for i := range entries {
+		if entries[i].name == name {
+			return &entries[i]
+		}
+	}
+	panic(name)
+}
+
+// withoutEntry is entries less the one called name.
+func withoutEntry(entries []stEntry, name string) []stEntry {
+	var out []stEntry
+	for _, e := range entries {
+		if e.name != name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// modelEdit changes a valid model's entries and metadata, and may add bytes after its data.
+type modelEdit = func(entries []stEntry, meta map[string]any) ([]stEntry, map[string]any, []byte)
+
+// editedFile is a valid model's file after edit.
+func editedFile(t *testing.T, edit modelEdit) []byte {
+	entries, meta := validEntries()
+	entries, meta, extra := edit(entries, meta)
+	return buildSafetensors(t, entries, meta, extra)
+}
+
+// metaEdit sets the metadata key to value, or deletes it when value is nil.
+func metaEdit(key string, value any) modelEdit {
+	return func(entries []stEntry, meta map[string]any) ([]stEntry, map[string]any, []byte) {
+		if value == nil {
+			delete(meta, key)
+		} else {
+			meta[key] = value
+		}
+		return entries, meta, nil
+	}
+}
+
+// metaFile is a valid model's file with metaEdit(key, value).
+func metaFile(key string, value any) func(t *testing.T) []byte {
+	return func(t *testing.T) []byte { return editedFile(t, metaEdit(key, value)) }
+}
+
+// badModelFiles are broken model files and what ParseModel's error says of each.
+var badModelFiles = []struct {
+	name string
+	data func(t *testing.T) []byte
+	want string // substring of the error
+}{
+	{"empty file", func(*testing.T) []byte { return nil }, "too short"},
+	{"short file", func(*testing.T) []byte { return []byte{1, 2, 3, 4} }, "too short"},
+	{"absurd header length", func(t *testing.T) []byte {
+		data := editedFile(t, metaEdit("description", "x"))
+		binary.LittleEndian.PutUint64(data, 1<<62)
+		return data
+	}, "header length 4611686018427387904 is absurd"},
+	{"header longer than file", func(t *testing.T) []byte {
+		data := editedFile(t, metaEdit("description", "x"))
+		binary.LittleEndian.PutUint64(data, uint64(len(data)))
+		return data
+	}, "is absurd"},
+	{"header not JSON", func(*testing.T) []byte {
+		h := []byte("{not json}")
+		return append(binary.LittleEndian.AppendUint64(nil, uint64(len(h))), h...)
+	}, "safetensors header"},
+	{"tensor entry malformed", func(t *testing.T) []byte {
+		h := []byte(`{"c1.weight": {"dtype": "F32", "shape": [16]}}`)
+		return append(binary.LittleEndian.AppendUint64(nil, uint64(len(h))), h...)
+	}, `tensor "c1.weight"`},
+	{"missing tensor", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			return withoutEntry(e, "c2.weight"), m, nil
+		})
+	}, "not a voxpipe model: missing tensor c2.weight"},
+	{"unexpected tensor", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			return append(e, stEntry{name: "extra.weight", dtype: "F32", shape: []uint64{1}, data: make([]byte, 4)}), m, nil
+		})
+	}, "not a voxpipe model: unexpected tensor extra.weight"},
+	{"other architecture", func(t *testing.T) []byte {
+		var entries []stEntry
+		for i := range 9 {
+			name := []string{"conv1.weight", "conv1.bias", "bn1.weight"}[i%3] + strings.Repeat("x", i/3)
+			entries = append(entries, stEntry{name: name, dtype: "F32", shape: []uint64{2}, data: make([]byte, 8)})
+		}
+		return buildSafetensors(t, entries, map[string]any{"format": "pt"}, nil)
+	}, "not a voxpipe model: missing tensor c1.bias, c1.weight, c2.bias, c2.weight, cg.bias, cg.weight and 8 more / unexpected tensor bn1.weight"},
+	{"no metadata", func(t *testing.T) []byte {
+		entries, _ := validEntries()
+		return buildSafetensors(t, entries, nil, nil)
+	}, `not a voxpipe model: metadata format ""`},
+	{"wrong format", metaFile("format", "pytorch"), `metadata format "pytorch"`},
+	{"wrong version", metaFile("version", "2"), `metadata version "2"`},
+	{"metadata not a string", metaFile("channels", 16), `"channels"`},
+	{"channels missing", metaFile("channels", nil), "metadata channels missing"},
+	{"channels not a number", metaFile("channels", "sixteen"), `metadata channels "sixteen"`},
+	{"channels odd", metaFile("channels", "15"), "must be even"},
+	{"channels disagree with shapes", metaFile("channels", "8"), "tensor c1.weight: shape [16 1 3 3 3], want [8 1 3 3 3]"},
+	{"classes zero", metaFile("classes", "0"), `metadata classes "0"`},
+	{"classes too many", metaFile("classes", "300"), `metadata classes "300"`},
+	{"class names missing", metaFile("class_names", nil), "class_names missing"},
+	{"class names count", metaFile("class_names", "a,b,c"), "has 3 names for 4 classes"},
+	{"class name empty", metaFile("class_names", "a,,c,d"), `class name 1 ""`},
+	{"wrong shape", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			namedEntry(e, "cg.weight").shape = []uint64{16, 16, 9, 3, 1}
+			return e, m, nil
+		})
+	}, "tensor cg.weight: shape [16 16 9 3 1], want [16 16 3 3 3]"},
+	{"wrong dtype", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			b := namedEntry(e, "head.bias")
+			b.dtype, b.data = "F16", b.data[:len(b.data)/2]
+			return e, m, nil
+		})
+	}, "tensor head.bias: dtype F16, want F32"},
+	{"unknown dtype", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			namedEntry(e, "psi.bias").dtype = "F8_E4M3"
+			return e, m, nil
+		})
+	}, `tensor "psi.bias"`},
+	{"truncated data", func(t *testing.T) []byte {
+		data := editedFile(t, metaEdit("description", "x"))
+		return data[:len(data)-100]
+	}, "past the end of the"},
+	{"offsets backwards", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			namedEntry(e, "wx.bias").offsets = &[2]uint64{64, 32}
+			return e, m, nil
+		})
+	}, "tensor wx.bias: data offsets [64, 32] run backwards"},
+	{"size disagrees with shape", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			namedEntry(e, "c1.bias").offsets = &[2]uint64{1728, 1728 + 60}
+			return e, m, nil
+		})
+	}, "tensor c1.bias: data offsets [1728, 1788] hold 60 bytes, want 64"},
+	{"overlapping tensors", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			namedEntry(e, "c1.bias").offsets = &[2]uint64{0, 64} // over c1.weight
+			return e, m, nil
+		})
+	}, "overlap tensor"},
+	{"hole between tensors", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			namedEntry(e, "c1.weight").data = append(namedEntry(e, "c1.weight").data, 0, 0, 0, 0)
+			namedEntry(e, "c1.weight").offsets = &[2]uint64{0, 1728}
+			return e, m, nil
+		})
+	}, "tensor c1.bias: data offsets [1732, 1796] leave a hole of 4 bytes"},
+	{"trailing bytes", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			return e, m, []byte{1, 2, 3, 4}
+		})
+	}, "4 bytes of data after the last tensor"},
+	{"NaN weight", func(t *testing.T) []byte {
+		return editedFile(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
+			binary.LittleEndian.PutUint32(namedEntry(e, "wg.weight").data[8:], math.Float32bits(float32(math.NaN())))
+			return e, m, nil
+		})
+	}, "tensor wg.weight: value 2 is NaN"},
+}
+
 func TestParseModelErrors(t *testing.T) {
-	entry := func(entries []stEntry, name string) *stEntry {
-		for i := range entries {
-			if entries[i].name == name {
-				return &entries[i]
-			}
-		}
-		panic(name)
-	}
-	without := func(entries []stEntry, name string) []stEntry {
-		var out []stEntry
-		for _, e := range entries {
-			if e.name != name {
-				out = append(out, e)
-			}
-		}
-		return out
-	}
-	file := func(t *testing.T, edit func(entries []stEntry, meta map[string]any) ([]stEntry, map[string]any, []byte)) []byte {
-		entries, meta := validEntries()
-		entries, meta, extra := edit(entries, meta)
-		return buildSafetensors(t, entries, meta, extra)
-	}
-	type edit = func(entries []stEntry, meta map[string]any) ([]stEntry, map[string]any, []byte)
-	metaEdit := func(key string, value any) edit {
-		return func(entries []stEntry, meta map[string]any) ([]stEntry, map[string]any, []byte) {
-			if value == nil {
-				delete(meta, key)
-			} else {
-				meta[key] = value
-			}
-			return entries, meta, nil
-		}
-	}
-	metaFile := func(key string, value any) func(t *testing.T) []byte {
-		return func(t *testing.T) []byte { return file(t, metaEdit(key, value)) }
-	}
-	cases := []struct {
-		name string
-		data func(t *testing.T) []byte
-		want string // substring of the error
-	}{
-		{"empty file", func(*testing.T) []byte { return nil }, "too short"},
-		{"short file", func(*testing.T) []byte { return []byte{1, 2, 3, 4} }, "too short"},
-		{"absurd header length", func(t *testing.T) []byte {
-			data := file(t, metaEdit("description", "x"))
-			binary.LittleEndian.PutUint64(data, 1<<62)
-			return data
-		}, "header length 4611686018427387904 is absurd"},
-		{"header longer than file", func(t *testing.T) []byte {
-			data := file(t, metaEdit("description", "x"))
-			binary.LittleEndian.PutUint64(data, uint64(len(data)))
-			return data
-		}, "is absurd"},
-		{"header not JSON", func(*testing.T) []byte {
-			h := []byte("{not json}")
-			return append(binary.LittleEndian.AppendUint64(nil, uint64(len(h))), h...)
-		}, "safetensors header"},
-		{"tensor entry malformed", func(t *testing.T) []byte {
-			h := []byte(`{"c1.weight": {"dtype": "F32", "shape": [16]}}`)
-			return append(binary.LittleEndian.AppendUint64(nil, uint64(len(h))), h...)
-		}, `tensor "c1.weight"`},
-		{"missing tensor", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				return without(e, "c2.weight"), m, nil
-			})
-		}, "not a voxpipe model: missing tensor c2.weight"},
-		{"unexpected tensor", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				return append(e, stEntry{name: "extra.weight", dtype: "F32", shape: []uint64{1}, data: make([]byte, 4)}), m, nil
-			})
-		}, "not a voxpipe model: unexpected tensor extra.weight"},
-		{"other architecture", func(t *testing.T) []byte {
-			var entries []stEntry
-			for i := range 9 {
-				name := []string{"conv1.weight", "conv1.bias", "bn1.weight"}[i%3] + strings.Repeat("x", i/3)
-				entries = append(entries, stEntry{name: name, dtype: "F32", shape: []uint64{2}, data: make([]byte, 8)})
-			}
-			return buildSafetensors(t, entries, map[string]any{"format": "pt"}, nil)
-		}, "not a voxpipe model: missing tensor c1.bias, c1.weight, c2.bias, c2.weight, cg.bias, cg.weight and 8 more / unexpected tensor bn1.weight"},
-		{"no metadata", func(t *testing.T) []byte {
-			entries, _ := validEntries()
-			return buildSafetensors(t, entries, nil, nil)
-		}, `not a voxpipe model: metadata format ""`},
-		{"wrong format", metaFile("format", "pytorch"), `metadata format "pytorch"`},
-		{"wrong version", metaFile("version", "2"), `metadata version "2"`},
-		{"metadata not a string", metaFile("channels", 16), `"channels"`},
-		{"channels missing", metaFile("channels", nil), "metadata channels missing"},
-		{"channels not a number", metaFile("channels", "sixteen"), `metadata channels "sixteen"`},
-		{"channels odd", metaFile("channels", "15"), "must be even"},
-		{"channels disagree with shapes", metaFile("channels", "8"), "tensor c1.weight: shape [16 1 3 3 3], want [8 1 3 3 3]"},
-		{"classes zero", metaFile("classes", "0"), `metadata classes "0"`},
-		{"classes too many", metaFile("classes", "300"), `metadata classes "300"`},
-		{"class names missing", metaFile("class_names", nil), "class_names missing"},
-		{"class names count", metaFile("class_names", "a,b,c"), "has 3 names for 4 classes"},
-		{"class name empty", metaFile("class_names", "a,,c,d"), `class name 1 ""`},
-		{"wrong shape", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				entry(e, "cg.weight").shape = []uint64{16, 16, 9, 3, 1}
-				return e, m, nil
-			})
-		}, "tensor cg.weight: shape [16 16 9 3 1], want [16 16 3 3 3]"},
-		{"wrong dtype", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				b := entry(e, "head.bias")
-				b.dtype, b.data = "F16", b.data[:len(b.data)/2]
-				return e, m, nil
-			})
-		}, "tensor head.bias: dtype F16, want F32"},
-		{"unknown dtype", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				entry(e, "psi.bias").dtype = "F8_E4M3"
-				return e, m, nil
-			})
-		}, `tensor "psi.bias"`},
-		{"truncated data", func(t *testing.T) []byte {
-			data := file(t, metaEdit("description", "x"))
-			return data[:len(data)-100]
-		}, "past the end of the"},
-		{"offsets backwards", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				entry(e, "wx.bias").offsets = &[2]uint64{64, 32}
-				return e, m, nil
-			})
-		}, "tensor wx.bias: data offsets [64, 32] run backwards"},
-		{"size disagrees with shape", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				entry(e, "c1.bias").offsets = &[2]uint64{1728, 1728 + 60}
-				return e, m, nil
-			})
-		}, "tensor c1.bias: data offsets [1728, 1788] hold 60 bytes, want 64"},
-		{"overlapping tensors", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				entry(e, "c1.bias").offsets = &[2]uint64{0, 64} // over c1.weight
-				return e, m, nil
-			})
-		}, "overlap tensor"},
-		{"hole between tensors", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				entry(e, "c1.weight").data = append(entry(e, "c1.weight").data, 0, 0, 0, 0)
-				entry(e, "c1.weight").offsets = &[2]uint64{0, 1728}
-				return e, m, nil
-			})
-		}, "tensor c1.bias: data offsets [1732, 1796] leave a hole of 4 bytes"},
-		{"trailing bytes", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				return e, m, []byte{1, 2, 3, 4}
-			})
-		}, "4 bytes of data after the last tensor"},
-		{"NaN weight", func(t *testing.T) []byte {
-			return file(t, func(e []stEntry, m map[string]any) ([]stEntry, map[string]any, []byte) {
-				binary.LittleEndian.PutUint32(entry(e, "wg.weight").data[8:], math.Float32bits(float32(math.NaN())))
-				return e, m, nil
-			})
-		}, "tensor wg.weight: value 2 is NaN"},
-	}
-	for _, tc := range cases {
+	t.Parallel()
+	for _, tc := range badModelFiles {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			m, err := ParseModel(tc.data(t))
 			if err == nil {
 				t.Fatalf("parsed a bad file: %d channels", m.Channels)
@@ -304,6 +323,7 @@ func TestParseModelErrors(t *testing.T) {
 }
 
 func TestHandBuiltFileParses(t *testing.T) {
+	t.Parallel()
 	// The hand builder lays tensors out in state_dict order, not by name as Marshal does: any
 	// valid layout must be accepted.
 	entries, meta := validEntries()
@@ -320,6 +340,7 @@ func TestHandBuiltFileParses(t *testing.T) {
 }
 
 func TestModelValidate(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		edit func(m *Model)

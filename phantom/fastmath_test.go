@@ -6,6 +6,7 @@ import (
 )
 
 func TestLogUnit(t *testing.T) {
+	t.Parallel()
 	s := newStream(1, 99)
 	worst := 0.0
 	for i := range 200000 {
@@ -25,6 +26,7 @@ func TestLogUnit(t *testing.T) {
 }
 
 func TestExpSmall(t *testing.T) {
+	t.Parallel()
 	worst := 0.0
 	for x := -1.0; x <= 1; x += 1.0 / 4096 {
 		worst = max(worst, math.Abs(expSmall(x)-math.Exp(x))/math.Exp(x))

@@ -25,6 +25,21 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "**Gate %s**: %s.\n\n", r.Gate.Verdict(), r.Gate.Detail())
 	}
 
+	r.markdownLatency(&b)
+	r.markdownThroughput(&b)
+	r.markdownNotOK(&b)
+	if r.Timeline != nil {
+		fmt.Fprintf(&b, "Slab timeline (report.html): volume %s of run %s of A.\n\n", r.Timeline.Volume, r.Timeline.RunID)
+	} else {
+		b.WriteString("Slab timeline: none, A has no timings.csv.\n\n")
+	}
+	r.markdownMethod(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// markdownLatency writes the latency table: per stage, A's and B's stats and the speedup.
+func (r *Report) markdownLatency(b *strings.Builder) {
 	b.WriteString("## Latency per volume (ms)\n\n")
 	b.WriteString("| stage | side | n | mean | p50 | p90 | p95 | p99 | max | vol/min | Mvox/s | speedup A vs B [95% CI] |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
@@ -52,9 +67,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	if r.anyTooFew() {
-		fmt.Fprintf(&b, "Speedups marked *too few volumes* rest on fewer than %d volumes on a side: their intervals are shown, but are no evidence of a difference (see Method).\n\n", r.MinVolumes)
+		fmt.Fprintf(b, "Speedups marked *too few volumes* rest on fewer than %d volumes on a side: their intervals are shown, but are no evidence of a difference (see Method).\n\n", r.MinVolumes)
 	}
+}
 
+// markdownThroughput writes the throughput table of both sides.
+func (r *Report) markdownThroughput(b *strings.Builder) {
 	b.WriteString("## Throughput\n\n")
 	b.WriteString("| side | ok volumes | Mvox | span (ms) | span measured as | vol/min | Mvox/s |\n")
 	b.WriteString("|---|--:|--:|--:|---|--:|--:|\n")
@@ -63,11 +81,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		tp    Throughput
 	}{{r.A, r.ThroughputA}, {r.B, r.ThroughputB}} {
 		tp := side.tp
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", side.batch.Label, tp.Volumes,
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", side.batch.Label, tp.Volumes,
 			num(float64(tp.Voxels)/1e6, 3), num(tp.SpanMS, 1), spanText(side.batch, tp), num(tp.VolPerMin, 1), num(tp.MVoxPerS, 2))
 	}
 	b.WriteString("\n")
+}
 
+// markdownNotOK lists the volumes that are not counted.
+func (r *Report) markdownNotOK(b *strings.Builder) {
 	var notOK []*Volume
 	for _, batch := range []*Batch{r.A, r.B} {
 		notOK = append(notOK, batch.notOK()...)
@@ -77,35 +98,30 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("None: every volume is ok.\n\n")
 	} else {
 		for _, batch := range []*Batch{r.A, r.B} {
-			fmt.Fprintf(&b, "- %s: %s\n", batch.Label, statusCounts(batch))
+			fmt.Fprintf(b, "- %s: %s\n", batch.Label, statusCounts(batch))
 		}
 		b.WriteString("\n| side | run | volume | status | error |\n|---|---|---|---|---|\n")
 		for _, batch := range []*Batch{r.A, r.B} {
 			for _, v := range batch.notOK() {
-				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", batch.Label, mdCell(v.RunID), mdCell(v.Name), v.Status, mdCell(v.Error))
+				fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", batch.Label, mdCell(v.RunID), mdCell(v.Name), v.Status, mdCell(v.Error))
 			}
 		}
 		b.WriteString("\n")
 	}
+}
 
-	if r.Timeline != nil {
-		fmt.Fprintf(&b, "Slab timeline (report.html): volume %s of run %s of A.\n\n", r.Timeline.Volume, r.Timeline.RunID)
-	} else {
-		b.WriteString("Slab timeline: none, A has no timings.csv.\n\n")
-	}
-
+// markdownMethod writes how the numbers were computed.
+func (r *Report) markdownMethod(b *strings.Builder) {
 	b.WriteString("## Method\n\n")
 	for _, batch := range []*Batch{r.A, r.B} {
-		fmt.Fprintf(&b, "- %s: %s\n", batch.Label, batch.latencySources())
+		fmt.Fprintf(b, "- %s: %s\n", batch.Label, batch.latencySources())
 	}
 	b.WriteString("- Only volumes with status ok count; skipped, failed and unlisted volumes are counted apart above.\n")
 	b.WriteString("- Percentiles interpolate linearly between closest ranks (numpy's default): p-th = x[k] + f·(x[k+1] − x[k]), h = (n−1)·p/100, k = ⌊h⌋, f = h − k.\n")
 	b.WriteString("- end_to_end is the turnaround (sojourn) time: summary.csv's wall_ms, from the start of the volume's read (under voxpipe watch, its arrival) to its mask's rename, the time it waited (for an input buffer, memory or an engine) included: what one waits for a volume, which grows with the queue in front of it. service is the time the volume was worked on: wall_ms − queue_ms per volume; where queue_ms is missing (older runs, the PyTorch baseline) the wait counts as 0 and service equals turnaround.\n")
 	b.WriteString("- vol/min and Mvox/s: stage rows and service use their busy time (n / sum of their latencies); end_to_end uses the batch's span (Throughput table). Shards of a batch are taken to run side by side: the span is the longest run's.\n")
-	fmt.Fprintf(&b, "- Speedup > 1 means A is faster. Paired (volumes matched by name, when at least 2 match and at least half of the smaller side): median of per-volume ratios B/A, bootstrap resampling the ratios. Unpaired: median(B)/median(A), bootstrap resampling each side. %d resamples, seed %d, percentile interval.\n", r.Resamples, r.Seed)
-	fmt.Fprintf(&b, "- Too few volumes: a speedup drawn from fewer than %d volumes on either side (pairs when paired; --min-volumes sets the limit) is flagged too few volumes: with so few volumes the bootstrap interval is too narrow (it never reaches past the ratios observed), so two identical runs can look significantly different. The gate is not evaluated on such a comparison (it neither passes nor fails).\n", r.MinVolumes)
-	_, err := io.WriteString(w, b.String())
-	return err
+	fmt.Fprintf(b, "- Speedup > 1 means A is faster. Paired (volumes matched by name, when at least 2 match and at least half of the smaller side): median of per-volume ratios B/A, bootstrap resampling the ratios. Unpaired: median(B)/median(A), bootstrap resampling each side. %d resamples, seed %d, percentile interval.\n", r.Resamples, r.Seed)
+	fmt.Fprintf(b, "- Too few volumes: a speedup drawn from fewer than %d volumes on either side (pairs when paired; --min-volumes sets the limit) is flagged too few volumes: with so few volumes the bootstrap interval is too narrow (it never reaches past the ratios observed), so two identical runs can look significantly different. The gate is not evaluated on such a comparison (it neither passes nor fails).\n", r.MinVolumes)
 }
 
 func sideRole(label string) string {

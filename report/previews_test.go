@@ -18,6 +18,7 @@ import (
 // linking to the PNG, by a path relative to the report's folder that leads to the file, with
 // the statistics link when the JSON exists; volumes without a preview are not shown.
 func TestPreviewsLinkedRelativeToTheReport(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	out := filepath.Join(root, "out")
 	rec, err := records.Create(out, "r1")

@@ -3,12 +3,9 @@ package report
 import (
 	"bytes"
 	"errors"
-	"flag"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -16,185 +13,8 @@ import (
 	"voxpipe/telemetry/timing"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
-
-// The sample batches in testdata (every number below is computed by hand from them):
-//
-// A: a GPU-like run in two shards (A/shard-0: run a-0, A/shard-1: run a-1). Volumes v1..v4 are
-// ok and scaled copies of one timeline (multipliers 1, 1.2, 1.4, 2): per slab h2d, kernels
-// and d2h overlap, plus whole-volume read, stats, segment (the engine call) and write. v5
-// failed after its read, v6 was skipped. Per-stage latency of v1 (the base): read 20, stats
-// 5, segment 62, h2d 8+8 = 16, kernels 25+25 = 50, d2h 4+4 = 8, write 13; wall 100.
-// Voxels: v1..v3 1e6, v4 2e6. Spans: a-0 0..210, a-1 0..330.
-//
-// For any A stage with base x, the sorted values are x*[1, 1.2, 1.4, 2] (n = 4):
-// mean = 5.6x/4 = 1.4x; p50: h = 1.5 -> 1.3x; p90: h = 2.7 -> 1.4x + 0.7*0.6x = 1.82x;
-// p95: h = 2.85 -> 1.91x; p99: h = 2.97 -> 1.982x; max 2x.
-//
-// B: a CPU-like run (b-0), sequential volumes v1..v5, segment per slab. Walls 300 260 400 500
-// 350 (span 0..1810); segment per volume 220 200 300 380 260; read 40 30 50 60 40. Voxels:
-// v4 2e6, the others 1e6.
-//
-// C: a PyTorch-like baseline with only summary.csv: case01..03, walls 250 300 450, read_ms 50
-// 60 80, segment_ms 170 200 310, 1e6 voxels each.
-//
-// A, B and C have no queue_ms column (older runs): their service latency is their wall_ms.
-//
-// Q: the issue's four identical fixtures through one CPU engine, summary.csv only, with
-// queue_ms: fix1..fix4 walls 5600 11300 16000 15700 (turnaround), queue_ms 0 5600 10500 10100,
-// so service 5600 5700 5500 5600; 1e6 voxels each; fix5 failed (empty queue_ms).
-// P: a PyTorch-like baseline of the same fixtures without queue_ms: walls 6000 6200 5800 6100.
-
-func loadSample(t *testing.T, runs, baselines []string, opts Options) *Report {
-	t.Helper()
-	r, err := Generate(runs, baselines, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-type wantStats struct {
-	count                         int
-	mean, p50, p90, p95, p99, max float64
-	volPerMin, mvoxPerS           float64
-}
-
-func checkStats(t *testing.T, what string, got *Stats, want wantStats) {
-	t.Helper()
-	if got == nil {
-		t.Fatalf("%s: no stats", what)
-	}
-	if got.Count != want.count {
-		t.Errorf("%s count = %d, want %d", what, got.Count, want.count)
-	}
-	approx(t, what+" mean", got.Mean, want.mean)
-	approx(t, what+" p50", got.P50, want.p50)
-	approx(t, what+" p90", got.P90, want.p90)
-	approx(t, what+" p95", got.P95, want.p95)
-	approx(t, what+" p99", got.P99, want.p99)
-	approx(t, what+" max", got.Max, want.max)
-	approx(t, what+" vol/min", got.VolPerMin, want.volPerMin)
-	approx(t, what+" Mvox/s", got.MVoxPerS, want.mvoxPerS)
-}
-
-func TestSampleAgainstBaseline(t *testing.T) {
-	r := loadSample(t, []string{"testdata/A"}, []string{"testdata/B"}, Options{Seed: 1})
-
-	wantStages := []string{"read", "stats", "h2d", "kernels", "segment", "d2h", "write", string(Service), string(EndToEnd)}
-	if got := r.stageNames(); strings.Join(got, " ") != strings.Join(wantStages, " ") {
-		t.Fatalf("stages %v, want %v", got, wantStages)
-	}
-
-	// End to end, A: walls 100 120 140 200 (base 100). Throughput over the longest shard's
-	// span, 330 ms: 4 volumes * 60000/330 = 727.2727 vol/min; 5e6 voxels / 0.33 s = 15.1515 Mvox/s.
-	e2e := r.row(EndToEnd)
-	checkStats(t, "A end_to_end", e2e.A, wantStats{4, 140, 130, 182, 191, 198.2, 200, 4 * 60000.0 / 330, 5 / 0.33})
-	// B: sorted 260 300 350 400 500: mean 362, p50 350, p90 460, p95 480, p99 496, max 500.
-	// Span 1810 ms: 5*60000/1810 = 165.746 vol/min; 6e6 voxels / 1.81 s = 3.315 Mvox/s.
-	checkStats(t, "B end_to_end", e2e.B, wantStats{5, 362, 350, 460, 480, 496, 500, 5 * 60000.0 / 1810, 6 / 1.81})
-
-	// No queue_ms in A or B: service is wall_ms, the same latencies, but its throughput is over
-	// the busy time like a stage's: A 4*60000/560 = 428.57 vol/min, 5e6/0.56 s = 8.93 Mvox/s;
-	// B 5*60000/1810, 6e6/1.81 s (B's volumes ran one after another: busy time = span).
-	svc := r.row(Service)
-	checkStats(t, "A service", svc.A, wantStats{4, 140, 130, 182, 191, 198.2, 200, 4 * 60000.0 / 560, 5 / 0.56})
-	checkStats(t, "B service", svc.B, wantStats{5, 362, 350, 460, 480, 496, 500, 5 * 60000.0 / 1810, 6 / 1.81})
-
-	// Kernels, A only (base 50): 70 65 91 95.5 99.1 100. Busy throughput: sum 50*5.6 = 280 ms,
-	// 4*60000/280 = 857.14 vol/min; 5e6 voxels / 0.28 s = 17.857 Mvox/s.
-	kernels := r.row("kernels")
-	checkStats(t, "A kernels", kernels.A, wantStats{4, 70, 65, 91, 95.5, 99.1, 100, 4 * 60000.0 / 280, 5 / 0.28})
-	if kernels.B != nil || kernels.Speedup != nil {
-		t.Errorf("kernels: B has no kernels, got B %+v speedup %+v", kernels.B, kernels.Speedup)
-	}
-	// h2d sums the two slab rows: base 8+8 = 16, so p50 = 1.3*16 = 20.8.
-	approx(t, "A h2d p50", r.row("h2d").A.P50, 20.8)
-
-	// Segment, B: sorted 200 220 260 300 380: mean 272, p50 260, p90 300+0.6*80 = 348,
-	// p95 300+0.8*80 = 364, p99 300+0.96*80 = 376.8, max 380; busy sum 1360 ms:
-	// 5*60000/1360 = 220.588 vol/min, 6e6/1.36 s = 4.4118 Mvox/s.
-	seg := r.row("segment")
-	checkStats(t, "B segment", seg.B, wantStats{5, 272, 260, 348, 364, 376.8, 380, 5 * 60000.0 / 1360, 6 / 1.36})
-	// Segment, A (base 62): 86.8 80.6 112.84 118.42 122.884 124; busy sum 62*5.6 = 347.2 ms.
-	checkStats(t, "A segment", seg.A, wantStats{4, 86.8, 80.6, 112.84, 118.42, 122.884, 124, 4 * 60000.0 / 347.2, 5 / 0.3472})
-
-	// Speedups, paired on v1..v4 (4 of min(4, 5) volumes match).
-	// end_to_end ratios B/A: 3, 260/120, 400/140, 2.5 -> median (2.5 + 400/140)/2.
-	// segment: 220/62, 200/74.4, 300/86.8, 380/124 -> sorted 2.688 3.065 3.456 3.548 ->
-	// median (380/124 + 300/86.8)/2.
-	// read: 40/20, 30/24, 50/28, 60/40 = 2, 1.25, 1.786, 1.5 -> median (1.5 + 50/28)/2.
-	for _, c := range []struct {
-		stage          stage.Stage
-		want, lo, high float64
-	}{
-		{EndToEnd, (2.5 + 400.0/140) / 2, 260.0 / 120, 3},
-		{Service, (2.5 + 400.0/140) / 2, 260.0 / 120, 3},
-		{"segment", (380.0/124 + 300/86.8) / 2, 200 / 74.4, 220.0 / 62},
-		{"read", (1.5 + 50.0/28) / 2, 1.25, 2},
-	} {
-		sp := r.row(c.stage).Speedup
-		if sp == nil || !sp.Paired || sp.N != 4 {
-			t.Fatalf("%s speedup %+v, want paired over 4 volumes", c.stage, sp)
-		}
-		approx(t, string(c.stage)+" speedup", sp.Value, c.want)
-		// With 4 pairs the bootstrap interval is [smallest ratio, largest ratio] (see
-		// TestPairedSpeedup for why).
-		approx(t, string(c.stage)+" CI low", sp.Low, c.lo)
-		approx(t, string(c.stage)+" CI high", sp.High, c.high)
-		// 4 pairs < DefaultMinVolumes: an interval that excludes 1, but from too few volumes.
-		if !sp.TooFew || sp.MinVolumes != DefaultMinVolumes {
-			t.Errorf("%s speedup %+v: want flagged too few volumes (4 < %d)", c.stage, sp, DefaultMinVolumes)
-		}
-	}
-
-	// Throughput tables.
-	if tp := r.ThroughputA; tp.Volumes != 4 || tp.Voxels != 5_000_000 || tp.SpanMS != 330 || tp.SpanFrom != FromTimings {
-		t.Errorf("throughput A %+v, want 4 volumes, 5e6 voxels, span 330 from timings", tp)
-	}
-	if tp := r.ThroughputB; tp.Volumes != 5 || tp.SpanMS != 1810 {
-		t.Errorf("throughput B %+v, want 5 volumes, span 1810", tp)
-	}
-
-	// Volumes not ok, listed apart.
-	var notOK []string
-	for _, v := range r.A.notOK() {
-		notOK = append(notOK, v.Name+":"+string(v.Status))
-	}
-	if got := strings.Join(notOK, " "); got != "v5:failed v6:skipped" {
-		t.Errorf("A not ok: %s, want v5:failed v6:skipped", got)
-	}
-	if len(r.B.notOK()) != 0 {
-		t.Errorf("B not ok: %v", r.B.notOK())
-	}
-
-	// Timeline: A's slowest ok volume is v4 (wall 200), run a-1; its events start at 130.
-	tl := r.Timeline
-	if tl == nil || tl.Volume != "v4" || tl.RunID != "a-1" {
-		t.Fatalf("timeline %+v, want v4 of a-1", tl)
-	}
-	if got := fmt.Sprint(tl.Stages); got != "[read stats h2d kernels segment d2h write]" {
-		t.Errorf("timeline rows %s", got)
-	}
-	if len(tl.Bars) != 10 {
-		t.Errorf("timeline has %d bars, want 10 (v4's timings rows)", len(tl.Bars))
-	}
-	// h2d of slab 1 (196..212 in the run, 66..82 here) overlaps kernels of slab 0 (66..116).
-	var h2d1, k0 TimelineBar
-	for _, b := range tl.Bars {
-		switch {
-		case b.Stage == "h2d" && b.Slab == 1:
-			h2d1 = b
-		case b.Stage == "kernels" && b.Slab == 0:
-			k0 = b
-		}
-	}
-	if h2d1.StartMS != 66 || h2d1.EndMS != 82 || k0.StartMS != 66 || k0.EndMS != 116 {
-		t.Errorf("h2d s1 %+v, kernels s0 %+v: want 66..82 and 66..116", h2d1, k0)
-	}
-}
-
 func TestShardsAsRepeatedPathsOrFiles(t *testing.T) {
+	t.Parallel()
 	folder := loadSample(t, []string{"testdata/A"}, []string{"testdata/B"}, Options{})
 	flags := loadSample(t, []string{"testdata/A/shard-0", "testdata/A/shard-1"}, []string{"testdata/B"}, Options{})
 	files := loadSample(t, []string{"testdata/A/shard-1/summary.csv", "testdata/A/shard-0/timings.csv",
@@ -216,6 +36,7 @@ func TestShardsAsRepeatedPathsOrFiles(t *testing.T) {
 }
 
 func TestSummaryOnlyBaselineIsUnpaired(t *testing.T) {
+	t.Parallel()
 	r := loadSample(t, []string{"testdata/A"}, []string{"testdata/C"}, Options{Seed: 1})
 	e2e := r.row(EndToEnd)
 	// C walls 250 300 450: mean 1000/3, p50 300, p90: h = 1.8 -> 300 + 0.8*150 = 420,
@@ -249,6 +70,7 @@ func TestSummaryOnlyBaselineIsUnpaired(t *testing.T) {
 }
 
 func TestTimingsOnlyAndUnlistedVolumes(t *testing.T) {
+	t.Parallel()
 	// Without summary.csv, end to end is first start to last end of a volume's rows, and every
 	// volume counts as ok (v5's lone read row included: 10 ms).
 	b, err := LoadBatch("A", []string{"testdata/A/shard-0/timings.csv", "testdata/A/shard-1/timings.csv"})
@@ -294,6 +116,7 @@ func TestTimingsOnlyAndUnlistedVolumes(t *testing.T) {
 }
 
 func TestGate(t *testing.T) {
+	t.Parallel()
 	const a, b = "testdata/A", "testdata/B"
 	for _, tc := range []struct {
 		name      string
@@ -355,6 +178,7 @@ func TestGate(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	const bad = "testdata/bad/"
 	for _, tc := range []struct {
 		name string
@@ -401,6 +225,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestNamedTimelineVolume(t *testing.T) {
+	t.Parallel()
 	r := loadSample(t, []string{"testdata/A"}, []string{"testdata/B"}, Options{TimelineVolume: "v2"})
 	if r.Timeline.Volume != "v2" || r.Timeline.RunID != "a-0" {
 		t.Errorf("timeline %s of %s, want v2 of a-0", r.Timeline.Volume, r.Timeline.RunID)
@@ -419,76 +244,8 @@ func TestNamedTimelineVolume(t *testing.T) {
 	}
 }
 
-func TestGolden(t *testing.T) {
-	r := loadSample(t, []string{"testdata/A"}, []string{"testdata/B"},
-		Options{Seed: 1, Gate: &GateOptions{Stage: EndToEnd, MaxSlowerPct: 10}})
-	for _, out := range []struct {
-		name  string
-		write func(*bytes.Buffer) error
-	}{
-		{"report.md", func(b *bytes.Buffer) error { return r.WriteMarkdown(b) }},
-		{"report.csv", func(b *bytes.Buffer) error { return r.WriteCSV(b) }},
-	} {
-		var got bytes.Buffer
-		if err := out.write(&got); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join("testdata", "golden", out.name)
-		if *update {
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test -update to create it)", err)
-		}
-		if got.String() != string(want) {
-			t.Errorf("%s differs from %s (go test -update refreshes it):\n%s", out.name, path, got.String())
-		}
-	}
-}
-
-func TestHTMLIsSelfContained(t *testing.T) {
-	r := loadSample(t, []string{"testdata/A"}, []string{"testdata/B"}, Options{MinVolumes: 4, Gate: &GateOptions{MaxSlowerPct: 10}})
-	dir := t.TempDir()
-	if err := r.WriteFiles(dir); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"report.md", "report.csv", "report.html"} {
-		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	html := string(page)
-	if n := strings.Count(html, "<svg"); n != 3 {
-		t.Errorf("%d inline SVGs, want 3 (bars, CDF, timeline)", n)
-	}
-	// Nothing to fetch: no src/href/url() to another place; the only URLs are XML namespaces.
-	fetch := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:|//)|url\(\s*["']?(https?:|//)|<link|<script`)
-	if m := fetch.FindString(html); m != "" {
-		t.Errorf("HTML references an external resource: %q", m)
-	}
-	for _, want := range []string{"@font-face", "data:font/ttf;base64,", "Gate passed", "Volume <b>v4</b>", "v5</td><td>failed",
-		"s0", "s1", "h2d", "kernels", "fraction of volumes"} {
-		if !strings.Contains(html, want) {
-			t.Errorf("HTML lacks %q", want)
-		}
-	}
-	if strings.Contains(html, "<?xml") {
-		t.Error("inline SVG kept its XML prolog")
-	}
-}
-
 func TestCSVErrorIsInputError(t *testing.T) {
+	t.Parallel()
 	err := error(&CSVError{File: "f.csv", Line: 3, Column: 2, Field: "volume", Err: errors.New("empty")})
 	if !errors.Is(err, ErrInput) || err.Error() != "f.csv: line 3, column 2 (volume): empty" {
 		t.Errorf("got %q (input error: %v)", err, errors.Is(err, ErrInput))
@@ -529,6 +286,7 @@ func FuzzReadCSV(f *testing.F) {
 // A stage's latency is the union of its spans: the CUDA fp16 engine's kernels of consecutive
 // slabs overlap on two streams.
 func TestStageLatencyIsUnionOfSpans(t *testing.T) {
+	t.Parallel()
 	row := func(stage stage.Stage, slab int, start, dur float64) timing.Row {
 		return timing.Row{RunID: "r", Volume: "v", Stage: stage, Slab: slab, StartMS: start, DurationMS: dur}
 	}

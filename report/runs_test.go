@@ -12,6 +12,7 @@ import (
 // An output folder's runs merge into its state, the latest outcome per volume; one run's
 // folder is that run alone.
 func TestOutputFolderMergesRunsKeepingLatest(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	write := func(id string, at time.Time, rows ...timing.Summary) {

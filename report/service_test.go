@@ -13,6 +13,7 @@ import (
 
 // Q (with queue_ms) against P (without): service leaves the queue out, turnaround keeps it.
 func TestServiceLatencyExcludesQueue(t *testing.T) {
+	t.Parallel()
 	r := loadSample(t, []string{"testdata/Q"}, []string{"testdata/P"}, Options{Seed: 1})
 	if got := strings.Join(r.stageNames(), " "); got != "read segment write service end_to_end" {
 		t.Fatalf("rows %s, want the stages, then service and end_to_end", got)
@@ -63,6 +64,13 @@ func TestServiceLatencyExcludesQueue(t *testing.T) {
 	approx(t, "service speedup", svc.Speedup.Value, (6000.0/5600+6200.0/5700)/2)
 	approx(t, "turnaround speedup", e2e.Speedup.Value, (6100.0/15700+6200.0/11300)/2)
 
+	checkQServiceOutputs(t, r)
+	checkQServiceGate(t)
+}
+
+// checkQServiceOutputs checks that Q's Markdown, CSV and HTML tell service from turnaround.
+func checkQServiceOutputs(t *testing.T, r *Report) {
+	t.Helper()
 	var md, csvOut, html bytes.Buffer
 	if err := r.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
@@ -99,7 +107,12 @@ func TestServiceLatencyExcludesQueue(t *testing.T) {
 	if strings.Contains(html.String(), "B service") {
 		t.Error("HTML draws a service curve for B, which has no queue_ms")
 	}
+}
 
+// checkQServiceGate checks the gate on Q against P: on service it sees A faster; on
+// turnaround, 123% slower.
+func checkQServiceGate(t *testing.T) {
+	t.Helper()
 	// The gate on service sees A faster; on turnaround, 123% slower.
 	for _, c := range []struct {
 		stage     stage.Stage
@@ -119,6 +132,7 @@ func TestServiceLatencyExcludesQueue(t *testing.T) {
 
 // A batch mixing files with and without queue_ms says which volumes' service is their wall.
 func TestServiceSourcesOfAMixedBatch(t *testing.T) {
+	t.Parallel()
 	b, err := LoadBatch("A", []string{"testdata/Q", "testdata/C"})
 	if err != nil {
 		t.Fatal(err)
@@ -153,29 +167,36 @@ func series(n int, first, step float64) []float64 {
 	return out
 }
 
+// tooFewCase is a batch pair for TestTooFewVolumes.
+type tooFewCase struct {
+	name       string
+	a, b       []float64
+	bPrefix    string // "f" pairs with A's volumes, anything else does not
+	minVolumes int
+	tooFew     bool
+	n          int // volumes the comparison rests on
+	slowerPct  float64
+}
+
+// tooFewCases are A ~20% slower than B, on either side of the volume limit.
+var tooFewCases = []tooFewCase{
+	// The issue's case: 3 volumes each. p50 120 vs 100.
+	{"3 vs 3", []float64{120, 121, 119}, []float64{100, 101, 99}, "f", 0, true, 3, 20},
+	{"3 vs 3 with --min-volumes 3", []float64{120, 121, 119}, []float64{100, 101, 99}, "f", 3, false, 3, 20},
+	// p50 124.5 vs 104.5.
+	{"10 vs 10", series(10, 120, 1), series(10, 100, 1), "f", 0, false, 10, (124.5/104.5 - 1) * 100},
+	// 9 pairs: one short on A's side. p50 124 vs 104.5.
+	{"9 vs 10", series(9, 120, 1), series(10, 100, 1), "f", 0, true, 9, (124/104.5 - 1) * 100},
+	// No names match: unpaired, 10 vs 3, judged by the smaller side. p50 124.5 vs 100.
+	{"10 vs 3 unpaired", series(10, 120, 1), []float64{100, 101, 99}, "g", 0, true, 3, 24.5},
+}
+
 // Speedups from fewer than MinVolumes volumes on a side are flagged, and the gate on them is
 // not evaluated; --min-volumes lowers the limit. A is ~20% slower than B in every case, so an
 // evaluated gate (limit 10%) fails.
 func TestTooFewVolumes(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		a, b       []float64
-		bPrefix    string // "f" pairs with A's volumes, anything else does not
-		minVolumes int
-		tooFew     bool
-		n          int // volumes the comparison rests on
-		slowerPct  float64
-	}{
-		// The issue's case: 3 volumes each. p50 120 vs 100.
-		{"3 vs 3", []float64{120, 121, 119}, []float64{100, 101, 99}, "f", 0, true, 3, 20},
-		{"3 vs 3 with --min-volumes 3", []float64{120, 121, 119}, []float64{100, 101, 99}, "f", 3, false, 3, 20},
-		// p50 124.5 vs 104.5.
-		{"10 vs 10", series(10, 120, 1), series(10, 100, 1), "f", 0, false, 10, (124.5/104.5 - 1) * 100},
-		// 9 pairs: one short on A's side. p50 124 vs 104.5.
-		{"9 vs 10", series(9, 120, 1), series(10, 100, 1), "f", 0, true, 9, (124/104.5 - 1) * 100},
-		// No names match: unpaired, 10 vs 3, judged by the smaller side. p50 124.5 vs 100.
-		{"10 vs 3 unpaired", series(10, 120, 1), []float64{100, 101, 99}, "g", 0, true, 3, 24.5},
-	} {
+	t.Parallel()
+	for _, tc := range tooFewCases {
 		t.Run(tc.name, func(t *testing.T) {
 			run, base := writeWalls(t, "a", "f", tc.a...), writeWalls(t, "b", tc.bPrefix, tc.b...)
 			r, err := Generate([]string{run}, []string{base}, Options{Seed: 1, MinVolumes: tc.minVolumes,
@@ -215,44 +236,52 @@ func TestTooFewVolumes(t *testing.T) {
 				t.Errorf("exit code %d, want %d", code, wantCode)
 			}
 
-			var md, csvOut, html bytes.Buffer
-			for _, w := range []func() error{
-				func() error { return r.WriteMarkdown(&md) },
-				func() error { return r.WriteCSV(&csvOut) },
-				func() error { return r.WriteHTML(&html) },
-			} {
-				if err := w(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			flag := fmt.Sprintf("): too few volumes (< %d) |", limit)
-			mdRow := mdLine(t, md.String(), "| **end_to_end** ")
-			if strings.HasSuffix(mdRow, flag) != tc.tooFew {
-				t.Errorf("Markdown end_to_end row %q: flagged %v, want %v", mdRow, !tc.tooFew, tc.tooFew)
-			}
-			if got := strings.Contains(md.String(), "Speedups marked *too few volumes*"); got != tc.tooFew {
-				t.Errorf("Markdown note on too few volumes: %v, want %v", got, tc.tooFew)
-			}
-			if want := "**Gate " + verdict + "**: "; !strings.Contains(md.String(), want) {
-				t.Errorf("Markdown lacks %q", want)
-			}
-			csvRow := mdLine(t, csvOut.String(), "end_to_end,")
-			if want := fmt.Sprintf(",%v", tc.tooFew); !strings.HasSuffix(csvRow, want) {
-				t.Errorf("CSV row %q: want speedup_too_few_volumes %s", csvRow, want[1:])
-			}
-			if got := strings.Contains(html.String(), `class="few"`); got != tc.tooFew {
-				t.Errorf("HTML marks a speedup too few: %v, want %v", got, tc.tooFew)
-			}
-			if want := "<b>Gate " + verdict + "</b>"; !strings.Contains(html.String(), want) {
-				t.Errorf("HTML lacks %q", want)
-			}
+			checkTooFewOutputs(t, r, tc, limit, verdict)
 		})
+	}
+}
+
+// checkTooFewOutputs checks that the Markdown, CSV and HTML flag the speedup (or not) and
+// state the gate's verdict.
+func checkTooFewOutputs(t *testing.T, r *Report, tc tooFewCase, limit int, verdict string) {
+	t.Helper()
+	var md, csvOut, html bytes.Buffer
+	for _, w := range []func() error{
+		func() error { return r.WriteMarkdown(&md) },
+		func() error { return r.WriteCSV(&csvOut) },
+		func() error { return r.WriteHTML(&html) },
+	} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flag := fmt.Sprintf("): too few volumes (< %d) |", limit)
+	mdRow := mdLine(t, md.String(), "| **end_to_end** ")
+	if strings.HasSuffix(mdRow, flag) != tc.tooFew {
+		t.Errorf("Markdown end_to_end row %q: flagged %v, want %v", mdRow, !tc.tooFew, tc.tooFew)
+	}
+	if got := strings.Contains(md.String(), "Speedups marked *too few volumes*"); got != tc.tooFew {
+		t.Errorf("Markdown note on too few volumes: %v, want %v", got, tc.tooFew)
+	}
+	if want := "**Gate " + verdict + "**: "; !strings.Contains(md.String(), want) {
+		t.Errorf("Markdown lacks %q", want)
+	}
+	csvRow := mdLine(t, csvOut.String(), "end_to_end,")
+	if want := fmt.Sprintf(",%v", tc.tooFew); !strings.HasSuffix(csvRow, want) {
+		t.Errorf("CSV row %q: want speedup_too_few_volumes %s", csvRow, want[1:])
+	}
+	if got := strings.Contains(html.String(), `class="few"`); got != tc.tooFew {
+		t.Errorf("HTML marks a speedup too few: %v, want %v", got, tc.tooFew)
+	}
+	if want := "<b>Gate " + verdict + "</b>"; !strings.Contains(html.String(), want) {
+		t.Errorf("HTML lacks %q", want)
 	}
 }
 
 // The issue's symptom: 3 volumes a side give an interval that excludes 1 although the
 // difference could be noise; the report shows it only with the flag.
 func TestTooFewVolumesIntervalLooksSignificant(t *testing.T) {
+	t.Parallel()
 	r, err := Generate([]string{writeWalls(t, "a", "f", 120, 121, 119)}, []string{writeWalls(t, "b", "f", 100, 101, 99)}, Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -268,6 +297,7 @@ func TestTooFewVolumesIntervalLooksSignificant(t *testing.T) {
 }
 
 func TestMinVolumesMustBePositive(t *testing.T) {
+	t.Parallel()
 	_, err := Generate([]string{"testdata/A"}, []string{"testdata/B"}, Options{MinVolumes: -1})
 	if !errors.Is(err, ErrInput) {
 		t.Errorf("MinVolumes -1: error %v, want an input error", err)

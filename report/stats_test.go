@@ -15,6 +15,7 @@ func approx(t *testing.T, what string, got, want float64) {
 // Percentiles interpolate linearly between closest ranks (numpy's default): h = (n-1)*p/100,
 // value = x[floor h] + (h - floor h) * (x[floor h + 1] - x[floor h]).
 func TestPercentile(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		sorted []float64
@@ -44,6 +45,7 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
+	t.Parallel()
 	// Unsorted on purpose. Sorted: 260 300 350 400 500, n = 5.
 	// mean = 1810/5 = 362; p50: h = 2 -> 350; p90: h = 3.6 -> 400 + 0.6*100 = 460;
 	// p95: h = 3.8 -> 480; p99: h = 3.96 -> 496; max 500.
@@ -60,6 +62,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestPairedSpeedup(t *testing.T) {
+	t.Parallel()
 	// Ratios b/a: 3, 2.1666..., 2.857142..., 2.5; sorted 2.1667 2.5 2.8571 3, median
 	// (2.5 + 20/7)/2 = 2.678571...
 	a := []float64{100, 120, 140, 200}
@@ -94,6 +97,7 @@ func TestPairedSpeedup(t *testing.T) {
 }
 
 func TestUnpairedSpeedup(t *testing.T) {
+	t.Parallel()
 	// median(B) = 300, median(A) = (120+140)/2 = 130: 300/130 = 2.307692...
 	a := []float64{100, 120, 140, 200}
 	b := []float64{250, 300, 450}
@@ -119,6 +123,7 @@ func TestUnpairedSpeedup(t *testing.T) {
 }
 
 func TestNiceTicks(t *testing.T) {
+	t.Parallel()
 	// Range 0..260: raw step 43.3, magnitude 10, nice step 50; labels every 50, minor ticks
 	// at the 25s.
 	var labels []string

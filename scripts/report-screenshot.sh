@@ -87,5 +87,5 @@ if [[ ! -s "$shot" ]]; then
 	tail -20 "$work/chromium.log" >&2
 	fail "no screenshot at $shot"
 fi
-go run ./report/internal/pngcheck "$shot"
+go run ./scripts/pngcheck "$shot"
 echo "screenshot: $shot"

@@ -6,6 +6,7 @@ import (
 )
 
 func TestCompare(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name        string
 		pred, truth []uint8
@@ -51,6 +52,7 @@ func TestCompare(t *testing.T) {
 }
 
 func TestCompareLengthMismatchPanics(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		if recover() == nil {
 			t.Error("no panic for masks of different lengths")
@@ -61,6 +63,7 @@ func TestCompareLengthMismatchPanics(t *testing.T) {
 
 // TestPrecisionAndPool: precision by hand, and Pool equal to comparing the concatenation.
 func TestPrecisionAndPool(t *testing.T) {
+	t.Parallel()
 	// class 1: pred 3 (two right), truth 2 -> precision 2/3, recall 1
 	a := Compare([]uint8{1, 1, 1, 0}, []uint8{1, 1, 0, 0}, 2)
 	if c := a.Classes[1]; math.Abs(c.Precision-2.0/3) > 1e-12 || c.Recall != 1 {

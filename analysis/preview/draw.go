@@ -32,14 +32,7 @@ var (
 // draw lays out and paints the picture into p.
 func draw(p *Preview, v *view, side int, title string, labels []model.Label, colours *[256]*color.RGBA,
 	mask []uint8, gray func(int) uint8) {
-	// Panel sizes: extent in mm, the longer side scaled to side.
-	var size [3]image.Point
-	for k, pl := range planes {
-		w := float64(v.dims[pl.u]) * v.spacing[pl.u]
-		h := float64(v.dims[pl.v]) * v.spacing[pl.v]
-		scale := float64(side) / math.Max(w, h)
-		size[k] = image.Pt(max(1, int(math.Round(w*scale))), max(1, int(math.Round(h*scale))))
-	}
+	size := panelSizes(v, side)
 	head := []string{
 		title,
 		fmt.Sprintf("%s; stored %s, planes through the foreground centre", Convention, p.Orientation),
@@ -58,26 +51,8 @@ func draw(p *Preview, v *view, side int, title string, labels []model.Label, col
 	for _, s := range head {
 		width = max(width, 2*pad+charW*len(s))
 	}
-	// Legend entries (label 0 is not drawn, so not listed), wrapped to the width.
-	type entry struct {
-		at     image.Point
-		name   string
-		colour color.RGBA
-	}
-	var entries []entry
 	legendTop := panelsTop + cellH + pad
-	x, y := pad, legendTop
-	for _, l := range labels {
-		if l.Value <= 0 || l.Value > 255 || colours[l.Value] == nil {
-			continue
-		}
-		w := swatch + 4 + charW*len(l.Name) + 16
-		if x > pad && x+w > width-pad {
-			x, y = pad, y+legendH
-		}
-		entries = append(entries, entry{image.Pt(x, y), l.Name, *colours[l.Value]})
-		x += w
-	}
+	entries, y := layoutLegend(labels, colours, legendTop, width)
 	height := y + legendH + pad
 	p.Legend = image.Rect(pad, legendTop, width-pad, y+legendH)
 
@@ -92,12 +67,58 @@ func draw(p *Preview, v *view, side int, title string, labels []model.Label, col
 		}
 		text(img, pad, pad+i*lineH, s, c)
 	}
+	drawPanels(img, p, v, size, panelsTop, colours, mask, gray)
+	drawLegend(img, entries)
+	p.Image = img
+}
 
-	x = pad
+// panelSizes is each plane's panel size: its extent in mm, the longer side scaled to side.
+func panelSizes(v *view, side int) [3]image.Point {
+	var size [3]image.Point
+	for k, pl := range planes {
+		w := float64(v.dims[pl.u]) * v.spacing[pl.u]
+		h := float64(v.dims[pl.v]) * v.spacing[pl.v]
+		scale := float64(side) / math.Max(w, h)
+		size[k] = image.Pt(max(1, int(math.Round(w*scale))), max(1, int(math.Round(h*scale))))
+	}
+	return size
+}
+
+// legendEntry is a label's swatch and name in the legend.
+type legendEntry struct {
+	at     image.Point
+	name   string
+	colour color.RGBA
+}
+
+// layoutLegend places the legend entries (label 0 is not drawn, so not listed) from top,
+// wrapped to width; it returns them and the top of their last row.
+func layoutLegend(labels []model.Label, colours *[256]*color.RGBA, top, width int) ([]legendEntry, int) {
+	var entries []legendEntry
+	x, y := pad, top
+	for _, l := range labels {
+		if l.Value <= 0 || l.Value > 255 || colours[l.Value] == nil {
+			continue
+		}
+		w := swatch + 4 + charW*len(l.Name) + 16
+		if x > pad && x+w > width-pad {
+			x, y = pad, y+legendH
+		}
+		entries = append(entries, legendEntry{image.Pt(x, y), l.Name, *colours[l.Value]})
+		x += w
+	}
+	return entries, y
+}
+
+// drawPanels paints the three planes side by side from top, with their titles and
+// orientation letters, and records them in p.Panels.
+func drawPanels(img *image.RGBA, p *Preview, v *view, size [3]image.Point, top int, colours *[256]*color.RGBA,
+	mask []uint8, gray func(int) uint8) {
+	x := pad
 	for k, pl := range planes {
 		slice := p.Centre[pl.normal]
-		text(img, x, panelsTop, fmt.Sprintf("%s %d/%d", pl.name, slice, v.dims[pl.normal]), ink)
-		r := image.Rectangle{Min: image.Pt(x+gutter, panelsTop+2*lineH)}
+		text(img, x, top, fmt.Sprintf("%s %d/%d", pl.name, slice, v.dims[pl.normal]), ink)
+		r := image.Rectangle{Min: image.Pt(x+gutter, top+2*lineH)}
 		r.Max = r.Min.Add(size[k])
 		p.Panels[k] = Panel{Name: pl.name, Rect: r, Slice: slice}
 		paint(img, r, v, pl, slice, colours, mask, gray)
@@ -108,7 +129,10 @@ func draw(p *Preview, v *view, side int, title string, labels []model.Label, col
 		text(img, r.Max.X+3, midY-lineH/2, pl.right, dimInk)
 		x = r.Max.X + gutter + pad
 	}
+}
 
+// drawLegend draws the legend's swatches and names.
+func drawLegend(img *image.RGBA, entries []legendEntry) {
 	for _, e := range entries {
 		sw := image.Rect(e.at.X, e.at.Y+1, e.at.X+swatch, e.at.Y+1+swatch)
 		for py := sw.Min.Y; py < sw.Max.Y; py++ {
@@ -118,7 +142,6 @@ func draw(p *Preview, v *view, side int, title string, labels []model.Label, col
 		}
 		text(img, sw.Max.X+4, e.at.Y, e.name, ink)
 	}
-	p.Image = img
 }
 
 // paint draws one plane into r: nearest voxel at each pixel centre, grey from the image, the

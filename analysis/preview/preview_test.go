@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"voxpipe/internal/pngcheck"
 	"voxpipe/io/nifti"
 	"voxpipe/model"
 	"voxpipe/phantom"
@@ -51,6 +52,7 @@ func save(t *testing.T, name string, p *Preview) {
 // three panels against the truth voxel that the radiological convention puts there, computed
 // here independently: grey where the truth is background, tinted by the label elsewhere.
 func TestPhantomOverlay(t *testing.T) {
+	t.Parallel()
 	ph, err := phantom.Generate(phantom.Params{NX: 64, NY: 48, NZ: 40, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -61,14 +63,28 @@ func TestPhantomOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	save(t, "phantom", p)
+	if _, err := pngcheck.Image(p.Image); err != nil {
+		t.Errorf("phantom preview: %v", err)
+	}
 	if p.Orientation != "RAS" {
 		t.Fatalf("phantom stored as %s, want RAS", p.Orientation)
 	}
-	nx, ny, nz := 64, 48, 40
-	sp := g.Affine.VoxelSizes()
-	// Foreground centroid, rounded.
+	dims := [3]int{64, 48, 40}
+	centre := foregroundCentre(ph.Truth, dims)
+	if p.Centre != centre {
+		t.Errorf("centre %v, want %v", p.Centre, centre)
+	}
+	for k, pan := range p.Panels {
+		checkPanel(t, pan, planes[k], p.Image, ph.Truth, dims, g.Affine.VoxelSizes(), centre)
+	}
+	checkLegend(t, p)
+}
+
+// foregroundCentre is the centroid of the voxels labelled non-zero, rounded.
+func foregroundCentre(truth []uint8, dims [3]int) [3]int {
+	nx, ny := dims[0], dims[1]
 	var n, sx, sy, sz float64
-	for i, l := range ph.Truth {
+	for i, l := range truth {
 		if l != 0 {
 			n++
 			sx += float64(i % nx)
@@ -76,45 +92,51 @@ func TestPhantomOverlay(t *testing.T) {
 			sz += float64(i / (nx * ny))
 		}
 	}
-	centre := [3]int{int(math.Round(sx / n)), int(math.Round(sy / n)), int(math.Round(sz / n))}
-	if p.Centre != centre {
-		t.Errorf("centre %v, want %v", p.Centre, centre)
+	return [3]int{int(math.Round(sx / n)), int(math.Round(sy / n)), int(math.Round(sz / n))}
+}
+
+// checkPanel checks a panel of the RAS volume truth (spacing sp) through centre: its aspect
+// and size, and that every pixel has its voxel's label colour.
+func checkPanel(t *testing.T, pan Panel, pl plane, img *image.RGBA, truth []uint8, dims [3]int, sp [3]float64, centre [3]int) {
+	t.Helper()
+	nx, ny := dims[0], dims[1]
+	w, h := pan.Rect.Dx(), pan.Rect.Dy()
+	// Square millimetres: width/height is the plane's extent ratio.
+	wantRatio := float64(dims[pl.u]) * sp[pl.u] / (float64(dims[pl.v]) * sp[pl.v])
+	if got := float64(w) / float64(h); math.Abs(got-wantRatio) > 2/float64(min(w, h)) {
+		t.Errorf("%s: %dx%d px, aspect %.3f, want %.3f", pan.Name, w, h, got, wantRatio)
 	}
-	dims := [3]int{nx, ny, nz}
-	for k, pan := range p.Panels {
-		pl := planes[k]
-		w, h := pan.Rect.Dx(), pan.Rect.Dy()
-		// Square millimetres: width/height is the plane's extent ratio.
-		wantRatio := float64(dims[pl.u]) * sp[pl.u] / (float64(dims[pl.v]) * sp[pl.v])
-		if got := float64(w) / float64(h); math.Abs(got-wantRatio) > 2/float64(min(w, h)) {
-			t.Errorf("%s: %dx%d px, aspect %.3f, want %.3f", pan.Name, w, h, got, wantRatio)
-		}
-		if max(w, h) != DefaultPanelSide {
-			t.Errorf("%s: %dx%d px, want the longer side %d", pan.Name, w, h, DefaultPanelSide)
-		}
-		wrong, seen := 0, [4]int{}
-		for py := range h {
-			for px := range w {
-				var c [3]int
-				c[pl.normal] = centre[pl.normal]
-				// Radiological: the first column is the largest RAS index across, the first
-				// row the largest up.
-				c[pl.u] = dims[pl.u] - 1 - min(int((float64(px)+0.5)*float64(dims[pl.u])/float64(w)), dims[pl.u]-1)
-				c[pl.v] = dims[pl.v] - 1 - min(int((float64(py)+0.5)*float64(dims[pl.v])/float64(h)), dims[pl.v]-1)
-				l := ph.Truth[(c[2]*ny+c[1])*nx+c[0]]
-				seen[l]++
-				if !tinted(p.Image.RGBAAt(pan.Rect.Min.X+px, pan.Rect.Min.Y+py), l) {
-					wrong++
-				}
+	if max(w, h) != DefaultPanelSide {
+		t.Errorf("%s: %dx%d px, want the longer side %d", pan.Name, w, h, DefaultPanelSide)
+	}
+	wrong, seen := 0, [4]int{}
+	for py := range h {
+		for px := range w {
+			var c [3]int
+			c[pl.normal] = centre[pl.normal]
+			// Radiological: the first column is the largest RAS index across, the first
+			// row the largest up.
+			c[pl.u] = dims[pl.u] - 1 - min(int((float64(px)+0.5)*float64(dims[pl.u])/float64(w)), dims[pl.u]-1)
+			c[pl.v] = dims[pl.v] - 1 - min(int((float64(py)+0.5)*float64(dims[pl.v])/float64(h)), dims[pl.v]-1)
+			l := truth[(c[2]*ny+c[1])*nx+c[0]]
+			seen[l]++
+			if !tinted(img.RGBAAt(pan.Rect.Min.X+px, pan.Rect.Min.Y+py), l) {
+				wrong++
 			}
 		}
-		if wrong > 0 {
-			t.Errorf("%s: %d of %d pixels not in the colour of their voxel's label", pan.Name, wrong, w*h)
-		}
-		if seen[0] == 0 || seen[1] == 0 || seen[2] == 0 {
-			t.Errorf("%s: labels seen %v: the plane should cut background, tissue and fluid", pan.Name, seen)
-		}
 	}
+	if wrong > 0 {
+		t.Errorf("%s: %d of %d pixels not in the colour of their voxel's label", pan.Name, wrong, w*h)
+	}
+	if seen[0] == 0 || seen[1] == 0 || seen[2] == 0 {
+		t.Errorf("%s: labels seen %v: the plane should cut background, tissue and fluid", pan.Name, seen)
+	}
+}
+
+// checkLegend checks the legend: one swatch per foreground label, in its exact colour, and
+// the names in ink.
+func checkLegend(t *testing.T, p *Preview) {
+	t.Helper()
 	// The legend: one swatch per foreground label, in its exact colour, and its name in ink.
 	for _, l := range testLabels {
 		c, _ := parseColour(l.Color)
@@ -206,6 +228,7 @@ func permuted(img []int16, mask []uint8, dims [3]int, a nifti.Affine) ([]int16, 
 }
 
 func TestOrientationWhateverTheStorage(t *testing.T) {
+	t.Parallel()
 	img, mask, dims := marked()
 	a := rasAffine(dims)
 	ras, err := Render(img, mask, Geometry{Dims: dims, Affine: a}, testLabels, Options{Title: "RAS"})
@@ -271,6 +294,7 @@ func TestOrientationWhateverTheStorage(t *testing.T) {
 }
 
 func TestDeterministicAndEmpty(t *testing.T) {
+	t.Parallel()
 	img, mask, dims := marked()
 	g := Geometry{Dims: dims, Affine: rasAffine(dims)}
 	var pngs [2][]byte
@@ -311,6 +335,7 @@ func TestDeterministicAndEmpty(t *testing.T) {
 }
 
 func TestWritePNGAndErrors(t *testing.T) {
+	t.Parallel()
 	img, mask, dims := marked()
 	g := Geometry{Dims: dims, Affine: rasAffine(dims)}
 	if _, err := Render(img[:5], mask, g, testLabels, Options{}); !errors.Is(err, ErrDims) {

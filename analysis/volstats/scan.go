@@ -86,77 +86,101 @@ func (s *scan) run(z0, z1 int) *chunk {
 	for i := range c.bbox {
 		c.bbox[i] = bbox{min: [3]int{math.MaxInt, math.MaxInt, math.MaxInt}, max: [3]int{-1, -1, -1}}
 	}
-	// The union-find holds the first plane's runs at [0, nFirst), the previous plane's at
-	// [prevBase, prevBase+len) and the current plane's after them; after each plane it is
-	// compacted to the first plane's and the current plane's.
-	var uf, spare unionFind
-	var stamp, rep []int32 // compaction scratch: rep[root] is valid where stamp[root] == gen
-	gen := int32(0)
+	var u runSets
 	var first, prev, cur, free *plane
 	nFirst, prevBase := 0, 0
-	// join unions runs a and b, of value v, counting a merge when they were apart.
-	join := func(a, b int32, v uint8) {
-		if uf.union(a, b) {
-			c.merges[s.lut[v]]++
-		}
-	}
 	for z := z0; z < z1; z++ {
 		cur, free = free, nil
 		if cur == nil {
 			cur = &plane{row: make([]int32, s.ny+1)}
 		}
 		s.cut(z, cur, c)
-		base := len(uf)
-		for i := range len(cur.val) {
-			uf = append(uf, int32(base+i))
-		}
-		for y := range s.ny {
-			if y > 0 {
-				touching(cur, y, cur, y-1, func(i, k int32) { join(int32(base)+i, int32(base)+k, cur.val[i]) })
-			}
-			if prev == nil {
-				continue
-			}
-			for yb := max(y-1, 0); yb <= min(y+1, s.ny-1); yb++ {
-				touching(cur, y, prev, yb, func(i, k int32) { join(int32(base)+i, int32(prevBase)+k, cur.val[i]) })
-			}
-		}
+		base := s.link(&u, c, cur, prev, prevBase)
 		if first == nil {
 			first, nFirst = cur, len(cur.val)
 			prev, prevBase = cur, 0
 			continue
 		}
-		// Compact to [first plane | current plane], each set renumbered to its first kept run.
-		if cap(stamp) < len(uf) {
-			stamp, rep = make([]int32, len(uf), 2*len(uf)), make([]int32, len(uf), 2*len(uf))
-		}
-		stamp, rep = stamp[:len(uf)], rep[:len(uf)]
-		gen++
-		spare = spare[:0]
-		keep := func(k int32) {
-			r := uf.find(k)
-			if stamp[r] != gen {
-				stamp[r], rep[r] = gen, int32(len(spare))
-			}
-			spare = append(spare, rep[r])
-		}
-		for k := range int32(nFirst) {
-			keep(k)
-		}
-		for k := range int32(len(cur.val)) {
-			keep(int32(base) + k)
-		}
-		uf, spare = spare, uf
+		u.compact(nFirst, base, len(cur.val))
 		if prev != first {
 			free = prev
 		}
 		prev, prevBase = cur, nFirst
 	}
 	c.first, c.last = first, prev
-	// Number the sets of the first and last planes 0, 1, ...
+	u.endIDs(c, nFirst, prevBase)
+	return c
+}
+
+// runSets holds a z-range's runs in a union-find: the first plane's runs at [0, nFirst), the
+// previous plane's at [prevBase, prevBase+len) and the current plane's after them; after each
+// plane it is compacted to the first plane's and the current plane's.
+type runSets struct {
+	uf, spare  unionFind
+	stamp, rep []int32 // compaction scratch: rep[root] is valid where stamp[root] == gen
+	gen        int32
+}
+
+// link adds plane cur's runs to u and unions those that touch within cur and, unless prev
+// is nil, those touching prev's runs (at prevBase), counting the merges in c. It returns
+// where cur's runs start in u.
+func (s *scan) link(u *runSets, c *chunk, cur, prev *plane, prevBase int) int {
+	base := len(u.uf)
+	for i := range len(cur.val) {
+		u.uf = append(u.uf, int32(base+i))
+	}
+	uf := u.uf
+	// join unions runs a and b, of value v, counting a merge when they were apart.
+	join := func(a, b int32, v uint8) {
+		if uf.union(a, b) {
+			c.merges[s.lut[v]]++
+		}
+	}
+	for y := range s.ny {
+		if y > 0 {
+			touching(cur, y, cur, y-1, func(i, k int32) { join(int32(base)+i, int32(base)+k, cur.val[i]) })
+		}
+		if prev == nil {
+			continue
+		}
+		for yb := max(y-1, 0); yb <= min(y+1, s.ny-1); yb++ {
+			touching(cur, y, prev, yb, func(i, k int32) { join(int32(base)+i, int32(prevBase)+k, cur.val[i]) })
+		}
+	}
+	return base
+}
+
+// compact keeps only the first plane's runs (nFirst) and the current plane's (nCur, at
+// base): [first plane | current plane], each set renumbered to its first kept run.
+func (u *runSets) compact(nFirst, base, nCur int) {
+	if cap(u.stamp) < len(u.uf) {
+		u.stamp, u.rep = make([]int32, len(u.uf), 2*len(u.uf)), make([]int32, len(u.uf), 2*len(u.uf))
+	}
+	u.stamp, u.rep = u.stamp[:len(u.uf)], u.rep[:len(u.uf)]
+	u.gen++
+	u.spare = u.spare[:0]
+	keep := func(k int32) {
+		r := u.uf.find(k)
+		if u.stamp[r] != u.gen {
+			u.stamp[r], u.rep[r] = u.gen, int32(len(u.spare))
+		}
+		u.spare = append(u.spare, u.rep[r])
+	}
+	for k := range int32(nFirst) {
+		keep(k)
+	}
+	for k := range int32(nCur) {
+		keep(int32(base) + k)
+	}
+	u.uf, u.spare = u.spare, u.uf
+}
+
+// endIDs numbers the sets of c's first and last planes 0, 1, ... (the last plane's runs at
+// lastBase).
+func (u *runSets) endIDs(c *chunk, nFirst, lastBase int) {
 	ids := map[int32]int32{}
 	id := func(k int32) int32 {
-		r := uf.find(k)
+		r := u.uf.find(k)
 		n, ok := ids[r]
 		if !ok {
 			n = int32(len(ids))
@@ -173,10 +197,9 @@ func (s *scan) run(z0, z1 int) *chunk {
 	} else {
 		c.lastID = make([]int32, len(c.last.val))
 		for k := range int32(len(c.last.val)) {
-			c.lastID[k] = id(int32(prevBase) + k)
+			c.lastID[k] = id(int32(lastBase) + k)
 		}
 	}
-	return c
 }
 
 // cut splits plane z into runs (into p, reusing its memory) and adds each run to its label's

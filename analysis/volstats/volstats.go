@@ -115,16 +115,56 @@ type Options struct {
 // Compute returns the statistics of mask (one label value per voxel) for every label in labels,
 // with the intensities of image on the same grid; image may be empty (intensities NaN).
 func Compute[T int16 | float32](mask []uint8, image []T, g Grid, labels []model.Label, opts Options) (*Volume, error) {
+	if err := checkDims(g, len(mask), len(image)); err != nil {
+		return nil, err
+	}
+	lut, err := labelLUT(labels)
+	if err != nil {
+		return nil, err
+	}
+	nx, ny, nz := g.Dims[0], g.Dims[1], g.Dims[2]
+	s := &scan{nx: nx, ny: ny, nz: nz, mask: mask, nl: len(labels) + 1, lut: lut,
+		moments: make([]moment, nz*(len(labels)+1))}
+	switch img := any(image).(type) {
+	case []int16:
+		if len(img) > 0 {
+			s.sum = func(i0, i1 int, m *moment) { sumInt16(img[i0:i1], m) }
+		}
+	case []float32:
+		if len(img) > 0 {
+			s.sum = func(i0, i1 int, m *moment) { sumFloat32(img[i0:i1], m) }
+		}
+	}
+
+	acc := joinChunks(s.runChunks(opts.Workers), s.nl, lut)
+	if sink := acc.voxels[len(labels)]; sink > 0 {
+		// Name one offending value: the first in the mask that no label lists.
+		for _, v := range mask {
+			if lut[v] == len(labels) {
+				return nil, fmt.Errorf("%w: %d voxels, value %d among them", ErrUnknownLabel, sink, v)
+			}
+		}
+	}
+	return s.volume(acc, g, labels), nil
+}
+
+// checkDims checks g's dimensions and that the mask (and the image, unless empty) hold that
+// many voxels.
+func checkDims(g Grid, maskLen, imageLen int) error {
 	nx, ny, nz := g.Dims[0], g.Dims[1], g.Dims[2]
 	if nx < 1 || ny < 1 || nz < 1 || nx > math.MaxInt32 || ny > math.MaxInt32 ||
 		nx > math.MaxInt/ny || nx*ny > math.MaxInt/nz {
-		return nil, fmt.Errorf("%w: dims %v", ErrDims, g.Dims)
+		return fmt.Errorf("%w: dims %v", ErrDims, g.Dims)
 	}
-	if n := nx * ny * nz; len(mask) != n || (len(image) != 0 && len(image) != n) {
-		return nil, fmt.Errorf("%w: dims %dx%dx%d (%d voxels), mask %d, image %d", ErrDims, nx, ny, nz, n, len(mask), len(image))
+	if n := nx * ny * nz; maskLen != n || (imageLen != 0 && imageLen != n) {
+		return fmt.Errorf("%w: dims %dx%dx%d (%d voxels), mask %d, image %d", ErrDims, nx, ny, nz, n, maskLen, imageLen)
 	}
-	// lut maps a mask value to its label's index; values not listed go to the sink, index
-	// len(labels), which must stay empty.
+	return nil
+}
+
+// labelLUT maps a mask value to its label's index; values not listed go to the sink, index
+// len(labels), which must stay empty.
+func labelLUT(labels []model.Label) (*[256]int, error) {
 	var lut [256]int
 	for v := range lut {
 		lut[v] = len(labels)
@@ -138,27 +178,18 @@ func Compute[T int16 | float32](mask []uint8, image []T, g Grid, labels []model.
 		}
 		lut[l.Value] = i
 	}
+	return &lut, nil
+}
 
-	s := &scan{nx: nx, ny: ny, nz: nz, mask: mask, nl: len(labels) + 1, lut: &lut,
-		moments: make([]moment, nz*(len(labels)+1))}
-	switch img := any(image).(type) {
-	case []int16:
-		if len(img) > 0 {
-			s.sum = func(i0, i1 int, m *moment) { sumInt16(img[i0:i1], m) }
-		}
-	case []float32:
-		if len(img) > 0 {
-			s.sum = func(i0, i1 int, m *moment) { sumFloat32(img[i0:i1], m) }
-		}
-	}
-
-	workers := opts.Workers
+// runChunks scans the volume in z-ranges on workers goroutines (GOMAXPROCS when <= 0) and
+// returns the ranges' results in z order.
+func (s *scan) runChunks(workers int) []*chunk {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	// Several z-ranges per worker balance the load; each range costs two planes of runs kept
 	// for the join, and its result does not depend on the split.
-	chunks := splitZ(nz, min(nz, 4*workers))
+	chunks := splitZ(s.nz, min(s.nz, 4*workers))
 	results := make([]*chunk, len(chunks))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -174,17 +205,12 @@ func Compute[T int16 | float32](mask []uint8, image []T, g Grid, labels []model.
 		})
 	}
 	wg.Wait()
+	return results
+}
 
-	acc := joinChunks(results, s.nl, &lut)
-	if sink := acc.voxels[len(labels)]; sink > 0 {
-		// Name one offending value: the first in the mask that no label lists.
-		for _, v := range mask {
-			if lut[v] == len(labels) {
-				return nil, fmt.Errorf("%w: %d voxels, value %d among them", ErrUnknownLabel, sink, v)
-			}
-		}
-	}
-
+// volume is the statistics of each label from the joined scan acc, intensities in g's
+// scaled units.
+func (s *scan) volume(acc *totals, g Grid, labels []model.Label) *Volume {
 	vol := &Volume{Grid: g, Labels: make([]Stats, len(labels))}
 	slope, inter := g.Slope, g.Inter
 	if slope == 0 || math.IsNaN(slope) || math.IsInf(slope, 0) {
@@ -205,7 +231,7 @@ func Compute[T int16 | float32](mask []uint8, image []T, g Grid, labels []model.
 		}
 		// The planes' moments merged in z order: the same sums whatever the workers did.
 		var m merged
-		for z := range nz {
+		for z := range s.nz {
 			m.add(s.moments[z*s.nl+i])
 		}
 		st.IntensityVoxels = m.n
@@ -216,7 +242,7 @@ func Compute[T int16 | float32](mask []uint8, image []T, g Grid, labels []model.
 		}
 		vol.Labels[i] = st
 	}
-	return vol, nil
+	return vol
 }
 
 // splitZ cuts [0, nz) into n contiguous ranges of nearly equal size.

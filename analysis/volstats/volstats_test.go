@@ -165,6 +165,7 @@ func randomMask(r *rand.Rand, nx, ny, nz, labels int) []uint8 {
 }
 
 func TestRandomMasksMatchReference(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for trial := range 300 {
 		nx, ny, nz := 1+r.IntN(19), 1+r.IntN(13), 1+r.IntN(17)
@@ -209,6 +210,7 @@ func at(dims [3]int, voxels map[[3]int]uint8) []uint8 {
 }
 
 func TestComponentsByHand(t *testing.T) {
+	t.Parallel()
 	dims := [3]int{6, 5, 4}
 	for _, tc := range []struct {
 		name   string
@@ -253,6 +255,7 @@ func wall(dims [3]int, z int) map[[3]int]uint8 {
 }
 
 func TestBorderAndAbsentLabel(t *testing.T) {
+	t.Parallel()
 	dims := [3]int{4, 3, 5}
 	mask := at(dims, map[[3]int]uint8{{3, 0, 0}: 1, {3, 2, 4}: 1, {0, 1, 2}: 1})
 	v, err := Compute[float32](mask, nil, Grid{Dims: dims, VoxelMM: [3]float64{2, 2, 2}}, fourLabels, Options{})
@@ -282,6 +285,7 @@ func TestBorderAndAbsentLabel(t *testing.T) {
 // TestVolumeIsVoxelsTimesVoxelVolume reads a header's geometry: metres as units, a negative
 // and a zero pixdim, and checks volumes are counts times the voxel volume and add up.
 func TestVolumeIsVoxelsTimesVoxelVolume(t *testing.T) {
+	t.Parallel()
 	h := &nifti.Header{Dim: [8]int64{3, 7, 6, 5, 1, 1, 1, 1}, PixDim: [8]float64{1, -0.0005, 0.002, 0, 1},
 		XYZTUnits: 1, SclSlope: 2, SclInter: -10}
 	g := GridOf(h)
@@ -314,6 +318,7 @@ func TestVolumeIsVoxelsTimesVoxelVolume(t *testing.T) {
 }
 
 func TestWorkersDoNotChangeTheResult(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 6))
 	mask := randomMask(r, 40, 30, 37, 4)
 	img := make([]float32, len(mask))
@@ -340,6 +345,7 @@ func TestWorkersDoNotChangeTheResult(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	g := Grid{Dims: [3]int{2, 2, 2}, VoxelMM: [3]float64{1, 1, 1}}
 	mask := make([]uint8, 8)
 	if _, err := Compute(mask[:7], []int16(nil), g, fourLabels, Options{}); !errors.Is(err, ErrDims) {
@@ -363,6 +369,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestCSVAndJSON(t *testing.T) {
+	t.Parallel()
 	dims := [3]int{3, 3, 3}
 	mask := at(dims, map[[3]int]uint8{{0, 0, 0}: 1, {1, 1, 1}: 1, {2, 2, 2}: 3})
 	img := make([]float32, 27)
@@ -439,6 +446,7 @@ func TestCSVAndJSON(t *testing.T) {
 // must know, many compactions later, that they were apart) and at the first plane (that they
 // were together). With one worker each z-range spans several planes.
 func TestUShapes(t *testing.T) {
+	t.Parallel()
 	dims := [3]int{5, 4, 30}
 	for _, bridge := range []int{0, 29} {
 		voxels := map[[3]int]uint8{}

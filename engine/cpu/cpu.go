@@ -207,26 +207,44 @@ func (e *Engine) SegmentSlab(vol *model.Volume, z0, z1 int, out []uint8) error {
 // Buffers have zero borders (1 voxel for x, 2 for e, in y and x) and zero planes outside the
 // volume, which is the convolutions' zero padding.
 func (e *Engine) slab(ctx context.Context, vol *model.Volume, z0, z1 int, out []uint8) error {
-	nx, ny, nz := vol.NX, vol.NY, vol.NZ
-	cp := e.cp
+	nx, ny := vol.NX, vol.NY
 	slices := z1 - z0
-
-	// x: planes z0-3 .. z1+2, rows and columns with a 1-voxel border.
-	xz0, xPlanes, xpy, xpx := z0-3, slices+6, ny+2, nx+2
-	// e: planes z0-2 .. z1+1, rows and columns with a 2-voxel border, channels last.
-	ez0, ePlanes, epy, epx := z0-2, slices+4, ny+4, nx+4
-	e.xbuf = grow(e.xbuf, xPlanes*xpy*xpx)
-	e.ebuf = grow(e.ebuf, ePlanes*epy*epx*cp)
-	for _, ws := range e.scratch {
-		ws.s = grow(ws.s, nx*cp)
-		ws.g = grow(ws.g, nx*cp)
+	l := slabLayout{
+		// x: planes z0-3 .. z1+2, rows and columns with a 1-voxel border.
+		xz0: z0 - 3, xPlanes: slices + 6, xpy: ny + 2, xpx: nx + 2,
+		// e: planes z0-2 .. z1+1, rows and columns with a 2-voxel border, channels last.
+		ez0: z0 - 2, ePlanes: slices + 4, epy: ny + 4, epx: nx + 4,
 	}
-	xbuf, ebuf := e.xbuf, e.ebuf
+	e.xbuf = grow(e.xbuf, l.xPlanes*l.xpy*l.xpx)
+	e.ebuf = grow(e.ebuf, l.ePlanes*l.epy*l.epx*e.cp)
+	for _, ws := range e.scratch {
+		ws.s = grow(ws.s, nx*e.cp)
+		ws.g = grow(ws.g, nx*e.cp)
+	}
+	if err := e.normPass(ctx, vol, l); err != nil {
+		return err
+	}
+	if err := e.conv1Pass(ctx, vol, l); err != nil {
+		return err
+	}
+	return e.headPass(ctx, vol, l, z0, slices, out)
+}
 
-	err := e.parallel(ctx, xPlanes*xpy, func(_ *workerScratch, item int) {
-		p, yy := item/xpy, item%xpy
-		row := xbuf[(p*xpy+yy)*xpx : (p*xpy+yy+1)*xpx]
-		z, y := xz0+p, yy-1
+// slabLayout is where a slab's planes lie in the x and e buffers: the first plane's z, the
+// planes, and the padded rows and columns of each.
+type slabLayout struct {
+	xz0, xPlanes, xpy, xpx int
+	ez0, ePlanes, epy, epx int
+}
+
+// normPass fills the x buffer: x = Norm(v), zero outside the volume.
+func (e *Engine) normPass(ctx context.Context, vol *model.Volume, l slabLayout) error {
+	nx, ny, nz := vol.NX, vol.NY, vol.NZ
+	xbuf := e.xbuf
+	return e.parallel(ctx, l.xPlanes*l.xpy, func(_ *workerScratch, item int) {
+		p, yy := item/l.xpy, item%l.xpy
+		row := xbuf[(p*l.xpy+yy)*l.xpx : (p*l.xpy+yy+1)*l.xpx]
+		z, y := l.xz0+p, yy-1
 		if z < 0 || z >= nz || y < 0 || y >= ny {
 			clear(row)
 			return
@@ -234,15 +252,18 @@ func (e *Engine) slab(ctx context.Context, vol *model.Volume, z0, z1 int, out []
 		row[0], row[nx+1] = 0, 0
 		normRow(row[1:nx+1], vol, (z*ny+y)*nx, vol.Norm)
 	})
-	if err != nil {
-		return err
-	}
+}
 
-	err = e.parallel(ctx, ePlanes*epy, func(ws *workerScratch, item int) {
-		p, yy := item/epy, item%epy
-		rowLen := epx * cp
-		row := ebuf[(p*epy+yy)*rowLen : (p*epy+yy+1)*rowLen]
-		z, y := ez0+p, yy-2
+// conv1Pass fills the e buffer from x: the first convolution, zero outside the volume.
+func (e *Engine) conv1Pass(ctx context.Context, vol *model.Volume, l slabLayout) error {
+	nx, ny, nz := vol.NX, vol.NY, vol.NZ
+	cp := e.cp
+	xbuf, ebuf := e.xbuf, e.ebuf
+	return e.parallel(ctx, l.ePlanes*l.epy, func(ws *workerScratch, item int) {
+		p, yy := item/l.epy, item%l.epy
+		rowLen := l.epx * cp
+		row := ebuf[(p*l.epy+yy)*rowLen : (p*l.epy+yy+1)*rowLen]
+		z, y := l.ez0+p, yy-2
 		if z < 0 || z >= nz || y < 0 || y >= ny {
 			clear(row)
 			return
@@ -253,7 +274,7 @@ func (e *Engine) slab(ctx context.Context, vol *model.Volume, z0, z1 int, out []
 		offs := ws.offs[:9]
 		for dz := range 3 {
 			for dy := range 3 {
-				offs[dz*3+dy] = ((z-1+dz-xz0)*xpy + y + dy) * xpx
+				offs[dz*3+dy] = ((z-1+dz-l.xz0)*l.xpy + y + dy) * l.xpx
 			}
 		}
 		for b := 0; b < cp; b += block {
@@ -263,14 +284,18 @@ func (e *Engine) slab(ctx context.Context, vol *model.Volume, z0, z1 int, out []
 			}
 		}
 	})
-	if err != nil {
-		return err
-	}
+}
 
+// headPass computes s, g and the gate, head and argmax of the slab's slices (from z0) row by
+// row into out.
+func (e *Engine) headPass(ctx context.Context, vol *model.Volume, l slabLayout, z0, slices int, out []uint8) error {
+	nx, ny := vol.NX, vol.NY
+	cp := e.cp
+	ebuf := e.ebuf
 	return e.parallel(ctx, slices*ny, func(ws *workerScratch, item int) {
 		zi, y := item/ny, item%ny
 		z := z0 + zi
-		rowLen := epx * cp
+		rowLen := l.epx * cp
 		chunk := e.chunk
 		chunks := cp / chunk // per voxel
 		nw := 27 * cp        // weight rows per output block
@@ -278,7 +303,7 @@ func (e *Engine) slab(ctx context.Context, vol *model.Volume, z0, z1 int, out []
 		offs := ws.offs[:27*chunks]
 		for dz := range 3 {
 			for dy := range 3 {
-				row := (z-1+dz-ez0)*epy*rowLen + (y+1+dy)*rowLen + cp
+				row := (z-1+dz-l.ez0)*l.epy*rowLen + (y+1+dy)*rowLen + cp
 				for j := range 3 * chunks {
 					offs[(dz*3+dy)*3*chunks+j] = row + j*chunk
 				}
@@ -292,7 +317,7 @@ func (e *Engine) slab(ctx context.Context, vol *model.Volume, z0, z1 int, out []
 		for dz := range 3 {
 			for dy := range 3 {
 				for dx := range 3 {
-					voxel := (z-2+2*dz-ez0)*epy*rowLen + (y+2*dy)*rowLen + 2*dx*cp
+					voxel := (z-2+2*dz-l.ez0)*l.epy*rowLen + (y+2*dy)*rowLen + 2*dx*cp
 					for j := range chunks {
 						offs[((dz*3+dy)*3+dx)*chunks+j] = voxel + j*chunk
 					}

@@ -15,6 +15,7 @@ import (
 )
 
 func TestCPUMatchesFloat64Reference(t *testing.T) {
+	t.Parallel()
 	const eps = 1e-4 // relative logit gap within which float32 rounding may flip the argmax
 	models := []*model.Model{model.RandomModel(16, 4, 1), model.RandomModel(6, 3, 2)}
 	cases := []struct {
@@ -74,6 +75,7 @@ func TestCPUMatchesFloat64Reference(t *testing.T) {
 // TestCPUExactTieLowestIndex gives classes 1 and 3 identical head rows: their float32 logits are
 // then bit-identical, and the lower index must win every time.
 func TestCPUExactTieLowestIndex(t *testing.T) {
+	t.Parallel()
 	m := model.RandomModel(16, 4, 21)
 	copy(m.HeadW[3*16:4*16], m.HeadW[1*16:2*16])
 	m.HeadB[3] = m.HeadB[1]
@@ -94,6 +96,7 @@ func TestCPUExactTieLowestIndex(t *testing.T) {
 }
 
 func TestCPUSlabsBitIdentical(t *testing.T) {
+	t.Parallel()
 	m := model.RandomModel(16, 4, 7)
 	for _, tc := range []struct {
 		nx, ny, nz int
@@ -129,6 +132,7 @@ func TestCPUSlabsBitIdentical(t *testing.T) {
 }
 
 func TestCPUWorkersAndReuse(t *testing.T) {
+	t.Parallel()
 	m := model.RandomModel(16, 4, 3)
 	big := enginetest.RandomVolume(12, 10, 9, 5, false)
 	small := enginetest.RandomVolume(5, 4, 3, 6, true)
@@ -160,6 +164,7 @@ func TestCPUWorkersAndReuse(t *testing.T) {
 }
 
 func TestCPUEvents(t *testing.T) {
+	t.Parallel()
 	vol := enginetest.RandomVolume(6, 5, 10, 9, true)
 	e := New(model.RandomModel(16, 4, 1), 2)
 	var mu sync.Mutex
@@ -192,6 +197,7 @@ func TestCPUEvents(t *testing.T) {
 // final labels when reported (a snapshot taken in the callback equals the finished mask); the
 // engine does not write a reported range again. After a cancellation the calls cover a prefix.
 func TestCPUSlabDone(t *testing.T) {
+	t.Parallel()
 	e := New(model.RandomModel(16, 4, 5), 3)
 	for _, tc := range []struct {
 		nz, slab int
@@ -255,6 +261,7 @@ func TestCPUSlabDone(t *testing.T) {
 }
 
 func TestCPUCancel(t *testing.T) {
+	t.Parallel()
 	vol := enginetest.RandomVolume(8, 8, 8, 1, false)
 	e := New(model.RandomModel(16, 4, 1), 2)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -274,6 +281,7 @@ func TestCPUCancel(t *testing.T) {
 }
 
 func TestCPUBadInput(t *testing.T) {
+	t.Parallel()
 	e := New(model.RandomModel(16, 4, 1), 1)
 	good := func() *model.Volume { return &model.Volume{NX: 2, NY: 2, NZ: 2, F32: make([]float32, 8)} }
 	cases := []struct {
@@ -306,6 +314,7 @@ func TestCPUBadInput(t *testing.T) {
 }
 
 func TestCPUScratchBytes(t *testing.T) {
+	t.Parallel()
 	e := New(model.RandomModel(16, 4, 1), 2)
 	vol := enginetest.RandomVolume(9, 7, 10, 1, false)
 	enginetest.SegmentWhole(t, e, vol, 4)
@@ -319,6 +328,7 @@ func TestCPUScratchBytes(t *testing.T) {
 }
 
 func TestFLOPsPerVoxel(t *testing.T) {
+	t.Parallel()
 	if got := model.FLOPsPerVoxel(16, 4); got != 29200 {
 		t.Errorf("FLOPsPerVoxel(16, 4) = %v, want 29200", got)
 	}

@@ -40,6 +40,7 @@ type goldenManifest struct {
 }
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	entries, err := os.ReadDir(goldenDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)

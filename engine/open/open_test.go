@@ -11,6 +11,7 @@ import (
 )
 
 func TestOpenEnginesPrecision(t *testing.T) {
+	t.Parallel()
 	m := model.RandomModel(4, 2, 1)
 	// A bad precision fails for every engine kind, before anything is opened.
 	for _, kind := range []string{KindCPU, KindAuto, KindCUDA} {
@@ -35,6 +36,7 @@ func TestOpenEnginesPrecision(t *testing.T) {
 
 // refLogitsAt must be refLogits at every voxel (it checks the GPU engines' near-ties cheaply).
 func TestRefLogitsAt(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		m     *model.Model
 		int16 bool

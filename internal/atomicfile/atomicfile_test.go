@@ -9,6 +9,7 @@ import (
 )
 
 func TestWrite(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.csv")
 	if err := WriteBytes(path, []byte("one")); err != nil {

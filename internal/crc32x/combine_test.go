@@ -9,6 +9,7 @@ import (
 // TestCRC32Combine folds random splits of random data, empty and 1-byte pieces included,
 // with Combine and compares with hash/crc32 over the whole.
 func TestCRC32Combine(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	data := make([]byte, 3<<20)
 	for i := range data {
@@ -62,6 +63,7 @@ func TestCRC32Combine(t *testing.T) {
 // TestCombineMatchesMatrixMethod compares Combine with zlib 1.2.11's matrix method, which it
 // replaces, on random CRCs and lengths of every magnitude.
 func TestCombineMatchesMatrixMethod(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for trial := range 2000 {
 		crc1, crc2 := rng.Uint32(), rng.Uint32()

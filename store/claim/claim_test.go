@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
+
 	"voxpipe/internal/fullfs"
 	"voxpipe/internal/testexec"
 )
@@ -49,6 +51,7 @@ func deadPID(t *testing.T) int {
 }
 
 func TestAcquireReleaseAndBusy(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mask := filepath.Join(dir, "a_mask.nii.gz")
 	a, b := newManager(t, dir, "run-a"), newManager(t, dir, "run-b")
@@ -91,6 +94,7 @@ func TestAcquireReleaseAndBusy(t *testing.T) {
 }
 
 func TestTakeoverSameHost(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := newManager(t, dir, "run-new")
 	self := m.Self()
@@ -133,6 +137,7 @@ func TestTakeoverSameHost(t *testing.T) {
 }
 
 func TestTakeoverOtherHostByHeartbeat(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := newManager(t, dir, "run-new")
 	other := Holder{Host: "node-17", BootID: "x", PID: os.Getpid(), RunID: "remote"}
@@ -162,68 +167,96 @@ func TestTakeoverOtherHostByHeartbeat(t *testing.T) {
 	}
 }
 
+// A claim another host took over is found lost at the next heartbeat, and releasing it
+// leaves the new holder's claim in place.
 func TestLostClaimIsDetectedAndNotReleased(t *testing.T) {
-	dir := t.TempDir()
-	mask := filepath.Join(dir, "a.nii.gz")
-	m, err := NewManager(dir, Options{RunID: "slow", Timeout: 400 * time.Millisecond, Heartbeat: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := m.Acquire(mask)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Another host takes it over (as after this process was paused beyond the timeout).
-	thief := Holder{Host: "node-2", PID: 42, RunID: "thief", Token: "other"}
-	writeClaim(t, mask, thief, time.Now())
-	stop := make(chan struct{})
-	defer close(stop)
-	go m.Heartbeat(stop)
-	select {
-	case <-c.Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatal("heartbeat did not notice the lost claim")
-	}
-	if err := c.Check(); !errors.Is(err, ErrLost) {
-		t.Fatalf("Check of a lost claim: %v", err)
-	}
-	if err := c.Release(); err != nil {
-		t.Fatal(err)
-	}
-	got, _, err := m.read(Path(mask))
-	if err != nil || got.RunID != "thief" {
-		t.Fatalf("release removed the thief's claim: %+v, %v", got, err)
-	}
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const heartbeat = 20 * time.Millisecond
+		dir := t.TempDir()
+		mask := filepath.Join(dir, "a.nii.gz")
+		m, err := NewManager(dir, Options{RunID: "slow", Timeout: 400 * time.Millisecond, Heartbeat: heartbeat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := m.Acquire(mask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another host takes it over (as after this process was paused beyond the timeout).
+		thief := Holder{Host: "node-2", PID: 42, RunID: "thief", Token: "other"}
+		writeClaim(t, mask, thief, time.Now())
+		stop := make(chan struct{})
+		defer close(stop)
+		started := time.Now()
+		go m.Heartbeat(stop)
+		select {
+		case <-c.Lost():
+		case <-time.After(5 * time.Second):
+			t.Fatal("heartbeat did not notice the lost claim")
+		}
+		if took := time.Since(started); took != heartbeat {
+			t.Errorf("lost noticed after %v, want at the first heartbeat (%v)", took, heartbeat)
+		}
+		if err := c.Check(); !errors.Is(err, ErrLost) {
+			t.Fatalf("Check of a lost claim: %v", err)
+		}
+		if err := c.Release(); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := m.read(Path(mask))
+		if err != nil || got.RunID != "thief" {
+			t.Fatalf("release removed the thief's claim: %+v, %v", got, err)
+		}
+	})
 }
 
+// The heartbeat sets a held claim's mtime to the time of each beat, not before the first.
 func TestHeartbeatRefreshesMtime(t *testing.T) {
-	dir := t.TempDir()
-	mask := filepath.Join(dir, "a.nii.gz")
-	m, err := NewManager(dir, Options{RunID: "r", Timeout: time.Second, Heartbeat: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Acquire(mask); err != nil {
-		t.Fatal(err)
-	}
-	old := time.Now().Add(-time.Hour)
-	os.Chtimes(Path(mask), old, old)
-	stop := make(chan struct{})
-	go m.Heartbeat(stop)
-	defer close(stop)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		st, err := os.Stat(Path(mask))
-		if err == nil && time.Since(st.ModTime()) < time.Minute {
-			return
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const heartbeat = 10 * time.Millisecond
+		dir := t.TempDir()
+		mask := filepath.Join(dir, "a.nii.gz")
+		m, err := NewManager(dir, Options{RunID: "r", Timeout: time.Second, Heartbeat: heartbeat})
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("heartbeat never refreshed the claim's mtime")
+		if _, err := m.Acquire(mask); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour)
+		if err := os.Chtimes(Path(mask), old, old); err != nil {
+			t.Fatal(err)
+		}
+		mtime := func() time.Time {
+			t.Helper()
+			st, err := os.Stat(Path(mask))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.ModTime()
+		}
+		stop := make(chan struct{})
+		defer close(stop)
+		start := time.Now()
+		go m.Heartbeat(stop)
+		<-time.After(heartbeat / 2) // the fake clock: every goroutine of the bubble waits meanwhile
+		if got := mtime(); !got.Equal(old) {
+			t.Fatalf("mtime %v before the first heartbeat, want the planted %v", got, old)
+		}
+		for beat := 1; beat <= 3; beat++ {
+			<-time.After(heartbeat)
+			if got, want := mtime(), start.Add(time.Duration(beat)*heartbeat); !got.Equal(want) {
+				t.Fatalf("mtime %v after heartbeat %d, want %v", got, beat, want)
+			}
+		}
+	})
 }
 
 // Many managers racing for one volume, fresh or held by a dead process: exactly one wins.
 func TestRaceExactlyOneWinner(t *testing.T) {
+	t.Parallel()
 	for _, dead := range []bool{false, true} {
 		dir := t.TempDir()
 		mask := filepath.Join(dir, "v.nii.gz")
@@ -259,6 +292,7 @@ func TestRaceExactlyOneWinner(t *testing.T) {
 }
 
 func TestReleaseAllAndStaleTemps(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := newManager(t, dir, "r")
 	var masks []string
@@ -309,6 +343,7 @@ func TestReleaseAllAndStaleTemps(t *testing.T) {
 }
 
 func TestProcessStart(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
 	}

@@ -31,7 +31,7 @@ func writeVol(t *testing.T, path string, nx, ny, nz int, ext []nifti.Extension) 
 
 // Hash is the documented tree: xxh128sum of each piece, the digests' bytes concatenated, and
 // xxh128sum of that; pieces span file boundaries (a pair's .hdr and .img).
-func TestHashIsTheDocumentedTree(t *testing.T) {
+func TestHashIsTheDocumentedTree(t *testing.T) { // not parallel: it sets hashPiece
 	if _, err := exec.LookPath("xxh128sum"); err != nil {
 		t.Skip("xxh128sum not installed (Debian package xxhash)")
 	}
@@ -85,6 +85,7 @@ func TestHashIsTheDocumentedTree(t *testing.T) {
 }
 
 func TestRecordRoundTripAndCheck(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	input := filepath.Join(dir, "in.nii")
 	writeVol(t, input, 8, 6, 4, nil)
@@ -184,6 +185,7 @@ func TestCheckSeriesGrew(t *testing.T) {
 
 // Whatever voxpipe did not write at the mask's path is a conflict, never up to date.
 func TestCheckConflicts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	input := filepath.Join(dir, "in.nii")
 	writeVol(t, input, 4, 4, 4, nil)

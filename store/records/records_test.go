@@ -14,6 +14,7 @@ import (
 )
 
 func TestCreateIsExclusive(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	r, err := Create(out, "run-1")
 	if err != nil {
@@ -44,6 +45,7 @@ func row(volume string, status timing.Status, run string, at time.Time) timing.S
 }
 
 func TestLatest(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	rows := []timing.Summary{
@@ -78,6 +80,7 @@ func TestLatest(t *testing.T) {
 }
 
 func TestUpdateVolumes(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	t0 := time.Now()
 	for i, id := range []string{"r1", "r2"} {
@@ -115,6 +118,7 @@ func TestUpdateVolumes(t *testing.T) {
 // processes left are removed by the next run, those of live processes kept, and neither is
 // listed as a run.
 func TestCreateIsAtomicAndCleansStaging(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	runs := filepath.Join(out, RunsDir)
 	os.MkdirAll(runs, 0o755)

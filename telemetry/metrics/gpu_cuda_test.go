@@ -4,16 +4,15 @@ package metrics
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"voxpipe/engine"
-	"voxpipe/engine/open"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voxpipe/engine"
+	"voxpipe/engine/open"
 	"voxpipe/fixtures"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
@@ -27,19 +26,13 @@ import (
 // streams) under Metrics: the busy counter is the union of its kernel spans, which is what
 // summary.csv's kernels_ms sums per volume.
 func TestPipelineRunCUDA(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-	os.MkdirAll(in, 0o755)
 	os.MkdirAll(out, 0o755)
-	for i := range 3 {
-		ph, err := phantom.Generate(phantom.Params{NX: 256, NY: 256, NZ: 200 + 50*i, Seed: uint64(i + 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nifti.Write(filepath.Join(in, fmt.Sprintf("vol%d.nii", i)), ph.Header, ph.ImageBytes(), nifti.WriteOptions{Level: 0}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writePhantoms(t, in, 3, func(i int) phantom.Params {
+		return phantom.Params{NX: 256, NY: 256, NZ: 200 + 50*i, Seed: uint64(i + 1)}
+	}, ".nii", nifti.WriteOptions{Level: 0})
 	found, err := jobs.Discover([]string{in}, false, out, "{name}_mask.nii.gz")
 	if err != nil {
 		t.Fatal(err)
@@ -90,21 +83,11 @@ func TestPipelineRunCUDA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kernelsMS, sumOfSpans float64
+	var kernelsMS float64
 	for _, s := range sums {
 		kernelsMS += s.KernelsMS
 	}
-	overlaps := 0
-	var end float64
-	for _, r := range rows.rows {
-		if r.Stage == "kernels" {
-			sumOfSpans += r.DurationMS
-			if r.StartMS < end {
-				overlaps++
-			}
-			end = max(end, r.StartMS+r.DurationMS)
-		}
-	}
+	sumOfSpans, overlaps := kernelSpans(rows.rows)
 	s := scrape(t, reg)
 	busy := s[`voxpipe_engine_busy_seconds_total{device="cuda:0"}`]
 	t.Logf("kernels_ms %.3f, busy %.3f ms, spans summed %.3f ms, %d overlapping spans, busy fraction %.3f",
@@ -115,6 +98,22 @@ func TestPipelineRunCUDA(t *testing.T) {
 	if _, ok := s[`voxpipe_engine_busy_seconds_total{device="host"}`]; ok {
 		t.Error("host rows counted as busy")
 	}
+}
+
+// kernelSpans is the sum of the kernels rows' durations and how many of them start before
+// the previous ones ended.
+func kernelSpans(rows []timing.Row) (sumMS float64, overlaps int) {
+	var end float64
+	for _, r := range rows {
+		if r.Stage == "kernels" {
+			sumMS += r.DurationMS
+			if r.StartMS < end {
+				overlaps++
+			}
+			end = max(end, r.StartMS+r.DurationMS)
+		}
+	}
+	return sumMS, overlaps
 }
 
 // rowRecorder keeps the rows (in the order they were recorded, which for one engine is the

@@ -61,7 +61,6 @@ type Metrics struct {
 	busyFraction *busyCollector
 
 	window  time.Duration
-	now     func() time.Time
 	created time.Time
 
 	mu      sync.Mutex
@@ -85,16 +84,12 @@ func WithBusyWindow(d time.Duration) Option {
 	}
 }
 
-// withClock replaces the clock (tests).
-func withClock(now func() time.Time) Option { return func(m *Metrics) { m.now = now } }
-
 // New makes the metrics and registers them with reg. Like promauto, it panics if reg already
 // has metrics of these names (a second New on one registry): give each its own registry.
 func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	m := &Metrics{
 		reg:     reg,
 		window:  DefaultBusyWindow,
-		now:     time.Now,
 		started: map[string]int{},
 		anchors: map[string]time.Time{},
 		devices: map[string]*deviceBusy{},
@@ -102,7 +97,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	for _, o := range opts {
 		o(m)
 	}
-	m.created = m.now()
+	m.created = time.Now()
 	m.volumes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "voxpipe_volumes_total",
 		Help: "Volumes finished, by status (ok, skipped, failed, busy, conflict): one per summary.csv row.",
@@ -219,7 +214,7 @@ func (m *Metrics) Summary(s timing.Summary) {
 // engine's busy time.
 func (m *Metrics) Row(r timing.Row) {
 	m.stages.WithLabelValues(string(r.Stage)).Observe(r.DurationMS / 1e3)
-	now := m.now()
+	now := time.Now()
 	m.mu.Lock()
 	anchor := m.anchor(r, now)
 	var added float64
@@ -342,7 +337,7 @@ func (c *busyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *busyCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
-	now := m.now()
+	now := time.Now()
 	span := min(m.window, now.Sub(m.created))
 	from := now.Add(-span)
 	m.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,24 +25,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"voxpipe/jobs"
-	"voxpipe/pipeline"
 	"voxpipe/stage"
 	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
 )
 
-// scrape fetches reg's metrics through promhttp, as Prometheus would, and returns the samples
-// by their name and labels as printed (`voxpipe_volumes_total{status="ok"}`).
+// scrape fetches reg's metrics through promhttp's handler, as Prometheus would (without a
+// socket: TestServe covers serving them), and returns the samples by their name and labels as
+// printed (`voxpipe_volumes_total{status="ok"}`).
 func scrape(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 	t.Helper()
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape: status %d: %s", rec.Code, rec.Body)
 	}
-	defer resp.Body.Close()
-	return parseText(t, resp.Body)
+	return parseText(t, rec.Body)
 }
 
 func parseText(t *testing.T, r io.Reader) map[string]float64 {
@@ -80,6 +79,7 @@ func want(t *testing.T, samples map[string]float64, name string, value float64) 
 }
 
 func TestVolumesAndHistograms(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	ok := func(vol string, wallMS, queueMS float64, voxels int64) timing.Summary {
@@ -126,6 +126,7 @@ func TestVolumesAndHistograms(t *testing.T) {
 }
 
 func TestLint(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	m.SetQueueDepth(func() float64 { return 3 })
@@ -153,6 +154,7 @@ func TestLint(t *testing.T) {
 }
 
 func TestBusyUnionPerDevice(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	gpu := func(run string, stage stage.Stage, slab int, start, dur float64) timing.Row {
@@ -186,47 +188,50 @@ func TestBusyUnionPerDevice(t *testing.T) {
 	want(t, s, `voxpipe_engine_busy_seconds_total{device="cuda:0"}`, 0.031)
 }
 
+// The busy fraction averages over the window, on the clock: the test runs in a synctest
+// bubble, whose fake clock moves only as the test lets time pass.
 func TestBusyFractionWindow(t *testing.T) {
-	var mu sync.Mutex
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	now := t0
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	set := func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() }
-	reg := prometheus.NewRegistry()
-	m := New(reg, WithBusyWindow(time.Minute), withClock(clock))
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		set := func(d time.Duration) { <-time.After(time.Until(t0.Add(d))) }
+		reg := prometheus.NewRegistry()
+		m := New(reg, WithBusyWindow(time.Minute))
 
-	// A run that started at t0: its kernels ran 10 s..40 s (two overlapping spans), reported
-	// as they ended.
-	set(30 * time.Second)
-	m.Row(timing.Row{RunID: "r", Stage: "read", Slab: -1, Device: "host", StartMS: 0, DurationMS: 30_000})
-	set(40 * time.Second)
-	m.Row(timing.Row{RunID: "r", Stage: "kernels", Slab: 0, Device: "cuda:0", StartMS: 10_000, DurationMS: 25_000})
-	m.Row(timing.Row{RunID: "r", Stage: "kernels", Slab: 1, Device: "cuda:0", StartMS: 20_000, DurationMS: 20_000})
-	const name = `voxpipe_engine_busy_fraction{device="cuda:0"}`
-	for _, c := range []struct {
-		at   time.Duration
-		want float64
-	}{
-		{40 * time.Second, 30.0 / 40}, // the process is 40 s old: 30 s busy of 40
-		{60 * time.Second, 30.0 / 60}, // window 0..60 s
-		{85 * time.Second, 15.0 / 60}, // window 25..85 s: 25..40 s busy
-		{200 * time.Second, 0},        // all of it out of the window
-	} {
-		set(c.at)
-		want(t, scrape(t, reg), name, c.want)
-	}
-	m.mu.Lock()
-	if n := len(m.devices["cuda:0"].intervals); n != 0 {
-		t.Errorf("%d intervals kept out of the window", n)
-	}
-	m.mu.Unlock()
-	want(t, scrape(t, reg), `voxpipe_engine_busy_seconds_total{device="cuda:0"}`, 30)
+		// A run that started at t0: its kernels ran 10 s..40 s (two overlapping spans),
+		// reported as they ended.
+		set(30 * time.Second)
+		m.Row(timing.Row{RunID: "r", Stage: "read", Slab: -1, Device: "host", StartMS: 0, DurationMS: 30_000})
+		set(40 * time.Second)
+		m.Row(timing.Row{RunID: "r", Stage: "kernels", Slab: 0, Device: "cuda:0", StartMS: 10_000, DurationMS: 25_000})
+		m.Row(timing.Row{RunID: "r", Stage: "kernels", Slab: 1, Device: "cuda:0", StartMS: 20_000, DurationMS: 20_000})
+		const name = `voxpipe_engine_busy_fraction{device="cuda:0"}`
+		for _, c := range []struct {
+			at   time.Duration
+			want float64
+		}{
+			{40 * time.Second, 30.0 / 40}, // the process is 40 s old: 30 s busy of 40
+			{60 * time.Second, 30.0 / 60}, // window 0..60 s
+			{85 * time.Second, 15.0 / 60}, // window 25..85 s: 25..40 s busy
+			{200 * time.Second, 0},        // all of it out of the window
+		} {
+			set(c.at)
+			want(t, scrape(t, reg), name, c.want)
+		}
+		m.mu.Lock()
+		if n := len(m.devices["cuda:0"].intervals); n != 0 {
+			t.Errorf("%d intervals kept out of the window", n)
+		}
+		m.mu.Unlock()
+		want(t, scrape(t, reg), `voxpipe_engine_busy_seconds_total{device="cuda:0"}`, 30)
+	})
 }
 
 func TestInFlight(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	var p pipeline.Progress = progress.Multi(m) // as run and watch wire it
+	p := progress.Multi(m) // as run and watch wire it
 	a := jobs.Job{Name: "a", Input: "/in/a.nii"}
 	b := jobs.Job{Name: "b", Input: "/in/b.nii"}
 	c := jobs.Job{Name: "c", Input: "/in/c.nii"}
@@ -249,6 +254,7 @@ func TestInFlight(t *testing.T) {
 }
 
 func TestQueueDepth(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	if _, ok := scrape(t, reg)["voxpipe_volumes_waiting"]; ok {
@@ -330,6 +336,7 @@ func TestServe(t *testing.T) {
 }
 
 func TestServeStopsWithContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	var logBuf bytes.Buffer
 	stop, err := Serve(ctx, "127.0.0.1:0", prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logBuf, nil)))
@@ -342,19 +349,25 @@ func TestServeStopsWithContext(t *testing.T) {
 		t.Fatalf("/healthz: %d, %v", code, err)
 	}
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
+	// The server stops on its own goroutine: ask until it no longer answers. (Real sockets: a
+	// synctest bubble cannot wait for them.)
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	limit := time.After(5 * time.Second)
 	for {
 		if _, _, err := get("http://" + addr + "/healthz"); err != nil {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-poll.C:
+		case <-limit:
 			t.Fatal("still answering 5 s after the context was cancelled")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 func TestServeBadAddress(t *testing.T) {
+	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -387,6 +400,7 @@ func TestServeBadAddress(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	var wg sync.WaitGroup
@@ -420,10 +434,3 @@ func TestConcurrentUse(t *testing.T) {
 	want(t, s, "voxpipe_volumes_in_flight", 0)
 	want(t, s, `voxpipe_engine_busy_seconds_total{device="cuda:3"}`, 0.1)
 }
-
-// Metrics is what the pipeline takes as its Progress and Observer (checked here: the package
-// itself does not import the pipeline, which sits above it).
-var (
-	_ pipeline.Progress = (*Metrics)(nil)
-	_ pipeline.Observer = (*Metrics)(nil)
-)

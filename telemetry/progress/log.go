@@ -17,7 +17,6 @@ import (
 type Log struct {
 	log   *slog.Logger
 	every time.Duration
-	now   func() time.Time // tests
 
 	mu       sync.Mutex
 	total    int // 0: unknown (a watch)
@@ -37,13 +36,13 @@ type planes struct {
 
 // NewLog logs progress to log every interval.
 func NewLog(log *slog.Logger, every time.Duration) *Log {
-	return &Log{log: log, every: every, now: time.Now, byStatus: map[timing.Status]int{},
+	return &Log{log: log, every: every, byStatus: map[timing.Status]int{},
 		inFlight: map[int]*planes{}, stop: make(chan struct{})}
 }
 
 func (p *Log) Start(volumes int) {
 	p.mu.Lock()
-	p.total, p.start = volumes, p.now()
+	p.total, p.start = volumes, time.Now()
 	p.mu.Unlock()
 	go func() {
 		t := time.NewTicker(p.every)
@@ -94,7 +93,7 @@ func (p *Log) Line() {
 		return
 	}
 	p.changed = false
-	elapsed := p.now().Sub(p.start)
+	elapsed := time.Since(p.start)
 	// Volumes done, counting the in-flight ones by the fraction of their planes done.
 	progress := float64(p.done)
 	var flight []string

@@ -8,6 +8,7 @@ import (
 // The summary's kernels_ms is the union of the kernels spans: the CUDA fp16 engine's kernels of
 // consecutive slabs overlap.
 func TestBusyAdded(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		spans [][2]float64 // start, duration, in order of start
@@ -31,6 +32,7 @@ func TestBusyAdded(t *testing.T) {
 
 // The engine's statistics use it with time.Duration.
 func TestBusyAddedDuration(t *testing.T) {
+	t.Parallel()
 	var end, total time.Duration
 	for _, s := range [][2]time.Duration{{0, 4 * time.Millisecond}, {3 * time.Millisecond, 4 * time.Millisecond}} {
 		total += BusyAdded(&end, s[0], s[1])

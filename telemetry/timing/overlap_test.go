@@ -15,6 +15,7 @@ func iv(start, dur float64) Interval[float64] { return Interval[float64]{start, 
 // Copies are hidden by the union of the kernel spans: where kernels of two streams overlap, the
 // copy time under both counts once.
 func TestHiddenCopy(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name            string
 		kernels, copies []Interval[float64]
@@ -50,6 +51,7 @@ func TestHiddenCopy(t *testing.T) {
 // timings.csv rows: per device, kernels stage rows only (the segment row spans the whole engine
 // call and hides nothing).
 func TestRowsCopyOverlap(t *testing.T) {
+	t.Parallel()
 	rows := []Row{
 		{Stage: stage.Segment, Device: "cuda:0", StartMS: 0, DurationMS: 100},
 		{Stage: stage.H2D, Device: "cuda:0", StartMS: 0, DurationMS: 10},
@@ -75,6 +77,7 @@ func TestRowsCopyOverlap(t *testing.T) {
 
 // The trace carries each device's copy overlap in its metadata.
 func TestTraceCopyOverlap(t *testing.T) {
+	t.Parallel()
 	var tr Trace
 	add := func(st stage.Stage, start, dur float64) {
 		tr.Add(Span{Row: Row{Volume: "a", Stage: st, Slab: 0, StartMS: start, DurationMS: dur}, Process: "cuda:0", Track: string(st)})

@@ -12,6 +12,7 @@ import (
 
 // The wire forms decode exactly the columns the schemas write.
 func TestWireColumns(t *testing.T) {
+	t.Parallel()
 	if got, want := columnsOf[rowRecord](), columnsOf[Row](); !slices.Equal(got, want) {
 		t.Errorf("rowRecord columns %v, Row's %v", got, want)
 	}
@@ -22,6 +23,7 @@ func TestWireColumns(t *testing.T) {
 
 // What the writers write reads back as it was.
 func TestReadBack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rows := []Row{
 		{RunID: "r", Volume: "a", Stage: stage.Read, Slab: -1, Device: stage.Host, StartMS: 0, DurationMS: 12.25, Bytes: 1 << 40, Voxels: 7},
@@ -55,6 +57,7 @@ func TestReadBack(t *testing.T) {
 // Fields that gocsv's own conversions would read as something else are refused, each naming its
 // record and column.
 func TestStrictFields(t *testing.T) {
+	t.Parallel()
 	const rowHeader = "run_id,volume,stage,slab,device,start_ms,duration_ms,bytes,voxels\n"
 	// A summary.csv of the first schema (no optional columns) and queue_ms.
 	const sumHeader = "run_id,volume,status,error,dims,voxels,engine,read_ms,stats_ms,segment_ms,h2d_ms,kernels_ms,d2h_ms,write_ms,wall_ms,mvox_per_s,output,queue_ms\n"

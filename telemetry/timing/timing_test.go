@@ -10,6 +10,7 @@ import (
 )
 
 func TestCSVFileAppendsAndParses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "timings.csv")
 	f, err := CreateCSV[Row](path)
 	if err != nil {
@@ -55,6 +56,7 @@ func TestCSVFileAppendsAndParses(t *testing.T) {
 }
 
 func TestTraceIsChromeJSON(t *testing.T) {
+	t.Parallel()
 	var tr Trace
 	tr.Add(Span{Row: Row{Volume: "a", Stage: "read", Slab: 0, StartMS: 1, DurationMS: 2}, Process: "host", Track: "reader 0"})
 	tr.Add(Span{Row: Row{Volume: "a", Stage: "kernels", Slab: 0, StartMS: 3, DurationMS: 0.5}, Process: "cuda:0", Track: "kernels"})

@@ -1,6 +1,7 @@
-package main
+package pngcheck
 
 import (
+	"errors"
 	"image"
 	"image/color"
 	"image/png"
@@ -24,12 +25,13 @@ func writePNG(t *testing.T, img image.Image) string {
 }
 
 func TestBlankAndDrawn(t *testing.T) {
+	t.Parallel()
 	blank := image.NewRGBA(image.Rect(0, 0, 100, 100))
 	for i := range blank.Pix {
 		blank.Pix[i] = 0xff
 	}
-	if err := check(writePNG(t, blank)); err == nil {
-		t.Error("a white image passed")
+	if _, err := File(writePNG(t, blank)); !errors.Is(err, ErrBlank) {
+		t.Errorf("a white image: %v, want ErrBlank", err)
 	}
 	// 20% of the pixels in 40 shades: passes.
 	drawn := image.NewRGBA(image.Rect(0, 0, 100, 100))
@@ -42,10 +44,14 @@ func TestBlankAndDrawn(t *testing.T) {
 			drawn.Set(x, y, c)
 		}
 	}
-	if err := check(writePNG(t, drawn)); err != nil {
+	s, err := File(writePNG(t, drawn))
+	if err != nil {
 		t.Error(err)
 	}
-	if err := check(filepath.Join(t.TempDir(), "missing.png")); err == nil {
-		t.Error("a missing file passed")
+	if s.Width != 100 || s.Height != 100 || s.Colours != 41 || s.Ink != 0.2 {
+		t.Errorf("drawn: %+v, want 100x100, 41 colours, 20%% ink", s)
+	}
+	if _, err := File(filepath.Join(t.TempDir(), "missing.png")); err == nil || errors.Is(err, ErrBlank) {
+		t.Errorf("a missing file: %v, want an error other than ErrBlank", err)
 	}
 }
