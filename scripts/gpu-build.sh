@@ -14,12 +14,12 @@ else
 	echo "gpu-build: warning: cmd/voxpipe does not build with -tags cuda; bin/voxpipe-cuda skipped" >&2
 fi
 go test -c -tags cuda -o bin/cuda.test ./engine/cuda
-go test -c -tags cuda -o bin/kernels.test ./kernels
-go test -c -tags cuda -o bin/pinned.test ./kernels/pinned
+go test -c -tags cuda -o bin/kernels.test ./engine/cuda/kernels
+go test -c -tags cuda -o bin/pinned.test ./engine/cuda/kernels/pinned
 echo "gpu-build: bin/cuda.test bin/kernels.test bin/pinned.test"
 # Kernel variants under study, timed by gpu-check when present: the float32 convs
-# (kernels/experiments, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with other
-# compile-time settings (kernels/fused_variants_cuda_test.go; each build's tile rows, threads and
+# (engine/cuda/kernels/experiments, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with other
+# compile-time settings (engine/cuda/kernels/fused_variants_cuda_test.go; each build's tile rows, threads and
 # shared memory come from its fused_geometry; full-*: same labels; prec-*: other arithmetic;
 # skip-*: a stage left out, from a copy of fused.cu patched with
 # tools/kernel-experiments/fused-skip.patch), listed in
@@ -28,18 +28,18 @@ echo "gpu-build: bin/cuda.test bin/kernels.test bin/pinned.test"
 if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 	rm -f bin/experiments.fatbin bin/fused-*.fatbin
 	if [[ "${GPU_BUILD_CONV_VARIANTS:-0}" != 0 ]]; then
-		(cd kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 \
-			-o ../../bin/experiments.fatbin conv_variants.cu)
+		(cd engine/cuda/kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 \
+			-o ../../../../bin/experiments.fatbin conv_variants.cu)
 		echo "gpu-build: bin/experiments.fatbin"
 	fi
 	# The mma.sync ceiling (BenchmarkMMAPeak).
-	(cd kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -o ../../bin/mma-peak.fatbin mma_peak.cu)
+	(cd engine/cuda/kernels/experiments && nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -o ../../../../bin/mma-peak.fatbin mma_peak.cu)
 	variants=()
 	for v in ${GPU_BUILD_FUSED_VARIANTS:-full-r12:-DVF_ROWS=12 prec-nosplit:-DVF_HEAD_SPLIT=0}; do
 		# name:flags[:source] (source: another .cu file, e.g. an older fused.cu to compare with)
 		IFS=: read -r name flags src <<<"$v"
-		src=${src:-kernels/fused.cu}
-		nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -I kernels ${flags//,/ } -o "bin/fused-$name.fatbin" "$src"
+		src=${src:-engine/cuda/kernels/fused.cu}
+		nvcc -fatbin -O3 -gencode arch=compute_90,code=sm_90 -I engine/cuda/kernels ${flags//,/ } -o "bin/fused-$name.fatbin" "$src"
 		variants+=("$name=bin/fused-$name.fatbin")
 	done
 	(IFS=,; echo "${variants[*]}") >bin/fused-variants.txt

@@ -11,7 +11,7 @@ import (
 	"gorgonia.org/cu"
 
 	"voxpipe/engine"
-	"voxpipe/kernels"
+	"voxpipe/engine/cuda/kernels"
 	"voxpipe/model"
 )
 

@@ -12,7 +12,7 @@ import (
 	"gorgonia.org/cu"
 
 	"voxpipe/engine"
-	"voxpipe/kernels/pinned"
+	"voxpipe/engine/cuda/kernels/pinned"
 )
 
 // pinnedBuffer is host memory from AllocHost: mapped and faulted in at once, page-locked as soon

@@ -13,8 +13,8 @@ import (
 	"gorgonia.org/cu"
 
 	"voxpipe/engine"
-	"voxpipe/kernels"
-	"voxpipe/kernels/pinned"
+	"voxpipe/engine/cuda/kernels"
+	"voxpipe/engine/cuda/kernels/pinned"
 	"voxpipe/model"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"

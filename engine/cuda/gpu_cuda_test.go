@@ -21,8 +21,8 @@ import (
 
 	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/cuda/kernels"
 	"voxpipe/fixtures"
-	"voxpipe/kernels"
 	"voxpipe/model"
 	"voxpipe/phantom"
 	"voxpipe/stage"

@@ -4,16 +4,16 @@
 //
 // Regenerate the fatbin after editing a kernel (needs nvcc 11.8, scripts/install-cuda.sh):
 //
-//	go generate ./kernels
+//	go generate ./engine/cuda/kernels
 //
 // scripts/check-fatbin.sh fails when the committed fatbin is stale.
 package kernels
 
 import _ "embed"
 
-//go:generate bash ../scripts/build-fatbin.sh
+//go:generate bash ../../../scripts/build-fatbin.sh
 
-// Fatbin is kernels/voxpipe.fatbin: SASS for sm_80, 86, 89, 90 and PTX for compute_80. It is
+// Fatbin is voxpipe.fatbin: SASS for sm_80, 86, 89, 90 and PTX for compute_80. It is
 // only bytes here; loading it needs the cuda build (LoadModule).
 //
 //go:embed voxpipe.fatbin

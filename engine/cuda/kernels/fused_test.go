@@ -12,7 +12,7 @@ func TestFusedConstantsMatchSource(t *testing.T) {
 	// go test runs in this folder; scripts/gpu-check.sh runs the test binary from the root.
 	src, err := os.ReadFile("fused.cu")
 	if os.IsNotExist(err) {
-		src, err = os.ReadFile("kernels/fused.cu")
+		src, err = os.ReadFile("engine/cuda/kernels/fused.cu")
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestFusedZChunk(t *testing.T) {
 func TestConfidenceConstantsMatchSource(t *testing.T) {
 	src, err := os.ReadFile("common.cuh")
 	if os.IsNotExist(err) {
-		src, err = os.ReadFile("kernels/common.cuh")
+		src, err = os.ReadFile("engine/cuda/kernels/common.cuh")
 	}
 	if err != nil {
 		t.Fatal(err)

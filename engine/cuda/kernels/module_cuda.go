@@ -11,7 +11,7 @@ import (
 
 	// Its C constructor explains a failing cuInit before gorgonia.org/cu's init exits the process;
 	// it also sets the fused kernel's shared memory limit (cuFuncSetAttribute).
-	"voxpipe/kernels/pinned"
+	"voxpipe/engine/cuda/kernels/pinned"
 )
 
 // Tiles of the float32 stencil kernels (common.cuh).
