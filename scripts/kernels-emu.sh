@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Runs voxpipe's CUDA kernels on the host through kernels/emu  (no GPU needed), built with g++
-# (C++20):
-# - engine/cuda/kernels/emu/emu_test.cpp compares the kernels' e, s, g and labels with a float64 reference on
+# Runs voxpipe's CUDA kernels on the host through the emulator (engine/cuda/kernels/emu; no GPU
+# needed), built with g++ (C++20):
+# - engine/cuda/kernels/emu/emu_test.cpp compares the kernels' e, s, g and labels with a float64
+#   reference on
 #   awkward sizes and slab cuts, and the fused fp16 kernel against both; and the model's
 #   confidence gate_head and count_confidence accumulate (segment.Confidence: the margins of
 #   every eighth plane, from gate_head's float32 logits or the fused kernel's stored fp16 ones,
 #   reduced per warp; label counts per class with __vcmpeq4) with the float64 reference's, the
 #   label counts exactly, the fused kernel's the same for every z-chunk cut, its stored logits
 #   covering the sampled planes exactly (a few minutes on two cores);
-# - engine/cuda/kernels/emu/emu_wgmma_test.cpp runs the sm_90a wgmma convolutions (engine/cuda/kernels/sm90a/conv_wgmma.cu,
-#   both dilations) on awkward small volumes against a double reference, once per build setting
+# - lab/wgmma/emu/emu_wgmma_test.cpp runs the lab's sm_90a wgmma convolutions
+#   (lab/wgmma/conv_wgmma.cu, both dilations) on awkward small volumes against a double reference, once per build setting
 #   below: the committed GPU build's (WG_N=48, WG_R=6, WG_CHUNK=64), small z chunks so that chunk
 #   boundaries are crossed, N = 16, and R = 2 (under a minute in all).
 # No argument: both. `wgmma`: the wgmma checks only. Any other arguments go to emu_test (fused: the
@@ -31,7 +32,7 @@ wgmma_tests() {
 	local settings
 	for settings in "" "-DWG_CHUNK=5" "-DWG_N=16 -DWG_CHUNK=4" "-DWG_R=2 -DWG_CHUNK=3"; do
 		# shellcheck disable=SC2086 # settings are separate flags
-		"${cxx[@]}" $settings -x c++ -o "$out/emu_wgmma_test" engine/cuda/kernels/emu/emu_wgmma_test.cpp
+		"${cxx[@]}" $settings -x c++ -o "$out/emu_wgmma_test" lab/wgmma/emu/emu_wgmma_test.cpp
 		"$out/emu_wgmma_test"
 	done
 }

@@ -1,7 +1,7 @@
-// Variants of conv2/convg (kernels/conv_cc.cu) for timing on the GPU machine; not part of the
-// committed fatbin. Built by scripts/gpu-build.sh into bin/experiments.fatbin and timed by
-// kernels' TestConvVariants (VOXPIPE_EXPERIMENT_FATBIN). Names: conv2_<v>, convg_<v>.
-#include "../conv_cc.cu"
+// Variants of conv2/convg (engine/cuda/kernels/conv_cc.cu) for timing on the GPU machine; not
+// part of the committed fatbin. Built by scripts/gpu-build.sh into bin/experiments.fatbin and
+// timed by lab/bench's TestConvVariants (VOXPIPE_EXPERIMENT_FATBIN). Names: conv2_<v>, convg_<v>.
+#include "../../engine/cuda/kernels/conv_cc.cu"
 
 #define VARIANT(name, CH2, CHG, TZ, TY, ASYNC, MINB)                                                 \
 	extern "C" __global__ void __launch_bounds__(VP_TX * TY, MINB)                                    \

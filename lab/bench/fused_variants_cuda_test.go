@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package bench
 
 import (
 	"fmt"
@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"gorgonia.org/cu"
+
+	"voxpipe/engine/cuda/kernels"
 )
 
-// TestFusedVariants times builds of kernels/fused.cu with other compile-time settings
+// TestFusedVariants times builds of engine/cuda/kernels/fused.cu with other compile-time settings
 // (VOXPIPE_FUSED_VARIANTS="name=path.fatbin,...", built by scripts/gpu-build.sh) against the
 // committed fused kernel on one 512x512 slab of 64 planes with a random smooth int16 input:
 // median of several launches, scaled to a 1000-plane volume. Variants named full-* must give the
@@ -31,7 +33,7 @@ func TestFusedVariants(t *testing.T) {
 	if os.Getenv("VOXPIPE_VARIANT_RUNS") == "1" {
 		runs = 1 // under ncu
 	}
-	onGPU(t, func(m *Module) {
+	onGPU(t, func(m *kernels.Module) {
 		rng := rand.New(rand.NewPCG(9, 10))
 		dw, err := m.SetWeights(randWeights(rng, 16, 4))
 		if err != nil {
@@ -51,7 +53,7 @@ func TestFusedVariants(t *testing.T) {
 		put(t, din, in)
 		lab := alloc(t, int64(nzOut*plane))
 		defer cu.MemFree(lab)
-		logits := alloc(t, FusedLogitBytes(nzOut, int64(plane), 4)) // not checked here
+		logits := alloc(t, kernels.FusedLogitBytes(nzOut, int64(plane), 4)) // not checked here
 		defer cu.MemFree(logits)
 		lt := newLaunchTimer(t)
 		defer lt.close()
@@ -62,7 +64,7 @@ func TestFusedVariants(t *testing.T) {
 			a := new(args).ptr(din).ptr(lab).ptr(logits).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(4)
 			ms, err := lt.times(runs+1, func() error { return cu.MemsetD8(lab, 0xEE, int64(nzOut*plane)) },
 				func(st cu.Stream) error {
-					return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, int32(rows)), ceilDiv(nzOut, zChunk)}, [3]int{threads, 1, 1}, smem, st, a)
+					return launchShared(name, fn, [3]int{ceilDiv(nx, kernels.FusedTileX), ceilDiv(ny, int32(rows)), ceilDiv(nzOut, zChunk)}, [3]int{threads, 1, 1}, smem, st, a)
 				})
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -72,18 +74,19 @@ func TestFusedVariants(t *testing.T) {
 			return time.Duration(medianMS(ms) * float64(time.Millisecond)), out
 		}
 		g := m.FusedGeometry()
-		base, want := time1("fused_i16", m.fusedI16, int(g.Rows), int(g.Threads), int(g.SharedBytes), nzOut)
+		_, fusedI16 := m.FusedKernel(true, 4)
+		base, want := time1("fused_i16", fusedI16, int(g.Rows), int(g.Threads), int(g.SharedBytes), nzOut)
 		perVolume := func(d time.Duration) float64 { return float64(d) / 1e6 * 1000 / nzOut }
 		t.Logf("TABLE|variant committed (rows %d)|%.3f ms per 64-plane slab, %.1f ms per 1000 planes", g.Rows, float64(base)/1e6, perVolume(base))
 		// Thinner z-chunks: more blocks of fewer steps each. Every block pays the start (weights
 		// into shared memory, the first x planes) and 4 warm-up e planes; the per-block cost
 		// follows from these times (docs/perf.md, seventh session).
 		for _, c := range []int32{32, 16, 8} {
-			d, got := time1("fused_i16", m.fusedI16, int(g.Rows), int(g.Threads), int(g.SharedBytes), c)
+			d, got := time1("fused_i16", fusedI16, int(g.Rows), int(g.Threads), int(g.SharedBytes), c)
 			if !slices.Equal(got, want) {
 				t.Errorf("committed kernel at zChunk %d: labels differ from zChunk %d", c, nzOut)
 			}
-			t.Logf("TABLE|committed, zChunk %d (%d blocks of %d steps)|%.3f ms per slab", c, ceilDiv(nx, FusedTileX)*ceilDiv(ny, g.Rows)*ceilDiv(nzOut, c), c+4, float64(d)/1e6)
+			t.Logf("TABLE|committed, zChunk %d (%d blocks of %d steps)|%.3f ms per slab", c, ceilDiv(nx, kernels.FusedTileX)*ceilDiv(ny, g.Rows)*ceilDiv(nzOut, c), c+4, float64(d)/1e6)
 		}
 		for _, v := range strings.Split(spec, ",") {
 			name, path, ok := strings.Cut(v, "=")
@@ -99,11 +102,11 @@ func TestFusedVariants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			vg, err := readFusedGeometry(mod)
+			vg, err := kernels.ReadFusedGeometry(mod)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := setSharedMemory(fn, int(vg.SharedBytes)); err != nil {
+			if err := kernels.SetSharedMemory(fn, int(vg.SharedBytes)); err != nil {
 				t.Fatal(err)
 			}
 			rows := int(vg.Rows)

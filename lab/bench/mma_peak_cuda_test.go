@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package bench
 
 import (
 	"fmt"
@@ -8,18 +8,20 @@ import (
 	"testing"
 
 	"gorgonia.org/cu"
+
+	"voxpipe/engine/cuda/kernels"
 )
 
-// BenchmarkMMAPeak measures the mma.sync m16n8k16 ceiling (kernels/experiments/mma_peak.cu, a
+// BenchmarkMMAPeak measures the mma.sync m16n8k16 ceiling (lab/bench/mma_peak.cu, a
 // fatbin named by VOXPIPE_MMA_FATBIN, built by scripts/gpu-build.sh) for several warps per SM:
 // the roofline the fused kernel is judged against. Each configuration's best of 3 timed
 // launches (CUDA events) is logged as a TABLE line and reported as a metric; skipped without
 // the variable. On the GPU machine (scripts/gpu-check.sh runs it when the fatbin is built):
 //
-//	VOXPIPE_MMA_FATBIN=$PWD/bin/mma-peak.fatbin bin/kernels.test -test.run '^$' -test.bench MMAPeak -test.benchtime 1x
+//	VOXPIPE_MMA_FATBIN=$PWD/bin/mma-peak.fatbin bin/bench.test -test.run '^$' -test.bench MMAPeak -test.benchtime 1x
 func BenchmarkMMAPeak(b *testing.B) {
 	path, image := experimentFatbin(b, "VOXPIPE_MMA_FATBIN")
-	onGPU(b, func(m *Module) {
+	onGPU(b, func(_ *kernels.Module) {
 		mod := loadFatbin(b, path, image)
 		defer mod.Unload()
 		sms, err := cu.Device(0).Attribute(cu.MultiprocessorCount)

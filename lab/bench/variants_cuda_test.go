@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package bench
 
 import (
 	"math"
@@ -10,15 +10,17 @@ import (
 	"testing"
 
 	"gorgonia.org/cu"
+
+	"voxpipe/engine/cuda/kernels"
 )
 
-// TestConvVariants times the conv2/convg variants of kernels/experiments/conv_variants.cu (a
+// TestConvVariants times the conv2/convg variants of lab/bench/conv_variants.cu (a
 // fatbin named by VOXPIPE_EXPERIMENT_FATBIN, built by scripts/gpu-build.sh) on one 512x512 slab
 // of 64 planes, checks each against the committed kernels bit for bit, and measures the FMA
 // ceiling. Skipped without the variable.
 func TestConvVariants(t *testing.T) {
 	path, image := experimentFatbin(t, "VOXPIPE_EXPERIMENT_FATBIN")
-	onGPU(t, func(m *Module) {
+	onGPU(t, func(m *kernels.Module) {
 		exp := loadFatbin(t, path, image)
 		defer exp.Unload()
 		rng := rand.New(rand.NewPCG(7, 8))
@@ -29,16 +31,16 @@ func TestConvVariants(t *testing.T) {
 		defer dw.Free()
 
 		const nx, ny, nzOut = 512, 512, 64
-		ePlanes := EPlanes(nzOut) + 8
+		ePlanes := kernels.EPlanes(nzOut) + 8
 		plane := nx * ny
-		ev := make([]float32, Channels*int(ePlanes)*plane)
+		ev := make([]float32, kernels.Channels*int(ePlanes)*plane)
 		for i := range ev {
 			ev[i] = float32(math.Max(rng.NormFloat64(), 0))
 		}
 		e := alloc(t, int64(4*len(ev)))
 		defer cu.MemFree(e)
 		put(t, e, ev)
-		n := Channels * nzOut * plane
+		n := kernels.Channels * nzOut * plane
 		out := alloc(t, int64(4*n))
 		defer cu.MemFree(out)
 		lt := newLaunchTimer(t)
@@ -48,13 +50,13 @@ func TestConvVariants(t *testing.T) {
 		got := make([]float32, n)
 		timeIt := func(fn cu.Function, ty int, tz int32, w, b cu.DevicePtr) (float64, error) {
 			a := new(args).ptr(e).ptr(w).ptr(b).ptr(out).i32(nx).i32(ny).i32(ePlanes).i32(nzOut).i32(nzOut)
-			grid := [3]int{ceilDiv(nx, TileX), ceilDiv(ny, int32(ty)), ceilDiv(nzOut, tz)}
+			grid := [3]int{ceilDiv(nx, kernels.TileX), ceilDiv(ny, int32(ty)), ceilDiv(nzOut, tz)}
 			runs := 6 // a warm-up, then the timed runs
 			if os.Getenv("VOXPIPE_VARIANT_RUNS") == "1" {
 				runs = 1 // under ncu: one launch of each kernel
 			}
 			ms, err := lt.times(runs, nil, func(st cu.Stream) error {
-				return launch("variant", fn, grid, [3]int{TileX, ty, 1}, st, a)
+				return launch("variant", fn, grid, [3]int{kernels.TileX, ty, 1}, st, a)
 			})
 			if err != nil {
 				return 0, err

@@ -5,31 +5,38 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
-func TestSM90aEmbedded(t *testing.T) {
-	// A cubin is an ELF file; the check script ties its hash to the sources.
-	if !bytes.HasPrefix(CubinSM90a, []byte("\x7fELF")) {
-		t.Fatalf("CubinSM90a is not an ELF cubin (%d bytes)", len(CubinSM90a))
+// Only the kernels the default path runs are embedded: the fatbin. Lab images (the sm_90a cubin)
+// load from a file through EnvKernels.
+func TestOnlyTheFatbinIsEmbedded(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the package's Go files: %v, %v", files, err)
 	}
-	got := SM90aCompiler()
-	if got == "nvcc unknown" || got == "nvcc " {
-		t.Fatalf("SM90aCompiler() = %q from stamp %q", got, stampSM90a)
+	var embeds []string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^//go:embed (.+)$`).FindAllStringSubmatch(string(src), -1) {
+			embeds = append(embeds, f+": "+m[1])
+		}
 	}
-	stamp := stampSM90a
-	defer func() { stampSM90a = stamp }()
-	stampSM90a = "nvcc: release 13.0, V13.0.88\n"
-	if got := SM90aCompiler(); got != "nvcc 13.0.88" {
-		t.Errorf("SM90aCompiler() = %q, want nvcc 13.0.88", got)
+	if len(embeds) != 1 || embeds[0] != "fatbin.go: voxpipe.fatbin" {
+		t.Errorf("embedded: %q, want only fatbin.go: voxpipe.fatbin", embeds)
 	}
-	stampSM90a = "flags: x\n"
-	if got := SM90aCompiler(); got != "nvcc unknown" {
-		t.Errorf("SM90aCompiler() without an nvcc line = %q", got)
+	if !bytes.HasPrefix(Fatbin, []byte{0x50, 0xed, 0x55, 0xba}) {
+		t.Errorf("Fatbin does not start with the fatbin magic: % x", Fatbin[:min(4, len(Fatbin))])
 	}
 }
 
 func TestChooseImage(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		major, minor int
 		env          string
@@ -43,38 +50,28 @@ func TestChooseImage(t *testing.T) {
 		{10, 0, "", "fatbin", "compute_80 PTX (JIT), nvcc 11.8", true},
 		{12, 0, "", "fatbin", "compute_80 PTX (JIT), nvcc 11.8", true},
 		{9, 0, "fatbin", "fatbin", "sm_90 SASS, nvcc 11.8", false},
-		{9, 0, "sm90a", "sm_90a cubin", "sm_90a SASS, " + SM90aCompiler(), false},
+		{9, 0, "", "fatbin", "sm_90 SASS, nvcc 11.8", true},
 	} {
 		img, auto, err := ChooseImage(c.major, c.minor, c.env)
 		if err != nil || img.Name != c.name || img.Code != c.code || auto != c.auto {
 			t.Errorf("ChooseImage(%d, %d, %q) = %v, %v, %v; want %s (%s), %v", c.major, c.minor, c.env, img, auto, err, c.name, c.code, c.auto)
 		}
 	}
-	// Hopper by device: the policy constant decides.
-	img, auto, err := ChooseImage(9, 0, "")
-	want := "fatbin"
-	if SM90aByDefault {
-		want = "sm_90a cubin"
-	}
-	if err != nil || !auto || img.Name != want {
-		t.Errorf("ChooseImage(9, 0, \"\") = %v, %v, %v; want the %s by device", img, auto, err, want)
-	}
-	if img, _, _ := ChooseImage(9, 0, "sm90a"); !bytes.Equal(img.data, CubinSM90a) {
-		t.Error("sm90a: not the embedded cubin")
-	}
 	if img, _, _ := ChooseImage(8, 6, "fatbin"); !bytes.Equal(img.data, Fatbin) {
 		t.Error("fatbin: not the embedded fatbin")
 	}
-	// sm_90a code runs on 9.0 only.
-	if _, _, err := ChooseImage(8, 9, "sm90a"); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("sm90a on 8.9: %v, want ErrUnsupported", err)
+	// The sm_90a cubin is not embedded: the old keyword says to name its file, on every device.
+	for _, cc := range [][2]int{{9, 0}, {8, 9}} {
+		if _, _, err := ChooseImage(cc[0], cc[1], "sm90a"); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("sm90a on %d.%d: %v, want ErrUnsupported", cc[0], cc[1], err)
+		}
 	}
 	// Anything else is a file to load.
 	path := filepath.Join(t.TempDir(), "dev.cubin")
 	if err := os.WriteFile(path, []byte("\x7fELF test"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	img, auto, err = ChooseImage(8, 0, path)
+	img, auto, err := ChooseImage(8, 0, path)
 	if err != nil || auto || img.Name != path || string(img.data) != "\x7fELF test" {
 		t.Errorf("ChooseImage(file) = %v, %v, %v", img, auto, err)
 	}

@@ -59,6 +59,20 @@ func launchShared(name string, fn cu.Function, grid [3]int, block [3]int, shared
 	return nil
 }
 
+// FusedKernel is the fused kernel Fused launches for an input type and a number of classes, and
+// its name: fused_i16 or fused_f32, their _k16 builds for more than FusedNarrowClasses.
+func (m *Module) FusedKernel(int16Input bool, classes int32) (name string, fn cu.Function) {
+	switch {
+	case int16Input && classes > FusedNarrowClasses:
+		return "fused_i16_k16", m.fusedI16K16
+	case int16Input:
+		return "fused_i16", m.fusedI16
+	case classes > FusedNarrowClasses:
+		return "fused_f32_k16", m.fusedF32K16
+	}
+	return "fused_f32", m.fusedF32
+}
+
 // maxGateBlocks caps gate_head's grid-stride loop: 8 blocks of 256 threads per multiprocessor on
 // a 132-SM H100/H200 and more on smaller GPUs; each thread then loops over several voxels.
 const maxGateBlocks = 4096
@@ -216,15 +230,7 @@ func (m *Module) CountConfidence(st cu.Stream, labels, logits, conf cu.DevicePtr
 // [0, nz) are never read); weights is DeviceWeights.Fused. Each block streams zChunk output
 // planes (FusedZChunk with the module's FusedGeometry().Rows).
 func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, logits, weights cu.DevicePtr, nx, ny, nz, z0, nzOut, zChunk int32, scale, shift float32, classes int32) error {
-	name, fn := "fused_f32", m.fusedF32
-	switch {
-	case int16Input && classes > FusedNarrowClasses:
-		name, fn = "fused_i16_k16", m.fusedI16K16
-	case int16Input:
-		name, fn = "fused_i16", m.fusedI16
-	case classes > FusedNarrowClasses:
-		name, fn = "fused_f32_k16", m.fusedF32K16
-	}
+	name, fn := m.FusedKernel(int16Input, classes)
 	if err := checkPtrs(name, in, labels, logits, weights); err != nil {
 		return err
 	}

@@ -37,19 +37,12 @@ type Module struct {
 	fusedI16, fusedF32, fusedI16K16, fusedF32K16 cu.Function
 	fused                                        FusedGeometry
 
-	// Image is where the kernels came from. Fallback, when not nil, is why the image picked by
-	// device could not be loaded (the fatbin was, instead).
-	Image    Image
-	Fallback error
+	// Image is where the kernels came from.
+	Image Image
 }
 
-// Describe says, in words, which kernels the module runs: its image, and a fallback's reason.
-func (m *Module) Describe() string {
-	if m.Fallback != nil {
-		return fmt.Sprintf("%s, after the sm_90a cubin failed: %v", m.Image, m.Fallback)
-	}
-	return m.Image.String()
-}
+// Describe says, in words, which kernels the module runs: its image.
+func (m *Module) Describe() string { return m.Image.String() }
 
 // FusedGeometry is the launch geometry of the fused kernels a module holds (fused_geometry in
 // fused.cu): it depends on the GPU the code was compiled for.
@@ -57,8 +50,9 @@ type FusedGeometry struct {
 	Rows, Threads, SharedBytes int32
 }
 
-// readFusedGeometry reads fused_geometry from a loaded module.
-func readFusedGeometry(mod cu.Module) (FusedGeometry, error) {
+// ReadFusedGeometry reads fused_geometry from a loaded module (this package's, or a build of
+// fused.cu with other settings: lab/bench).
+func ReadFusedGeometry(mod cu.Module) (FusedGeometry, error) {
 	p, size, err := mod.Global("fused_geometry")
 	if err != nil {
 		return FusedGeometry{}, fmt.Errorf("kernels: fused_geometry in the fatbin: %w", err)
@@ -108,27 +102,17 @@ func DriverVersionString(v int) string {
 }
 
 // LoadModuleFor loads the kernel image ChooseImage picks for dev, with EnvKernels from the
-// environment, into the context current on the calling OS thread. When the sm_90a cubin was
-// picked by device and the driver refuses it (a driver older than its nvcc), the fatbin is
-// loaded instead and Module.Fallback says why.
+// environment, into the context current on the calling OS thread.
 func LoadModuleFor(dev cu.Device) (*Module, error) {
 	major, minor, err := dev.ComputeCapability()
 	if err != nil {
 		return nil, fmt.Errorf("kernels: compute capability of device %d: %w", int(dev), err)
 	}
-	img, auto, err := ChooseImage(major, minor, os.Getenv(EnvKernels))
+	img, _, err := ChooseImage(major, minor, os.Getenv(EnvKernels))
 	if err != nil {
 		return nil, err
 	}
-	m, err := loadImage(img)
-	if err != nil && auto && img.Name != "fatbin" {
-		fb := fatbinImage(major, minor)
-		if m, ferr := loadImage(fb); ferr == nil {
-			m.Fallback = err
-			return m, nil
-		}
-	}
-	return m, err
+	return loadImage(img)
 }
 
 // loadImage loads img into the context current on the calling OS thread. A failure names the
@@ -154,12 +138,12 @@ func loadImage(img Image) (*Module, error) {
 			return nil, fmt.Errorf("kernels: function %s in the fatbin: %w", f.name, err)
 		}
 	}
-	if m.fused, err = readFusedGeometry(mod); err != nil {
+	if m.fused, err = ReadFusedGeometry(mod); err != nil {
 		mod.Unload()
 		return nil, err
 	}
 	for _, fn := range []cu.Function{m.fusedI16, m.fusedF32, m.fusedI16K16, m.fusedF32K16} {
-		if err := setSharedMemory(fn, int(m.fused.SharedBytes)); err != nil {
+		if err := SetSharedMemory(fn, int(m.fused.SharedBytes)); err != nil {
 			mod.Unload()
 			return nil, err
 		}
@@ -167,9 +151,9 @@ func loadImage(img Image) (*Module, error) {
 	return m, nil
 }
 
-// setSharedMemory lets fn launch with bytes of dynamic shared memory; it fails on a GPU that has
+// SetSharedMemory lets fn launch with bytes of dynamic shared memory; it fails on a GPU that has
 // less per block.
-func setSharedMemory(fn cu.Function, bytes int) error {
+func SetSharedMemory(fn cu.Function, bytes int) error {
 	if err := pinned.SetMaxDynamicSharedBytes(fn, bytes); err != nil {
 		return fmt.Errorf("kernels: fused kernel shared memory (%d bytes): %w", bytes, err)
 	}

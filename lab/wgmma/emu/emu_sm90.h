@@ -1,5 +1,6 @@
-// The Hopper (sm_90a) operations of kernels/sm90a/conv_wgmma.cu for kernels/emu (included by
-// emu.h): cp.async of 16 bytes with zero fill into dynamic shared memory, fence.proxy.async,
+// The Hopper (sm_90a) operations of lab/wgmma/conv_wgmma.cu for the kernel emulator
+// (engine/cuda/kernels/emu/emu.h, which this header includes and extends through
+// emu::onBlockStart): cp.async of 16 bytes with zero fill into dynamic shared memory, fence.proxy.async,
 // ldmatrix.x4 from a shared-window address, and wgmma.mma_async m64nNk16 .f32.f16.f16 with A from
 // registers and B from shared memory through a matrix descriptor (no swizzle, K-major B).
 //
@@ -30,6 +31,7 @@
 // Warpgroup uniformity is checked at every execution: the k-th wgmma of all 128 threads has the
 // same shape, descriptor and commit group.
 #pragma once
+#include "../../../engine/cuda/kernels/emu/emu.h"
 
 struct EmuCpAsync {
 	uint32_t dst;
@@ -77,6 +79,8 @@ inline void blockStart(unsigned nthreads) {
 	writer.assign((dynSmemBytes + 15) / 16, 0);
 	inflight.assign((dynSmemBytes + 15) / 16, 0);
 }
+// Installed before main runs: every emulated launch then resets this state per block.
+inline const bool blockStartInstalled = (onBlockStart = blockStart, true);
 
 // checkLanded fails when shared address addr has a cp.async in flight; what names the reader.
 inline void checkLanded(uint32_t addr, const char* what) {

@@ -1,4 +1,4 @@
-// Checks kernels/sm90a/conv_wgmma.cu (conv_wgmma_d1, conv_wgmma_d2: the C = 16 3x3x3 convolutions
+// Checks lab/wgmma/conv_wgmma.cu (conv_wgmma_d1, conv_wgmma_d2: the C = 16 3x3x3 convolutions
 // on wgmma) on the host through the emulator (emu.h, emu_sm90.h): its tiling, halo, z chunks and
 // parities, accumulator slot rotation, the weights' shared-memory image against the descriptor
 // and the fragment layouts. Awkward small volumes, launched with wgmma_conv_bench.cu's grid;
@@ -8,7 +8,7 @@
 // output) and the output (no write outside it). Exit status 0 when everything agrees.
 // Compile-time settings as the kernel's: -DWG_N, -DWG_R, -DWG_CHUNK (a small chunk makes small
 // volumes cross chunk boundaries). Built and run by scripts/kernels-emu.sh.
-#include "emu.h"
+#include "emu_sm90.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "../sm90a/conv_wgmma.cu"
+#include "../conv_wgmma.cu"
 
 namespace {
 

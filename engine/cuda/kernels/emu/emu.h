@@ -9,8 +9,9 @@
 // Arithmetic is float32 with fmaf, as on the GPU (build with -ffp-contract=off); fp16 is
 // _Float16 (round to nearest even); mma products are exact in float32 and summed in k order, the
 // tensor cores' own summation order is not modelled (differences of float32 rounding only).
-// emu_sm90.h adds the Hopper operations of kernels/sm90a/conv_wgmma.cu (cp.async, wgmma).
-// Used only by emu_test.cpp and emu_wgmma_test.cpp (scripts/kernels-emu.sh); not part of any build.
+// lab/wgmma/emu/emu_sm90.h extends it with the Hopper operations (cp.async, wgmma) through
+// emu::onBlockStart; this header includes no extension.
+// Used only by emu_test.cpp and lab/wgmma/emu/emu_wgmma_test.cpp (scripts/kernels-emu.sh); not part of any build.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -176,6 +177,9 @@ constexpr uint32_t sharedBase = 0x400;
 constexpr size_t maxDynamicShared = 227 << 10; // sm_90's largest per-block opt-in
 alignas(1024) inline unsigned char dynSmem[maxDynamicShared];
 inline size_t dynSmemBytes; // of the running launch
+// onBlockStart, when set, runs before each block's threads start, with the block's thread count:
+// an extension's per-block state (lab/wgmma/emu/emu_sm90.h sets it).
+inline void (*onBlockStart)(unsigned nthreads) = nullptr;
 } // namespace emu
 
 // emu_dynamic_shared stands for a kernel's `extern __shared__ T smem[]`.
@@ -320,8 +324,6 @@ inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v)
 inline unsigned __float2uint_rz(float v) { return (unsigned)v; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 
-#include "emu_sm90.h"
-
 #define __global__
 #define __device__
 #define __host__
@@ -355,7 +357,7 @@ template <class F, class... A> void emu_launch_dyn(F kernel, dim3 grid, dim3 blo
 				blockIdx = {bx, by, bz};
 				emu::block = EmuBarrier{0, int(nthreads), 0};
 				std::memset(emu::dynSmem, 0xFF, smemBytes); // what an earlier block left: fp16 NaN
-				emu::sm90::blockStart(nthreads);
+				if (emu::onBlockStart) emu::onBlockStart(nthreads);
 				for (unsigned t = 0; t < nthreads; ++t) {
 					EmuFiber& f = fibers[t];
 					f.tid = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};

@@ -1,4 +1,4 @@
-// wgmma_conv_bench: checks and times kernels/sm90a/conv_wgmma.cu (the C = 16 3x3x3 convolutions
+// wgmma_conv_bench: checks and times lab/wgmma/conv_wgmma.cu (the C = 16 3x3x3 convolutions
 // on wgmma) on the GPU machine, against a naive fp32 reference of the same formula:
 //
 //   out(z,y,x)[co] = relu(b[co] + sum_ci sum_{dz,dy,dx} w[co][ci][dz][dy][dx] * e(z+D*(dz-1), y+D*(dy-1), x+D*(dx-1))[ci])
@@ -12,7 +12,7 @@
 // 2. NX x NY x NZ (default 512x512x1000), D = 1 and 2: every voxel against the naive GPU
 //    reference, then the median of `runs` timed launches (CUDA events) and the TFLOP/s of the
 //    convolution's 2*16*16*27 FLOP per voxel;
-// Compile-time settings (kernels/sm90a/conv_wgmma.cu): -DWG_N=16 or 48 (wgmma N), -DWG_R=rows
+// Compile-time settings (lab/wgmma/conv_wgmma.cu): -DWG_N=16 or 48 (wgmma N), -DWG_R=rows
 // per block, -DWG_MINB=blocks per SM for __launch_bounds__.
 #include <algorithm>
 #include <cmath>
@@ -21,7 +21,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../sm90a/conv_wgmma.cu"
+#include "../conv_wgmma.cu"
 
 #define CK(x)                                                                                    \
 	do {                                                                                         \
