@@ -1,6 +1,6 @@
 package kernels
 
-// The fused tensor-core kernel's compile-time sizes and weight layout (kernels/fused.cu; a test
+// The fused tensor-core kernel's compile-time sizes and weight layout (fused_config.cuh; a test
 // reads the .cu file and checks that these match its #defines).
 const (
 	FusedTileX = 16 // VF_TX: output voxels along x per tile row (the mma's M)
@@ -84,7 +84,7 @@ func MarginPlanes(z0, n int64) int64 {
 }
 
 // FusedLogitWords is the number of fp16 pairs the fused kernel stores per voxel of a sampled
-// plane (fused.cu's VF_LOGIT_WORDS): 8 classes' worth, 16 in the _k16 build for models of more
+// plane (fused_config.cuh's VF_LOGIT_WORDS): 8 classes' worth, 16 in the _k16 build for models of more
 // than FusedNarrowClasses.
 func FusedLogitWords(classes int32) int32 {
 	if classes > FusedNarrowClasses {

@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// The Go constants of the fused kernel must be the #defines it is compiled with.
+// The Go constants of the fused kernel must be the #defines it is compiled with (fused_config.cuh).
 func TestFusedConstantsMatchSource(t *testing.T) {
 	// go test runs in this folder; scripts/gpu-check.sh runs the test binary from the root.
-	src, err := os.ReadFile("fused.cu")
+	src, err := os.ReadFile("fused_config.cuh")
 	if os.IsNotExist(err) {
-		src, err = os.ReadFile("engine/cuda/kernels/fused.cu")
+		src, err = os.ReadFile("engine/cuda/kernels/fused_config.cuh")
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -31,9 +31,9 @@ func TestFusedConstantsMatchSource(t *testing.T) {
 	} {
 		got, ok := defs[name]
 		if !ok {
-			t.Errorf("fused.cu defines no %s", name)
+			t.Errorf("fused_config.cuh defines no %s", name)
 		} else if got != want {
-			t.Errorf("fused.cu: %s = %d, Go has %d", name, got, want)
+			t.Errorf("fused_config.cuh: %s = %d, Go has %d", name, got, want)
 		}
 	}
 	// Offsets must tile the buffer without overlap, in order, 16-byte aligned where the kernel

@@ -45,7 +45,7 @@ type Module struct {
 func (m *Module) Describe() string { return m.Image.String() }
 
 // FusedGeometry is the launch geometry of the fused kernels a module holds (fused_geometry in
-// fused.cu): it depends on the GPU the code was compiled for.
+// fused_config.cuh): it depends on the GPU the code was compiled for.
 type FusedGeometry struct {
 	Rows, Threads, SharedBytes int32
 }
