@@ -14,7 +14,7 @@ import (
 
 	"voxpipe/engine"
 	"voxpipe/engine/cuda/kernels"
-	"voxpipe/engine/cuda/kernels/pinned"
+	"voxpipe/internal/hostmem"
 	"voxpipe/model"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
@@ -47,9 +47,9 @@ func (e *cudaEngine) segment(ctx context.Context, vol *model.Volume, out []uint8
 		return err
 	}
 	// The caller's buffers may still be page-locking aside (registerAside), or queued for it.
-	e.pinFor(host, nx*ny*nz*int(elem))
-	e.pinFor(outHost, len(out))
-	stats := engine.GPUStats{Pinned: pinned.IsPinned(host, nx*ny*nz*int(elem)) && pinned.IsPinned(outHost, len(out))}
+	e.pins.PinFor(host, nx*ny*nz*int(elem))
+	e.pins.PinFor(outHost, len(out))
+	stats := engine.GPUStats{Pinned: hostmem.IsPinned(host, nx*ny*nz*int(elem)) && hostmem.IsPinned(outHost, len(out))}
 
 	refOffset := time.Since(start)
 	if err := e.ref.Record(e.h2d); err != nil {

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package pinned
+package hostmem
 
 import (
 	"runtime"
@@ -79,13 +79,13 @@ func pinnedCost(t testing.TB) {
 	var t0 time.Time
 	withContext(t, func() {
 		t0 = time.Now()
-		p, err := Alloc(n)
+		p, err := AllocPinned(n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		report("cuMemHostAlloc one call", time.Since(t0))
 		t0 = time.Now()
-		if err := Free(p); err != nil {
+		if err := FreePinned(p); err != nil {
 			t.Fatal(err)
 		}
 		report("cuMemFreeHost", time.Since(t0))
@@ -105,7 +105,7 @@ func pinnedCost(t testing.TB) {
 		t0 = time.Now()
 		var ps []unsafe.Pointer
 		for i := 0; i < n/chunk; i++ {
-			p, err := Alloc(chunk)
+			p, err := AllocPinned(chunk)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +113,7 @@ func pinnedCost(t testing.TB) {
 		}
 		report("cuMemHostAlloc 16 x 32 MiB, one thread", time.Since(t0))
 		for _, p := range ps {
-			_ = Free(p)
+			_ = FreePinned(p)
 		}
 
 		for _, workers := range []int{1, 16} {
@@ -121,12 +121,12 @@ func pinnedCost(t testing.TB) {
 			b := mmapTouched(t, n, workers)
 			report("mmap + touch, "+strconv.Itoa(workers)+" goroutines", time.Since(t0))
 			t0 = time.Now()
-			if err := Register(unsafe.Pointer(&b[0]), n); err != nil {
+			if err := Pin(unsafe.Pointer(&b[0]), n); err != nil {
 				t.Fatal(err)
 			}
 			report("cuMemHostRegister of touched memory", time.Since(t0))
 			t0 = time.Now()
-			if err := Unregister(unsafe.Pointer(&b[0])); err != nil {
+			if err := Unpin(unsafe.Pointer(&b[0])); err != nil {
 				t.Fatal(err)
 			}
 			report("cuMemHostUnregister", time.Since(t0))
@@ -137,11 +137,11 @@ func pinnedCost(t testing.TB) {
 			t.Fatal(err)
 		}
 		t0 = time.Now()
-		if err := Register(unsafe.Pointer(&b[0]), n); err != nil {
+		if err := Pin(unsafe.Pointer(&b[0]), n); err != nil {
 			t.Fatal(err)
 		}
 		report("cuMemHostRegister of untouched mmap", time.Since(t0))
-		_ = Unregister(unsafe.Pointer(&b[0]))
+		_ = Unpin(unsafe.Pointer(&b[0]))
 		_ = syscall.Munmap(b)
 	})
 	// Several threads at once, each with the primary context: does the driver serialise?
@@ -155,7 +155,7 @@ func pinnedCost(t testing.TB) {
 				defer wg.Done()
 				withContext(t, func() {
 					for j := 0; j < n/chunk/threads; j++ {
-						p, err := Alloc(chunk)
+						p, err := AllocPinned(chunk)
 						if err != nil {
 							t.Error(err)
 							return
@@ -170,7 +170,7 @@ func pinnedCost(t testing.TB) {
 		withContext(t, func() {
 			for _, l := range ps {
 				for _, p := range l {
-					_ = Free(p)
+					_ = FreePinned(p)
 				}
 			}
 		})

@@ -1,65 +1,60 @@
 //go:build cuda
 
-package pinned
+package hostmem
 
 import (
 	"fmt"
 	"runtime"
 	"sync"
 	"unsafe"
-
-	"voxpipe/internal/hostmem"
 )
 
 // AllocRegistered returns bytes of page-locked host memory made the fast way: MapTouched, then
-// page-locked with cuMemHostRegister: much faster than one cuMemHostAlloc, which faults and
-// zeroes on one thread (docs/perf.md). A CUDA context must be current
-// on the calling OS thread. Free it with FreeRegistered.
+// Pin (cuMemHostRegister): much faster than one cuMemHostAlloc, which faults and zeroes on one
+// thread (docs/perf.md). A CUDA context must be current on the calling OS thread. Free it with
+// FreeRegistered.
 func AllocRegistered(bytes int) (unsafe.Pointer, error) {
 	p, err := MapTouched(bytes)
 	if err != nil {
 		return nil, err
 	}
-	if err := Register(p, bytes); err != nil {
-		_ = Unmap(p, bytes)
+	if err := Pin(p, bytes); err != nil {
+		_ = UnmapTouched(p, bytes)
 		return nil, err
 	}
 	return p, nil
 }
 
-// MapTouched returns bytes of anonymous memory from mmap, its pages faulted in by all cores at
-// once (cuMemHostRegister on untouched memory faults them in on one thread), ready to Register.
-// It needs no CUDA context, so it can run while a context is being made. Release it with Unmap
-// (after Unregister, if registered).
+// MapTouched returns bytes of anonymous memory from Map, its pages faulted in by all cores at
+// once (cuMemHostRegister on untouched memory faults them in on one thread), ready to Pin. It
+// needs no CUDA context, so it can run while a context is being made. Release it with
+// UnmapTouched (after Unpin, if pinned).
 func MapTouched(bytes int) (unsafe.Pointer, error) {
 	if bytes <= 0 {
-		return nil, fmt.Errorf("pinned: allocation of %d bytes", bytes)
+		return nil, fmt.Errorf("hostmem: pinned allocation of %d bytes", bytes)
 	}
-	b, err := hostmem.Map(bytes) // huge pages advised: fewer pages to fault in and to lock
+	b, err := Map(bytes) // huge pages advised: fewer pages to fault in and to lock
 	if err != nil {
-		return nil, fmt.Errorf("pinned: %w", err)
+		return nil, err
 	}
 	touchPages(b)
 	return unsafe.Pointer(&b[0]), nil
 }
 
-// FreeRegistered releases memory from AllocRegistered: Unregister (a CUDA context must be current
-// on the calling OS thread), then Unmap (any thread).
+// FreeRegistered releases memory from AllocRegistered: Unpin (a CUDA context must be current on
+// the calling OS thread), then UnmapTouched (any thread).
 func FreeRegistered(p unsafe.Pointer, bytes int) error {
-	err := Unregister(p)
-	if e := Unmap(p, bytes); e != nil && err == nil {
+	err := Unpin(p)
+	if e := UnmapTouched(p, bytes); e != nil && err == nil {
 		err = e
 	}
 	return err
 }
 
-// Unmap releases the memory of an AllocRegistered allocation after Unregister; it needs no
-// CUDA context, so large buffers can be unmapped off the context's thread, in parallel.
-func Unmap(p unsafe.Pointer, bytes int) error {
-	if err := hostmem.Unmap(unsafe.Slice((*byte)(p), bytes)); err != nil {
-		return fmt.Errorf("pinned: %w", err)
-	}
-	return nil
+// UnmapTouched releases the memory of a MapTouched or AllocRegistered allocation after Unpin; it
+// needs no CUDA context, so large buffers can be unmapped off the context's thread, in parallel.
+func UnmapTouched(p unsafe.Pointer, bytes int) error {
+	return Unmap(unsafe.Slice((*byte)(p), bytes))
 }
 
 // touchPages writes one byte per page of b from every core, so the kernel allocates (and zeroes)

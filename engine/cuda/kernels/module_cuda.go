@@ -8,10 +8,6 @@ import (
 	"unsafe"
 
 	"gorgonia.org/cu"
-
-	// Its C constructor explains a failing cuInit before gorgonia.org/cu's init exits the process;
-	// it also sets the fused kernel's shared memory limit (cuFuncSetAttribute).
-	"voxpipe/engine/cuda/kernels/pinned"
 )
 
 // Tiles of the float32 stencil kernels (common.cuh).
@@ -154,7 +150,7 @@ func loadImage(img Image) (*Module, error) {
 // SetSharedMemory lets fn launch with bytes of dynamic shared memory; it fails on a GPU that has
 // less per block.
 func SetSharedMemory(fn cu.Function, bytes int) error {
-	if err := pinned.SetMaxDynamicSharedBytes(fn, bytes); err != nil {
+	if err := SetMaxDynamicSharedBytes(fn, bytes); err != nil {
 		return fmt.Errorf("kernels: fused kernel shared memory (%d bytes): %w", bytes, err)
 	}
 	return nil
