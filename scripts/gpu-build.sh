@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds, on the development machine, what scripts/gpu-check.sh runs on the GPU machine:
 # bin/voxpipe-cuda (when cmd/voxpipe builds; skipped with a warning otherwise) and the cuda-tagged
-# test binaries bin/cuda.test, bin/kernels.test, bin/pinned.test and bin/bench.test (lab/bench). Needs the CUDA headers and libcuda.so
+# test binaries bin/cuda.test, bin/kernels.test, bin/pinned.test (internal/hostmem) and
+# bin/bench.test (lab/bench). Needs the CUDA headers and libcuda.so
 # (scripts/install-cuda.sh). bin/ is git-ignored: carry it to the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ else
 fi
 go test -c -tags cuda -o bin/cuda.test ./engine/cuda
 go test -c -tags cuda -o bin/kernels.test ./engine/cuda/kernels
-go test -c -tags cuda -o bin/pinned.test ./engine/cuda/kernels/pinned
+go test -c -tags cuda -o bin/pinned.test ./internal/hostmem # BenchmarkPinnedCost
 go test -c -tags cuda -o bin/bench.test ./lab/bench
 echo "gpu-build: bin/cuda.test bin/kernels.test bin/pinned.test bin/bench.test"
 # Kernel variants under study, timed by gpu-check when present: the float32 convs
