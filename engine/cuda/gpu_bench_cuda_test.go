@@ -9,10 +9,10 @@ import (
 	"slices"
 	"testing"
 	"time"
-	"voxpipe/internal/enginetest"
 
 	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 )
 

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 	"unsafe"
-	"voxpipe/internal/enginetest"
 
 	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 	"voxpipe/stage"
 )

@@ -9,9 +9,9 @@ import (
 	"sort"
 	"testing"
 	"time"
-	"voxpipe/internal/enginetest"
 
 	"voxpipe/engine"
+	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 )
 

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"voxpipe/internal/enginetest"
 
 	"voxpipe/engine"
 	"voxpipe/engine/cpu"
 	"voxpipe/fixtures"
+	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 	"voxpipe/phantom"
 )

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"testing"
 	"unsafe"
-	"voxpipe/internal/enginetest"
 
 	"gorgonia.org/cu"
 
@@ -19,6 +18,7 @@ import (
 	"voxpipe/engine/cpu"
 	"voxpipe/engine/cuda/kernels"
 	"voxpipe/fixtures"
+	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 	"voxpipe/phantom"
 )
