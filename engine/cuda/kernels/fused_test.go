@@ -9,6 +9,7 @@ import (
 
 // The Go constants of the fused kernel must be the #defines it is compiled with (fused_config.cuh).
 func TestFusedConstantsMatchSource(t *testing.T) {
+	t.Parallel()
 	// go test runs in this folder; scripts/gpu-check.sh runs the test binary from the root.
 	src, err := os.ReadFile("fused_config.cuh")
 	if os.IsNotExist(err) {
@@ -62,6 +63,7 @@ func TestFusedConstantsMatchSource(t *testing.T) {
 }
 
 func TestPackFused(t *testing.T) {
+	t.Parallel()
 	const c, k = 6, 3
 	w := &Weights{Channels: c, Classes: k}
 	seq := func(n int, base float32) []float32 {
@@ -110,6 +112,7 @@ func TestPackFused(t *testing.T) {
 }
 
 func TestFusedZChunk(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		nx, ny, nz, sms, want int32
 	}{
@@ -131,6 +134,7 @@ func TestFusedZChunk(t *testing.T) {
 
 // The confidence counters' layout and units must be common.cuh's.
 func TestConfidenceConstantsMatchSource(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("common.cuh")
 	if os.IsNotExist(err) {
 		src, err = os.ReadFile("engine/cuda/kernels/common.cuh")
