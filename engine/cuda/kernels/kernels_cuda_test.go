@@ -126,22 +126,7 @@ func TestConv1(t *testing.T) {
 			for i := range vals {
 				vals[i] = math.Round(rng.Float64()*4000 - 500)
 			}
-			var in cu.DevicePtr
-			if asInt16 {
-				v := make([]int16, len(vals))
-				for i := range v {
-					v[i] = int16(vals[i])
-				}
-				in = alloc(t, int64(2*len(v)))
-				put(t, in, v)
-			} else {
-				v := make([]float32, len(vals))
-				for i := range v {
-					v[i] = float32(vals[i])
-				}
-				in = alloc(t, int64(4*len(v)))
-				put(t, in, v)
-			}
+			in := uploadStored(t, vals, asInt16)
 			e := alloc(t, int64(4*Channels*int(ePlanes)*plane))
 			put(t, e, nanSlice(Channels*int(ePlanes)*plane))
 			if asInt16 {
@@ -162,40 +147,7 @@ func TestConv1(t *testing.T) {
 				q := z - (zE0 - 1)
 				return float64(float32(float32(vals[q*plane+y*nx+xx])*scale) + shift)
 			}
-			var maxErr float64
-			for co := 0; co < Channels; co++ {
-				for p := 0; p < int(ePlanes); p++ {
-					for y := 0; y < ny; y++ {
-						for xx := 0; xx < nx; xx++ {
-							g := got[(co*int(ePlanes)+p)*plane+y*nx+xx]
-							if p >= nzE {
-								if !math.IsNaN(float64(g)) {
-									t.Fatalf("int16=%v: e plane %d (beyond nzE) written: %g", asInt16, p, g)
-								}
-								continue
-							}
-							z := zE0 + p
-							want := 0.0
-							if co < c && z >= 0 && z < nz {
-								acc := float64(w.C1B[co])
-								for dz := 0; dz < 3; dz++ {
-									for dy := 0; dy < 3; dy++ {
-										for dx := 0; dx < 3; dx++ {
-											acc += float64(w.C1W[co*27+(dz*3+dy)*3+dx]) * x(z+dz-1, y+dy-1, xx+dx-1)
-										}
-									}
-								}
-								want = math.Max(acc, 0)
-							}
-							if err := relErr(g, want); err > 1e-5 || math.IsNaN(float64(g)) {
-								t.Fatalf("int16=%v: e[%d] plane %d y %d x %d = %g, want %g", asInt16, co, p, y, xx, g, want)
-							} else {
-								maxErr = math.Max(maxErr, err)
-							}
-						}
-					}
-				}
-			}
+			maxErr := checkConv1(t, asInt16, got, w, c, conv1Geom{nx, ny, nz, zE0, nzE, int(ePlanes)}, x)
 			t.Logf("conv1 int16=%v: max relative error %.2g", asInt16, maxErr)
 			cu.MemFree(in)
 			cu.MemFree(e)
@@ -248,45 +200,7 @@ func TestConv2AndConvG(t *testing.T) {
 			got := make([]float32, n)
 			get(t, got, out)
 			cu.MemFree(out)
-			at := func(ci, p, y, x int) float64 {
-				if y < 0 || y >= ny || x < 0 || x >= nx {
-					return 0
-				}
-				return float64(ev[(ci*int(ePlanes)+p)*plane+y*nx+x])
-			}
-			var maxErr float64
-			for co := 0; co < Channels; co++ {
-				for o := 0; o < int(oPlanes); o++ {
-					for y := 0; y < ny; y++ {
-						for x := 0; x < nx; x++ {
-							g := got[(co*int(oPlanes)+o)*plane+y*nx+x]
-							if o >= nzOut {
-								if !math.IsNaN(float64(g)) {
-									t.Fatalf("%s: plane %d beyond nzOut written", tc.name, o)
-								}
-								continue
-							}
-							acc := float64(tc.b[co])
-							for ci := 0; ci < c; ci++ {
-								for dz := 0; dz < 3; dz++ {
-									for dy := 0; dy < 3; dy++ {
-										for dx := 0; dx < 3; dx++ {
-											acc += float64(tc.w[(co*c+ci)*27+(dz*3+dy)*3+dx]) *
-												at(ci, o+2+(dz-1)*tc.dil, y+(dy-1)*tc.dil, x+(dx-1)*tc.dil)
-										}
-									}
-								}
-							}
-							want := math.Max(acc, 0)
-							if err := relErr(g, want); err > 1e-4 || math.IsNaN(float64(g)) {
-								t.Fatalf("%s: out[%d] plane %d y %d x %d = %g, want %g", tc.name, co, o, y, x, g, want)
-							} else {
-								maxErr = math.Max(maxErr, err)
-							}
-						}
-					}
-				}
-			}
+			maxErr := checkConvCC(t, tc.name, got, ev, tc.w, tc.b, c, tc.dil, convCCGeom{nx, ny, int(ePlanes), nzOut, int(oPlanes)})
 			t.Logf("%s: max relative error %.2g", tc.name, maxErr)
 		}
 	})
@@ -337,11 +251,9 @@ func TestGateHead(t *testing.T) {
 		get(t, got, lab)
 		gotConf := make([]uint64, ConfLen)
 		get(t, gotConf, conf)
-		// The confidence from the float64 logits: foreground voxels, margin units (each within
-		// one unit of the kernel's float32 margin), low-margin voxels, labels.
-		var fg, margin, low, near uint64
-		labels := make([]uint64, k)
-		ties := 0
+		// The confidence from the float64 logits (confTally).
+		var ref confTally
+		ref.labels = make([]uint64, k)
 		for i := 0; i < sPlanes*plane; i++ {
 			if i >= nzOut*plane {
 				if got[i] != 0xEE {
@@ -350,72 +262,20 @@ func TestGateHead(t *testing.T) {
 				continue
 			}
 			at := func(v []float32, ch int) float64 { return float64(v[ch*sPlanes*plane+i]) }
-			p := float64(w.PsiB[0])
-			for j := 0; j < c/2; j++ {
-				ax, ag := float64(w.WXB[j]), float64(w.WGB[j])
-				for ch := 0; ch < c; ch++ {
-					ax += float64(w.WXW[j*c+ch]) * at(sv, ch)
-					ag += float64(w.WGW[j*c+ch]) * at(gv, ch)
-				}
-				p += float64(w.PsiW[j]) * math.Max(ax+ag, 0)
-			}
-			a := 1 / (1 + math.Exp(-p))
-			l := make([]float64, k)
-			best := 0
-			for kk := 0; kk < k; kk++ {
-				acc := float64(w.HeadB[kk])
-				for ch := 0; ch < c; ch++ {
-					acc += float64(w.HeadW[kk*c+ch]) * (a*at(sv, ch) + at(gv, ch))
-				}
-				l[kk] = acc
-				if acc > l[best] {
-					best = kk
-				}
-			}
+			l, best := gateHeadRef(w, c, k, func(ch int) float64 { return at(sv, ch) }, func(ch int) float64 { return at(gv, ch) })
 			if int(got[i]) != best {
 				if got[i] >= k || (l[best]-l[got[i]])/math.Max(1, math.Abs(l[best])) > 1e-5 {
 					t.Fatalf("voxel %d: label %d, want %d (logits %v)", i, got[i], best, l)
 				}
-				ties++
+				ref.ties++
 			}
-			labels[got[i]]++
+			ref.labels[got[i]]++
 			if best > 0 && (z0+i/plane)%MarginStride == 0 {
-				second := math.Inf(-1)
-				for kk, v := range l {
-					if kk != best {
-						second = math.Max(second, v)
-					}
-				}
-				u := math.Min(math.Floor((l[best]-second)*MarginScale), MarginCapUnits)
-				fg, margin = fg+1, margin+uint64(u)
-				if u < LowMarginUnits {
-					low++
-				}
-				if f := (l[best] - second) * MarginScale; f-math.Floor(f) < 1e-3 || math.Ceil(f)-f < 1e-3 || math.Abs(l[best]-second-1) < 1e-4 {
-					near++
-				}
+				ref.addMargin(l, best)
 			}
 		}
-		t.Logf("gate_head: %d voxels, %d near-ties; confidence %v, float64 fg %d margin %d low %d (%d near an edge)", nzOut*plane, ties, gotConf, fg, margin, low, near)
-		tol := near + uint64(ties)*LowMarginUnits
-		if d := int64(gotConf[ConfForeground]) - int64(fg); d*d > int64(ties*ties) {
-			t.Errorf("gate_head: %d foreground voxels, reference %d", gotConf[ConfForeground], fg)
-		}
-		if d := int64(gotConf[ConfMargin]) - int64(margin); uint64(max(d, -d)) > tol {
-			t.Errorf("gate_head: margin units %d, reference %d", gotConf[ConfMargin], margin)
-		}
-		if d := int64(gotConf[ConfLow]) - int64(low); uint64(max(d, -d)) > near+uint64(ties) {
-			t.Errorf("gate_head: %d low-margin voxels, reference %d", gotConf[ConfLow], low)
-		}
-		for kk := range MaxClasses {
-			want := uint64(0)
-			if kk < k {
-				want = labels[kk]
-			}
-			if gotConf[ConfLabels+kk] != want {
-				t.Errorf("count_confidence: class %d: %d voxels, the labels have %d", kk, gotConf[ConfLabels+kk], want)
-			}
-		}
+		t.Logf("gate_head: %d voxels, %d near-ties; confidence %v, float64 fg %d margin %d low %d (%d near an edge)", nzOut*plane, ref.ties, gotConf, ref.fg, ref.margin, ref.low, ref.near)
+		checkConfidence(t, gotConf, &ref, k)
 	})
 }
 
