@@ -65,6 +65,24 @@ func TestCUDABackgroundOpen(t *testing.T) {
 	}
 	compareWithCPU(t, m, vol, out, want, nil)
 	// Many buffers allocated and freed from several goroutines while the engine works.
+	wg := startHostChurn(t, e)
+	gpuSegment(t, e, pv, out, 7)
+	wg.Wait()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []engine.HostBuffer{ib, ob} {
+		if err := b.Free(); err != nil {
+			t.Errorf("Free after Close: %v", err)
+		}
+	}
+
+	checkFailedOpen(t, m, pv, out)
+}
+
+// startHostChurn allocates and frees host buffers of e from 8 goroutines, 20 each; wait for them
+// on the returned group.
+func startHostChurn(t *testing.T, e *cudaEngine) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -83,26 +101,21 @@ func TestCUDABackgroundOpen(t *testing.T) {
 			}
 		}()
 	}
-	gpuSegment(t, e, pv, out, 7)
-	wg.Wait()
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range []engine.HostBuffer{ib, ob} {
-		if err := b.Free(); err != nil {
-			t.Errorf("Free after Close: %v", err)
-		}
-	}
+	return &wg
+}
 
-	// A failed open.
+// checkFailedOpen opens an engine whose setup fails (testSetupFault): Ready, Segment (of pv into
+// out) and a buffer allocated meanwhile see the fault cleanly, and Close returns.
+func checkFailedOpen(t *testing.T, m *model.Model, pv *model.Volume, out []uint8) {
+	t.Helper()
 	fault := errors.New("injected setup fault")
 	testSetupFault = fault // read by the engine's thread: reset only once it has opened
-	eng, err = NewWith(m, 0, engine.CUDAOptions{})
+	eng, err := NewWith(m, 0, engine.CUDAOptions{})
 	if err != nil {
 		testSetupFault = nil
 		t.Fatal(err)
 	}
-	e = eng.(*cudaEngine)
+	e := eng.(*cudaEngine)
 	b, err := e.AllocHost(1 << 20)
 	if err != nil {
 		t.Fatal(err)
