@@ -72,79 +72,98 @@ func BenchmarkPinnedCost(b *testing.B) {
 
 func pinnedCost(t testing.TB) {
 	const n = 512 << 20
-	const chunk = 32 << 20
 	report := func(what string, d time.Duration) {
 		t.Logf("TABLE|pinned 512 MiB: %s|%.1f ms (%.2f GB/s)", what, float64(d)/1e6, float64(n)/d.Seconds()/1e9)
 	}
-	var t0 time.Time
 	withContext(t, func() {
-		t0 = time.Now()
-		p, err := AllocPinned(n)
+		pinnedCostAllocs(t, n, report)
+		pinnedCostRegister(t, n, report)
+	})
+	pinnedCostThreads(t, n, report)
+}
+
+// pinnedCostAllocs times cuMemHostAlloc (one call, then 16 chunks) and AllocRegistered of n
+// bytes, and their frees (a context current).
+func pinnedCostAllocs(t testing.TB, n int, report func(string, time.Duration)) {
+	const chunk = 32 << 20
+	var t0 time.Time
+	t0 = time.Now()
+	p, err := AllocPinned(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report("cuMemHostAlloc one call", time.Since(t0))
+	t0 = time.Now()
+	if err := FreePinned(p); err != nil {
+		t.Fatal(err)
+	}
+	report("cuMemFreeHost", time.Since(t0))
+
+	t0 = time.Now()
+	p, err = AllocRegistered(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report("AllocRegistered (what the engine uses)", time.Since(t0))
+	t0 = time.Now()
+	if err := FreeRegistered(p, n); err != nil {
+		t.Fatal(err)
+	}
+	report("FreeRegistered", time.Since(t0))
+
+	t0 = time.Now()
+	var ps []unsafe.Pointer
+	for i := 0; i < n/chunk; i++ {
+		p, err := AllocPinned(chunk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		report("cuMemHostAlloc one call", time.Since(t0))
-		t0 = time.Now()
-		if err := FreePinned(p); err != nil {
-			t.Fatal(err)
-		}
-		report("cuMemFreeHost", time.Since(t0))
+		ps = append(ps, p)
+	}
+	report("cuMemHostAlloc 16 x 32 MiB, one thread", time.Since(t0))
+	for _, p := range ps {
+		_ = FreePinned(p)
+	}
+}
 
+// pinnedCostRegister times mmap with the pages touched by 1 and 16 goroutines, then
+// cuMemHostRegister of touched and of untouched memory (a context current).
+func pinnedCostRegister(t testing.TB, n int, report func(string, time.Duration)) {
+	var t0 time.Time
+	for _, workers := range []int{1, 16} {
 		t0 = time.Now()
-		p, err = AllocRegistered(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		report("AllocRegistered (what the engine uses)", time.Since(t0))
-		t0 = time.Now()
-		if err := FreeRegistered(p, n); err != nil {
-			t.Fatal(err)
-		}
-		report("FreeRegistered", time.Since(t0))
-
-		t0 = time.Now()
-		var ps []unsafe.Pointer
-		for i := 0; i < n/chunk; i++ {
-			p, err := AllocPinned(chunk)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ps = append(ps, p)
-		}
-		report("cuMemHostAlloc 16 x 32 MiB, one thread", time.Since(t0))
-		for _, p := range ps {
-			_ = FreePinned(p)
-		}
-
-		for _, workers := range []int{1, 16} {
-			t0 = time.Now()
-			b := mmapTouched(t, n, workers)
-			report("mmap + touch, "+strconv.Itoa(workers)+" goroutines", time.Since(t0))
-			t0 = time.Now()
-			if err := Pin(unsafe.Pointer(&b[0]), n); err != nil {
-				t.Fatal(err)
-			}
-			report("cuMemHostRegister of touched memory", time.Since(t0))
-			t0 = time.Now()
-			if err := Unpin(unsafe.Pointer(&b[0])); err != nil {
-				t.Fatal(err)
-			}
-			report("cuMemHostUnregister", time.Since(t0))
-			_ = syscall.Munmap(b)
-		}
-		b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mmapTouched(t, n, workers)
+		report("mmap + touch, "+strconv.Itoa(workers)+" goroutines", time.Since(t0))
 		t0 = time.Now()
 		if err := Pin(unsafe.Pointer(&b[0]), n); err != nil {
 			t.Fatal(err)
 		}
-		report("cuMemHostRegister of untouched mmap", time.Since(t0))
-		_ = Unpin(unsafe.Pointer(&b[0]))
+		report("cuMemHostRegister of touched memory", time.Since(t0))
+		t0 = time.Now()
+		if err := Unpin(unsafe.Pointer(&b[0])); err != nil {
+			t.Fatal(err)
+		}
+		report("cuMemHostUnregister", time.Since(t0))
 		_ = syscall.Munmap(b)
-	})
-	// Several threads at once, each with the primary context: does the driver serialise?
+	}
+	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 = time.Now()
+	if err := Pin(unsafe.Pointer(&b[0]), n); err != nil {
+		t.Fatal(err)
+	}
+	report("cuMemHostRegister of untouched mmap", time.Since(t0))
+	_ = Unpin(unsafe.Pointer(&b[0]))
+	_ = syscall.Munmap(b)
+}
+
+// pinnedCostThreads times cuMemHostAlloc of n bytes in 32 MiB chunks over 4 and 16 threads, each
+// with the primary context: does the driver serialise?
+func pinnedCostThreads(t testing.TB, n int, report func(string, time.Duration)) {
+	const chunk = 32 << 20
+	var t0 time.Time
 	for _, threads := range []int{4, 16} {
 		var wg sync.WaitGroup
 		ps := make([][]unsafe.Pointer, threads)
