@@ -42,12 +42,7 @@ func TestFusedVariants(t *testing.T) {
 		defer dw.Free()
 		const nx, ny, nz, nzOut = 512, 512, 64, 64
 		plane := nx * ny
-		in := make([]int16, (nzOut+6)*plane)
-		for i := range in {
-			z, y, x := i/plane, i%plane/nx, i%nx
-			v := 1200 + 400*math.Sin(0.07*float64(x)+0.3)*math.Cos(0.05*float64(y)) + 300*math.Sin(0.09*float64(z)) + 60*rng.NormFloat64()
-			in[i] = int16(v)
-		}
+		in := smoothInput(rng, nx, plane, nzOut+6)
 		din := alloc(t, int64(2*len(in)))
 		defer cu.MemFree(din)
 		put(t, din, in)
@@ -93,40 +88,63 @@ func TestFusedVariants(t *testing.T) {
 			if !ok {
 				t.Fatalf("bad variant %q (want name=path)", v)
 			}
-			image, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mod := loadFatbin(t, path, image)
-			fn, err := mod.Function("fused_i16")
-			if err != nil {
-				t.Fatal(err)
-			}
-			vg, err := kernels.ReadFusedGeometry(mod)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := kernels.SetSharedMemory(fn, int(vg.SharedBytes)); err != nil {
-				t.Fatal(err)
-			}
-			rows := int(vg.Rows)
-			d, got := time1(name, fn, rows, int(vg.Threads), int(vg.SharedBytes), nzOut)
-			same := "labels identical"
-			if i := slices.Compare(got, want); i != 0 {
-				n := 0
-				for j := range got {
-					if got[j] != want[j] {
-						n++
-					}
-				}
-				same = fmt.Sprintf("labels differ at %d voxels", n)
-				if strings.HasPrefix(name, "full") {
-					t.Errorf("variant %s: %s", name, same)
-				}
-			}
-			t.Logf("TABLE|variant %s (rows %d)|%.3f ms per slab, %.1f ms per 1000 planes (%+.0f%%); %s", name, rows,
-				float64(d)/1e6, perVolume(d), 100*(float64(d)/float64(base)-1), same)
-			mod.Unload()
+			timeFusedVariant(t, time1, name, path, nzOut, base, want, perVolume)
 		}
 	})
+}
+
+// smoothInput is planes planes of a random smooth int16 volume nx voxels wide.
+func smoothInput(rng *rand.Rand, nx, plane, planes int) []int16 {
+	in := make([]int16, planes*plane)
+	for i := range in {
+		z, y, x := i/plane, i%plane/nx, i%nx
+		v := 1200 + 400*math.Sin(0.07*float64(x)+0.3)*math.Cos(0.05*float64(y)) + 300*math.Sin(0.09*float64(z)) + 60*rng.NormFloat64()
+		in[i] = int16(v)
+	}
+	return in
+}
+
+// fusedTimer times a fused kernel build launched with its own geometry over the test's slab at
+// z-chunks of zChunk planes, and returns the median time and the labels.
+type fusedTimer func(name string, fn cu.Function, rows, threads, smem int, zChunk int32) (time.Duration, []uint8)
+
+// timeFusedVariant loads the variant fatbin at path, times its fused_i16 (whole slabs of nzOut
+// planes) against the committed kernel's time base and labels want, and reports it; full-*
+// variants must give want's labels.
+func timeFusedVariant(t *testing.T, time1 fusedTimer, name, path string, nzOut int32, base time.Duration, want []uint8, perVolume func(time.Duration) float64) {
+	t.Helper()
+	image, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := loadFatbin(t, path, image)
+	defer mod.Unload()
+	fn, err := mod.Function("fused_i16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vg, err := kernels.ReadFusedGeometry(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kernels.SetSharedMemory(fn, int(vg.SharedBytes)); err != nil {
+		t.Fatal(err)
+	}
+	rows := int(vg.Rows)
+	d, got := time1(name, fn, rows, int(vg.Threads), int(vg.SharedBytes), nzOut)
+	same := "labels identical"
+	if i := slices.Compare(got, want); i != 0 {
+		n := 0
+		for j := range got {
+			if got[j] != want[j] {
+				n++
+			}
+		}
+		same = fmt.Sprintf("labels differ at %d voxels", n)
+		if strings.HasPrefix(name, "full") {
+			t.Errorf("variant %s: %s", name, same)
+		}
+	}
+	t.Logf("TABLE|variant %s (rows %d)|%.3f ms per slab, %.1f ms per 1000 planes (%+.0f%%); %s", name, rows,
+		float64(d)/1e6, perVolume(d), 100*(float64(d)/float64(base)-1), same)
 }

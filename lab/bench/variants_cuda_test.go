@@ -33,13 +33,8 @@ func TestConvVariants(t *testing.T) {
 		const nx, ny, nzOut = 512, 512, 64
 		ePlanes := kernels.EPlanes(nzOut) + 8
 		plane := nx * ny
-		ev := make([]float32, kernels.Channels*int(ePlanes)*plane)
-		for i := range ev {
-			ev[i] = float32(math.Max(rng.NormFloat64(), 0))
-		}
-		e := alloc(t, int64(4*len(ev)))
+		e := randomE(t, rng, kernels.Channels*int(ePlanes)*plane)
 		defer cu.MemFree(e)
-		put(t, e, ev)
 		n := kernels.Channels * nzOut * plane
 		out := alloc(t, int64(4*n))
 		defer cu.MemFree(out)
@@ -97,22 +92,40 @@ func TestConvVariants(t *testing.T) {
 			}
 		}
 
-		// FMA ceiling.
-		fn, err := exp.Function("ffma_peak")
-		if err != nil {
-			t.Fatal(err)
-		}
-		const blocks, threads, rounds = 132 * 16, 256, 4000
-		buf := alloc(t, blocks*threads*4)
-		defer cu.MemFree(buf)
-		ms, err := lt.times(4, nil, func(st cu.Stream) error {
-			return launch("ffma_peak", fn, [3]int{blocks, 1, 1}, [3]int{threads, 1, 1}, st, new(args).ptr(buf).i32(rounds))
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		med := medianMS(ms)
-		flops := 2.0 * 8 * 16 * rounds * blocks * threads
-		t.Logf("TABLE|ffma peak|%.1f TFLOP/s (%.2f ms)", flops/med/1e9, med)
+		ffmaPeak(t, exp, lt)
 	})
+}
+
+// randomE uploads n random e values (relu of a normal variate) to a new device buffer.
+func randomE(t *testing.T, rng *rand.Rand, n int) cu.DevicePtr {
+	t.Helper()
+	ev := make([]float32, n)
+	for i := range ev {
+		ev[i] = float32(math.Max(rng.NormFloat64(), 0))
+	}
+	e := alloc(t, int64(4*len(ev)))
+	put(t, e, ev)
+	return e
+}
+
+// ffmaPeak times the experiment module's ffma_peak kernel: the FMA ceiling the variants are
+// judged against.
+func ffmaPeak(t *testing.T, exp cu.Module, lt *launchTimer) {
+	t.Helper()
+	fn, err := exp.Function("ffma_peak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const blocks, threads, rounds = 132 * 16, 256, 4000
+	buf := alloc(t, blocks*threads*4)
+	defer cu.MemFree(buf)
+	ms, err := lt.times(4, nil, func(st cu.Stream) error {
+		return launch("ffma_peak", fn, [3]int{blocks, 1, 1}, [3]int{threads, 1, 1}, st, new(args).ptr(buf).i32(rounds))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	med := medianMS(ms)
+	flops := 2.0 * 8 * 16 * rounds * blocks * threads
+	t.Logf("TABLE|ffma peak|%.1f TFLOP/s (%.2f ms)", flops/med/1e9, med)
 }
