@@ -13,8 +13,9 @@
 #   (lab/wgmma/conv_wgmma.cu, both dilations) on awkward small volumes against a double reference, once per build setting
 #   below: the committed GPU build's (WG_N=48, WG_R=6, WG_CHUNK=64), small z chunks so that chunk
 #   boundaries are crossed, N = 16, and R = 2 (under a minute in all).
-# No argument: both. `wgmma`: the wgmma checks only. Any other arguments go to emu_test (fused: the
-# fused kernel only; k16; case FILE...). EMU_CFLAGS adds compiler flags to emu_test, e.g.
+# No argument: both. `wgmma`: the wgmma checks only. `case FILE...`: lab/emucase/emu_case.cpp on
+# case files from lab/emucase/dumpcase (a diagnostic: agreement with the CPU engine's mask). Any
+# other arguments go to emu_test (fused: the fused kernel only; k16). EMU_CFLAGS adds compiler flags to emu_test, e.g.
 # EMU_CFLAGS="-DVF_ROWS=12 -DVF_GATE_SPLIT=0" for the fused kernel as sm_80-89 build it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,5 +44,10 @@ case "${1:-}" in
 	wgmma_tests
 	;;
 wgmma) wgmma_tests ;;
+case)
+	shift
+	"${cxx[@]}" -x c++ -o "$out/emu_case" lab/emucase/emu_case.cpp
+	"$out/emu_case" "$@"
+	;;
 *) emu_test "$@" ;;
 esac

@@ -8,8 +8,7 @@
 // Exit status 0 when everything agrees. Run through scripts/kernels-emu.sh; arguments:
 //   fused           the fused kernel's cases only (quicker)
 //   k16             the fused kernel with 9 and 16 classes on larger volumes
-//   case FILE...    the fused kernel on case files (a phantom, a model, a reference mask; see
-//                   runCase) against the reference mask
+// (Dumped phantom cases run in lab/emucase.)
 #include "emu.h"
 
 #include <algorithm>
@@ -231,52 +230,6 @@ void run(const Model& m, int nx, int ny, int nz, int slab, std::vector<int> fuse
 	            std::is_same<T, short>::value ? "int16" : "f32", m.C, m.K, nx, ny, nz, slab, maxErrE, maxErrS, maxErrG, labelMismatch, nearTies, n);
 }
 
-// runCase segments a case file (a phantom, a model and a reference mask, written by a helper
-// such as kernels/emu/dumpcase: int32 nx ny nz C K, float32 scale shift, the model's tensors in
-// PyTorch layouts, int16 volume, uint8 reference mask, uint8 truth) with the fused kernel and
-// reports its agreement with the reference mask and the Dice of both against the truth.
-void runCase(const char* path, int slab) {
-	FILE* f = std::fopen(path, "rb");
-	if (!f) {
-		std::printf("FAIL: open %s\n", path);
-		++failures;
-		return;
-	}
-	int hdr[5];
-	float ns[2];
-	bool ok = std::fread(hdr, 4, 5, f) == 5 && std::fread(ns, 4, 2, f) == 2;
-	const int nx = hdr[0], ny = hdr[1], nz = hdr[2];
-	Model m{hdr[3], hdr[4]};
-	const int C = m.C, G = C / 2, K = m.K;
-	auto rd = [&](std::vector<float>& v, size_t n) { v.resize(n); ok = ok && std::fread(v.data(), 4, n, f) == n; };
-	rd(m.c1w, C * 27), rd(m.c1b, C), rd(m.c2w, C * C * 27), rd(m.c2b, C), rd(m.cgw, C * C * 27), rd(m.cgb, C);
-	rd(m.wxw, G * C), rd(m.wxb, G), rd(m.wgw, G * C), rd(m.wgb, G), rd(m.psiw, G), rd(m.psib, 1), rd(m.hw, K * C), rd(m.hb, K);
-	const size_t n = size_t(nx) * ny * nz;
-	std::vector<short> vol(n);
-	std::vector<unsigned char> ref(n), truth(n);
-	ok = ok && std::fread(vol.data(), 2, n, f) == n && std::fread(ref.data(), 1, n, f) == n && std::fread(truth.data(), 1, n, f) == n;
-	std::fclose(f);
-	if (!ok) {
-		std::printf("FAIL: short case file %s\n", path);
-		++failures;
-		return;
-	}
-	const std::vector<unsigned char> got = runFused<short>(packFused(m), vol, nx, ny, nz, slab, slab, ns[0], ns[1], K);
-	auto dice = [&](const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
-		double sum = 0;
-		for (int k = 0; k < K; ++k) {
-			size_t na = 0, nb = 0, both = 0;
-			for (size_t i = 0; i < n; ++i) na += a[i] == k, nb += b[i] == k, both += a[i] == k && b[i] == k;
-			sum += na + nb ? 2.0 * both / double(na + nb) : 1.0;
-		}
-		return sum / K;
-	};
-	size_t diff = 0;
-	for (size_t i = 0; i < n; ++i) diff += got[i] != ref[i];
-	std::printf("case %s (%dx%dx%d, C=%d K=%d): fused vs reference mask: %zu of %zu differ (%.4f%% agree, mean Dice %.5f); Dice vs truth: fused %.4f, reference %.4f\n",
-	            path, nx, ny, nz, C, K, diff, n, 100 * (1 - double(diff) / n), dice(got, ref), dice(got, truth), dice(ref, truth));
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -284,8 +237,6 @@ int main(int argc, char** argv) {
 	if (argc > 1 && std::strcmp(argv[1], "k16") == 0) { // 9 and 16 classes on larger volumes
 		run<float>(m16k16, 60, 50, 20, 7, {7});
 		run<short>(randomModel(16, 9), 70, 33, 25, 6, {6});
-	} else if (argc > 2 && std::strcmp(argv[1], "case") == 0) {
-		for (int i = 2; i < argc; ++i) runCase(argv[i], 32);
 	} else if (argc > 1 && std::strcmp(argv[1], "fused") == 0) { // the fused kernel alone, quicker
 		run<short>(m16, 37, 53, 29, 7, {64, 3});
 		run<short>(m16, 97, 41, 1, 1, {1});    // one plane

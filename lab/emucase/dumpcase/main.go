@@ -1,9 +1,9 @@
-// Command dumpcase writes a case file for kernels/emu (`emu_test case FILE`): a generated
+// Command dumpcase writes a case file for lab/emucase (`scripts/kernels-emu.sh case FILE`): a generated
 // phantom, a model (the default trained one, or -random) and the pure-Go CPU engine's mask of
 // it, so the fused kernel's emulation can be compared with the float32 reference on realistic
 // data without a GPU:
 //
-//	go run ./kernels/emu/dumpcase -nx 96 -ny 96 -nz 40 -seed 1 -o /tmp/case.bin
+//	go run ./lab/emucase/dumpcase -nx 96 -ny 96 -nz 40 -seed 1 -o /tmp/case.bin
 //	scripts/kernels-emu.sh case /tmp/case.bin
 package main
 
