@@ -14,8 +14,8 @@ import (
 	"gorgonia.org/cu"
 )
 
-// withContext runs f on a locked OS thread with device 0's primary context current.
-func withContext(t testing.TB, f func()) {
+// pinnedWithContext runs f on a locked OS thread with device 0's primary context current.
+func pinnedWithContext(t testing.TB, f func()) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -38,7 +38,8 @@ func withContext(t testing.TB, f func()) {
 	<-done
 }
 
-func mmapTouched(t testing.TB, n, workers int) []byte {
+// pinnedMmapTouched maps n anonymous bytes and touches their pages from workers goroutines.
+func pinnedMmapTouched(t testing.TB, n, workers int) []byte {
 	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +76,7 @@ func pinnedCost(t testing.TB) {
 	report := func(what string, d time.Duration) {
 		t.Logf("TABLE|pinned 512 MiB: %s|%.1f ms (%.2f GB/s)", what, float64(d)/1e6, float64(n)/d.Seconds()/1e9)
 	}
-	withContext(t, func() {
+	pinnedWithContext(t, func() {
 		pinnedCostAllocs(t, n, report)
 		pinnedCostRegister(t, n, report)
 	})
@@ -132,7 +133,7 @@ func pinnedCostRegister(t testing.TB, n int, report func(string, time.Duration))
 	var t0 time.Time
 	for _, workers := range []int{1, 16} {
 		t0 = time.Now()
-		b := mmapTouched(t, n, workers)
+		b := pinnedMmapTouched(t, n, workers)
 		report("mmap + touch, "+strconv.Itoa(workers)+" goroutines", time.Since(t0))
 		t0 = time.Now()
 		if err := Pin(unsafe.Pointer(&b[0]), n); err != nil {
@@ -172,7 +173,7 @@ func pinnedCostThreads(t testing.TB, n int, report func(string, time.Duration)) 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				withContext(t, func() {
+				pinnedWithContext(t, func() {
 					for j := 0; j < n/chunk/threads; j++ {
 						p, err := AllocPinned(chunk)
 						if err != nil {
@@ -186,7 +187,7 @@ func pinnedCostThreads(t testing.TB, n int, report func(string, time.Duration)) 
 		}
 		wg.Wait()
 		report("cuMemHostAlloc 16 x 32 MiB over "+strconv.Itoa(threads)+" threads", time.Since(t0))
-		withContext(t, func() {
+		pinnedWithContext(t, func() {
 			for _, l := range ps {
 				for _, p := range l {
 					_ = FreePinned(p)
