@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Compiles engine/cuda/kernels/*.cu (through the unity file engine/cuda/kernels/voxpipe.cu) into one fatbin: SASS for
-# sm_80, sm_86, sm_89, sm_90 and PTX for compute_80 (JIT for anything newer). Called by
-# `go generate ./engine/cuda/kernels` and by scripts/check-fatbin.sh. Usage: build-fatbin.sh [output]
-# (default engine/cuda/kernels/voxpipe.fatbin). The committed fatbin is built with nvcc 11.8 (Debian 12's
-# nvidia-cuda-toolkit, scripts/install-cuda.sh); the output is deterministic for a given nvcc, so
+# Compiles engine/cuda/kernels/*.cu (through the unity file engine/cuda/kernels/voxpipe.cu)
+# into one fatbin: SASS for sm_80, sm_86, sm_89, sm_90 and PTX for compute_80 (JIT for anything
+# newer). Called by `go generate ./engine/cuda/kernels` and by scripts/check-fatbin.sh. Usage:
+# build-fatbin.sh [output] (default engine/cuda/kernels/voxpipe.fatbin). The committed fatbin is
+# built with nvcc 11.8 (Debian 12's nvidia-cuda-toolkit, scripts/install-cuda.sh); the output is deterministic for a given nvcc, so
 # fixed flags, relative paths and a fixed locale are all it needs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fails when engine/cuda/kernels/voxpipe.fatbin is not what engine/cuda/kernels/*.cu compile to (run after editing a
-# kernel: `go generate ./engine/cuda/kernels`, then commit the fatbin). Needs nvcc 11.8
+# Fails when engine/cuda/kernels/voxpipe.fatbin is not what engine/cuda/kernels/*.cu compile to
+# (run after editing a kernel: `go generate ./engine/cuda/kernels`, then commit the fatbin). Needs nvcc 11.8
 # (scripts/install-cuda.sh); CI runs it.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -20,13 +20,12 @@ go test -c -tags cuda -o bin/pinned.test ./internal/hostmem # BenchmarkPinnedCos
 go test -c -tags cuda -o bin/bench.test ./lab/bench
 echo "gpu-build: bin/cuda.test bin/kernels.test bin/pinned.test bin/bench.test"
 # Kernel variants under study, timed by gpu-check when present: the float32 convs
-# (lab/bench/conv_variants.cu, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with
-# other compile-time settings (lab/bench/fused_variants_cuda_test.go; each build's tile rows, threads and
+# (lab/bench/conv_variants.cu, GPU_BUILD_CONV_VARIANTS=1) and builds of the fused kernel with other
+# compile-time settings (lab/bench/fused_variants_cuda_test.go; each build's tile rows, threads and
 # shared memory come from its fused_geometry; full-*: same labels; prec-*: other arithmetic;
-# skip-*: a stage left out, from a copy of fused.cu patched with
-# lab/patches/fused-skip.patch), listed in
-# bin/fused-variants.txt. GPU_BUILD_FUSED_VARIANTS="name:flags[:source.cu] ..." (flags joined by
-# commas) chooses them.
+# skip-*: a stage left out, from a copy of fused.cu patched with lab/patches/fused-skip.patch),
+# listed in bin/fused-variants.txt. GPU_BUILD_FUSED_VARIANTS="name:flags[:source.cu] ..." (flags
+# joined by commas) chooses them.
 if [[ "${GPU_BUILD_EXPERIMENTS:-1}" != 0 ]] && command -v nvcc >/dev/null; then
 	rm -f bin/experiments.fatbin bin/fused-*.fatbin
 	if [[ "${GPU_BUILD_CONV_VARIANTS:-0}" != 0 ]]; then

@@ -2,17 +2,16 @@
 # Runs voxpipe's CUDA kernels on the host through the emulator (engine/cuda/kernels/emu; no GPU
 # needed), built with g++ (C++20):
 # - engine/cuda/kernels/emu/emu_test.cpp compares the kernels' e, s, g and labels with a float64
-#   reference on
-#   awkward sizes and slab cuts, and the fused fp16 kernel against both; and the model's
-#   confidence gate_head and count_confidence accumulate (segment.Confidence: the margins of
-#   every eighth plane, from gate_head's float32 logits or the fused kernel's stored fp16 ones,
+#   reference on awkward sizes and slab cuts, and the fused fp16 kernel against both; and the
+#   model's confidence gate_head and count_confidence accumulate (segment.Confidence: the margins
+#   of every eighth plane, from gate_head's float32 logits or the fused kernel's stored fp16 ones,
 #   reduced per warp; label counts per class with __vcmpeq4) with the float64 reference's, the
 #   label counts exactly, the fused kernel's the same for every z-chunk cut, its stored logits
 #   covering the sampled planes exactly (a few minutes on two cores);
 # - lab/wgmma/emu/emu_wgmma_test.cpp runs the lab's sm_90a wgmma convolutions
-#   (lab/wgmma/conv_wgmma.cu, both dilations) on awkward small volumes against a double reference, once per build setting
-#   below: the committed GPU build's (WG_N=48, WG_R=6, WG_CHUNK=64), small z chunks so that chunk
-#   boundaries are crossed, N = 16, and R = 2 (under a minute in all).
+#   (lab/wgmma/conv_wgmma.cu, both dilations) on awkward small volumes against a double reference,
+#   once per build setting below: the committed GPU build's (WG_N=48, WG_R=6, WG_CHUNK=64), small z
+#   chunks so that chunk boundaries are crossed, N = 16, and R = 2 (under a minute in all).
 # No argument: both. `wgmma`: the wgmma checks only. `case FILE...`: lab/emucase/emu_case.cpp on
 # case files from lab/emucase/dumpcase (a diagnostic: agreement with the CPU engine's mask). Any
 # other arguments go to emu_test (fused: the fused kernel only; k16). EMU_CFLAGS adds compiler flags to emu_test, e.g.
