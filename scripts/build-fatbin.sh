@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Compiles kernels/*.cu (through the unity file kernels/voxpipe.cu) into one fatbin: SASS for
-# sm_80, sm_86, sm_89, sm_90 and PTX for compute_80 (JIT for anything newer). Called by
-# `go generate ./kernels` and by scripts/check-fatbin.sh. Usage: build-fatbin.sh [output]
-# (default kernels/voxpipe.fatbin). The committed fatbin is built with nvcc 11.8 (Debian 12's
-# nvidia-cuda-toolkit, scripts/install-cuda.sh); the output is deterministic for a given nvcc, so
+# Compiles engine/cuda/kernels/*.cu (through the unity file engine/cuda/kernels/voxpipe.cu)
+# into one fatbin: SASS for sm_80, sm_86, sm_89, sm_90 and PTX for compute_80 (JIT for anything
+# newer). Called by `go generate ./engine/cuda/kernels` and by scripts/check-fatbin.sh. Usage:
+# build-fatbin.sh [output] (default engine/cuda/kernels/voxpipe.fatbin). The committed fatbin is
+# built with nvcc 11.8 (Debian 12's nvidia-cuda-toolkit, scripts/install-cuda.sh); the output is deterministic for a given nvcc, so
 # fixed flags, relative paths and a fixed locale are all it needs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${1:-$root/kernels/voxpipe.fatbin}"
+out="${1:-$root/engine/cuda/kernels/voxpipe.fatbin}"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 want="release 11.8,"
@@ -19,7 +19,7 @@ if ! nvcc --version | grep -q "$want"; then
 	echo "build-fatbin: warning: nvcc is not 11.8 ($(nvcc --version | grep release)); the result will differ from the committed fatbin" >&2
 fi
 
-cd "$root/kernels"
+cd "$root/engine/cuda/kernels"
 export LC_ALL=C
 nvcc -fatbin -O3 \
 	-gencode arch=compute_80,code=sm_80 \

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Rebuilds the sm_90a cubin (kernels/sm90a/voxpipe_sm90a.cubin) and its stamp from
-# kernels/sm90a/*.cu* with nvcc >= 12 (the GPU machine's 13.0; the development machine's 11.8
-# cannot target sm_90a). Usage, on the GPU machine:
+# Rebuilds the lab's sm_90a cubin (lab/wgmma/voxpipe_sm90a.cubin) and its stamp from
+# lab/wgmma/*.cu and the fatbin's kernels they include, with nvcc >= 12 (the GPU machine's 13.0;
+# the development machine's 11.8 cannot target sm_90a). Usage, on the GPU machine:
 #
 #	scripts/build-sm90a.sh [OUTDIR]
 #
-# writes voxpipe_sm90a.cubin and voxpipe_sm90a.stamp into OUTDIR (default kernels/sm90a); copy
+# writes voxpipe_sm90a.cubin and voxpipe_sm90a.stamp into OUTDIR (default lab/wgmma); copy
 # both back and commit them together. scripts/check-sm90a.sh (CI) fails when the sources no
 # longer match the stamp.
 set -euo pipefail

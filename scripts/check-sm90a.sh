@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Fails when the committed sm_90a cubin's stamp (kernels/sm90a/voxpipe_sm90a.stamp) does not
-# match the committed sources, flags or cubin: a kernels/sm90a source edited without rebuilding
-# on the GPU machine (scripts/build-sm90a.sh). Needs no nvcc (CI has only 11.8, which cannot
-# build sm_90a).
+# Fails when the lab's sm_90a cubin's stamp (lab/wgmma/voxpipe_sm90a.stamp) does not match the
+# committed sources, flags or cubin: a lab/wgmma or engine/cuda/kernels source edited without
+# rebuilding on the GPU machine (scripts/build-sm90a.sh). Needs no nvcc (CI has only 11.8, which
+# cannot build sm_90a).
 set -euo pipefail
 # shellcheck source=scripts/sm90a-lib.sh
 source "$(dirname "$0")/sm90a-lib.sh"

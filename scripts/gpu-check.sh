@@ -52,28 +52,32 @@ if [[ "${VOXPIPE_GPU_BENCH:-1}" != 0 ]]; then
 fi
 if [[ -f bin/experiments.fatbin ]]; then
 	export VOXPIPE_EXPERIMENT_FATBIN=$PWD/bin/experiments.fatbin
-	step variants 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConvVariants$'
+	step variants 120 bin/bench.test -test.v -test.count=1 -test.run 'TestConvVariants$'
 fi
 if [[ -f bin/fused-variants.txt ]]; then
 	export VOXPIPE_FUSED_VARIANTS=$(cat bin/fused-variants.txt)
-	step fused-variants 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestFusedVariants$'
+	step fused-variants 120 bin/bench.test -test.v -test.count=1 -test.run 'TestFusedVariants$'
 fi
 if [[ -f bin/mma-peak.fatbin ]]; then
-	VOXPIPE_MMA_FATBIN=$PWD/bin/mma-peak.fatbin step mma-peak 60 bin/kernels.test -test.run '^$' -test.bench 'MMAPeak$' -test.benchtime 1x
+	VOXPIPE_MMA_FATBIN=$PWD/bin/mma-peak.fatbin step mma-peak 60 bin/bench.test -test.run '^$' -test.bench 'MMAPeak$' -test.benchtime 1x
 fi
 if [[ "${GPU_CHECK_PINNED_COST:-0}" != 0 && -x bin/pinned.test ]]; then
 	step pinned-cost 120 bin/pinned.test -test.run '^$' -test.bench 'PinnedCost$' -test.benchtime 1x
 fi
 step engine 300 bin/cuda.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms|KernelImages|ConfidenceMatchesCPU)$'
-# The kernel image the device picks (the sm_90a cubin on Hopper), then the fatbin.
+# The kernel image the device picks (the fatbin), then the fatbin forced.
 step kernels 120 bin/kernels.test -test.v -test.count=1
 VOXPIPE_KERNELS=fatbin step kernels-fatbin 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead|TestWrapperArgumentChecks'
+# On Hopper, the same tests on the lab's sm_90a cubin (lab/wgmma, not embedded: loaded from its file).
+if [[ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1)" == 9.0 ]]; then
+	VOXPIPE_KERNELS=$PWD/lab/wgmma/voxpipe_sm90a.cubin step kernels-sm90a 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead|TestWrapperArgumentChecks'
+fi
 if [[ -f bin/fused-variants.txt ]]; then
 	# ncu on the committed fused kernel (its first launch in TestFusedVariants).
 	if [[ "${GPU_CHECK_NCU:-1}" != 0 ]] && command -v ncu >/dev/null; then
 		sections="${GPU_CHECK_NCU_SECTIONS:-SpeedOfLight WarpStateStats ComputeWorkloadAnalysis Occupancy LaunchStats MemoryWorkloadAnalysis InstructionStats}"
 		VOXPIPE_VARIANT_RUNS=1 step ncu 200 ncu --clock-control none -k "regex:${GPU_CHECK_NCU_KERNELS:-^fused_i16\$}" --launch-count 1 \
-			$(printf -- '--section %s ' $sections) bin/kernels.test -test.count=1 -test.run 'TestFusedVariants$'
+			$(printf -- '--section %s ' $sections) bin/bench.test -test.count=1 -test.run 'TestFusedVariants$'
 	fi
 fi
 if [[ "${GPU_CHECK_SANITIZER:-1}" != 0 ]] && command -v compute-sanitizer >/dev/null; then

@@ -9,7 +9,7 @@ import (
 	"voxpipe/internal/enginetest"
 
 	"voxpipe/engine"
-	"voxpipe/kernels"
+	"voxpipe/engine/cuda/kernels"
 	"voxpipe/model"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"voxpipe/kernels"
+	"voxpipe/engine/cuda/kernels"
 )
 
 // DeviceCount is the number of CUDA devices the driver sees.

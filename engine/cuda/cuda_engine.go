@@ -11,7 +11,8 @@ import (
 	"gorgonia.org/cu"
 
 	"voxpipe/engine"
-	"voxpipe/kernels"
+	"voxpipe/engine/cuda/kernels"
+	"voxpipe/internal/hostmem"
 	"voxpipe/model"
 )
 
@@ -67,14 +68,12 @@ type cudaEngine struct {
 	stopped  bool // the thread was told to stop
 	liveHost int  // pinned buffers not yet freed (the context must outlive them)
 
-	// Host buffers from AllocHost whose page-locking is still to do (it needs the context). Its
-	// own mutex: functions run on the thread never take mu (call holds mu while handing a
-	// function over). registering: taken off pending, page-locking under way. ctxMade is closed
-	// once the thread has made the context (e.ctx, zero if it could not).
-	pendMu      sync.Mutex
-	pending     []*pinnedBuffer
-	registering []*pinnedBuffer
-	ctxMade     chan struct{}
+	// Host buffers from AllocHost whose page-locking is still to do (it needs the context); the
+	// queue has its own mutex: functions run on the thread never take mu (call holds mu while
+	// handing a function over). ctxMade is closed once the thread has made the context (e.ctx,
+	// zero if it could not).
+	pins    hostmem.PinQueue
+	ctxMade chan struct{}
 
 	// Owned by the thread (opened: until ready is closed, then read-only).
 	opened   []engine.OpenStep

@@ -5,37 +5,29 @@ package cuda
 import (
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
-	"unsafe"
 
 	"gorgonia.org/cu"
 
 	"voxpipe/engine"
-	"voxpipe/kernels/pinned"
+	"voxpipe/internal/hostmem"
 )
 
 // pinnedBuffer is host memory from AllocHost: mapped and faulted in at once, page-locked as soon
-// as the engine's context exists (registerAside), or by Segment (pinFor).
+// as the engine's context exists (registerAside), or by Segment (PinFor), through the engine's
+// hostmem.PinQueue.
 type pinnedBuffer struct {
 	e    *cudaEngine
-	p    unsafe.Pointer
-	n    int
+	buf  *hostmem.QueuedBuffer
 	once sync.Once
 	done bool // freed
-
-	// Set by whoever took the buffer off the pending list (registerList), before it closes
-	// regDone; read after regDone.
-	registered bool
-	regErr     error
-	regDone    chan struct{}
 }
 
 func (b *pinnedBuffer) Bytes() []byte {
 	if b.done {
 		return nil
 	}
-	return unsafe.Slice((*byte)(b.p), b.n)
+	return b.buf.Bytes()
 }
 
 // Free unregisters the buffer (if it was page-locked: a buffer still waiting for that only
@@ -46,25 +38,9 @@ func (b *pinnedBuffer) Free() error {
 	b.once.Do(func() {
 		b.done = true
 		e := b.e
-		e.pendMu.Lock()
-		i := slices.Index(e.pending, b)
-		if i >= 0 {
-			e.pending = slices.Delete(e.pending, i, i+1)
-		}
-		e.pendMu.Unlock()
-		if i < 0 { // registerList has taken it: once it is done, undo it
-			<-b.regDone
-			err = b.regErr
-			if b.registered {
-				// Aside, like the page-locking: the engine's thread may be busy, or gone
-				// after a failed open (the context lives while buffers do: stopIfIdle).
-				err = e.withContext(func() error { return pinned.Unregister(b.p) })
-			}
-		}
-		// Unmapping needs no context: off the engine's thread, so buffers free in parallel.
-		if uerr := pinned.Unmap(b.p, b.n); uerr != nil && err == nil {
-			err = uerr
-		}
+		// Unpinned aside, like the page-locking: the engine's thread may be busy, or gone after a
+		// failed open (the context lives while buffers do: stopIfIdle).
+		err = e.pins.Release(b.buf, e.withContext)
 		e.mu.Lock()
 		e.liveHost--
 		e.stopIfIdle()
@@ -88,7 +64,7 @@ func (e *cudaEngine) AllocHost(bytes int) (engine.HostBuffer, error) {
 	}
 	e.liveHost++
 	e.mu.Unlock()
-	p, err := pinned.MapTouched(bytes)
+	buf, err := e.pins.Map(bytes)
 	if err != nil {
 		e.mu.Lock()
 		e.liveHost--
@@ -96,26 +72,24 @@ func (e *cudaEngine) AllocHost(bytes int) (engine.HostBuffer, error) {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("cuda: %s: %w", e.name, err)
 	}
-	b := &pinnedBuffer{e: e, p: p, n: bytes, regDone: make(chan struct{})}
-	e.pendMu.Lock()
-	e.pending = append(e.pending, b)
-	e.pendMu.Unlock()
 	go e.registerAside()
-	return b, nil
+	return &pinnedBuffer{e: e, buf: buf}, nil
 }
 
 // registerAside page-locks the buffers AllocHost has queued on an OS thread of its own, with the
 // engine's context current there too, as soon as that context exists: page-locking the first
 // volume's buffers (~0.8 GB at 512x512x1000) then overlaps the engine's kernel and weight
 // loading and the read, instead of delaying the first upload (docs/perf.md). Segment waits for
-// it (pinFor). Nothing to report: Free returns a buffer's page-locking error.
+// it (PinFor). Nothing to report: Free returns a buffer's page-locking error. (With several GPUs
+// the pipeline allocates through the first engine; another engine that segments a volume before
+// the first has page-locked its buffer copies it as pageable memory, correct but slower.)
 func (e *cudaEngine) registerAside() {
 	<-e.ctxMade
 	if e.ctx == (cu.CUContext{}) {
 		return // no context: the engine failed to open and will not copy
 	}
-	// On failure the buffers stay queued for Segment (pinFor).
-	_ = e.withContext(func() error { e.registerPending(); return nil })
+	// On failure the buffers stay queued for Segment (PinFor).
+	_ = e.withContext(func() error { e.pins.PinPending(); return nil })
 }
 
 // withContext runs f on the calling goroutine, locked to its OS thread, with the engine's context
@@ -130,64 +104,4 @@ func (e *cudaEngine) withContext(f func() error) error {
 	err := f()
 	_ = cu.SetCurrentContext(cu.CUContext{})
 	return err
-}
-
-// registerPending page-locks the buffers AllocHost has queued, on a thread where the engine's
-// context is current. A failure leaves that buffer pageable: copies from it still work, slower;
-// Free reports the error. (With several GPUs the pipeline allocates through the first engine;
-// another engine that segments a volume before the first has page-locked its buffer copies it as
-// pageable memory, correct but slower.)
-func (e *cudaEngine) registerPending() {
-	e.pendMu.Lock()
-	list := e.pending
-	e.pending = nil
-	e.registering = append(e.registering, list...)
-	e.pendMu.Unlock()
-	e.registerList(list)
-}
-
-// registerList page-locks the buffers taken off the pending list into e.registering (a context
-// current on the calling thread) and marks each done.
-func (e *cudaEngine) registerList(list []*pinnedBuffer) {
-	for _, b := range list {
-		b.regErr = pinned.Register(b.p, b.n)
-		b.registered = b.regErr == nil
-		e.pendMu.Lock()
-		e.registering = slices.DeleteFunc(e.registering, func(x *pinnedBuffer) bool { return x == b })
-		e.pendMu.Unlock()
-		close(b.regDone)
-	}
-}
-
-// pinFor makes sure that the buffers holding host memory [p, p+n) are page-locked, or have
-// failed to be, before a copy from them (on the engine's thread): it page-locks those still
-// queued and waits for those being page-locked aside (registerAside). Other queued buffers are
-// left to registerAside.
-func (e *cudaEngine) pinFor(p unsafe.Pointer, n int) {
-	lo, hi := uintptr(p), uintptr(p)+uintptr(n)
-	holds := func(b *pinnedBuffer) bool {
-		blo, bhi := uintptr(b.p), uintptr(b.p)+uintptr(b.n)
-		return blo < hi && lo < bhi
-	}
-	var mine []*pinnedBuffer
-	var wait []chan struct{}
-	e.pendMu.Lock()
-	for _, b := range e.registering {
-		if holds(b) {
-			wait = append(wait, b.regDone)
-		}
-	}
-	e.pending = slices.DeleteFunc(e.pending, func(b *pinnedBuffer) bool {
-		if holds(b) {
-			mine = append(mine, b)
-			return true
-		}
-		return false
-	})
-	e.registering = append(e.registering, mine...)
-	e.pendMu.Unlock()
-	e.registerList(mine)
-	for _, c := range wait {
-		<-c
-	}
 }

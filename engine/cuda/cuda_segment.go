@@ -13,8 +13,8 @@ import (
 	"gorgonia.org/cu"
 
 	"voxpipe/engine"
-	"voxpipe/kernels"
-	"voxpipe/kernels/pinned"
+	"voxpipe/engine/cuda/kernels"
+	"voxpipe/internal/hostmem"
 	"voxpipe/model"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
@@ -26,30 +26,15 @@ func (e *cudaEngine) segment(ctx context.Context, vol *model.Volume, out []uint8
 	if e.broken != nil {
 		return fmt.Errorf("%s unusable after an earlier CUDA error: %w", e.name, e.broken)
 	}
-	nx, ny, nz := vol.NX, vol.NY, vol.NZ
-	plane := int64(nx) * int64(ny)
-	elem := int64(vol.ElemSize())
-	sizes := e.slabSizes(nz, opt.Slab, plane*elem)
-	zs := make([]int, len(sizes)+1) // slab k is output planes zs[k]..zs[k+1]
-	for k, n := range sizes {
-		zs[k+1] = zs[k] + n
-	}
-	slab := slices.Max(sizes)
-	var host unsafe.Pointer
-	if vol.I16 != nil {
-		host = unsafe.Pointer(&vol.I16[0])
-	} else {
-		host = unsafe.Pointer(&vol.F32[0])
-	}
-	outHost := unsafe.Pointer(&out[0])
-
-	if err := e.ensureBuffers(int64(slab), plane, elem); err != nil {
+	sp := e.planSegment(vol, out, opt.Slab)
+	if err := e.ensureBuffers(int64(sp.slab), sp.plane, sp.elem); err != nil {
 		return err
 	}
 	// The caller's buffers may still be page-locking aside (registerAside), or queued for it.
-	e.pinFor(host, nx*ny*nz*int(elem))
-	e.pinFor(outHost, len(out))
-	stats := engine.GPUStats{Pinned: pinned.IsPinned(host, nx*ny*nz*int(elem)) && pinned.IsPinned(outHost, len(out))}
+	inBytes := vol.NX * vol.NY * vol.NZ * int(sp.elem)
+	e.pins.PinFor(sp.host, inBytes)
+	e.pins.PinFor(sp.outHost, len(out))
+	stats := engine.GPUStats{Pinned: hostmem.IsPinned(sp.host, inBytes) && hostmem.IsPinned(sp.outHost, len(out))}
 
 	refOffset := time.Since(start)
 	if err := e.ref.Record(e.h2d); err != nil {
@@ -60,69 +45,108 @@ func (e *cudaEngine) segment(ctx context.Context, vol *model.Volume, out []uint8
 	if err := cu.MemsetD8Async(e.bufs.conf.ptr(), 0, e.bufs.conf.size, e.h2d); err != nil {
 		return e.fail(fmt.Errorf("clear confidence: %w", err))
 	}
-	nSlabs := len(sizes)
-	harvested := 0
+	if err := e.ensureEvents(sp.slabs()); err != nil {
+		return e.fail(err)
+	}
+	if err := e.runSlabs(ctx, sp, opt, refOffset, &stats); err != nil {
+		return err
+	}
+	return e.finishVolume(sp, opt, stats)
+}
+
+// segmentPlan is one Segment call's layout: slab k is output planes zs[k]..zs[k+1], slab the
+// largest slab's planes; host and outHost are the caller's input and label memory.
+type segmentPlan struct {
+	vol           *model.Volume
+	zs            []int
+	slab          int
+	plane, elem   int64
+	host, outHost unsafe.Pointer
+}
+
+func (sp *segmentPlan) slabs() int { return len(sp.zs) - 1 }
+
+// planSegment cuts vol into slabs (slabSizes) for a Segment call writing out.
+func (e *cudaEngine) planSegment(vol *model.Volume, out []uint8, slabOpt int) *segmentPlan {
+	sp := &segmentPlan{vol: vol, plane: int64(vol.NX) * int64(vol.NY), elem: int64(vol.ElemSize())}
+	sizes := e.slabSizes(vol.NZ, slabOpt, sp.plane*sp.elem)
+	sp.zs = make([]int, len(sizes)+1)
+	for k, n := range sizes {
+		sp.zs[k+1] = sp.zs[k] + n
+	}
+	sp.slab = slices.Max(sizes)
+	if vol.I16 != nil {
+		sp.host = unsafe.Pointer(&vol.I16[0])
+	} else {
+		sp.host = unsafe.Pointer(&vol.F32[0])
+	}
+	sp.outHost = unsafe.Pointer(&out[0])
+	return sp
+}
+
+// runSlabs puts every slab onto the streams first, ordered there by events alone, so that no
+// upload waits for the host (a host that enqueued slab k only after harvesting slab k-2 left the
+// kernels of the first slabs waiting for their uploads: docs/perf.md); then it harvests the
+// slabs in order as their downloads complete: their events into stats, their planes to
+// opt.OnSlabDone. It returns once every stream is idle: nothing may touch the caller's memory
+// after Segment returns.
+func (e *cudaEngine) runSlabs(ctx context.Context, sp *segmentPlan, opt engine.Options, refOffset time.Duration, stats *engine.GPUStats) error {
 	var kernelsEnd time.Duration // the latest kernel end reported so far (since the reference event)
 	harvest := func(k int) error {
 		ev := &e.ring[k]
 		if err := ev.d2h1.Synchronize(); err != nil {
 			return e.fail(fmt.Errorf("slab %d: %w", k, err))
 		}
-		if err := e.report(k, ev, refOffset, &stats, &kernelsEnd, opt.OnEvent); err != nil {
+		if err := e.report(k, ev, refOffset, stats, &kernelsEnd, opt.OnEvent); err != nil {
 			return err
 		}
 		if opt.OnSlabDone != nil { // slab k's download is complete: its labels are in out
-			opt.OnSlabDone(zs[k], zs[k+1])
+			opt.OnSlabDone(sp.zs[k], sp.zs[k+1])
 		}
 		return nil
 	}
-	// Every slab goes onto the streams first, ordered there by events alone, so that no upload
-	// waits for the host (a host that enqueued slab k only after harvesting slab k-2 left the
-	// kernels of the first slabs waiting for their uploads: docs/perf.md); then the slabs are
-	// harvested in order as their downloads complete.
 	var runErr error
-	if err := e.ensureEvents(nSlabs); err != nil {
-		return e.fail(err)
-	}
 	enqueued := 0
-	for k := 0; k < nSlabs && runErr == nil; k++ {
+	for k := 0; k < sp.slabs() && runErr == nil; k++ {
 		if err := ctx.Err(); err != nil {
 			runErr = fmt.Errorf("segment slab %d: %w", k, err)
 			break
 		}
-		p := planSlab(k, zs[k], zs[k+1], nz, plane, elem)
-		if runErr = e.enqueue(vol, p, int64(slab), plane, elem, host, outHost); runErr == nil {
+		p := planSlab(k, sp.zs[k], sp.zs[k+1], sp.vol.NZ, sp.plane, sp.elem)
+		if runErr = e.enqueue(sp.vol, p, int64(sp.slab), sp.plane, sp.elem, sp.host, sp.outHost); runErr == nil {
 			enqueued = k + 1
 		}
 	}
-	for ; harvested < enqueued && runErr == nil; harvested++ {
+	for harvested := 0; harvested < enqueued && runErr == nil; harvested++ {
 		if err := ctx.Err(); err != nil {
 			runErr = fmt.Errorf("segment slab %d: %w", harvested, err)
 			break
 		}
 		runErr = harvest(harvested)
 	}
-	// Nothing may touch the caller's memory after return: wait for all the streams.
 	for _, s := range e.streams() {
 		if err := s.Synchronize(); err != nil && runErr == nil {
 			runErr = e.fail(fmt.Errorf("synchronize: %w", err))
 		}
 	}
-	if runErr != nil {
-		return runErr
-	}
+	return runErr
+}
+
+// finishVolume reads the confidence (when asked for) and keeps the call's stats, with the time
+// from the reference event to the last download (LastStats).
+func (e *cudaEngine) finishVolume(sp *segmentPlan, opt engine.Options, stats engine.GPUStats) error {
 	if opt.Confidence != nil {
-		if err := e.readConfidence(opt.Confidence, int64(nx)*int64(ny)*int64(nz)); err != nil {
+		if err := e.readConfidence(opt.Confidence, sp.plane*int64(sp.vol.NZ)); err != nil {
 			return err
 		}
 	}
-	last := &e.ring[nSlabs-1]
+	last := &e.ring[sp.slabs()-1]
 	total, err := e.ref.Elapsed(last.d2h1)
 	if err != nil {
 		return e.fail(fmt.Errorf("elapsed time: %w", err))
 	}
 	stats.Total = msDuration(total)
-	stats.Slabs = nSlabs
+	stats.Slabs = sp.slabs()
 	e.lastLock.Lock()
 	e.last = stats
 	e.lastLock.Unlock()

@@ -8,7 +8,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"voxpipe/kernels"
+	"voxpipe/engine/cuda/kernels"
 	"voxpipe/model"
 )
 

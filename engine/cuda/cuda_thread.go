@@ -11,7 +11,7 @@ import (
 	"gorgonia.org/cu"
 
 	"voxpipe/engine"
-	"voxpipe/kernels"
+	"voxpipe/engine/cuda/kernels"
 )
 
 // loop is the thread that owns the context: it makes the device's primary context current, runs
