@@ -18,7 +18,7 @@ type Confidence struct {
 }
 
 // The margin's fixed-point units; the CUDA kernels use the same (VP_MARGIN_SCALE, VP_MARGIN_CAP,
-// VP_LOW_MARGIN in kernels/common.cuh).
+// VP_LOW_MARGIN in engine/cuda/kernels/common.cuh).
 const (
 	MarginScale    = 64    // units per logit
 	MarginCapUnits = 65535 // a margin counts at most this (about 1024 logits)

@@ -9,7 +9,6 @@ import (
 	"voxpipe/internal/enginetest"
 
 	"voxpipe/engine"
-	"voxpipe/engine/cuda/kernels"
 	"voxpipe/model"
 )
 
@@ -134,14 +133,5 @@ func TestMarginUnits(t *testing.T) {
 	}
 	if !math.IsNaN((model.Confidence{}).MeanMargin()) {
 		t.Error("no foreground: mean margin not NaN")
-	}
-}
-
-// The CUDA kernels count margins in segment's units (kernels' constants mirror common.cuh).
-func TestMarginUnitsMatchKernels(t *testing.T) {
-	t.Parallel()
-	if model.MarginScale != kernels.MarginScale || model.MarginCapUnits != kernels.MarginCapUnits || model.LowMarginUnits != kernels.LowMarginUnits {
-		t.Errorf("segment's margin units (%d, %d, %d) differ from the kernels' (%d, %d, %d)", model.MarginScale, model.MarginCapUnits, model.LowMarginUnits,
-			kernels.MarginScale, kernels.MarginCapUnits, kernels.LowMarginUnits)
 	}
 }

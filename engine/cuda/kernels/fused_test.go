@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"voxpipe/model"
 )
 
 // The Go constants of the fused kernel must be the #defines it is compiled with (fused_config.cuh).
@@ -158,5 +159,15 @@ func TestConfidenceConstantsMatchSource(t *testing.T) {
 	}
 	if defs["VP_CONF_LEN"] != "(VP_CONF_LABELS + VP_MAXK)" || ConfLen != ConfLabels+MaxClasses {
 		t.Errorf("VP_CONF_LEN is %q", defs["VP_CONF_LEN"])
+	}
+}
+
+// The kernels count margins in the model's units (model.MarginScale and the rest), which the
+// CPU engine and the domain check use.
+func TestMarginUnitsMatchKernels(t *testing.T) {
+	t.Parallel()
+	if model.MarginScale != MarginScale || model.MarginCapUnits != MarginCapUnits || model.LowMarginUnits != LowMarginUnits {
+		t.Errorf("the model's margin units (%d, %d, %d) differ from the kernels' (%d, %d, %d)", model.MarginScale, model.MarginCapUnits, model.LowMarginUnits,
+			MarginScale, MarginCapUnits, LowMarginUnits)
 	}
 }
