@@ -3,6 +3,7 @@ package pipeline
 import (
 	"time"
 
+	"voxpipe/internal/spans"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
 )
@@ -47,7 +48,7 @@ func (r *runner) record(w *work, s timing.Span) {
 	default: // kernels, or finer kernel groups
 		// Time with a kernel running: the CUDA fp16 engine's kernels of consecutive slabs
 		// overlap (two streams); engines report them in order.
-		w.sum.KernelsMS += timing.BusyAdded(&w.kernelsEnd, s.StartMS, s.DurationMS)
+		w.sum.KernelsMS += spans.BusyAdded(&w.kernelsEnd, s.StartMS, s.DurationMS)
 	}
 	w.mu.Unlock()
 	r.emit(w, s)

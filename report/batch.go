@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"voxpipe/internal/spans"
 	"voxpipe/stage"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
@@ -181,7 +182,7 @@ func (b *Batch) merge(timings []timing.Row, summaries []summaryAt) error {
 			if !seen {
 				end = e.StartMS
 			}
-			v.StageMS[e.Stage] += timing.BusyAdded(&end, e.StartMS, e.DurationMS)
+			v.StageMS[e.Stage] += spans.BusyAdded(&end, e.StartMS, e.DurationMS)
 			ends[e.Stage] = end
 		}
 		s, listed := bySummary[k]

@@ -15,9 +15,9 @@ import (
 	"voxpipe/engine"
 	"voxpipe/engine/cuda/kernels"
 	"voxpipe/internal/hostmem"
+	"voxpipe/internal/spans"
 	"voxpipe/model"
 	"voxpipe/stage"
-	"voxpipe/telemetry/timing"
 )
 
 // segment runs on the thread: it plans the volume's slabs, enqueues them all (enqueue), then
@@ -203,7 +203,7 @@ func (e *cudaEngine) report(k int, ev *slabEvents, refOffset time.Duration, st *
 	st.H2D += h2d1 - h2d0
 	// Kernel time is time with a kernel running: slab k's may overlap slab k-1's (two compute
 	// streams), and slabs are reported in order.
-	busy := timing.BusyAdded(kernelsEnd, k0, k1-k0)
+	busy := spans.BusyAdded(kernelsEnd, k0, k1-k0)
 	st.Kernels += busy
 	st.D2H += d2h1 - d2h0
 	if e.fused {

@@ -1,4 +1,4 @@
-package timing
+package spans
 
 // BusyAdded returns how much of the span [start, start+dur) lies after *end, the latest end of
 // the spans before it (spans taken in order of their starts), and moves *end on: summed over

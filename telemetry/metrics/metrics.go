@@ -32,6 +32,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voxpipe/internal/spans"
 	"voxpipe/jobs"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
@@ -283,7 +284,7 @@ func (d *deviceBusy) add(r timing.Row, anchor, keepFrom time.Time) float64 {
 	if d.run != r.RunID { // another run: its times count from another start
 		d.run, d.end = r.RunID, 0
 	}
-	added := timing.BusyAdded(&d.end, r.StartMS, r.DurationMS)
+	added := spans.BusyAdded(&d.end, r.StartMS, r.DurationMS)
 	if added <= 0 {
 		return 0
 	}

@@ -13,6 +13,7 @@ import (
 
 	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/internal/spans"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 	"voxpipe/model"
@@ -162,7 +163,7 @@ func checkRunStages(t *testing.T, s map[string]float64, rows []timing.Row) {
 	slices.SortFunc(slabs, func(a, b timing.Row) int { return cmp.Compare(a.StartMS, b.StartMS) })
 	var end, busy float64
 	for _, r := range slabs {
-		busy += timing.BusyAdded(&end, r.StartMS, r.DurationMS)
+		busy += spans.BusyAdded(&end, r.StartMS, r.DurationMS)
 	}
 	if busy <= 0 {
 		t.Fatal("no busy time in the rows")
