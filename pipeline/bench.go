@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 	"voxpipe/engine"
+	"voxpipe/internal/hostmem"
 
 	"golang.org/x/sync/errgroup"
 
@@ -29,24 +30,21 @@ func BenchEngine(ctx context.Context, eng engine.Engine, vol *model.Volume, slab
 	if vol.I16 == nil {
 		return nil, nil, fmt.Errorf("pipeline: bench needs an int16 volume")
 	}
-	alloc := defaultAllocator
-	if a, ok := eng.(engine.HostAllocator); ok {
-		alloc = a
-	}
+	alloc := hostAlloc(eng)
 	n := vol.NX * vol.NY * vol.NZ
-	in, mask := &hostBuffer{alloc: alloc}, &hostBuffer{alloc: alloc}
-	defer in.free()
-	defer mask.free()
-	if err := in.ensure(2 * n); err != nil {
+	in, mask := hostmem.NewBuffer(alloc, 0), hostmem.NewBuffer(alloc, 0)
+	defer in.Free()
+	defer mask.Free()
+	if err := in.Ensure(2 * n); err != nil {
 		return nil, nil, err
 	}
-	if err := mask.ensure(n); err != nil {
+	if err := mask.Ensure(n); err != nil {
 		return nil, nil, err
 	}
-	copy(in.int16s(n), vol.I16)
+	copy(in.Int16s(n), vol.I16)
 	pinnedVol := *vol
-	pinnedVol.I16 = in.int16s(n)
-	out := mask.bytes[:n]
+	pinnedVol.I16 = in.Int16s(n)
+	out := mask.Bytes()[:n]
 
 	var result []BenchRun
 	for i := 0; i < warmup+runs; i++ {
@@ -114,13 +112,9 @@ func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Du
 		},
 	},
 		t0: time.Now(), log: discardLogger}
-	bufs := make([]*hostBuffer, nReaders)
-	for i := range bufs {
-		bufs[i] = &hostBuffer{alloc: defaultAllocator, headroom: inputHeadroom}
-	}
-	r.inputs = NewPool(bufs...)
+	r.inputs = hostmem.NewPool(newBuffers(hostmem.MapAlloc, nReaders, inputHeadroom)...)
 	defer r.freeBuffers()
-	r.masks = NewPool[*hostBuffer]()
+	r.masks = hostmem.NewPool[*hostmem.Buffer]()
 	todo := make(chan jobs.Job)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {

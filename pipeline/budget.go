@@ -4,45 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
-	"golang.org/x/sync/semaphore"
-
+	"voxpipe/internal/hostmem"
 	"voxpipe/io/nifti"
 )
 
 // ErrMemoryBudget fails a volume whose host buffers alone would exceed Config.MaxMemory.
 var ErrMemoryBudget = errors.New("pipeline: volume needs more host memory than the budget (--max-memory)")
 
-// budget bounds the host memory of the run's buffers (Config.MaxMemory): the capacity of every
-// pool buffer, idle or in use, plus what admitted volumes have reserved and not yet allocated.
-// The invariant: acquired = sum of pool buffer capacities + sum of volumes' reservations.
+// The run's host buffers are bounded by a hostmem.Budget of Config.MaxMemory bytes (nil: no
+// bound): the capacity of every pool buffer, idle or in use, plus what admitted volumes have
+// reserved and not yet allocated.
 //
 // A volume is admitted by its reader once its header is known and before anything is sized
 // for it: it reserves the growth of its input buffer, a whole mask and the inflate's scratch.
 // A volume that needs more than the whole budget fails alone (ErrMemoryBudget). One that must
 // wait frees its own input buffer first and has the idle pool buffers freed, so waiting readers
 // hold nothing, and buffers given back while someone waits are freed too: admitted volumes
-// never wait on the budget, so they always finish and free what the waiters need. The
-// semaphore is FIFO, so a large volume is not starved by small ones.
-type budget struct {
-	limit   int64
-	sem     *semaphore.Weighted
-	waiters atomic.Int32
-}
-
-func newBudget(limit int64) *budget {
-	if limit <= 0 {
-		return nil
-	}
-	return &budget{limit: limit, sem: semaphore.NewWeighted(limit)}
-}
-
-func (b *budget) release(n int64) {
-	if b != nil && n > 0 {
-		b.sem.Release(n)
-	}
-}
+// never wait on the budget, so they always finish and free what the waiters need. Waiters are
+// served in order, so a large volume is not starved by small ones.
 
 // volumeNeeds is what a volume's buffers take: its input buffer (with headroom), its mask, the
 // memory a gzipped file is inflated into when it cannot be inflated straight into the input
@@ -78,21 +58,21 @@ func (r *runner) admit(ctx context.Context, w *work) error {
 		return nil
 	}
 	in, mask, scratch, prep := r.volumeNeeds(w.hdr, w.files, w.plan)
-	if need := in + mask + scratch + prep; need > b.limit {
+	if need := in + mask + scratch + prep; need > b.Limit() {
 		return fmt.Errorf("read %s: %w: its buffers need %s (input %s, mask %s, inflate %s, model's view %s), the budget is %s",
-			w.job.Input, ErrMemoryBudget, gib(need), gib(in), gib(mask), gib(scratch), gib(prep), gib(b.limit))
+			w.job.Input, ErrMemoryBudget, gib(need), gib(in), gib(mask), gib(scratch), gib(prep), gib(b.Limit()))
 	}
-	growth := max(0, in-int64(w.in.capacity())) + mask + scratch + prep
-	if b.sem.TryAcquire(growth) {
+	growth := max(0, in-int64(w.in.Allocated())) + mask + scratch + prep
+	if b.TryAcquire(growth) {
 		w.reserved, w.scratch = growth, scratch
 		return nil
 	}
-	b.waiters.Add(1)
-	defer b.waiters.Add(-1)
-	r.freeBuffer(w.in)
-	r.trimIdle()
 	full := in + mask + scratch + prep
-	if err := b.sem.Acquire(ctx, full); err != nil {
+	makeRoom := func() {
+		r.freeBuffer(w.in)
+		r.trimIdle()
+	}
+	if err := b.Wait(ctx, full, makeRoom); err != nil {
 		return context.Cause(ctx)
 	}
 	w.reserved, w.scratch = full, scratch
@@ -100,11 +80,11 @@ func (r *runner) admit(ctx context.Context, w *work) error {
 }
 
 // grow makes buf hold n bytes; under a budget, its growth is drawn from w's reservation.
-func (r *runner) grow(w *work, buf *hostBuffer, n int) error {
-	before := buf.capacity()
-	err := buf.ensure(n)
+func (r *runner) grow(w *work, buf *hostmem.Buffer, n int) error {
+	before := buf.Allocated()
+	err := buf.Ensure(n)
 	if r.budget != nil {
-		w.reserved -= int64(buf.capacity() - before)
+		w.reserved -= int64(buf.Allocated() - before)
 	}
 	return err
 }
@@ -115,7 +95,7 @@ func (r *runner) releaseScratch(w *work) {
 		return
 	}
 	w.reserved -= w.scratch
-	r.budget.release(w.scratch)
+	r.budget.Release(w.scratch)
 	w.scratch = 0
 }
 
@@ -124,38 +104,29 @@ func (r *runner) releaseReservation(w *work) {
 	if r.budget == nil {
 		return
 	}
-	r.budget.release(w.reserved)
+	r.budget.Release(w.reserved)
 	w.reserved, w.scratch = 0, 0
 }
 
-// freeBuffer frees buf's memory and gives its capacity back to the budget.
-func (r *runner) freeBuffer(buf *hostBuffer) {
-	c := int64(buf.capacity())
-	if err := buf.free(); err != nil {
+// freeBuffer frees buf's memory and gives it back to the budget.
+func (r *runner) freeBuffer(buf *hostmem.Buffer) {
+	if err := r.budget.Free(buf); err != nil {
 		r.log.Warn("free host buffer", "err", err)
 	}
-	r.budget.release(c)
 }
 
 // trimIdle frees the buffers idle in the pools, for a volume waiting for memory.
 func (r *runner) trimIdle() {
-	for _, p := range []*Pool[*hostBuffer]{r.inputs, r.masks} {
-		idle := p.Drain()
-		for _, buf := range idle {
-			r.freeBuffer(buf)
-		}
-		for _, buf := range idle {
-			p.Put(buf)
-		}
+	if err := r.budget.Trim(r.inputs, r.masks); err != nil {
+		r.log.Warn("free host buffer", "err", err)
 	}
 }
 
 // putBack returns buf to its pool, freeing it first when a volume waits for memory.
-func (r *runner) putBack(p *Pool[*hostBuffer], buf *hostBuffer) {
-	if r.budget != nil && r.budget.waiters.Load() > 0 {
-		r.freeBuffer(buf)
+func (r *runner) putBack(p *hostmem.Pool[*hostmem.Buffer], buf *hostmem.Buffer) {
+	if err := r.budget.Put(p, buf); err != nil {
+		r.log.Warn("free host buffer", "err", err)
 	}
-	p.Put(buf)
 }
 
 func gib(n int64) string {

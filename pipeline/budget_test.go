@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 	"voxpipe/engine"
+	"voxpipe/internal/hostmem"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
@@ -104,8 +105,8 @@ func TestMemoryBudgetFailsTheLargeVolumeAlone(t *testing.T) {
 		t.Errorf("peak %d bytes over the budget %d", p, budget)
 	}
 	var r runner
-	r.budget = newBudget(budget)
-	w := &work{job: jobs.Job{Input: filepath.Join(b.in, "huge.nii")}, in: &hostBuffer{headroom: inputHeadroom}}
+	r.budget = hostmem.NewBudget(budget)
+	w := &work{job: jobs.Job{Input: filepath.Join(b.in, "huge.nii")}, in: hostmem.NewBuffer(nil, inputHeadroom)}
 	w.hdr = mustHeader(t, w.job.Input)
 	if err := r.admit(context.Background(), w); !errors.Is(err, ErrMemoryBudget) {
 		t.Errorf("admit: %v, want ErrMemoryBudget", err)

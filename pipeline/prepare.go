@@ -262,6 +262,6 @@ func (r *runner) dropModel(w *work) {
 		return
 	}
 	w.model, w.modelMask = nil, nil
-	r.budget.release(w.modelBytes)
+	r.budget.Release(w.modelBytes)
 	w.modelBytes = 0
 }

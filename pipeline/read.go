@@ -135,9 +135,9 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 		return err
 	}
 	if asInt16 {
-		w.vol.I16 = w.in.int16s(voxels)
+		w.vol.I16 = w.in.Int16s(voxels)
 	} else {
-		w.vol.F32 = w.in.float32s(voxels)
+		w.vol.F32 = w.in.Float32s(voxels)
 	}
 	var stats model.Stats
 	w.inflatedInto = rd.InflatedInto()
@@ -187,7 +187,7 @@ func (r *readers) inflateInto(w *work) func(prefix int, dataBytes int64, dt nift
 		if err := r.grow(w, w.in, int(dataBytes)); err != nil {
 			return nil
 		}
-		return w.in.withPrefix(prefix)
+		return w.in.WithPrefix(prefix)
 	}
 }
 

@@ -45,15 +45,15 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	if err := r.grow(w, w.in, voxels*sample); err != nil {
 		return err
 	}
-	dt, err := s.ReadRaw(w.in.bytes[:voxels*stored.Size()], r.cfg.readThreads())
+	dt, err := s.ReadRaw(w.in.Bytes()[:voxels*stored.Size()], r.cfg.readThreads())
 	if err != nil {
 		return err
 	}
-	widenInPlace(w.in.bytes[:voxels*sample], voxels, dt)
+	widenInPlace(w.in.Bytes()[:voxels*sample], voxels, dt)
 	if nifti.Int16Exact(dt) {
-		w.vol.I16 = w.in.int16s(voxels)
+		w.vol.I16 = w.in.Int16s(voxels)
 	} else {
-		w.vol.F32 = w.in.float32s(voxels)
+		w.vol.F32 = w.in.Float32s(voxels)
 	}
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)

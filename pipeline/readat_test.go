@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"voxpipe/internal/hostmem"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 	"voxpipe/model"
@@ -72,12 +73,12 @@ func volumeFile(t *testing.T, path string, dt nifti.DataType, order binary.ByteO
 // decodeFile runs the read stage on path and returns the volume (a copy) and its norm.
 func decodeFile(t *testing.T, r *readers, path string) model.Volume {
 	t.Helper()
-	vol, _ := decodeInto(t, r, path, &hostBuffer{headroom: inputHeadroom})
+	vol, _ := decodeInto(t, r, path, hostmem.NewBuffer(nil, inputHeadroom))
 	return vol
 }
 
 // decodeInto decodes path into buf, reporting whether the file was inflated straight into it.
-func decodeInto(t *testing.T, r *readers, path string, buf *hostBuffer) (model.Volume, bool) {
+func decodeInto(t *testing.T, r *readers, path string, buf *hostmem.Buffer) (model.Volume, bool) {
 	t.Helper()
 	w := &work{job: jobs.Job{Name: "v", Input: path}, in: buf}
 	if err := r.decode(context.Background(), 0, w); err != nil {
@@ -213,7 +214,7 @@ func TestParallelReadErrors(t *testing.T) {
 	// Cancelled: the context's error.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	w := &work{job: jobs.Job{Name: "v", Input: path}, in: &hostBuffer{headroom: inputHeadroom}}
+	w := &work{job: jobs.Job{Name: "v", Input: path}, in: hostmem.NewBuffer(nil, inputHeadroom)}
 	if err := r.decode(ctx, 0, w); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled read: %v", err)
 	}
@@ -332,9 +333,9 @@ func TestReadInflatesLargeGzip(t *testing.T) {
 					t.Fatal(err)
 				}
 				r.cfg.Telemetry.Timings = f
-				buf := &hostBuffer{headroom: inputHeadroom}
+				buf := hostmem.NewBuffer(nil, inputHeadroom)
 				if i == 2 {
-					buf = &hostBuffer{}
+					buf = hostmem.NewBuffer(nil, 0)
 				}
 				vols[i], into[i] = decodeInto(t, r, c.path, buf)
 				f.Close()

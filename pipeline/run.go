@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 	"voxpipe/engine"
+	"voxpipe/internal/hostmem"
 
 	"golang.org/x/sync/errgroup"
 
@@ -138,7 +139,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	r := &runner{cfg: cfg, t0: time.Now(), log: cfg.Telemetry.Log, budget: newBudget(cfg.Workers.MaxMemory)}
+	r := &runner{cfg: cfg, t0: time.Now(), log: cfg.Telemetry.Log, budget: hostmem.NewBudget(cfg.Workers.MaxMemory)}
 	r.cfg.Output.Provenance.Generator = provenance.Generator
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -146,23 +147,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if r.cfg.Telemetry.Progress == nil {
 		r.cfg.Telemetry.Progress = nopProgress{}
 	}
-	alloc := defaultAllocator
-	if a, ok := cfg.Engines[0].(engine.HostAllocator); ok {
-		alloc = a
-	}
-	newBuffers := func(n, headroom int) []*hostBuffer {
-		bufs := make([]*hostBuffer, n)
-		for i := range bufs {
-			bufs[i] = &hostBuffer{alloc: alloc, headroom: headroom}
-		}
-		return bufs
-	}
+	alloc := hostAlloc(cfg.Engines[0])
 	// Each reader and each engine holds at most one input volume; each engine and each writer
 	// at most one mask. With these pools full, nothing more is ever allocated.
 	// A batch of fewer volumes than that never uses more than one buffer per volume.
 	batch := max(1, cfg.jobCount())
-	r.inputs = NewPool(newBuffers(min(cfg.Workers.Readers+len(cfg.Engines), batch), inputHeadroom)...)
-	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Workers.Writers, batch), 0)...)
+	r.inputs = hostmem.NewPool(newBuffers(alloc, min(cfg.Workers.Readers+len(cfg.Engines), batch), inputHeadroom)...)
+	r.masks = hostmem.NewPool(newBuffers(alloc, min(len(cfg.Engines)+cfg.Workers.Writers, batch), 0)...)
 	if !cfg.Workers.LeaveBuffers {
 		defer r.freeBuffers()
 	}
@@ -218,35 +209,23 @@ func (c *Config) validate() error {
 
 type runner struct {
 	cfg    Config
-	budget *budget // nil: no Config.MaxMemory
+	budget *hostmem.Budget // nil: no Config.MaxMemory
 	t0     time.Time
 	log    *slog.Logger
 	stop   context.CancelCauseFunc
-	inputs *Pool[*hostBuffer]
-	masks  *Pool[*hostBuffer]
+	inputs *hostmem.Pool[*hostmem.Buffer]
+	masks  *hostmem.Pool[*hostmem.Buffer]
 
 	mu     sync.Mutex
 	result Result
 	outErr error // first error writing the CSVs
 }
 
-// freeBuffers frees every pool buffer, in parallel: returning a volume's worth of pages to the
-// kernel takes milliseconds per buffer (munmap; for page-locked memory the unregistering is
-// serialised on the engine's thread, the unmapping is not).
+// freeBuffers frees every pool buffer, in parallel (hostmem.FreeAll).
 func (r *runner) freeBuffers() {
-	var wg sync.WaitGroup
-	for _, p := range []*Pool[*hostBuffer]{r.inputs, r.masks} {
-		for _, b := range p.Drain() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := b.free(); err != nil {
-					r.log.Warn("free host buffer", "err", err)
-				}
-			}()
-		}
+	if err := hostmem.FreeAll(r.inputs, r.masks); err != nil {
+		r.log.Warn("free host buffer", "err", err)
 	}
-	wg.Wait()
 }
 
 func (r *runner) run(ctx context.Context) (Result, error) {
@@ -297,14 +276,12 @@ func (r *runner) prewarmMask(ctx context.Context) {
 		return
 	}
 	defer r.masks.Put(buf)
-	if r.budget != nil && !r.budget.sem.TryAcquire(voxels) {
+	if !r.budget.TryAcquire(voxels) {
 		return // under a tight budget: left to the volume's own reservation
 	}
-	before := buf.capacity()
-	_ = buf.ensure(int(voxels))
-	if r.budget != nil {
-		r.budget.release(voxels - int64(buf.capacity()-before))
-	}
+	before := buf.Allocated()
+	_ = buf.Ensure(int(voxels))
+	r.budget.Release(voxels - int64(buf.Allocated()-before))
 }
 
 // queue hands volumes to a stage's workers; the stage before closes it once all its workers

@@ -84,7 +84,7 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 	sawSegment := false
 	// The engine reads the volume as stored and its labels go straight to the writer, or it
 	// reads the model's view (prepare.go) and the restore step below brings them back.
-	vol, out, onSlab := &w.vol, w.mask.bytes[:voxels], w.seg.slabDone
+	vol, out, onSlab := &w.vol, w.mask.Bytes()[:voxels], w.seg.slabDone
 	if w.model != nil {
 		vol, out, onSlab = w.model, w.modelMask, nil
 	}
@@ -147,7 +147,7 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 func (r *engines) restore(w *work, worker int) {
 	start := time.Now()
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
-	geometry.LabelsBack(w.mask.bytes[:voxels], w.modelMask, w.plan.ro, w.plan.rs)
+	geometry.LabelsBack(w.mask.Bytes()[:voxels], w.modelMask, w.plan.ro, w.plan.rs)
 	r.span(w, span{stage: stage.Restore, slab: -1, device: stage.Host, track: fmt.Sprintf("engine %d", worker),
 		start: start, end: time.Now(), voxels: int64(voxels)})
 	r.progress().PlanesDone(w.job, w.vol.NZ)

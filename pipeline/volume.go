@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"voxpipe/internal/hostmem"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 	"voxpipe/model"
@@ -73,8 +74,8 @@ type work struct {
 	// them (see budget).
 	reserved, scratch int64
 
-	in   *hostBuffer
-	mask *hostBuffer
+	in   *hostmem.Buffer
+	mask *hostmem.Buffer
 	vol  model.Volume
 	// inflatedInto: the gzipped file was inflated straight into in (nifti.WithInflateInto).
 	inflatedInto bool

@@ -67,7 +67,7 @@ func (r *writers) write(ctx context.Context, writer int, w *work) {
 func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 	track := fmt.Sprintf("writer %d", writer)
 	plane, nz := w.vol.NX*w.vol.NY, w.vol.NZ
-	mask := w.mask.bytes[:plane*nz]
+	mask := w.mask.Bytes()[:plane*nz]
 	var out *nifti.Writer
 	committed := false
 	defer func() {
@@ -184,7 +184,7 @@ func (w *work) claimLost() <-chan struct{} {
 func (r *writers) analyse(w *work, track string) error {
 	a := r.cfg.Output.Analyser
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
-	mask := w.mask.bytes[:voxels]
+	mask := w.mask.Bytes()[:voxels]
 	if !a.NeedsInput() {
 		return a.Analyse(w.job.Name, w.hdr, nil, mask)
 	}

@@ -1,40 +1,28 @@
-//go:build unix
+package hostmem
 
-package pipeline
-
-import (
-	"fmt"
-	"voxpipe/engine"
-
-	"voxpipe/internal/hostmem"
-)
-
-// mmapAllocator gives pool buffers anonymous memory outside the Go heap (hostmem.Map, with
-// huge pages advised: far fewer page faults when the read first writes a buffer). The pools hold the
-// largest objects of a run (a 512x512x1000 float32 volume is 1 GiB): inside the heap they would
-// set the garbage collector's goal to twice their size and let transient garbage grow with
-// them; outside it, the heap stays small and peak memory flat across a batch.
-type mmapAllocator struct{}
-
-type mmapBuffer struct{ b []byte }
-
-func (mmapAllocator) AllocHost(n int) (engine.HostBuffer, error) {
-	b, err := hostmem.Map(n)
+// MapAlloc allocates a Block with Map: anonymous memory outside the Go heap, with huge pages
+// advised (far fewer page faults when a buffer is first written). Pools of buffers hold a
+// process's largest objects (a 512x512x1000 float32 volume is 1 GiB): inside the heap they
+// would set the garbage collector's goal to twice their size and let transient garbage grow
+// with them; outside it, the heap stays small and peak memory flat. Without mmap (not unix)
+// Map falls back to the Go heap.
+func MapAlloc(n int) (Block, error) {
+	b, err := Map(n)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, err
 	}
-	return &mmapBuffer{b}, nil
+	return &mapped{b}, nil
 }
 
-func (m *mmapBuffer) Bytes() []byte { return m.b }
+type mapped struct{ b []byte }
 
-func (m *mmapBuffer) Free() error {
+func (m *mapped) Bytes() []byte { return m.b }
+
+func (m *mapped) Free() error {
 	if m.b == nil {
 		return nil
 	}
-	err := hostmem.Unmap(m.b)
+	err := Unmap(m.b)
 	m.b = nil
 	return err
 }
-
-var defaultAllocator engine.HostAllocator = mmapAllocator{}
