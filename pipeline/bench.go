@@ -136,11 +136,11 @@ func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Du
 			for j := range todo {
 				w := &work{job: j}
 				if !rd.read(ctx, i, w) {
-					return fmt.Errorf("pipeline: read %s: %s", j.Input, w.sum.Error)
+					return fmt.Errorf("pipeline: read %s: %s", j.Input, w.rec.sum.Error)
 				}
-				r.inputs.Put(w.in)
+				r.inputs.Put(w.mem.in)
 				mu.Lock()
-				voxels += w.sum.Voxels
+				voxels += w.rec.sum.Voxels
 				mu.Unlock()
 			}
 			return nil

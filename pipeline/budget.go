@@ -27,7 +27,7 @@ var ErrMemoryBudget = errors.New("pipeline: volume needs more host memory than t
 // volumeNeeds is what a volume's buffers take: its input buffer (with headroom), its mask, the
 // memory a gzipped file is inflated into when it cannot be inflated straight into the input
 // buffer, and the model's view of it when it is reoriented or resampled (prepare.go). files
-// are the input's files (work.files: the data file last), p its plan (work.plan).
+// are the input's files (work.src.files: the data file last), p its plan (work.prep.plan).
 // A DICOM series (its header is the one dcm2niix would write) takes its input buffer and mask
 // only: it is read, deflated files inflated, straight into the input buffer and widened there
 // (decodeDICOM).
@@ -51,31 +51,31 @@ func (r *runner) volumeNeeds(h *nifti.Header, files []string, p *gridPlan) (in, 
 }
 
 // admit reserves the memory volume w needs before its reader sizes anything for it (see
-// budget). w.in is the input buffer the reader took from the pool.
+// budget). w.mem.in is the input buffer the reader took from the pool.
 func (r *runner) admit(ctx context.Context, w *work) error {
 	b := r.budget
 	if b == nil {
 		return nil
 	}
-	in, mask, scratch, prep := r.volumeNeeds(w.hdr, w.files, w.plan)
+	in, mask, scratch, prep := r.volumeNeeds(w.src.hdr, w.src.files, w.prep.plan)
 	if need := in + mask + scratch + prep; need > b.Limit() {
 		return fmt.Errorf("read %s: %w: its buffers need %s (input %s, mask %s, inflate %s, model's view %s), the budget is %s",
 			w.job.Input, ErrMemoryBudget, gib(need), gib(in), gib(mask), gib(scratch), gib(prep), gib(b.Limit()))
 	}
-	growth := max(0, in-int64(w.in.Allocated())) + mask + scratch + prep
+	growth := max(0, in-int64(w.mem.in.Allocated())) + mask + scratch + prep
 	if b.TryAcquire(growth) {
-		w.reserved, w.scratch = growth, scratch
+		w.mem.reserved, w.mem.scratch = growth, scratch
 		return nil
 	}
 	full := in + mask + scratch + prep
 	makeRoom := func() {
-		r.freeBuffer(w.in)
+		r.freeBuffer(w.mem.in)
 		r.trimIdle()
 	}
 	if err := b.Wait(ctx, full, makeRoom); err != nil {
 		return context.Cause(ctx)
 	}
-	w.reserved, w.scratch = full, scratch
+	w.mem.reserved, w.mem.scratch = full, scratch
 	return nil
 }
 
@@ -84,19 +84,19 @@ func (r *runner) grow(w *work, buf *hostmem.Buffer, n int) error {
 	before := buf.Allocated()
 	err := buf.Ensure(n)
 	if r.budget != nil {
-		w.reserved -= int64(buf.Allocated() - before)
+		w.mem.reserved -= int64(buf.Allocated() - before)
 	}
 	return err
 }
 
 // releaseScratch gives back the inflate's scratch once the reader is closed.
 func (r *runner) releaseScratch(w *work) {
-	if r.budget == nil || w.scratch == 0 {
+	if r.budget == nil || w.mem.scratch == 0 {
 		return
 	}
-	w.reserved -= w.scratch
-	r.budget.Release(w.scratch)
-	w.scratch = 0
+	w.mem.reserved -= w.mem.scratch
+	r.budget.Release(w.mem.scratch)
+	w.mem.scratch = 0
 }
 
 // releaseReservation gives back what w reserved and has not allocated.
@@ -104,8 +104,8 @@ func (r *runner) releaseReservation(w *work) {
 	if r.budget == nil {
 		return
 	}
-	r.budget.Release(w.reserved)
-	w.reserved, w.scratch = 0, 0
+	r.budget.Release(w.mem.reserved)
+	w.mem.reserved, w.mem.scratch = 0, 0
 }
 
 // freeBuffer frees buf's memory and gives it back to the budget.

@@ -106,8 +106,8 @@ func TestMemoryBudgetFailsTheLargeVolumeAlone(t *testing.T) {
 	}
 	var r runner
 	r.budget = hostmem.NewBudget(budget)
-	w := &work{job: jobs.Job{Input: filepath.Join(b.in, "huge.nii")}, in: hostmem.NewBuffer(nil, inputHeadroom)}
-	w.hdr = mustHeader(t, w.job.Input)
+	w := &work{job: jobs.Job{Input: filepath.Join(b.in, "huge.nii")}, mem: held{in: hostmem.NewBuffer(nil, inputHeadroom)}}
+	w.src.hdr = mustHeader(t, w.job.Input)
 	if err := r.admit(context.Background(), w); !errors.Is(err, ErrMemoryBudget) {
 		t.Errorf("admit: %v, want ErrMemoryBudget", err)
 	}

@@ -19,22 +19,22 @@ func (r *runner) conclude(w *work, status timing.Status, why string) {
 		level = slog.LevelError // the run exits 1 for it
 	}
 	r.log.Log(context.Background(), level, string(status), "volume", w.job.Name, "mask", w.job.ShownOutput(), "reason", why)
-	w.sum.Status, w.sum.Reason = status, why
+	w.rec.sum.Status, w.rec.sum.Reason = status, why
 	if status != timing.StatusSkipped {
-		w.sum.Output = ""
+		w.rec.sum.Output = ""
 	}
 	r.finish(w)
 }
 
 // fail records a failed volume and gives back whatever buffers it holds.
 func (r *runner) fail(w *work, err error) {
-	if w.in != nil {
-		r.putBack(r.inputs, w.in)
-		w.in = nil
+	if w.mem.in != nil {
+		r.putBack(r.inputs, w.mem.in)
+		w.mem.in = nil
 	}
-	if w.mask != nil {
-		r.putBack(r.masks, w.mask)
-		w.mask = nil
+	if w.mem.mask != nil {
+		r.putBack(r.masks, w.mem.mask)
+		w.mem.mask = nil
 	}
 	r.dropModel(w)
 	r.releaseReservation(w)
@@ -44,15 +44,15 @@ func (r *runner) fail(w *work, err error) {
 	if errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("interrupted: %w", err)
 	}
-	w.mu.Lock()
-	w.sum.Status = timing.StatusFailed
-	w.sum.Error = err.Error()
-	w.sum.Output = ""
-	if !w.start.IsZero() {
-		w.sum.WallMS = ms(time.Since(w.start))
-		w.sum.QueueMS = w.queueMS()
+	w.rec.mu.Lock()
+	w.rec.sum.Status = timing.StatusFailed
+	w.rec.sum.Error = err.Error()
+	w.rec.sum.Output = ""
+	if !w.rec.start.IsZero() {
+		w.rec.sum.WallMS = ms(time.Since(w.rec.start))
+		w.rec.sum.QueueMS = w.queueMS()
 	}
-	w.mu.Unlock()
+	w.rec.mu.Unlock()
 	r.log.Error("volume failed", "volume", w.job.Name, "input", w.job.Input, "err", err)
 	if r.cfg.FailFast && !errors.Is(err, ErrStoppedEarly) {
 		r.stop(ErrStoppedEarly)
@@ -64,11 +64,11 @@ func (r *runner) fail(w *work, err error) {
 // the two leaves a claim that the next run takes over, never a mask without its row while the
 // claim is free.
 func (r *runner) finish(w *work) {
-	w.mu.Lock()
-	w.sum.FinishedAt = records.Stamp(time.Now())
-	w.sum.Host = r.cfg.Telemetry.Host
-	sum := w.sum
-	w.mu.Unlock()
+	w.rec.mu.Lock()
+	w.rec.sum.FinishedAt = records.Stamp(time.Now())
+	w.rec.sum.Host = r.cfg.Telemetry.Host
+	sum := w.rec.sum
+	w.rec.mu.Unlock()
 	if sum.Status == timing.StatusOK {
 		r.log.Info("volume done", "volume", sum.Volume, "dims", sum.Dims, "engine", sum.Engine,
 			"wall_ms", round3(sum.WallMS), "mvox_per_s", round3(sum.MVoxPerS), "mask", sum.Output,

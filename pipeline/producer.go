@@ -70,7 +70,7 @@ func (r *runner) nextJob(ctx context.Context) func() (jobs.Job, bool) {
 // it as work to do, claimed, with the reason.
 func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 	w := &work{job: job}
-	w.sum = timing.Summary{RunID: r.cfg.Telemetry.RunID, Volume: job.Name, Output: job.ShownOutput(), Shard: r.cfg.Telemetry.Shard}
+	w.rec.sum = timing.Summary{RunID: r.cfg.Telemetry.RunID, Volume: job.Name, Output: job.ShownOutput(), Shard: r.cfg.Telemetry.Shard}
 	if job.Err != nil {
 		r.fail(w, job.Err)
 		return nil
@@ -104,22 +104,22 @@ func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 		r.removeStaleTemps(w)
 	}
 	var err error
-	if w.input, w.files, err = job.Stat(); err != nil {
+	if w.src.input, w.src.files, err = job.Stat(); err != nil {
 		r.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
 		return nil
 	}
-	w.input.Volume = r.cfg.Input.Volume
-	if w.hdr, err = job.Header(); err != nil {
+	w.src.input.Volume = r.cfg.Input.Volume
+	if w.src.hdr, err = job.Header(); err != nil {
 		r.fail(w, err)
 		return nil
 	}
-	dims := [3]int{w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()}
+	dims := [3]int{w.src.hdr.NX(), w.src.hdr.NY(), w.src.hdr.NZ()}
 	opt := provenance.Options{VerifyHash: r.cfg.Output.VerifyInputs}
-	w.plan, w.planErr = r.planFor(w.hdr) // a plan that cannot be made fails the volume in prepare
-	if w.planErr == nil {
-		opt.Grid, opt.AsStored = w.plan.String(), w.plan.identity()
+	w.prep.plan, w.prep.planErr = r.planFor(w.src.hdr) // a plan that cannot be made fails the volume in prepare
+	if w.prep.planErr == nil {
+		opt.Grid, opt.AsStored = w.prep.plan.String(), w.prep.plan.identity()
 	}
-	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Output.Provenance.Model, opt)
+	verdict, why := provenance.Check(ctx, job.Output, dims, w.src.input, w.src.files, r.cfg.Output.Provenance.Model, opt)
 	if verdict == provenance.UpToDate {
 		if missing := r.missingAnalyses(job); missing != "" {
 			// Asked for now, absent: the volume is done again to make them (the same mask).
@@ -136,8 +136,8 @@ func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 	case verdict != provenance.Redo:
 		why = "--overwrite: " + why
 	}
-	w.reason = why
-	w.sum.Reason = why
+	w.src.reason = why
+	w.rec.sum.Reason = why
 	if why != "new" {
 		r.log.Info("redo", "volume", job.Name, "reason", why)
 	}

@@ -59,23 +59,23 @@ var ErrNonFinite = errors.New("pipeline: volume has NaN or infinite values")
 // for uncompressed files and for gzipped ones that nifti.Open inflated whole on several cores
 // (readAt), slab by slab in order for the other gzipped ones (readSequential).
 func (r *readers) read(ctx context.Context, reader int, w *work) bool {
-	w.start = time.Now()
+	w.rec.start = time.Now()
 	if !w.job.Arrived.IsZero() {
-		w.start = w.job.Arrived // a watched file's sojourn starts when it is complete
+		w.rec.start = w.job.Arrived // a watched file's sojourn starts when it is complete
 	}
 	buf, err := r.inputs.Get(ctx)
 	if err != nil {
 		r.fail(w, context.Cause(ctx))
 		return false
 	}
-	w.in = buf
+	w.mem.in = buf
 	if err := r.admit(ctx, w); err != nil {
 		r.fail(w, err)
 		return false
 	}
-	w.readStart = time.Now()
+	w.rec.readStart = time.Now()
 	err = r.decode(ctx, reader, w)
-	w.readEnd = time.Now()
+	w.rec.readEnd = time.Now()
 	r.releaseScratch(w) // decode has closed the reader and with it any inflate memory
 	if err == nil {
 		err = r.prepare(w, fmt.Sprintf("reader %d", reader))
@@ -112,37 +112,37 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 		return err
 	}
 	defer rd.Close()
-	if h, was := rd.Header(), w.hdr; was != nil &&
+	if h, was := rd.Header(), w.src.hdr; was != nil &&
 		(h.NX() != was.NX() || h.NY() != was.NY() || h.NZ() != was.NZ() || h.Datatype != was.Datatype) {
 		// What was admitted (and budgeted) is not what is read.
 		return fmt.Errorf("read %s: %w (its header now declares other dims or datatype)", w.job.Input, ErrInputChanged)
 	}
-	w.hdr = rd.Header()
-	nx, ny, nz := w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()
+	w.src.hdr = rd.Header()
+	nx, ny, nz := w.src.hdr.NX(), w.src.hdr.NY(), w.src.hdr.NZ()
 	plane := nx * ny
 	voxels := plane * nz
-	w.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
-	w.sum.Voxels = int64(voxels)
+	w.rec.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
+	w.rec.sum.Voxels = int64(voxels)
 	w.vol = model.Volume{NX: nx, NY: ny, NZ: nz}
 	r.progress().VolumeStarted(w.job, nz)
 
-	asInt16 := nifti.Int16Exact(w.hdr.Datatype)
+	asInt16 := nifti.Int16Exact(w.src.hdr.Datatype)
 	sampleSize := 4
 	if asInt16 {
 		sampleSize = 2
 	}
-	if err := r.grow(w, w.in, voxels*sampleSize); err != nil {
+	if err := r.grow(w, w.mem.in, voxels*sampleSize); err != nil {
 		return err
 	}
 	if asInt16 {
-		w.vol.I16 = w.in.Int16s(voxels)
+		w.vol.I16 = w.mem.in.Int16s(voxels)
 	} else {
-		w.vol.F32 = w.in.Float32s(voxels)
+		w.vol.F32 = w.mem.in.Float32s(voxels)
 	}
 	var stats model.Stats
-	w.inflatedInto = rd.InflatedInto()
+	w.mem.inflatedInto = rd.InflatedInto()
 	if rd.Seekable() {
-		if stats, err = r.readAt(ctx, rd, w, threads, w.inflatedInto, track, t); err != nil {
+		if stats, err = r.readAt(ctx, rd, w, threads, w.mem.inflatedInto, track, t); err != nil {
 			return err
 		}
 	} else if stats, err = r.readSequential(ctx, rd, w, track, t); err != nil {
@@ -156,8 +156,8 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 // noteScaling warns, naming the file, about a header scaling that does not mean what it says
 // (scl_slope 0, NaN or infinite; scl_inter not finite).
 func (r *readers) noteScaling(w *work) {
-	if msg := w.hdr.ScalingWarning(); msg != "" {
-		w.dom.Warnings = append(w.dom.Warnings, w.job.Input+": "+msg)
+	if msg := w.src.hdr.ScalingWarning(); msg != "" {
+		w.prep.dom.Warnings = append(w.prep.dom.Warnings, w.job.Input+": "+msg)
 		r.log.Warn("input scaling", "volume", w.job.Name, "file", w.job.Input, "warning", msg)
 	}
 }
@@ -170,7 +170,7 @@ func setNorm(w *work, stats model.Stats, slope, inter float64) error {
 		return fmt.Errorf("read %s: %w", w.job.Input, ErrNonFinite)
 	}
 	w.vol.Norm = model.NormFor(mu, sigma, slope, inter)
-	w.flat = stats.Flat(slope, inter)
+	w.prep.flat = stats.Flat(slope, inter)
 	return nil
 }
 
@@ -184,10 +184,10 @@ func (r *readers) inflateInto(w *work) func(prefix int, dataBytes int64, dt nift
 		if swapped || !engineReads(dt) || int64(int(dataBytes)) != dataBytes {
 			return nil
 		}
-		if err := r.grow(w, w.in, int(dataBytes)); err != nil {
+		if err := r.grow(w, w.mem.in, int(dataBytes)); err != nil {
 			return nil
 		}
-		return w.in.WithPrefix(prefix)
+		return w.mem.in.WithPrefix(prefix)
 	}
 }
 
@@ -355,9 +355,9 @@ type hashResult struct {
 // startHash hashes the input's files in the background (on all cores, a few ms for a large
 // volume); the writer waits for it before writing the mask's header, which records it.
 func (r *runner) startHash(ctx context.Context, w *work) {
-	w.hash = make(chan hashResult, 1)
+	w.src.hash = make(chan hashResult, 1)
 	go func() {
-		sum, err := provenance.Hash(ctx, w.files)
-		w.hash <- hashResult{sum, err}
+		sum, err := provenance.Hash(ctx, w.src.files)
+		w.src.hash <- hashResult{sum, err}
 	}()
 }

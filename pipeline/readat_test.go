@@ -80,13 +80,13 @@ func decodeFile(t *testing.T, r *readers, path string) model.Volume {
 // decodeInto decodes path into buf, reporting whether the file was inflated straight into it.
 func decodeInto(t *testing.T, r *readers, path string, buf *hostmem.Buffer) (model.Volume, bool) {
 	t.Helper()
-	w := &work{job: jobs.Job{Name: "v", Input: path}, in: buf}
+	w := &work{job: jobs.Job{Name: "v", Input: path}, mem: held{in: buf}}
 	if err := r.decode(context.Background(), 0, w); err != nil {
 		t.Fatal(err)
 	}
 	vol := w.vol
 	vol.I16, vol.F32 = slices.Clone(vol.I16), slices.Clone(vol.F32)
-	return vol, w.inflatedInto
+	return vol, w.mem.inflatedInto
 }
 
 func volumeBytes(v model.Volume) []byte {
@@ -214,7 +214,7 @@ func TestParallelReadErrors(t *testing.T) {
 	// Cancelled: the context's error.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	w := &work{job: jobs.Job{Name: "v", Input: path}, in: hostmem.NewBuffer(nil, inputHeadroom)}
+	w := &work{job: jobs.Job{Name: "v", Input: path}, mem: held{in: hostmem.NewBuffer(nil, inputHeadroom)}}
 	if err := r.decode(ctx, 0, w); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled read: %v", err)
 	}

@@ -28,18 +28,18 @@ func (r *runner) span(w *work, s span) {
 }
 
 func (r *runner) record(w *work, s timing.Span) {
-	w.mu.Lock()
+	w.rec.mu.Lock()
 	switch s.Stage {
 	case stage.Read:
-		w.sum.ReadMS += s.DurationMS
+		w.rec.sum.ReadMS += s.DurationMS
 	case stage.Stats:
-		w.sum.StatsMS += s.DurationMS
+		w.rec.sum.StatsMS += s.DurationMS
 	case stage.Write:
-		w.sum.WriteMS += s.DurationMS
+		w.rec.sum.WriteMS += s.DurationMS
 	case stage.H2D:
-		w.sum.H2DMS += s.DurationMS
+		w.rec.sum.H2DMS += s.DurationMS
 	case stage.D2H:
-		w.sum.D2HMS += s.DurationMS
+		w.rec.sum.D2HMS += s.DurationMS
 	case stage.Segment:
 		// the summary's segment time is the engine call's wall time, set by segment()
 	case stage.Prepare, stage.Restore, stage.Analyse:
@@ -47,9 +47,9 @@ func (r *runner) record(w *work, s timing.Span) {
 	default: // kernels, or finer kernel groups
 		// Time with a kernel running: the CUDA fp16 engine's kernels of consecutive slabs
 		// overlap (two streams); engines report them in order.
-		w.sum.KernelsMS += timing.BusyAdded(&w.kernelsEnd, s.StartMS, s.DurationMS)
+		w.rec.sum.KernelsMS += timing.BusyAdded(&w.rec.kernelsEnd, s.StartMS, s.DurationMS)
 	}
-	w.mu.Unlock()
+	w.rec.mu.Unlock()
 	r.emit(w, s)
 }
 

@@ -58,9 +58,9 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 		r.fail(w, context.Cause(ctx))
 		return
 	}
-	w.mask = buf
+	w.mem.mask = buf
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
-	err = r.grow(w, w.mask, voxels)
+	err = r.grow(w, w.mem.mask, voxels)
 	r.releaseReservation(w) // every buffer the volume needs is now sized
 	if err != nil {
 		r.fail(w, err)
@@ -68,31 +68,31 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 	}
 	segCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	w.seg = newSegProgress(w.vol.NZ)
-	w.cancelSeg = cancel
-	w.holders.Store(2)
+	w.seg.progress = newSegProgress(w.vol.NZ)
+	w.seg.cancel = cancel
+	w.seg.holders.Store(2)
 	if next.put(ctx, w) != nil {
 		return // no writer has it: put has failed it
 	}
 
 	device := eng.Name()
 	start := time.Now()
-	w.mu.Lock()
-	w.sum.Engine = device
-	w.segStart = start
-	w.mu.Unlock()
+	w.rec.mu.Lock()
+	w.rec.sum.Engine = device
+	w.rec.segStart = start
+	w.rec.mu.Unlock()
 	sawSegment := false
 	// The engine reads the volume as stored and its labels go straight to the writer, or it
 	// reads the model's view (prepare.go) and the restore step below brings them back.
-	vol, out, onSlab := &w.vol, w.mask.Bytes()[:voxels], w.seg.slabDone
-	if w.model != nil {
-		vol, out, onSlab = w.model, w.modelMask, nil
+	vol, out, onSlab := &w.vol, w.mem.mask.Bytes()[:voxels], w.seg.progress.slabDone
+	if w.prep.model != nil {
+		vol, out, onSlab = w.prep.model, w.prep.modelMask, nil
 	}
 	plane := int64(vol.NX) * int64(vol.NY)
 	err = eng.Segment(segCtx, vol, out, engine.Options{
 		Slab:       r.cfg.Workers.Slab,
 		OnSlabDone: onSlab,
-		Confidence: &w.dom.conf,
+		Confidence: &w.prep.dom.conf,
 		OnEvent: func(ev engine.Event) {
 			s := start.Add(ev.Start)
 			switch ev.Stage {
@@ -100,7 +100,7 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 				sawSegment = true
 			}
 			switch {
-			case w.model != nil: // progress counts the input's planes, all restored at once
+			case w.prep.model != nil: // progress counts the input's planes, all restored at once
 			case ev.Stage == stage.Segment, ev.Stage == stage.D2H: // a GPU slab is done when its mask is back
 				r.progress().PlanesDone(w.job, int(ev.Voxels/plane))
 			}
@@ -113,14 +113,14 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 	end := time.Now()
 	// The engine's own events cover its work; a single whole-volume row stands in for engines
 	// that report only finer stages (h2d, kernels, d2h), so "segment" is always there once.
-	w.mu.Lock()
-	w.sum.SegmentMS = ms(end.Sub(start))
-	w.mu.Unlock()
+	w.rec.mu.Lock()
+	w.rec.sum.SegmentMS = ms(end.Sub(start))
+	w.rec.mu.Unlock()
 	if !sawSegment {
 		r.span(w, span{stage: stage.Segment, slab: -1, device: device, track: fmt.Sprintf("engine %d", worker),
 			start: start, end: end, voxels: int64(voxels)})
 	}
-	if err == nil && w.model != nil {
+	if err == nil && w.prep.model != nil {
 		r.restore(w, worker)
 	}
 	if err == nil {
@@ -129,13 +129,13 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 	}
 	r.dropModel(w)
 	if !r.cfg.analysesInput() { // else the writer, which analyses the volume, gives it back
-		r.putBack(r.inputs, w.in)
-		w.in = nil
+		r.putBack(r.inputs, w.mem.in)
+		w.mem.in = nil
 	}
 	if err != nil && segCtx.Err() != nil {
 		err = context.Cause(segCtx) // the run's cause, or the writer's failure
 	}
-	if err = w.seg.finish(err); err != nil {
+	if err = w.seg.progress.finish(err); err != nil {
 		w.setErr(fmt.Errorf("segment %s: %w", w.job.Input, err))
 	}
 	r.release(w)
@@ -147,9 +147,9 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 func (r *engines) restore(w *work, worker int) {
 	start := time.Now()
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
-	geometry.LabelsBack(w.mask.Bytes()[:voxels], w.modelMask, w.plan.ro, w.plan.rs)
+	geometry.LabelsBack(w.mem.mask.Bytes()[:voxels], w.prep.modelMask, w.prep.plan.ro, w.prep.plan.rs)
 	r.span(w, span{stage: stage.Restore, slab: -1, device: stage.Host, track: fmt.Sprintf("engine %d", worker),
 		start: start, end: time.Now(), voxels: int64(voxels)})
 	r.progress().PlanesDone(w.job, w.vol.NZ)
-	w.seg.slabDone(0, w.vol.NZ)
+	w.seg.progress.slabDone(0, w.vol.NZ)
 }

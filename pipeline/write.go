@@ -59,7 +59,7 @@ func (r *writers) write(ctx context.Context, writer int, w *work) {
 	err := r.writeMask(ctx, writer, w)
 	if err != nil && !errors.Is(err, errSegmentFailed) {
 		w.setErr(err)
-		w.cancelSeg(err) // no use segmenting what will not be written
+		w.seg.cancel(err) // no use segmenting what will not be written
 	}
 	r.release(w)
 }
@@ -67,7 +67,7 @@ func (r *writers) write(ctx context.Context, writer int, w *work) {
 func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 	track := fmt.Sprintf("writer %d", writer)
 	plane, nz := w.vol.NX*w.vol.NY, w.vol.NZ
-	mask := w.mask.Bytes()[:plane*nz]
+	mask := w.mem.mask.Bytes()[:plane*nz]
 	var out *nifti.Writer
 	committed := false
 	defer func() {
@@ -76,7 +76,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		}
 	}()
 	for written := 0; ; {
-		ready, finished, err := w.seg.state()
+		ready, finished, err := w.seg.progress.state()
 		if err != nil {
 			return errSegmentFailed
 		}
@@ -85,7 +85,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 				break
 			}
 			select {
-			case <-w.seg.wake:
+			case <-w.seg.progress.wake:
 			case <-w.claimLost():
 				return fmt.Errorf("write %s: %w", w.job.Output, claim.ErrLost)
 			case <-ctx.Done():
@@ -103,8 +103,8 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 				return err
 			}
 		}
-		if w.plan.inPlace() { // the engine labelled the flipped volume: these planes back
-			geometry.FlipXY(mask[written*plane:z1*plane], w.vol.NX, w.vol.NY, w.plan.ro.Flip[0], w.plan.ro.Flip[1])
+		if w.prep.plan.inPlace() { // the engine labelled the flipped volume: these planes back
+			geometry.FlipXY(mask[written*plane:z1*plane], w.vol.NX, w.vol.NY, w.prep.plan.ro.Flip[0], w.prep.plan.ro.Flip[1])
 		}
 		err = out.WriteSlices(mask[written*plane : z1*plane])
 		n := int64((z1 - written) * plane)
@@ -120,9 +120,9 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 			return err
 		}
 	}
-	if w.in != nil { // left for the analyse step
-		r.putBack(r.inputs, w.in)
-		w.in = nil
+	if w.mem.in != nil { // left for the analyse step
+		r.putBack(r.inputs, w.mem.in)
+		w.mem.in = nil
 	}
 	if w.claim != nil {
 		// Paused past the claim's timeout, this process may have lost the volume to another.
@@ -138,7 +138,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		return err
 	}
 	committed = true
-	w.committed = end
+	w.rec.committed = end
 	return nil
 }
 
@@ -147,24 +147,24 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 func (r *writers) createMask(ctx context.Context, w *work) (*nifti.Writer, error) {
 	var h hashResult
 	select {
-	case h = <-w.hash:
+	case h = <-w.src.hash:
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
 	if h.err != nil {
 		return nil, fmt.Errorf("read %s: %w", w.job.Input, h.err)
 	}
-	if now, _, err := w.job.Stat(); err != nil || !now.SameFiles(w.input) {
+	if now, _, err := w.job.Stat(); err != nil || !now.SameFiles(w.src.input) {
 		return nil, fmt.Errorf("read %s: %w", w.job.Input, ErrInputChanged)
 	}
 	rec := r.cfg.Output.Provenance
-	rec.Input = w.input
+	rec.Input = w.src.input
 	rec.Input.XXH3 = h.sum
-	rec.Grid = w.plan.String()
+	rec.Grid = w.prep.plan.String()
 	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
 		return nil, fmt.Errorf("write %s: %w", w.job.Output, err)
 	}
-	hdr := nifti.MaskHeader(w.hdr, uint8(r.cfg.Output.Classes-1), r.cfg.Output.Descrip)
+	hdr := nifti.MaskHeader(w.src.hdr, uint8(r.cfg.Output.Classes-1), r.cfg.Output.Descrip)
 	hdr.Extensions = []nifti.Extension{rec.Extension()}
 	return nifti.Create(w.job.Output, hdr, r.cfg.Output.Write)
 }
@@ -184,15 +184,15 @@ func (w *work) claimLost() <-chan struct{} {
 func (r *writers) analyse(w *work, track string) error {
 	a := r.cfg.Output.Analyser
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
-	mask := w.mask.Bytes()[:voxels]
+	mask := w.mem.mask.Bytes()[:voxels]
 	if !a.NeedsInput() {
-		return a.Analyse(w.job.Name, w.hdr, nil, mask)
+		return a.Analyse(w.job.Name, w.src.hdr, nil, mask)
 	}
 	start := time.Now()
-	if w.plan.inPlace() { // the input as read, for the intensities and the picture
-		flipVolume(&w.vol, w.plan)
+	if w.prep.plan.inPlace() { // the input as read, for the intensities and the picture
+		flipVolume(&w.vol, w.prep.plan)
 	}
-	if err := a.Analyse(w.job.Name, w.hdr, &w.vol, mask); err != nil {
+	if err := a.Analyse(w.job.Name, w.src.hdr, &w.vol, mask); err != nil {
 		return err
 	}
 	r.span(w, span{stage: stage.Analyse, slab: -1, device: stage.Host, track: track,
