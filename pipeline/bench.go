@@ -99,22 +99,11 @@ func (s Spread) String() string {
 // buffers it allocates as Run does (plain host memory: an engine's pinned allocator is not
 // used). It returns the wall time and the voxels read.
 func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Duration, int64, error) {
-	r := &runner{cfg: Config{
-		Input: Input{
-			Jobs: batch,
-		},
-		Workers: Workers{
-			Readers: nReaders,
-			Slab:    slab,
-		},
-		Telemetry: Telemetry{
-			Progress: nopProgress{},
-		},
-	},
-		t0: time.Now(), log: discardLogger}
-	r.inputs = hostmem.NewPool(newBuffers(hostmem.MapAlloc, nReaders, inputHeadroom)...)
-	defer r.freeBuffers()
-	r.masks = hostmem.NewPool[*hostmem.Buffer]()
+	r := newServices(Config{
+		Input:   Input{Jobs: batch},
+		Workers: Workers{Readers: nReaders, Slab: slab},
+	}, nil)
+	defer r.mem.freeAll()
 	todo := make(chan jobs.Job)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -128,7 +117,7 @@ func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Du
 		}
 		return nil
 	})
-	rd := &readers{runner: r}
+	rd := &readers{services: r}
 	var mu sync.Mutex
 	var voxels int64
 	for i := 0; i < nReaders; i++ {
@@ -138,7 +127,7 @@ func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Du
 				if !rd.read(ctx, i, w) {
 					return fmt.Errorf("pipeline: read %s: %s", j.Input, w.rec.sum.Error)
 				}
-				r.inputs.Put(w.mem.in)
+				r.mem.inputs.Put(w.mem.in)
 				mu.Lock()
 				voxels += w.rec.sum.Voxels
 				mu.Unlock()
@@ -147,5 +136,5 @@ func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Du
 		})
 	}
 	err := g.Wait()
-	return time.Since(r.t0), voxels, err
+	return time.Since(r.rec.t0), voxels, err
 }

@@ -31,7 +31,7 @@ var ErrMemoryBudget = errors.New("pipeline: volume needs more host memory than t
 // A DICOM series (its header is the one dcm2niix would write) takes its input buffer and mask
 // only: it is read, deflated files inflated, straight into the input buffer and widened there
 // (decodeDICOM).
-func (r *runner) volumeNeeds(h *nifti.Header, files []string, p *gridPlan) (in, mask, scratch, prep int64) {
+func (m *memory) volumeNeeds(h *nifti.Header, files []string, p *gridPlan) (in, mask, scratch, prep int64) {
 	prep = p.prepareBytes(h)
 	voxels := int64(h.NX()) * int64(h.NY()) * int64(h.NZ())
 	sample := int64(4)
@@ -44,7 +44,7 @@ func (r *runner) volumeNeeds(h *nifti.Header, files []string, p *gridPlan) (in, 
 	volumes := h.Volumes()
 	gz := len(files) > 0 && nifti.Gzipped(files[len(files)-1])
 	direct := volumes == 1 && !h.Swapped() && engineReads(h.Datatype) // inflated into the input buffer
-	if gz && r.cfg.readThreads() > 1 && !direct && volumes <= 2 {
+	if gz && m.readThreads > 1 && !direct && volumes <= 2 {
 		scratch = h.VoxOffset + volumes*voxels*int64(h.BitPix/8)
 	}
 	return in, mask, scratch, prep
@@ -52,12 +52,12 @@ func (r *runner) volumeNeeds(h *nifti.Header, files []string, p *gridPlan) (in, 
 
 // admit reserves the memory volume w needs before its reader sizes anything for it (see
 // budget). w.mem.in is the input buffer the reader took from the pool.
-func (r *runner) admit(ctx context.Context, w *work) error {
-	b := r.budget
+func (m *memory) admit(ctx context.Context, w *work) error {
+	b := m.budget
 	if b == nil {
 		return nil
 	}
-	in, mask, scratch, prep := r.volumeNeeds(w.src.hdr, w.src.files, w.prep.plan)
+	in, mask, scratch, prep := m.volumeNeeds(w.src.hdr, w.src.files, w.prep.plan)
 	if need := in + mask + scratch + prep; need > b.Limit() {
 		return fmt.Errorf("read %s: %w: its buffers need %s (input %s, mask %s, inflate %s, model's view %s), the budget is %s",
 			w.job.Input, ErrMemoryBudget, gib(need), gib(in), gib(mask), gib(scratch), gib(prep), gib(b.Limit()))
@@ -69,8 +69,8 @@ func (r *runner) admit(ctx context.Context, w *work) error {
 	}
 	full := in + mask + scratch + prep
 	makeRoom := func() {
-		r.freeBuffer(w.mem.in)
-		r.trimIdle()
+		m.freeBuffer(w.mem.in)
+		m.trimIdle()
 	}
 	if err := b.Wait(ctx, full, makeRoom); err != nil {
 		return context.Cause(ctx)
@@ -80,52 +80,52 @@ func (r *runner) admit(ctx context.Context, w *work) error {
 }
 
 // grow makes buf hold n bytes; under a budget, its growth is drawn from w's reservation.
-func (r *runner) grow(w *work, buf *hostmem.Buffer, n int) error {
+func (m *memory) grow(w *work, buf *hostmem.Buffer, n int) error {
 	before := buf.Allocated()
 	err := buf.Ensure(n)
-	if r.budget != nil {
+	if m.budget != nil {
 		w.mem.reserved -= int64(buf.Allocated() - before)
 	}
 	return err
 }
 
 // releaseScratch gives back the inflate's scratch once the reader is closed.
-func (r *runner) releaseScratch(w *work) {
-	if r.budget == nil || w.mem.scratch == 0 {
+func (m *memory) releaseScratch(w *work) {
+	if m.budget == nil || w.mem.scratch == 0 {
 		return
 	}
 	w.mem.reserved -= w.mem.scratch
-	r.budget.Release(w.mem.scratch)
+	m.budget.Release(w.mem.scratch)
 	w.mem.scratch = 0
 }
 
 // releaseReservation gives back what w reserved and has not allocated.
-func (r *runner) releaseReservation(w *work) {
-	if r.budget == nil {
+func (m *memory) releaseReservation(w *work) {
+	if m.budget == nil {
 		return
 	}
-	r.budget.Release(w.mem.reserved)
+	m.budget.Release(w.mem.reserved)
 	w.mem.reserved, w.mem.scratch = 0, 0
 }
 
 // freeBuffer frees buf's memory and gives it back to the budget.
-func (r *runner) freeBuffer(buf *hostmem.Buffer) {
-	if err := r.budget.Free(buf); err != nil {
-		r.log.Warn("free host buffer", "err", err)
+func (m *memory) freeBuffer(buf *hostmem.Buffer) {
+	if err := m.budget.Free(buf); err != nil {
+		m.log.Warn("free host buffer", "err", err)
 	}
 }
 
 // trimIdle frees the buffers idle in the pools, for a volume waiting for memory.
-func (r *runner) trimIdle() {
-	if err := r.budget.Trim(r.inputs, r.masks); err != nil {
-		r.log.Warn("free host buffer", "err", err)
+func (m *memory) trimIdle() {
+	if err := m.budget.Trim(m.inputs, m.masks); err != nil {
+		m.log.Warn("free host buffer", "err", err)
 	}
 }
 
 // putBack returns buf to its pool, freeing it first when a volume waits for memory.
-func (r *runner) putBack(p *hostmem.Pool[*hostmem.Buffer], buf *hostmem.Buffer) {
-	if err := r.budget.Put(p, buf); err != nil {
-		r.log.Warn("free host buffer", "err", err)
+func (m *memory) putBack(p *hostmem.Pool[*hostmem.Buffer], buf *hostmem.Buffer) {
+	if err := m.budget.Put(p, buf); err != nil {
+		m.log.Warn("free host buffer", "err", err)
 	}
 }
 

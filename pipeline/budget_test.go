@@ -104,8 +104,7 @@ func TestMemoryBudgetFailsTheLargeVolumeAlone(t *testing.T) {
 	if p := eng.peak.Load(); p > budget {
 		t.Errorf("peak %d bytes over the budget %d", p, budget)
 	}
-	var r runner
-	r.budget = hostmem.NewBudget(budget)
+	r := &memory{budget: hostmem.NewBudget(budget), log: discardLogger}
 	w := &work{job: jobs.Job{Input: filepath.Join(b.in, "huge.nii")}, mem: held{in: hostmem.NewBuffer(nil, inputHeadroom)}}
 	w.src.hdr = mustHeader(t, w.job.Input)
 	if err := r.admit(context.Background(), w); !errors.Is(err, ErrMemoryBudget) {

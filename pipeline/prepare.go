@@ -91,8 +91,8 @@ func mmString(s [3]float64) string { return fmt.Sprintf("%.3gx%.3gx%.3g", s[0], 
 
 // planFor works out the model's view of a volume from its header alone: the producer makes
 // it (work.prep.plan), for the rerun check, the memory budget and the prepare step.
-func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
-	card := r.cfg.Prepare.Card
+func (c Prepare) planFor(h *nifti.Header) (*gridPlan, error) {
+	card := c.Card
 	dims := [3]int{h.NX(), h.NY(), h.NZ()}
 	p := &gridPlan{to: geometry.Canonical, oriented: h.QformCode > 0 || h.SformCode > 0}
 	if card != nil {
@@ -113,7 +113,7 @@ func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
 	}
 	p.inMM = p.ro.Spacing(mm)
 	p.seenMM = p.inMM
-	if r.cfg.Prepare.Resample && card != nil && geometry.NeedsResample(p.inMM, card.SpacingMM) {
+	if c.Resample && card != nil && geometry.NeedsResample(p.inMM, card.SpacingMM) {
 		if p.rs, err = geometry.NewResample(p.ro.OutDims(), p.inMM, card.SpacingMM); err != nil {
 			return nil, err
 		}
@@ -149,7 +149,7 @@ func (p *gridPlan) prepareBytes(h *nifti.Header) int64 {
 func (r *readers) prepare(w *work, track string) error {
 	start := time.Now()
 	if w.prep.plan == nil && w.prep.planErr == nil { // read without the producer (ReadAll)
-		w.prep.plan, w.prep.planErr = r.planFor(w.src.hdr)
+		w.prep.plan, w.prep.planErr = r.cfg.Prepare.planFor(w.src.hdr)
 	}
 	if w.prep.planErr != nil {
 		return fmt.Errorf("read %s: %w", w.job.Input, w.prep.planErr)
@@ -180,7 +180,7 @@ func (r *readers) prepare(w *work, track string) error {
 	case !p.identity():
 		r.makeModelView(w)
 	}
-	r.span(w, span{stage: stage.Prepare, slab: -1, device: stage.Host, track: track,
+	r.rec.span(w, span{stage: stage.Prepare, slab: -1, device: stage.Host, track: track,
 		start: start, end: time.Now(), voxels: int64(w.vol.NX) * int64(w.vol.NY) * int64(w.vol.NZ)})
 	return nil
 }
@@ -211,7 +211,7 @@ func (r *engines) concludeDomain(w *work) error {
 // makeModelView fills w.prep.model (and an empty w.prep.modelMask) from w.vol by w.prep.plan.
 func (r *readers) makeModelView(w *work) {
 	p := w.prep.plan
-	if r.budget != nil { // admit reserved it (volumeNeeds)
+	if r.mem.budget != nil { // admit reserved it (volumeNeeds)
 		w.prep.modelBytes = p.prepareBytes(w.src.hdr)
 		w.mem.reserved -= w.prep.modelBytes
 	}
@@ -254,14 +254,4 @@ func flipVolume(vol *model.Volume, p *gridPlan) {
 	} else {
 		geometry.FlipXY(vol.F32, vol.NX, vol.NY, p.ro.Flip[0], p.ro.Flip[1])
 	}
-}
-
-// dropModel frees the model's view and gives its memory back to the budget.
-func (r *runner) dropModel(w *work) {
-	if w.prep.model == nil {
-		return
-	}
-	w.prep.model, w.prep.modelMask = nil, nil
-	r.budget.Release(w.prep.modelBytes)
-	w.prep.modelBytes = 0
 }

@@ -21,19 +21,19 @@ import (
 // decoding one at a time into an input buffer (with its statistics) and handing it to the
 // engines.
 type readers struct {
-	*runner
+	*services
 	in queue
 }
 
 // startReaders starts the readers on g; they close next's queue once all have returned.
-func startReaders(ctx context.Context, g *errgroup.Group, r *runner, next *engines) *readers {
-	s := &readers{runner: r, in: make(queue)}
+func startReaders(ctx context.Context, g *errgroup.Group, r *services, next *engines) *readers {
+	s := &readers{services: r, in: make(queue)}
 	startWorkers(g, r.cfg.Workers.Readers, next.close, func(i int) error { return s.work(ctx, i, next) })
 	return s
 }
 
 // put hands a volume to the readers.
-func (s *readers) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.runner, w) }
+func (s *readers) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.end, w) }
 
 // close tells the readers that no more volumes are coming.
 func (s *readers) close() { close(s.in) }
@@ -63,25 +63,25 @@ func (r *readers) read(ctx context.Context, reader int, w *work) bool {
 	if !w.job.Arrived.IsZero() {
 		w.rec.start = w.job.Arrived // a watched file's sojourn starts when it is complete
 	}
-	buf, err := r.inputs.Get(ctx)
+	buf, err := r.mem.inputs.Get(ctx)
 	if err != nil {
-		r.fail(w, context.Cause(ctx))
+		r.end.fail(w, context.Cause(ctx))
 		return false
 	}
 	w.mem.in = buf
-	if err := r.admit(ctx, w); err != nil {
-		r.fail(w, err)
+	if err := r.mem.admit(ctx, w); err != nil {
+		r.end.fail(w, err)
 		return false
 	}
 	w.rec.readStart = time.Now()
 	err = r.decode(ctx, reader, w)
 	w.rec.readEnd = time.Now()
-	r.releaseScratch(w) // decode has closed the reader and with it any inflate memory
+	r.mem.releaseScratch(w) // decode has closed the reader and with it any inflate memory
 	if err == nil {
 		err = r.prepare(w, fmt.Sprintf("reader %d", reader))
 	}
 	if err != nil {
-		r.fail(w, err)
+		r.end.fail(w, err)
 		return false
 	}
 	// After the read, which may use every core (the parallel inflate), while the engine works.
@@ -124,14 +124,14 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 	w.rec.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
 	w.rec.sum.Voxels = int64(voxels)
 	w.vol = model.Volume{NX: nx, NY: ny, NZ: nz}
-	r.progress().VolumeStarted(w.job, nz)
+	r.rec.progress().VolumeStarted(w.job, nz)
 
 	asInt16 := nifti.Int16Exact(w.src.hdr.Datatype)
 	sampleSize := 4
 	if asInt16 {
 		sampleSize = 2
 	}
-	if err := r.grow(w, w.mem.in, voxels*sampleSize); err != nil {
+	if err := r.mem.grow(w, w.mem.in, voxels*sampleSize); err != nil {
 		return err
 	}
 	if asInt16 {
@@ -184,7 +184,7 @@ func (r *readers) inflateInto(w *work) func(prefix int, dataBytes int64, dt nift
 		if swapped || !engineReads(dt) || int64(int(dataBytes)) != dataBytes {
 			return nil
 		}
-		if err := r.grow(w, w.mem.in, int(dataBytes)); err != nil {
+		if err := r.mem.grow(w, w.mem.in, int(dataBytes)); err != nil {
 			return nil
 		}
 		return w.mem.in.WithPrefix(prefix)
@@ -229,7 +229,7 @@ func (r *readers) readSequential(ctx context.Context, rd *nifti.Reader, w *work,
 		if err != nil {
 			return stats, err
 		}
-		r.span(w, span{stage: stage.Read, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
+		r.rec.span(w, span{stage: stage.Read, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
 			bytes: int64(n * plane * sampleSize), voxels: int64(n * plane)})
 		t = time.Now()
 		if asInt16 {
@@ -237,7 +237,7 @@ func (r *readers) readSequential(ctx context.Context, rd *nifti.Reader, w *work,
 		} else {
 			stats.AddFloat32(w.vol.F32[z*plane : (z+n)*plane])
 		}
-		r.span(w, span{stage: stage.Stats, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
+		r.rec.span(w, span{stage: stage.Stats, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
 			voxels: int64(n * plane)})
 		z += n
 		t = time.Now()
@@ -335,13 +335,13 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 		return model.Stats{}, err
 	}
 	read := time.Now()
-	r.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
+	r.rec.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
 		bytes: int64(nz * plane * sampleSize), voxels: int64(nz * plane)})
 	var stats model.Stats
 	for _, p := range parts {
 		stats.Merge(p)
 	}
-	r.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),
+	r.rec.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),
 		voxels: int64(nz * plane)})
 	return stats, nil
 }
@@ -354,7 +354,7 @@ type hashResult struct {
 
 // startHash hashes the input's files in the background (on all cores, a few ms for a large
 // volume); the writer waits for it before writing the mask's header, which records it.
-func (r *runner) startHash(ctx context.Context, w *work) {
+func (r *readers) startHash(ctx context.Context, w *work) {
 	w.src.hash = make(chan hashResult, 1)
 	go func() {
 		sum, err := provenance.Hash(ctx, w.src.files)

@@ -24,18 +24,10 @@ import (
 
 // testRunner is a read stage for calling it directly.
 func testRunner(slab, threads int) *readers {
-	r := &runner{cfg: Config{
-		Workers: Workers{
-			Slab:        slab,
-			ReadThreads: threads,
-			Readers:     1,
-		},
-		Telemetry: Telemetry{
-			Progress: nopProgress{},
-		},
-	},
-		t0: time.Now(), log: discardLogger}
-	return &readers{runner: r}
+	r := newServices(Config{
+		Workers: Workers{Slab: slab, ReadThreads: threads, Readers: 1},
+	}, nil)
+	return &readers{services: r}
 }
 
 // volumeFile writes a volume of dt with smooth values plus full-mantissa noise (so float sums
@@ -332,7 +324,7 @@ func TestReadInflatesLargeGzip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r.cfg.Telemetry.Timings = f
+				r.rec.tel.Timings = f
 				buf := hostmem.NewBuffer(nil, inputHeadroom)
 				if i == 2 {
 					buf = hostmem.NewBuffer(nil, 0)

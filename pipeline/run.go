@@ -1,20 +1,25 @@
 // Package pipeline runs batches of volumes through read -> normalise -> segment -> write, as
 // stages connected by channels, with buffers from bounded pools so that memory does not grow
 // with the batch, and records per-stage timings.
+//
+// Each stage is a small type in its own file, with a constructor that starts its workers on
+// the run's errgroup, a put method that hands it a volume (selecting on ctx.Done()), and a
+// worker loop: the producer (producer.go: what to do with each job, from its header), the
+// readers (read.go, read_dicom.go; each read ends with the prepare step, prepare.go), the
+// engine workers (segment.go) and the writers (write.go). A stage's workers close the next
+// stage's queue once all of them have returned. The stages share the run's services: its host
+// memory (memory.go, budget.go, over internal/hostmem), its records (record.go) and the end of
+// its volumes (conclude.go). volume.go says how a volume travels and who owns it when.
 package pipeline
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"sync"
-	"time"
-	"voxpipe/internal/hostmem"
 
 	"golang.org/x/sync/errgroup"
 
-	"voxpipe/io/nifti"
 	"voxpipe/store/provenance"
 )
 
@@ -37,33 +42,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	r := &runner{cfg: cfg, t0: time.Now(), log: cfg.Telemetry.Log, budget: hostmem.NewBudget(cfg.Workers.MaxMemory)}
-	r.cfg.Output.Provenance.Generator = provenance.Generator
-	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
-	}
-	if r.cfg.Telemetry.Progress == nil {
-		r.cfg.Telemetry.Progress = nopProgress{}
-	}
-	alloc := hostAlloc(cfg.Engines[0])
-	// Each reader and each engine holds at most one input volume; each engine and each writer
-	// at most one mask. With these pools full, nothing more is ever allocated.
-	// A batch of fewer volumes than that never uses more than one buffer per volume.
-	batch := max(1, cfg.jobCount())
-	r.inputs = hostmem.NewPool(newBuffers(alloc, min(cfg.Workers.Readers+len(cfg.Engines), batch), inputHeadroom)...)
-	r.masks = hostmem.NewPool(newBuffers(alloc, min(len(cfg.Engines)+cfg.Workers.Writers, batch), 0)...)
-	if !cfg.Workers.LeaveBuffers {
-		defer r.freeBuffers()
-	}
-
+	cfg.Output.Provenance.Generator = provenance.Generator
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	r.stop = stop
-	res, err := r.run(runCtx)
+	sv := newServices(cfg, stop)
+	if !cfg.Workers.LeaveBuffers {
+		defer sv.mem.freeAll()
+	}
+	res, err := sv.run(runCtx)
 	switch cause := context.Cause(runCtx); {
 	case errors.Is(cause, ErrStoppedEarly):
 		// The failure that stopped the batch is in the summary; the run itself went as asked.
-		r.log.Warn("fail-fast: batch stopped after a failed volume", "unprocessed", len(cfg.Input.Jobs)-res.Done())
+		sv.log.Warn("fail-fast: batch stopped after a failed volume", "unprocessed", len(cfg.Input.Jobs)-res.Done())
 		err = nil
 	case cause != nil:
 		err = cause
@@ -71,81 +61,53 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, err
 }
 
-type runner struct {
-	cfg    Config
-	budget *hostmem.Budget // nil: no Config.MaxMemory
-	t0     time.Time
-	log    *slog.Logger
-	stop   context.CancelCauseFunc
-	inputs *hostmem.Pool[*hostmem.Buffer]
-	masks  *hostmem.Pool[*hostmem.Buffer]
-
-	mu     sync.Mutex
-	result Result
-	outErr error // first error writing the CSVs
+// services are what the stages share (each stage embeds them): the run's configuration and
+// log, its host memory (memory.go, budget.go), its records (record.go) and the end of its
+// volumes (conclude.go).
+type services struct {
+	cfg Config
+	log *slog.Logger
+	mem *memory
+	rec *recorder
+	end *concluder
 }
 
-// freeBuffers frees every pool buffer, in parallel (hostmem.FreeAll).
-func (r *runner) freeBuffers() {
-	if err := hostmem.FreeAll(r.inputs, r.masks); err != nil {
-		r.log.Warn("free host buffer", "err", err)
+// newServices makes a run's services; stop stops the run with a cause (nil: a run that never
+// stops itself, reading alone). A nil log discards, a nil Progress reports nothing.
+func newServices(cfg Config, stop context.CancelCauseFunc) *services {
+	if cfg.Telemetry.Log == nil {
+		cfg.Telemetry.Log = discardLogger
 	}
+	if cfg.Telemetry.Progress == nil {
+		cfg.Telemetry.Progress = nopProgress{}
+	}
+	log := cfg.Telemetry.Log
+	mem := newMemory(cfg, log)
+	rec := newRecorder(cfg.Telemetry, stop)
+	return &services{cfg: cfg, log: log, mem: mem, rec: rec, end: newConcluder(cfg, log, mem, rec, stop)}
 }
 
-func (r *runner) run(ctx context.Context) (Result, error) {
-	r.cfg.Telemetry.Progress.Start(len(r.cfg.Input.Jobs))
-	defer r.cfg.Telemetry.Progress.Close()
+// run starts the stages on one errgroup, each before the one that hands it work (a stage's
+// workers close the next one's queue once all of them have returned), and waits for them.
+func (sv *services) run(ctx context.Context) (Result, error) {
+	sv.rec.progress().Start(len(sv.cfg.Input.Jobs))
+	defer sv.rec.progress().Close()
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		r.prewarmMask(ctx)
+		sv.mem.prewarmMask(ctx, sv.cfg.Input)
 		return nil
 	})
-	// Each stage is started before the one that hands it work, and closes the next one's
-	// queue once all its workers have returned.
-	writers := startWriters(ctx, g, r)
-	engines := startEngines(ctx, g, r, writers)
-	readers := startReaders(ctx, g, r, engines)
-	startProducer(ctx, g, r, readers)
+	writers := startWriters(ctx, g, sv)
+	engines := startEngines(ctx, g, sv, writers)
+	readers := startReaders(ctx, g, sv, engines)
+	startProducer(ctx, g, sv, readers)
 
 	err := g.Wait()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if err == nil {
-		err = r.outErr
+		err = sv.rec.err()
 	}
-	return r.result, err
-}
-
-// prewarmMask sizes a mask buffer for the first volume while that volume is being read: the
-// engine's page-locked memory for a large mask takes a while (docs/perf.md), which would
-// otherwise delay its segmentation. The buffer goes back to the
-// pool at once (a one-volume run has exactly one); failures are left to the segment stage,
-// which sizes the buffer again.
-func (r *runner) prewarmMask(ctx context.Context) {
-	// Jobs refused at discovery (a FIFO) must not be opened.
-	if r.cfg.Input.Source != nil || len(r.cfg.Input.Jobs) == 0 || r.cfg.Input.Jobs[0].Err != nil {
-		return
-	}
-	hdr, err := nifti.ReadHeader(r.cfg.Input.Jobs[0].Input)
-	if err != nil {
-		return
-	}
-	voxels := int64(hdr.NX()) * int64(hdr.NY()) * int64(hdr.NZ())
-	if voxels <= 0 || voxels > math.MaxInt32*int64(8) {
-		return
-	}
-	buf, err := r.masks.Get(ctx)
-	if err != nil {
-		return
-	}
-	defer r.masks.Put(buf)
-	if !r.budget.TryAcquire(voxels) {
-		return // under a tight budget: left to the volume's own reservation
-	}
-	before := buf.Allocated()
-	_ = buf.Ensure(int(voxels))
-	r.budget.Release(voxels - int64(buf.Allocated()-before))
+	return sv.end.result(), err
 }
 
 // queue hands volumes to a stage's workers; the stage before closes it once all its workers
@@ -153,12 +115,12 @@ func (r *runner) prewarmMask(ctx context.Context) {
 type queue chan *work
 
 // put hands w to the stage, or fails it when ctx ends first: then no worker has it.
-func (q queue) put(ctx context.Context, r *runner, w *work) error {
+func (q queue) put(ctx context.Context, end *concluder, w *work) error {
 	select {
 	case q <- w:
 		return nil
 	case <-ctx.Done():
-		r.fail(w, context.Cause(ctx))
+		end.fail(w, context.Cause(ctx))
 		return ctx.Err()
 	}
 }

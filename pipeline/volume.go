@@ -18,7 +18,7 @@ import (
 
 // A volume's state travels with it through the stages (work). Each stage owns the volume
 // while it works on it, and hands it on through the next stage's queue (queue.put), or fails
-// it itself (runner.fail), giving back the buffers it holds. The one exception is the
+// it itself (concluder.fail), giving back the buffers it holds. The one exception is the
 // hand-over from the segment stage to the write stage, where segmentation and writing overlap:
 // as soon as an engine worker has a mask buffer for a volume it queues the volume for the
 // writers and starts the engine; the engine reports each slab whose labels are final
@@ -152,32 +152,6 @@ func (w *work) setErr(err error) {
 		w.rec.err = err
 	}
 	w.rec.mu.Unlock()
-}
-
-// release lets go of a volume held by its engine worker and its writer; the last one to let go
-// concludes it: failed with its first error, or ok once committed.
-func (r *runner) release(w *work) {
-	if w.seg.holders.Add(-1) > 0 {
-		return
-	}
-	w.rec.mu.Lock()
-	err := w.rec.err
-	w.rec.mu.Unlock()
-	if err != nil {
-		r.fail(w, err)
-		return
-	}
-	r.putBack(r.masks, w.mem.mask)
-	w.mem.mask = nil
-	w.rec.mu.Lock()
-	w.rec.sum.Status = timing.StatusOK
-	w.rec.sum.WallMS = ms(w.rec.committed.Sub(w.rec.start))
-	w.rec.sum.QueueMS = w.queueMS()
-	if w.rec.sum.WallMS > 0 {
-		w.rec.sum.MVoxPerS = float64(w.rec.sum.Voxels) / 1e3 / w.rec.sum.WallMS
-	}
-	w.rec.mu.Unlock()
-	r.finish(w)
 }
 
 // segProgress is how far the engine has got with a volume, shared by its engine worker and

@@ -20,23 +20,23 @@ import (
 // hand over as their segmentation starts, streaming each mask's planes into a temporary file
 // as the engine finishes them, and committing it.
 type writers struct {
-	*runner
+	*services
 	in queue
 }
 
 // startWriters starts the writers on g.
-func startWriters(ctx context.Context, g *errgroup.Group, r *runner) *writers {
+func startWriters(ctx context.Context, g *errgroup.Group, r *services) *writers {
 	// Engine workers queue a volume here as its segmentation starts and never wait on it:
 	// every queued volume holds a mask buffer, so the queue never holds more than the mask
 	// pool, its capacity (see volume.go).
-	s := &writers{runner: r, in: make(queue, r.masks.Cap())}
+	s := &writers{services: r, in: make(queue, r.mem.masks.Cap())}
 	startWorkers(g, r.cfg.Workers.Writers, nil, func(i int) error { return s.work(ctx, i) })
 	return s
 }
 
 // put hands a volume whose segmentation starts to the writers; it never blocks (see
 // volume.go) unless ctx is done.
-func (s *writers) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.runner, w) }
+func (s *writers) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.end, w) }
 
 // close tells the writers that no more volumes are coming.
 func (s *writers) close() { close(s.in) }
@@ -61,7 +61,7 @@ func (r *writers) write(ctx context.Context, writer int, w *work) {
 		w.setErr(err)
 		w.seg.cancel(err) // no use segmenting what will not be written
 	}
-	r.release(w)
+	r.end.release(w)
 }
 
 func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
@@ -108,7 +108,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		}
 		err = out.WriteSlices(mask[written*plane : z1*plane])
 		n := int64((z1 - written) * plane)
-		r.span(w, span{stage: stage.Write, slab: written / r.cfg.Workers.Slab, device: stage.Host, track: track,
+		r.rec.span(w, span{stage: stage.Write, slab: written / r.cfg.Workers.Slab, device: stage.Host, track: track,
 			start: start, end: time.Now(), bytes: n, voxels: n})
 		if err != nil {
 			return err
@@ -121,7 +121,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		}
 	}
 	if w.mem.in != nil { // left for the analyse step
-		r.putBack(r.inputs, w.mem.in)
+		r.mem.putBack(r.mem.inputs, w.mem.in)
 		w.mem.in = nil
 	}
 	if w.claim != nil {
@@ -133,7 +133,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 	start := time.Now()
 	err := out.Commit()
 	end := time.Now()
-	r.span(w, span{stage: stage.Write, slab: -1, device: stage.Host, track: track, start: start, end: end})
+	r.rec.span(w, span{stage: stage.Write, slab: -1, device: stage.Host, track: track, start: start, end: end})
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (r *writers) analyse(w *work, track string) error {
 	if err := a.Analyse(w.job.Name, w.src.hdr, &w.vol, mask); err != nil {
 		return err
 	}
-	r.span(w, span{stage: stage.Analyse, slab: -1, device: stage.Host, track: track,
+	r.rec.span(w, span{stage: stage.Analyse, slab: -1, device: stage.Host, track: track,
 		start: start, end: time.Now(), voxels: int64(voxels)})
 	return nil
 }
