@@ -93,8 +93,8 @@ func (s Spread) String() string {
 
 // ReadAll reads (decodes and normalises) every job's volume with nReaders in parallel and does
 // nothing else: the readers-alone throughput that a batch run is measured against. It runs
-// the read stage of Run itself (volumes on max(1, GOMAXPROCS / min(nReaders, volumes))
-// goroutines each: uncompressed ones by z-ranges, statistics fused, gzipped ones inflated
+// the read stage of Run itself (each volume on as many goroutines as Config.readThreads says
+// for nReaders readers: uncompressed ones by z-ranges, statistics fused, gzipped ones inflated
 // whole first when there are several goroutines, else in order), into
 // buffers it allocates as Run does (plain host memory: an engine's pinned allocator is not
 // used). It returns the wall time and the voxels read.

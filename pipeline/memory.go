@@ -48,16 +48,17 @@ func (m *memory) freeAll() {
 
 // prewarmMask sizes a mask buffer for the first volume while that volume is being read: the
 // engine's page-locked memory for a large mask takes a while (docs/perf.md), which would
-// otherwise delay its segmentation. The buffer goes back to the
-// pool at once (a one-volume run has exactly one); failures are left to the segment stage,
-// which sizes the buffer again.
-func (m *memory) prewarmMask(ctx context.Context, in Input) {
-	// Jobs refused at discovery (a FIFO) must not be opened.
-	if in.Source != nil || len(in.Jobs) == 0 || in.Jobs[0].Err != nil {
-		return
+// otherwise delay its segmentation. The producer hands the header it read for that volume to
+// first (nothing when the first job is not to be done, or comes from a Source). The buffer
+// goes back to the pool at once (a one-volume run has exactly one); failures are left to the
+// segment stage, which sizes the buffer again.
+func (m *memory) prewarmMask(ctx context.Context, first <-chan *nifti.Header) {
+	var hdr *nifti.Header
+	select {
+	case hdr = <-first:
+	case <-ctx.Done():
 	}
-	hdr, err := nifti.ReadHeader(in.Jobs[0].Input)
-	if err != nil {
+	if hdr == nil {
 		return
 	}
 	voxels := int64(hdr.NX()) * int64(hdr.NY()) * int64(hdr.NZ())

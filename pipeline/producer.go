@@ -24,24 +24,34 @@ type producer struct {
 	*services
 }
 
-// startProducer starts the producer on g; it closes the readers' queue when it returns.
-func startProducer(ctx context.Context, g *errgroup.Group, sv *services, next *readers) {
+// startProducer starts the producer on g; it closes the readers' queue when it returns, and
+// first (see work) once it has taken the first job.
+func startProducer(ctx context.Context, g *errgroup.Group, sv *services, next *readers, first chan<- *nifti.Header) {
 	p := &producer{services: sv}
 	g.Go(func() error {
 		defer next.close()
-		return p.work(ctx, next)
+		return p.work(ctx, next, first)
 	})
 }
 
 // work is the producer's loop: it takes each job in turn and hands the volumes to do to next.
-func (p *producer) work(ctx context.Context, next *readers) error {
+// The header it read for the first of Config.Jobs, when that one is to be done, goes to first
+// too (mask prewarming, memory.prewarmMask), so that no one reads it again.
+func (p *producer) work(ctx context.Context, next *readers, first chan<- *nifti.Header) error {
+	defer close(first)
 	pending := p.nextJob(ctx)
-	for {
+	for i := 0; ; i++ {
 		job, ok := pending()
 		if !ok {
 			return ctx.Err()
 		}
 		w := p.take(ctx, job)
+		if i == 0 && w != nil && p.cfg.Input.Source == nil {
+			select {
+			case first <- w.src.hdr: // buffered for it: never waits
+			case <-ctx.Done():
+			}
+		}
 		if w == nil {
 			continue
 		}

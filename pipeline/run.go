@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"voxpipe/io/nifti"
 	"voxpipe/store/provenance"
 )
 
@@ -94,14 +95,15 @@ func (sv *services) run(ctx context.Context) (Result, error) {
 	defer sv.rec.progress().Close()
 
 	g, ctx := errgroup.WithContext(ctx)
+	first := make(chan *nifti.Header, 1) // the first volume's header, from the producer
 	g.Go(func() error {
-		sv.mem.prewarmMask(ctx, sv.cfg.Input)
+		sv.mem.prewarmMask(ctx, first)
 		return nil
 	})
 	writers := startWriters(ctx, g, sv)
 	engines := startEngines(ctx, g, sv, writers)
 	readers := startReaders(ctx, g, sv, engines)
-	startProducer(ctx, g, sv, readers)
+	startProducer(ctx, g, sv, readers, first)
 
 	err := g.Wait()
 	if err == nil {
