@@ -209,15 +209,16 @@ func TestEngineFailsMidVolume(t *testing.T) {
 	}
 }
 
-// writeSeen closes seen at the first write row of volume.
+// writeSeen closes seen at the write row of volume's slab.
 type writeSeen struct {
 	volume string
+	slab   int
 	seen   chan struct{}
 	once   sync.Once
 }
 
 func (w *writeSeen) Row(r timing.Row) {
-	if r.Volume == w.volume && r.Stage == stage.Write {
+	if r.Volume == w.volume && r.Stage == stage.Write && r.Slab == w.slab {
 		w.once.Do(func() { close(w.seen) })
 	}
 }
@@ -226,9 +227,10 @@ func (w *writeSeen) Summary(timing.Summary) {}
 
 func testEngineFails(t *testing.T, failAt int) {
 	b := newBatch(t, 3) // volb has 12 slices: slabs 0..2 of 4
-	// The engine fails only once the writer has streamed some of volb (a loaded machine may
-	// otherwise schedule the writer after the failure, and the test would test nothing).
-	written := &writeSeen{volume: "volb", seen: make(chan struct{})}
+	// The engine fails only once the writer has streamed every slab reported before the
+	// failure (a loaded machine may otherwise schedule the writer after the failure, and the
+	// test would test nothing); failing at slab 3 of 3, that is the whole mask.
+	written := &writeSeen{volume: "volb", slab: failAt - 1, seen: make(chan struct{})}
 	eng := allocatingEngine{&signEngine{failNZ: 12, failAt: failAt, delay: 10 * time.Millisecond, beforeFail: func() {
 		select {
 		case <-written.seen:

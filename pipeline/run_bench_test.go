@@ -16,8 +16,8 @@ import (
 	"voxpipe/telemetry/timing"
 )
 
-// replayEngine stands in for a GPU: it copies a precomputed mask slab by slab, sleeping
-// perSlab for each, so the engine costs a fixed time and (almost) no CPU, as a GPU does.
+// replayEngine stands in for a GPU: it copies a precomputed mask slab by slab,
+// waiting perSlab for each, so the engine costs a fixed time and (almost) no CPU, as a GPU does.
 type replayEngine struct {
 	mask    []uint8
 	perSlab time.Duration
@@ -67,7 +67,11 @@ func (e *replayEngine) Segment(ctx context.Context, vol *model.Volume, out []uin
 			return err
 		}
 		z1 := min(z0+opt.Slab, vol.NZ)
-		time.Sleep(e.perSlab)
+		select { // the slab's fixed time, unless cancelled
+		case <-time.After(e.perSlab):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		copy(out[z0*plane:z1*plane], e.mask[z0*plane:z1*plane])
 		if opt.OnSlabDone != nil {
 			opt.OnSlabDone(z0, z1)
