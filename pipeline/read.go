@@ -294,36 +294,11 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 				if k >= tasks {
 					return nil
 				}
-				part := &parts[k]
 				if !asInt16 {
-					*part = model.StatsFrom(origin)
+					parts[k] = model.StatsFrom(origin)
 				}
-				z1 := min((k+1)*task, nz)
-				for z := k * task; z < z1; {
-					if gctx.Err() != nil {
-						return context.Cause(gctx)
-					}
-					want := min(piece, z1-z)
-					n := want
-					var err error
-					if asInt16 {
-						if !inPlace {
-							n, err = rd.ReadSlicesInt16At(w.vol.I16[z*plane:], z, want)
-						}
-						part.AddInt16(w.vol.I16[z*plane : (z+n)*plane])
-					} else {
-						if !inPlace {
-							n, err = rd.ReadSlicesFloat32At(w.vol.F32[z*plane:], z, want)
-						}
-						part.AddFloat32Piece(w.vol.F32[z*plane : (z+n)*plane])
-					}
-					if err == nil && n != want {
-						err = fmt.Errorf("read %s: volume ends at slice %d of %d", w.job.Input, z+n, nz)
-					}
-					if err != nil {
-						return err
-					}
-					z += n
+				if err := readTask(gctx, rd, w, &parts[k], k*task, min((k+1)*task, nz), piece, inPlace); err != nil {
+					return err
 				}
 			}
 		})
@@ -344,6 +319,39 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 	r.rec.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),
 		voxels: int64(nz * plane)})
 	return stats, nil
+}
+
+// readTask is one task of readAt: it reads slices [z0, z1) in pieces of up to piece slices
+// into the volume (unless inPlace: they are there already) and adds them to part.
+func readTask(ctx context.Context, rd *nifti.Reader, w *work, part *model.Stats, z0, z1, piece int, inPlace bool) error {
+	plane := w.vol.NX * w.vol.NY
+	for z := z0; z < z1; {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		want := min(piece, z1-z)
+		n := want
+		var err error
+		if w.vol.I16 != nil {
+			if !inPlace {
+				n, err = rd.ReadSlicesInt16At(w.vol.I16[z*plane:], z, want)
+			}
+			part.AddInt16(w.vol.I16[z*plane : (z+n)*plane])
+		} else {
+			if !inPlace {
+				n, err = rd.ReadSlicesFloat32At(w.vol.F32[z*plane:], z, want)
+			}
+			part.AddFloat32Piece(w.vol.F32[z*plane : (z+n)*plane])
+		}
+		if err == nil && n != want {
+			err = fmt.Errorf("read %s: volume ends at slice %d of %d", w.job.Input, z+n, w.vol.NZ)
+		}
+		if err != nil {
+			return err
+		}
+		z += n
+	}
+	return nil
 }
 
 // hashResult is the input's hash, or why it could not be made.

@@ -75,6 +75,30 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 		return // no writer has it: put has failed it
 	}
 
+	err = r.runEngine(segCtx, worker, eng, w)
+	if err == nil && w.prep.model != nil {
+		r.restore(w, worker)
+	}
+	if err == nil {
+		// Before seg.finish: the writer commits only once the engine is finished without error.
+		err = r.concludeDomain(w)
+	}
+	r.mem.dropModel(w)
+	if !r.cfg.analysesInput() { // else the writer, which analyses the volume, gives it back
+		r.mem.putBack(r.mem.inputs, w.mem.in)
+		w.mem.in = nil
+	}
+	if err != nil && segCtx.Err() != nil {
+		err = context.Cause(segCtx) // the run's cause, or the writer's failure
+	}
+	if err = w.seg.progress.finish(err); err != nil {
+		w.setErr(fmt.Errorf("segment %s: %w", w.job.Input, err))
+	}
+	r.end.release(w)
+}
+
+// runEngine runs eng on the volume, recording its events, its time and its progress.
+func (r *engines) runEngine(ctx context.Context, worker int, eng engine.Engine, w *work) error {
 	device := eng.Name()
 	start := time.Now()
 	w.rec.mu.Lock()
@@ -84,12 +108,13 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 	sawSegment := false
 	// The engine reads the volume as stored and its labels go straight to the writer, or it
 	// reads the model's view (prepare.go) and the restore step below brings them back.
+	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
 	vol, out, onSlab := &w.vol, w.mem.mask.Bytes()[:voxels], w.seg.progress.slabDone
 	if w.prep.model != nil {
 		vol, out, onSlab = w.prep.model, w.prep.modelMask, nil
 	}
 	plane := int64(vol.NX) * int64(vol.NY)
-	err = eng.Segment(segCtx, vol, out, engine.Options{
+	err := eng.Segment(ctx, vol, out, engine.Options{
 		Slab:       r.cfg.Workers.Slab,
 		OnSlabDone: onSlab,
 		Confidence: &w.prep.dom.conf,
@@ -120,25 +145,7 @@ func (r *engines) segment(ctx context.Context, worker int, eng engine.Engine, w 
 		r.rec.span(w, span{stage: stage.Segment, slab: -1, device: device, track: fmt.Sprintf("engine %d", worker),
 			start: start, end: end, voxels: int64(voxels)})
 	}
-	if err == nil && w.prep.model != nil {
-		r.restore(w, worker)
-	}
-	if err == nil {
-		// Before seg.finish: the writer commits only once the engine is finished without error.
-		err = r.concludeDomain(w)
-	}
-	r.mem.dropModel(w)
-	if !r.cfg.analysesInput() { // else the writer, which analyses the volume, gives it back
-		r.mem.putBack(r.mem.inputs, w.mem.in)
-		w.mem.in = nil
-	}
-	if err != nil && segCtx.Err() != nil {
-		err = context.Cause(segCtx) // the run's cause, or the writer's failure
-	}
-	if err = w.seg.progress.finish(err); err != nil {
-		w.setErr(fmt.Errorf("segment %s: %w", w.job.Input, err))
-	}
-	r.end.release(w)
+	return err
 }
 
 // restore maps the labels the engine made on the model's view back to the input's grid, each
