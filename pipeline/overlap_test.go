@@ -74,6 +74,7 @@ func inputsByName(t *testing.T, b *batch) map[string]string {
 // wrote, compressed or not, whatever the slab, the number of writers and engines, and whether
 // the engine reports its slabs or only returns.
 func TestOverlappedMasksMatchSerialReference(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 4)
 	inputs := inputsByName(t, b)
 	for _, tc := range []struct {
@@ -204,8 +205,12 @@ func TestWriteOverlapsSegmentation(t *testing.T) {
 // failed once with the engine's error, the others go on, and every buffer is back in its pool
 // (the allocator sees them all freed).
 func TestEngineFailsMidVolume(t *testing.T) {
+	t.Parallel()
 	for _, failAt := range []int{2, 3} {
-		t.Run(fmt.Sprintf("at_slab_%d_of_3", failAt), func(t *testing.T) { testEngineFails(t, failAt) })
+		t.Run(fmt.Sprintf("at_slab_%d_of_3", failAt), func(t *testing.T) {
+			t.Parallel()
+			testEngineFails(t, failAt)
+		})
 	}
 }
 
@@ -310,6 +315,7 @@ func TestWriteFailureStopsEngine(t *testing.T) {
 // the volume is failed once as interrupted, no temporary or partial mask remains, and every
 // buffer is back in its pool.
 func TestCancelWhileStreaming(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -358,6 +364,7 @@ func TestCancelWhileStreaming(t *testing.T) {
 // for the writer while the engines go on, nothing deadlocks, every mask is right, and buffers
 // stay within the pools.
 func TestBusyWriterSeveralEngines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := &batch{in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out"), good: map[string][]int16{}}
 	os.MkdirAll(b.in, 0o755)
@@ -421,6 +428,7 @@ func (e skippingEngine) Segment(ctx context.Context, vol *model.Volume, out []ui
 // An engine that breaks the OnSlabDone contract fails its volume rather than have planes
 // written out of order or before they are final.
 func TestSlabDoneOutOfOrderFailsVolume(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 1)
 	out := runBatch(t, context.Background(), b, skippingEngine{&signEngine{}}, nil)
 	s := statusByVolume(out.summary)["vola"]

@@ -180,6 +180,7 @@ func readStats(t *testing.T, r *readers, path string, parallel bool) readResult 
 // Timing rows: one read and one stats row (slab -1) for a .nii read in parallel, per-slab
 // rows for a .nii.gz.
 func TestParallelReadRows(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 2) // vola.nii.gz, volb.nii
 	out := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Workers.ReadThreads = 3 })
 	if out.res.OK != 2 {
@@ -199,6 +200,7 @@ func TestParallelReadRows(t *testing.T) {
 }
 
 func TestParallelReadErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "v.nii")
 	volumeFile(t, path, nifti.Int16, binary.LittleEndian, 16, 16, 40, 1, 0, 10)
@@ -226,6 +228,7 @@ func TestParallelReadErrors(t *testing.T) {
 }
 
 func TestReadThreadsRule(t *testing.T) {
+	t.Parallel()
 	procs := runtime.GOMAXPROCS(0)
 	for _, c := range []struct {
 		cfg  Config

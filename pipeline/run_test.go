@@ -22,6 +22,7 @@ import (
 )
 
 func TestRunBatchWithBadVolumes(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 3)
 	out := runBatch(t, context.Background(), b, &signEngine{}, nil)
 	if out.err != nil {
@@ -76,6 +77,7 @@ func TestRunBatchWithBadVolumes(t *testing.T) {
 }
 
 func TestRunSkipsDoneVolumesUnlessOverwrite(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 2)
 	first := runBatch(t, context.Background(), b, &signEngine{}, nil)
 	if first.res.OK != 2 {
@@ -92,6 +94,7 @@ func TestRunSkipsDoneVolumesUnlessOverwrite(t *testing.T) {
 }
 
 func TestRunFailFastStops(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 6)
 	out := runBatch(t, context.Background(), b, &signEngine{delay: 5 * time.Millisecond}, func(c *Config) {
 		c.FailFast = true
@@ -107,6 +110,7 @@ func TestRunFailFastStops(t *testing.T) {
 }
 
 func TestRunCancelLeavesNoPartialOutputs(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 6)
 	ctx, cancel := context.WithCancel(context.Background())
 	eng := &signEngine{delay: 20 * time.Millisecond}
@@ -132,6 +136,7 @@ func TestRunCancelLeavesNoPartialOutputs(t *testing.T) {
 }
 
 func TestRunBuffersAreBounded(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 8)
 	eng := allocatingEngine{&signEngine{}}
 	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Workers.Readers = 2; c.Workers.Writers = 1 })
@@ -160,6 +165,7 @@ func TestRunBuffersAreBounded(t *testing.T) {
 }
 
 func TestDiscover(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, p := range []string{"a.nii", "b.nii.gz", "c.hdr", "c.img", ".d.nii.tmp-1", "e.txt", "sub/f.nii.gz", "sub/deeper/g.nii"} {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
@@ -207,6 +213,7 @@ func TestDiscover(t *testing.T) {
 }
 
 func TestRunRejectsNaNVolumes(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 1)
 	vals := []float32{1, 2, float32(math.NaN()), 4, 5, 6, 7, 8}
 	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Float32, BitPix: 32,
@@ -225,6 +232,7 @@ func TestRunRejectsNaNVolumes(t *testing.T) {
 // Several engines (one per GPU in a real run) pull volumes from one queue: every volume is
 // done exactly once, both engines work, and the CSVs say which engine did which volume.
 func TestRunSeveralEnginesShareTheQueue(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 8)
 	engines := []engine.Engine{
 		namedEngine{&signEngine{delay: 3 * time.Millisecond}, "dev:0"},
@@ -289,6 +297,7 @@ func (e *gatedAllocEngine) AllocHost(n int) (engine.HostBuffer, error) {
 }
 
 func TestRunAllocatesTheFirstMaskWhileReading(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := &batch{in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out"), good: map[string][]int16{}}
 	os.MkdirAll(b.in, 0o755)
@@ -358,6 +367,7 @@ func TestRunReadsWhileTheEngineOpens(t *testing.T) {
 
 // An engine that cannot open ends the run with its error (no volume is segmented).
 func TestRunStopsWhenTheEngineCannotOpen(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 2)
 	fault := errors.New("test engine: no context")
 	eng := &openingEngine{signEngine: &signEngine{}, opened: make(chan struct{}), openErr: fault, t0: time.Now()}
