@@ -69,7 +69,9 @@ func (m *memory) prewarmMask(ctx context.Context, first <-chan *nifti.Header) {
 	if err != nil {
 		return
 	}
-	defer m.masks.Put(buf)
+	// Back through the budget: a reader that started waiting for memory meanwhile (its trim
+	// missed this buffer, held here) has it freed, or it would wait for it forever.
+	defer m.putBack(m.masks, buf)
 	if !m.budget.TryAcquire(voxels) {
 		return // under a tight budget: left to the volume's own reservation
 	}
