@@ -184,3 +184,61 @@ func maskBytes(t *testing.T, mem *memory) int {
 	})
 	return n
 }
+
+// gatedAlloc allocates Go memory once gate is closed, signalling asked first.
+type gatedAlloc struct{ asked, gate chan struct{} }
+
+func (g gatedAlloc) alloc(n int) (hostmem.Block, error) {
+	close(g.asked)
+	<-g.gate
+	return heapBlock(make([]byte, n)), nil
+}
+
+type heapBlock []byte
+
+func (b heapBlock) Bytes() []byte { return b }
+func (b heapBlock) Free() error   { return nil }
+
+// A reader that must wait for memory while the prewarming holds the mask buffer (sizing it:
+// the reader's trim cannot free it) is served once the prewarming gives the buffer back: it
+// is freed for the waiter, not kept idle in the pool while the reader waits forever.
+func TestPrewarmGivesTheMaskBackToAWaitingReader(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		g := gatedAlloc{asked: make(chan struct{}), gate: make(chan struct{})}
+		h := header3D(4, 5, 6)
+		mem := &memory{
+			inputs:      hostmem.NewPool(hostmem.NewBuffer(nil, inputHeadroom)),
+			masks:       hostmem.NewPool(hostmem.NewBuffer(g.alloc, 0)),
+			readThreads: 1,
+			log:         discardLogger,
+		}
+		in, mask, scratch, prep := mem.volumeNeeds(h, nil, nil)
+		mem.budget = hostmem.NewBudget(in + mask + scratch + prep) // one volume exactly
+		first := make(chan *nifti.Header, 1)
+		first <- h
+		go mem.prewarmMask(context.Background(), first)
+		<-g.asked // prewarming holds the mask buffer and its bytes of the budget
+		buf, err := mem.inputs.Get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &work{job: jobs.Job{Name: "v", Input: "v.nii"}, src: source{hdr: h}, mem: held{in: buf}}
+		admitted := make(chan error, 1)
+		go func() { admitted <- mem.admit(context.Background(), w) }()
+		synctest.Wait()
+		if len(admitted) != 0 || !mem.budget.Waiting() {
+			t.Fatal("the reader did not wait for the memory the prewarming holds")
+		}
+		close(g.gate)
+		if err := <-admitted; err != nil {
+			t.Fatal(err)
+		}
+		if w.mem.reserved != in+mask+scratch+prep {
+			t.Errorf("reserved %d bytes, want the volume's %d", w.mem.reserved, in+mask+scratch+prep)
+		}
+		if n := maskBytes(t, mem); n != 0 {
+			t.Errorf("the prewarmed mask kept %d bytes while the reader waited", n)
+		}
+	})
+}
