@@ -45,11 +45,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	cfg.Output.Provenance.Generator = provenance.Generator
 	runCtx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
 	sv := newServices(cfg, stop)
 	if !cfg.Workers.LeaveBuffers {
 		defer sv.mem.freeAll()
 	}
+	defer stop(nil)
 	res, err := sv.run(runCtx)
 	switch cause := context.Cause(runCtx); {
 	case errors.Is(cause, ErrStoppedEarly):
