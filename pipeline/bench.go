@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 	"voxpipe/engine"
+	"voxpipe/internal/hostmem"
 
 	"golang.org/x/sync/errgroup"
 
@@ -29,24 +30,21 @@ func BenchEngine(ctx context.Context, eng engine.Engine, vol *model.Volume, slab
 	if vol.I16 == nil {
 		return nil, nil, fmt.Errorf("pipeline: bench needs an int16 volume")
 	}
-	alloc := defaultAllocator
-	if a, ok := eng.(engine.HostAllocator); ok {
-		alloc = a
-	}
+	alloc := hostAlloc(eng)
 	n := vol.NX * vol.NY * vol.NZ
-	in, mask := &hostBuffer{alloc: alloc}, &hostBuffer{alloc: alloc}
-	defer in.free()
-	defer mask.free()
-	if err := in.ensure(2 * n); err != nil {
+	in, mask := hostmem.NewBuffer(alloc, 0), hostmem.NewBuffer(alloc, 0)
+	defer in.Free()
+	defer mask.Free()
+	if err := in.Ensure(2 * n); err != nil {
 		return nil, nil, err
 	}
-	if err := mask.ensure(n); err != nil {
+	if err := mask.Ensure(n); err != nil {
 		return nil, nil, err
 	}
-	copy(in.int16s(n), vol.I16)
+	copy(in.Int16s(n), vol.I16)
 	pinnedVol := *vol
-	pinnedVol.I16 = in.int16s(n)
-	out := mask.bytes[:n]
+	pinnedVol.I16 = in.Int16s(n)
+	out := mask.Bytes()[:n]
 
 	var result []BenchRun
 	for i := 0; i < warmup+runs; i++ {
@@ -95,32 +93,17 @@ func (s Spread) String() string {
 
 // ReadAll reads (decodes and normalises) every job's volume with nReaders in parallel and does
 // nothing else: the readers-alone throughput that a batch run is measured against. It runs
-// the read stage of Run itself (volumes on max(1, GOMAXPROCS / min(nReaders, volumes))
-// goroutines each: uncompressed ones by z-ranges, statistics fused, gzipped ones inflated
+// the read stage of Run itself (each volume on as many goroutines as Config.readThreads says
+// for nReaders readers: uncompressed ones by z-ranges, statistics fused, gzipped ones inflated
 // whole first when there are several goroutines, else in order), into
 // buffers it allocates as Run does (plain host memory: an engine's pinned allocator is not
 // used). It returns the wall time and the voxels read.
 func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Duration, int64, error) {
-	r := &runner{cfg: Config{
-		Input: Input{
-			Jobs: batch,
-		},
-		Workers: Workers{
-			Readers: nReaders,
-			Slab:    slab,
-		},
-		Telemetry: Telemetry{
-			Progress: nopProgress{},
-		},
-	},
-		t0: time.Now(), log: discardLogger}
-	bufs := make([]*hostBuffer, nReaders)
-	for i := range bufs {
-		bufs[i] = &hostBuffer{alloc: defaultAllocator, headroom: inputHeadroom}
-	}
-	r.inputs = NewPool(bufs...)
-	defer r.freeBuffers()
-	r.masks = NewPool[*hostBuffer]()
+	r := newServices(Config{
+		Input:   Input{Jobs: batch},
+		Workers: Workers{Readers: nReaders, Slab: slab},
+	}, nil)
+	defer r.mem.freeAll()
 	todo := make(chan jobs.Job)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -134,7 +117,7 @@ func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Du
 		}
 		return nil
 	})
-	rd := &readers{runner: r}
+	rd := &readers{services: r}
 	var mu sync.Mutex
 	var voxels int64
 	for i := 0; i < nReaders; i++ {
@@ -142,16 +125,16 @@ func ReadAll(ctx context.Context, batch []jobs.Job, nReaders, slab int) (time.Du
 			for j := range todo {
 				w := &work{job: j}
 				if !rd.read(ctx, i, w) {
-					return fmt.Errorf("pipeline: read %s: %s", j.Input, w.sum.Error)
+					return fmt.Errorf("pipeline: read %s: %s", j.Input, w.rec.sum.Error)
 				}
-				r.inputs.Put(w.in)
+				r.mem.inputs.Put(w.mem.in)
 				mu.Lock()
-				voxels += w.sum.Voxels
+				voxels += w.rec.sum.Voxels
 				mu.Unlock()
 			}
 			return nil
 		})
 	}
 	err := g.Wait()
-	return time.Since(r.t0), voxels, err
+	return time.Since(r.rec.t0), voxels, err
 }

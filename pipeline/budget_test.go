@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 	"voxpipe/engine"
+	"voxpipe/internal/hostmem"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
@@ -42,6 +43,7 @@ func (e *bytesEngine) AllocHost(n int) (engine.HostBuffer, error) {
 }
 
 func TestMemoryBudget(t *testing.T) {
+	t.Parallel()
 	// One of newBatch's volumes needs ~64 KiB of input headroom, ~2 KiB of int16 voxels and ~1
 	// KiB of mask.
 	one := int64(inputHeadroom + 3<<10)
@@ -55,6 +57,7 @@ func TestMemoryBudget(t *testing.T) {
 		{"room for none", inputHeadroom / 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			b := newBatch(t, 4)
 			eng := &bytesEngine{signEngine: &signEngine{delay: time.Millisecond}}
 			done := make(chan runOutput, 1)
@@ -88,6 +91,7 @@ func TestMemoryBudget(t *testing.T) {
 // A volume too large for the budget fails alone, before anything is allocated for it; the
 // others are done.
 func TestMemoryBudgetFailsTheLargeVolumeAlone(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 3)
 	writeVolume(t, filepath.Join(b.in, "huge.nii"), 200, 100, 40, 1) // 1.6 MB of int16
 	eng := &bytesEngine{signEngine: &signEngine{}}
@@ -103,10 +107,9 @@ func TestMemoryBudgetFailsTheLargeVolumeAlone(t *testing.T) {
 	if p := eng.peak.Load(); p > budget {
 		t.Errorf("peak %d bytes over the budget %d", p, budget)
 	}
-	var r runner
-	r.budget = newBudget(budget)
-	w := &work{job: jobs.Job{Input: filepath.Join(b.in, "huge.nii")}, in: &hostBuffer{headroom: inputHeadroom}}
-	w.hdr = mustHeader(t, w.job.Input)
+	r := &memory{budget: hostmem.NewBudget(budget), log: discardLogger}
+	w := &work{job: jobs.Job{Input: filepath.Join(b.in, "huge.nii")}, mem: held{in: hostmem.NewBuffer(nil, inputHeadroom)}}
+	w.src.hdr = mustHeader(t, w.job.Input)
 	if err := r.admit(context.Background(), w); !errors.Is(err, ErrMemoryBudget) {
 		t.Errorf("admit: %v, want ErrMemoryBudget", err)
 	}

@@ -48,6 +48,9 @@ func TestRunDomainVerdicts(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the CPU engine on four phantoms takes minutes under the race detector; TestRunStrictDomainAfterSegmentation covers the stages")
 	}
+	if testing.Short() {
+		t.Skip("-short: the CPU engine on six phantoms takes ~20 s (the full run, CI's, has it); TestRunStrictDomainAfterSegmentation covers the stages")
+	}
 	m, err := model.ParseModel(fixtures.DefaultModel)
 	if err != nil {
 		t.Fatal(err)

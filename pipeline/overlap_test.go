@@ -74,6 +74,7 @@ func inputsByName(t *testing.T, b *batch) map[string]string {
 // wrote, compressed or not, whatever the slab, the number of writers and engines, and whether
 // the engine reports its slabs or only returns.
 func TestOverlappedMasksMatchSerialReference(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 4)
 	inputs := inputsByName(t, b)
 	for _, tc := range []struct {
@@ -204,20 +205,25 @@ func TestWriteOverlapsSegmentation(t *testing.T) {
 // failed once with the engine's error, the others go on, and every buffer is back in its pool
 // (the allocator sees them all freed).
 func TestEngineFailsMidVolume(t *testing.T) {
+	t.Parallel()
 	for _, failAt := range []int{2, 3} {
-		t.Run(fmt.Sprintf("at_slab_%d_of_3", failAt), func(t *testing.T) { testEngineFails(t, failAt) })
+		t.Run(fmt.Sprintf("at_slab_%d_of_3", failAt), func(t *testing.T) {
+			t.Parallel()
+			testEngineFails(t, failAt)
+		})
 	}
 }
 
-// writeSeen closes seen at the first write row of volume.
+// writeSeen closes seen at the write row of volume's slab.
 type writeSeen struct {
 	volume string
+	slab   int
 	seen   chan struct{}
 	once   sync.Once
 }
 
 func (w *writeSeen) Row(r timing.Row) {
-	if r.Volume == w.volume && r.Stage == stage.Write {
+	if r.Volume == w.volume && r.Stage == stage.Write && r.Slab == w.slab {
 		w.once.Do(func() { close(w.seen) })
 	}
 }
@@ -226,9 +232,10 @@ func (w *writeSeen) Summary(timing.Summary) {}
 
 func testEngineFails(t *testing.T, failAt int) {
 	b := newBatch(t, 3) // volb has 12 slices: slabs 0..2 of 4
-	// The engine fails only once the writer has streamed some of volb (a loaded machine may
-	// otherwise schedule the writer after the failure, and the test would test nothing).
-	written := &writeSeen{volume: "volb", seen: make(chan struct{})}
+	// The engine fails only once the writer has streamed every slab reported before the
+	// failure (a loaded machine may otherwise schedule the writer after the failure, and the
+	// test would test nothing); failing at slab 3 of 3, that is the whole mask.
+	written := &writeSeen{volume: "volb", slab: failAt - 1, seen: make(chan struct{})}
 	eng := allocatingEngine{&signEngine{failNZ: 12, failAt: failAt, delay: 10 * time.Millisecond, beforeFail: func() {
 		select {
 		case <-written.seen:
@@ -308,6 +315,7 @@ func TestWriteFailureStopsEngine(t *testing.T) {
 // the volume is failed once as interrupted, no temporary or partial mask remains, and every
 // buffer is back in its pool.
 func TestCancelWhileStreaming(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -356,6 +364,7 @@ func TestCancelWhileStreaming(t *testing.T) {
 // for the writer while the engines go on, nothing deadlocks, every mask is right, and buffers
 // stay within the pools.
 func TestBusyWriterSeveralEngines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := &batch{in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out"), good: map[string][]int16{}}
 	os.MkdirAll(b.in, 0o755)
@@ -419,6 +428,7 @@ func (e skippingEngine) Segment(ctx context.Context, vol *model.Volume, out []ui
 // An engine that breaks the OnSlabDone contract fails its volume rather than have planes
 // written out of order or before they are final.
 func TestSlabDoneOutOfOrderFailsVolume(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 1)
 	out := runBatch(t, context.Background(), b, skippingEngine{&signEngine{}}, nil)
 	s := statusByVolume(out.summary)["vola"]

@@ -17,7 +17,7 @@ import (
 // the model was trained, makes the model's view of it (gridPlan): reoriented to the card's
 // orientation by permutations and flips, and resampled to the card's spacing when
 // Config.Resample allows and it differs by more than geometry.SpacingTolerance. The engine then
-// segments that view (work.model), and the restore step (segment.go) brings its labels back to
+// segments that view (work.prep.model), and the restore step (segment.go) brings its labels back to
 // the input's grid, so the mask always has the input's exact geometry. Once segmented, the
 // check is made again with the model's confidence on the volume (concludeDomain), before the
 // mask is committed; its verdict is the volume's.
@@ -90,9 +90,9 @@ func (p *gridPlan) String() string {
 func mmString(s [3]float64) string { return fmt.Sprintf("%.3gx%.3gx%.3g", s[0], s[1], s[2]) }
 
 // planFor works out the model's view of a volume from its header alone: the producer makes
-// it (work.plan), for the rerun check, the memory budget and the prepare step.
-func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
-	card := r.cfg.Prepare.Card
+// it (work.prep.plan), for the rerun check, the memory budget and the prepare step.
+func (c Prepare) planFor(h *nifti.Header) (*gridPlan, error) {
+	card := c.Card
 	dims := [3]int{h.NX(), h.NY(), h.NZ()}
 	p := &gridPlan{to: geometry.Canonical, oriented: h.QformCode > 0 || h.SformCode > 0}
 	if card != nil {
@@ -113,7 +113,7 @@ func (r *runner) planFor(h *nifti.Header) (*gridPlan, error) {
 	}
 	p.inMM = p.ro.Spacing(mm)
 	p.seenMM = p.inMM
-	if r.cfg.Prepare.Resample && card != nil && geometry.NeedsResample(p.inMM, card.SpacingMM) {
+	if c.Resample && card != nil && geometry.NeedsResample(p.inMM, card.SpacingMM) {
 		if p.rs, err = geometry.NewResample(p.ro.OutDims(), p.inMM, card.SpacingMM); err != nil {
 			return nil, err
 		}
@@ -148,17 +148,17 @@ func (p *gridPlan) prepareBytes(h *nifti.Header) int64 {
 // file).
 func (r *readers) prepare(w *work, track string) error {
 	start := time.Now()
-	if w.plan == nil && w.planErr == nil { // read without the producer (ReadAll)
-		w.plan, w.planErr = r.planFor(w.hdr)
+	if w.prep.plan == nil && w.prep.planErr == nil { // read without the producer (ReadAll)
+		w.prep.plan, w.prep.planErr = r.cfg.Prepare.planFor(w.src.hdr)
 	}
-	if w.planErr != nil {
-		return fmt.Errorf("read %s: %w", w.job.Input, w.planErr)
+	if w.prep.planErr != nil {
+		return fmt.Errorf("read %s: %w", w.job.Input, w.prep.planErr)
 	}
-	p := w.plan
-	w.sum.Grid = p.String()
+	p := w.prep.plan
+	w.rec.sum.Grid = p.String()
 	in := model.DomainInput{
-		Dims: int(w.hdr.Dim[0]), Volumes: w.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil, ModelDims: p.modelDims(),
-		Orientation: p.oriented, Constant: w.flat, Warnings: w.dom.Warnings,
+		Dims: int(w.src.hdr.Dim[0]), Volumes: w.src.hdr.Volumes(), SpacingMM: p.seenMM, Resampled: p.rs != nil, ModelDims: p.modelDims(),
+		Orientation: p.oriented, Constant: w.prep.flat, Warnings: w.prep.dom.Warnings,
 	}
 	if r.cfg.Input.Volume != nil {
 		in.Volume = int64(*r.cfg.Input.Volume)
@@ -168,11 +168,11 @@ func (r *readers) prepare(w *work, track string) error {
 		in.FOVMM[a] = float64(dims[a]) * p.inMM[a]
 	}
 	in.Quantiles, in.Histogram = model.VolumeIntensity(&w.vol)
-	w.dom.in = in
+	w.prep.dom.in = in
 	verdict := model.CheckDomain(r.cfg.Prepare.Card, in)
-	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Prepare.Card)
+	w.rec.sum.Domain, w.rec.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Prepare.Card)
 	if r.cfg.Prepare.StrictDomain && verdict.Level() == model.DomainOutOfDomain {
-		return fmt.Errorf("%s: %w: %s", w.job.Input, ErrOutOfDomain, w.sum.Domain)
+		return fmt.Errorf("%s: %w: %s", w.job.Input, ErrOutOfDomain, w.rec.sum.Domain)
 	}
 	switch {
 	case p.inPlace():
@@ -180,7 +180,7 @@ func (r *readers) prepare(w *work, track string) error {
 	case !p.identity():
 		r.makeModelView(w)
 	}
-	r.span(w, span{stage: stage.Prepare, slab: -1, device: stage.Host, track: track,
+	r.rec.span(w, span{stage: stage.Prepare, slab: -1, device: stage.Host, track: track,
 		start: start, end: time.Now(), voxels: int64(w.vol.NX) * int64(w.vol.NY) * int64(w.vol.NZ)})
 	return nil
 }
@@ -190,14 +190,14 @@ func (r *readers) prepare(w *work, track string) error {
 // Under Config.StrictDomain an out-of-domain verdict is the volume's error (its mask is not
 // committed).
 func (r *engines) concludeDomain(w *work) error {
-	in := w.dom.in
-	conf := w.dom.conf
+	in := w.prep.dom.in
+	conf := w.prep.dom.conf
 	in.Confidence = &conf
 	verdict := model.CheckDomain(r.cfg.Prepare.Card, in)
-	w.mu.Lock()
-	w.sum.Domain, w.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Prepare.Card)
-	domain, evidence := w.sum.Domain, w.sum.DomainEvidence
-	w.mu.Unlock()
+	w.rec.mu.Lock()
+	w.rec.sum.Domain, w.rec.sum.DomainEvidence = verdict.String(), in.Evidence(r.cfg.Prepare.Card)
+	domain, evidence := w.rec.sum.Domain, w.rec.sum.DomainEvidence
+	w.rec.mu.Unlock()
 	if verdict.OK() {
 		return nil
 	}
@@ -208,12 +208,12 @@ func (r *engines) concludeDomain(w *work) error {
 	return nil
 }
 
-// makeModelView fills w.model (and an empty w.modelMask) from w.vol by w.plan.
+// makeModelView fills w.prep.model (and an empty w.prep.modelMask) from w.vol by w.prep.plan.
 func (r *readers) makeModelView(w *work) {
-	p := w.plan
-	if r.budget != nil { // admit reserved it (volumeNeeds)
-		w.modelBytes = p.prepareBytes(w.hdr)
-		w.reserved -= w.modelBytes
+	p := w.prep.plan
+	if r.mem.budget != nil { // admit reserved it (volumeNeeds)
+		w.prep.modelBytes = p.prepareBytes(w.src.hdr)
+		w.mem.reserved -= w.prep.modelBytes
 	}
 	n := len(w.vol.I16) + len(w.vol.F32)
 	out := p.ro.OutDims()
@@ -239,11 +239,11 @@ func (r *readers) makeModelView(w *work) {
 		// its spacing; stored-value units, so the scaling still applies.
 		var st model.Stats
 		st.AddFloat32(f)
-		slope, inter := w.hdr.EffectiveScaling()
+		slope, inter := w.src.hdr.EffectiveScaling()
 		view = model.Volume{NX: p.rs.Out[0], NY: p.rs.Out[1], NZ: p.rs.Out[2], F32: f, Norm: st.Norm(slope, inter)}
 	}
-	w.model = &view
-	w.modelMask = make([]uint8, p.modelVoxels())
+	w.prep.model = &view
+	w.prep.modelMask = make([]uint8, p.modelVoxels())
 }
 
 // flipVolume reverses vol's x and/or y axis in place, as plan p says (inPlace); twice is the
@@ -254,14 +254,4 @@ func flipVolume(vol *model.Volume, p *gridPlan) {
 	} else {
 		geometry.FlipXY(vol.F32, vol.NX, vol.NY, p.ro.Flip[0], p.ro.Flip[1])
 	}
-}
-
-// dropModel frees the model's view and gives its memory back to the budget.
-func (r *runner) dropModel(w *work) {
-	if w.model == nil {
-		return
-	}
-	w.model, w.modelMask = nil, nil
-	r.budget.release(w.modelBytes)
-	w.modelBytes = 0
 }

@@ -19,30 +19,51 @@ import (
 // The producer stage: one goroutine that decides, job by job and in order, what to do with
 // each before any of its data is read (take), and hands the volumes to do to the readers.
 
-// startProducer starts the producer on g; it closes the readers' queue when it returns.
-func startProducer(ctx context.Context, g *errgroup.Group, r *runner, next *readers) {
+// producer is the producer stage.
+type producer struct {
+	*services
+}
+
+// startProducer starts the producer on g; it closes the readers' queue when it returns, and
+// first (see work) once it has taken the first job.
+func startProducer(ctx context.Context, g *errgroup.Group, sv *services, next *readers, first chan<- *nifti.Header) {
+	p := &producer{services: sv}
 	g.Go(func() error {
 		defer next.close()
-		pending := r.nextJob(ctx)
-		for {
-			job, ok := pending()
-			if !ok {
-				return ctx.Err()
-			}
-			w := r.take(ctx, job)
-			if w == nil {
-				continue
-			}
-			if err := next.put(ctx, w); err != nil {
-				return err
+		return p.work(ctx, next, first)
+	})
+}
+
+// work is the producer's loop: it takes each job in turn and hands the volumes to do to next.
+// The header it read for the first of Config.Jobs, when that one is to be done, goes to first
+// too (mask prewarming, memory.prewarmMask), so that no one reads it again.
+func (p *producer) work(ctx context.Context, next *readers, first chan<- *nifti.Header) error {
+	defer close(first)
+	pending := p.nextJob(ctx)
+	for i := 0; ; i++ {
+		job, ok := pending()
+		if !ok {
+			return ctx.Err()
+		}
+		w := p.take(ctx, job)
+		if i == 0 && w != nil && p.cfg.Input.Source == nil {
+			select {
+			case first <- w.src.hdr: // buffered for it: never waits
+			case <-ctx.Done():
 			}
 		}
-	})
+		if w == nil {
+			continue
+		}
+		if err := next.put(ctx, w); err != nil {
+			return err
+		}
+	}
 }
 
 // nextJob returns the next job of Config.Jobs or Config.Source, false when there are no more or
 // ctx is done.
-func (r *runner) nextJob(ctx context.Context) func() (jobs.Job, bool) {
+func (r *producer) nextJob(ctx context.Context) func() (jobs.Job, bool) {
 	i := 0
 	return func() (jobs.Job, bool) {
 		if ctx.Err() != nil {
@@ -68,18 +89,18 @@ func (r *runner) nextJob(ctx context.Context) func() (jobs.Job, bool) {
 // discovery, input unreadable), report it busy (claimed by a live process), skipped (its mask
 // is up to date) or a conflict (a file voxpipe did not write is at its mask's path), or return
 // it as work to do, claimed, with the reason.
-func (r *runner) take(ctx context.Context, job jobs.Job) *work {
+func (r *producer) take(ctx context.Context, job jobs.Job) *work {
 	w := &work{job: job}
-	w.sum = timing.Summary{RunID: r.cfg.Telemetry.RunID, Volume: job.Name, Output: job.ShownOutput(), Shard: r.cfg.Telemetry.Shard}
+	w.rec.sum = timing.Summary{RunID: r.cfg.Telemetry.RunID, Volume: job.Name, Output: job.ShownOutput(), Shard: r.cfg.Telemetry.Shard}
 	if job.Err != nil {
-		r.fail(w, job.Err)
+		r.end.fail(w, job.Err)
 		return nil
 	}
 	if r.cfg.Output.Claims != nil {
 		// The claim lives beside the mask: its folder (a sub-folder of -r, or of a --mask-name
 		// template) must exist first.
 		if err := os.MkdirAll(filepath.Dir(job.Output), 0o755); err != nil {
-			r.fail(w, fmt.Errorf("create the mask's folder: %w", err))
+			r.end.fail(w, fmt.Errorf("create the mask's folder: %w", err))
 			return nil
 		}
 		c, err := r.cfg.Output.Claims.Acquire(job.Output)
@@ -90,11 +111,11 @@ func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 				r.cfg.Output.OnBusy(job)
 				return nil
 			}
-			r.conclude(w, timing.StatusBusy, busy.Error())
+			r.end.conclude(w, timing.StatusBusy, busy.Error())
 			return nil
 		}
 		if err != nil {
-			r.fail(w, err)
+			r.end.fail(w, err)
 			return nil
 		}
 		w.claim = c
@@ -104,22 +125,22 @@ func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 		r.removeStaleTemps(w)
 	}
 	var err error
-	if w.input, w.files, err = job.Stat(); err != nil {
-		r.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
+	if w.src.input, w.src.files, err = job.Stat(); err != nil {
+		r.end.fail(w, fmt.Errorf("read %s: %w", job.Input, err))
 		return nil
 	}
-	w.input.Volume = r.cfg.Input.Volume
-	if w.hdr, err = job.Header(); err != nil {
-		r.fail(w, err)
+	w.src.input.Volume = r.cfg.Input.Volume
+	if w.src.hdr, err = job.Header(); err != nil {
+		r.end.fail(w, err)
 		return nil
 	}
-	dims := [3]int{w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()}
+	dims := [3]int{w.src.hdr.NX(), w.src.hdr.NY(), w.src.hdr.NZ()}
 	opt := provenance.Options{VerifyHash: r.cfg.Output.VerifyInputs}
-	w.plan, w.planErr = r.planFor(w.hdr) // a plan that cannot be made fails the volume in prepare
-	if w.planErr == nil {
-		opt.Grid, opt.AsStored = w.plan.String(), w.plan.identity()
+	w.prep.plan, w.prep.planErr = r.cfg.Prepare.planFor(w.src.hdr) // a plan that cannot be made fails the volume in prepare
+	if w.prep.planErr == nil {
+		opt.Grid, opt.AsStored = w.prep.plan.String(), w.prep.plan.identity()
 	}
-	verdict, why := provenance.Check(ctx, job.Output, dims, w.input, w.files, r.cfg.Output.Provenance.Model, opt)
+	verdict, why := provenance.Check(ctx, job.Output, dims, w.src.input, w.src.files, r.cfg.Output.Provenance.Model, opt)
 	if verdict == provenance.UpToDate {
 		if missing := r.missingAnalyses(job); missing != "" {
 			// Asked for now, absent: the volume is done again to make them (the same mask).
@@ -128,16 +149,16 @@ func (r *runner) take(ctx context.Context, job jobs.Job) *work {
 	}
 	switch {
 	case verdict == provenance.UpToDate && !r.cfg.Output.Overwrite:
-		r.conclude(w, timing.StatusSkipped, why)
+		r.end.conclude(w, timing.StatusSkipped, why)
 		return nil
 	case verdict == provenance.Conflict && (!r.cfg.Output.Overwrite || !replaceable(job.Output)):
-		r.conclude(w, timing.StatusConflict, why)
+		r.end.conclude(w, timing.StatusConflict, why)
 		return nil
 	case verdict != provenance.Redo:
 		why = "--overwrite: " + why
 	}
-	w.reason = why
-	w.sum.Reason = why
+	w.src.reason = why
+	w.rec.sum.Reason = why
 	if why != "new" {
 		r.log.Info("redo", "volume", job.Name, "reason", why)
 	}
@@ -153,7 +174,7 @@ func replaceable(path string) bool {
 // removeStaleTemps removes what dead processes left for a volume this run has just claimed:
 // mask temporaries (only a claim's holder writes them, so they are not a live process's) and
 // temporary claim files.
-func (r *runner) removeStaleTemps(w *work) {
+func (r *producer) removeStaleTemps(w *work) {
 	removed := w.claim.RemoveStaleTemps()
 	if tmps, err := filepath.Glob(nifti.TempPattern(w.job.Output)); err == nil {
 		for _, t := range tmps {
@@ -169,7 +190,7 @@ func (r *runner) removeStaleTemps(w *work) {
 
 // missingAnalyses names what the analyser is asked for that a volume's up-to-date mask lacks
 // (Analyser.Missing), or is empty.
-func (r *runner) missingAnalyses(job jobs.Job) string {
+func (r *producer) missingAnalyses(job jobs.Job) string {
 	if r.cfg.Output.Analyser == nil {
 		return ""
 	}

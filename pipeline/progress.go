@@ -46,8 +46,3 @@ type Analyser interface {
 	// for ("statistics are"...), or is empty; such a volume is done again.
 	Missing(name string) string
 }
-
-// analysesInput reports whether the writers need the input (Analyser.NeedsInput).
-func (c *Config) analysesInput() bool {
-	return c.Output.Analyser != nil && c.Output.Analyser.NeedsInput()
-}

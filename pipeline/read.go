@@ -21,19 +21,19 @@ import (
 // decoding one at a time into an input buffer (with its statistics) and handing it to the
 // engines.
 type readers struct {
-	*runner
+	*services
 	in queue
 }
 
 // startReaders starts the readers on g; they close next's queue once all have returned.
-func startReaders(ctx context.Context, g *errgroup.Group, r *runner, next *engines) *readers {
-	s := &readers{runner: r, in: make(queue)}
+func startReaders(ctx context.Context, g *errgroup.Group, r *services, next *engines) *readers {
+	s := &readers{services: r, in: make(queue)}
 	startWorkers(g, r.cfg.Workers.Readers, next.close, func(i int) error { return s.work(ctx, i, next) })
 	return s
 }
 
 // put hands a volume to the readers.
-func (s *readers) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.runner, w) }
+func (s *readers) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.end, w) }
 
 // close tells the readers that no more volumes are coming.
 func (s *readers) close() { close(s.in) }
@@ -59,29 +59,29 @@ var ErrNonFinite = errors.New("pipeline: volume has NaN or infinite values")
 // for uncompressed files and for gzipped ones that nifti.Open inflated whole on several cores
 // (readAt), slab by slab in order for the other gzipped ones (readSequential).
 func (r *readers) read(ctx context.Context, reader int, w *work) bool {
-	w.start = time.Now()
+	w.rec.start = time.Now()
 	if !w.job.Arrived.IsZero() {
-		w.start = w.job.Arrived // a watched file's sojourn starts when it is complete
+		w.rec.start = w.job.Arrived // a watched file's sojourn starts when it is complete
 	}
-	buf, err := r.inputs.Get(ctx)
+	buf, err := r.mem.inputs.Get(ctx)
 	if err != nil {
-		r.fail(w, context.Cause(ctx))
+		r.end.fail(w, context.Cause(ctx))
 		return false
 	}
-	w.in = buf
-	if err := r.admit(ctx, w); err != nil {
-		r.fail(w, err)
+	w.mem.in = buf
+	if err := r.mem.admit(ctx, w); err != nil {
+		r.end.fail(w, err)
 		return false
 	}
-	w.readStart = time.Now()
+	w.rec.readStart = time.Now()
 	err = r.decode(ctx, reader, w)
-	w.readEnd = time.Now()
-	r.releaseScratch(w) // decode has closed the reader and with it any inflate memory
+	w.rec.readEnd = time.Now()
+	r.mem.releaseScratch(w) // decode has closed the reader and with it any inflate memory
 	if err == nil {
 		err = r.prepare(w, fmt.Sprintf("reader %d", reader))
 	}
 	if err != nil {
-		r.fail(w, err)
+		r.end.fail(w, err)
 		return false
 	}
 	// After the read, which may use every core (the parallel inflate), while the engine works.
@@ -112,37 +112,37 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 		return err
 	}
 	defer rd.Close()
-	if h, was := rd.Header(), w.hdr; was != nil &&
+	if h, was := rd.Header(), w.src.hdr; was != nil &&
 		(h.NX() != was.NX() || h.NY() != was.NY() || h.NZ() != was.NZ() || h.Datatype != was.Datatype) {
 		// What was admitted (and budgeted) is not what is read.
 		return fmt.Errorf("read %s: %w (its header now declares other dims or datatype)", w.job.Input, ErrInputChanged)
 	}
-	w.hdr = rd.Header()
-	nx, ny, nz := w.hdr.NX(), w.hdr.NY(), w.hdr.NZ()
+	w.src.hdr = rd.Header()
+	nx, ny, nz := w.src.hdr.NX(), w.src.hdr.NY(), w.src.hdr.NZ()
 	plane := nx * ny
 	voxels := plane * nz
-	w.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
-	w.sum.Voxels = int64(voxels)
+	w.rec.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
+	w.rec.sum.Voxels = int64(voxels)
 	w.vol = model.Volume{NX: nx, NY: ny, NZ: nz}
-	r.progress().VolumeStarted(w.job, nz)
+	r.rec.progress().VolumeStarted(w.job, nz)
 
-	asInt16 := nifti.Int16Exact(w.hdr.Datatype)
+	asInt16 := nifti.Int16Exact(w.src.hdr.Datatype)
 	sampleSize := 4
 	if asInt16 {
 		sampleSize = 2
 	}
-	if err := r.grow(w, w.in, voxels*sampleSize); err != nil {
+	if err := r.mem.grow(w, w.mem.in, voxels*sampleSize); err != nil {
 		return err
 	}
 	if asInt16 {
-		w.vol.I16 = w.in.int16s(voxels)
+		w.vol.I16 = w.mem.in.Int16s(voxels)
 	} else {
-		w.vol.F32 = w.in.float32s(voxels)
+		w.vol.F32 = w.mem.in.Float32s(voxels)
 	}
 	var stats model.Stats
-	w.inflatedInto = rd.InflatedInto()
+	w.mem.inflatedInto = rd.InflatedInto()
 	if rd.Seekable() {
-		if stats, err = r.readAt(ctx, rd, w, threads, w.inflatedInto, track, t); err != nil {
+		if stats, err = r.readAt(ctx, rd, w, threads, w.mem.inflatedInto, track, t); err != nil {
 			return err
 		}
 	} else if stats, err = r.readSequential(ctx, rd, w, track, t); err != nil {
@@ -156,8 +156,8 @@ func (r *readers) decode(ctx context.Context, reader int, w *work) error {
 // noteScaling warns, naming the file, about a header scaling that does not mean what it says
 // (scl_slope 0, NaN or infinite; scl_inter not finite).
 func (r *readers) noteScaling(w *work) {
-	if msg := w.hdr.ScalingWarning(); msg != "" {
-		w.dom.Warnings = append(w.dom.Warnings, w.job.Input+": "+msg)
+	if msg := w.src.hdr.ScalingWarning(); msg != "" {
+		w.prep.dom.Warnings = append(w.prep.dom.Warnings, w.job.Input+": "+msg)
 		r.log.Warn("input scaling", "volume", w.job.Name, "file", w.job.Input, "warning", msg)
 	}
 }
@@ -170,7 +170,7 @@ func setNorm(w *work, stats model.Stats, slope, inter float64) error {
 		return fmt.Errorf("read %s: %w", w.job.Input, ErrNonFinite)
 	}
 	w.vol.Norm = model.NormFor(mu, sigma, slope, inter)
-	w.flat = stats.Flat(slope, inter)
+	w.prep.flat = stats.Flat(slope, inter)
 	return nil
 }
 
@@ -184,10 +184,10 @@ func (r *readers) inflateInto(w *work) func(prefix int, dataBytes int64, dt nift
 		if swapped || !engineReads(dt) || int64(int(dataBytes)) != dataBytes {
 			return nil
 		}
-		if err := r.grow(w, w.in, int(dataBytes)); err != nil {
+		if err := r.mem.grow(w, w.mem.in, int(dataBytes)); err != nil {
 			return nil
 		}
-		return w.in.withPrefix(prefix)
+		return w.mem.in.WithPrefix(prefix)
 	}
 }
 
@@ -229,7 +229,7 @@ func (r *readers) readSequential(ctx context.Context, rd *nifti.Reader, w *work,
 		if err != nil {
 			return stats, err
 		}
-		r.span(w, span{stage: stage.Read, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
+		r.rec.span(w, span{stage: stage.Read, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
 			bytes: int64(n * plane * sampleSize), voxels: int64(n * plane)})
 		t = time.Now()
 		if asInt16 {
@@ -237,7 +237,7 @@ func (r *readers) readSequential(ctx context.Context, rd *nifti.Reader, w *work,
 		} else {
 			stats.AddFloat32(w.vol.F32[z*plane : (z+n)*plane])
 		}
-		r.span(w, span{stage: stage.Stats, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
+		r.rec.span(w, span{stage: stage.Stats, slab: slab, device: stage.Host, track: track, start: t, end: time.Now(),
 			voxels: int64(n * plane)})
 		z += n
 		t = time.Now()
@@ -294,36 +294,11 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 				if k >= tasks {
 					return nil
 				}
-				part := &parts[k]
 				if !asInt16 {
-					*part = model.StatsFrom(origin)
+					parts[k] = model.StatsFrom(origin)
 				}
-				z1 := min((k+1)*task, nz)
-				for z := k * task; z < z1; {
-					if gctx.Err() != nil {
-						return context.Cause(gctx)
-					}
-					want := min(piece, z1-z)
-					n := want
-					var err error
-					if asInt16 {
-						if !inPlace {
-							n, err = rd.ReadSlicesInt16At(w.vol.I16[z*plane:], z, want)
-						}
-						part.AddInt16(w.vol.I16[z*plane : (z+n)*plane])
-					} else {
-						if !inPlace {
-							n, err = rd.ReadSlicesFloat32At(w.vol.F32[z*plane:], z, want)
-						}
-						part.AddFloat32Piece(w.vol.F32[z*plane : (z+n)*plane])
-					}
-					if err == nil && n != want {
-						err = fmt.Errorf("read %s: volume ends at slice %d of %d", w.job.Input, z+n, nz)
-					}
-					if err != nil {
-						return err
-					}
-					z += n
+				if err := readTask(gctx, rd, w, &parts[k], k*task, min((k+1)*task, nz), piece, inPlace); err != nil {
+					return err
 				}
 			}
 		})
@@ -335,15 +310,48 @@ func (r *readers) readAt(ctx context.Context, rd *nifti.Reader, w *work, threads
 		return model.Stats{}, err
 	}
 	read := time.Now()
-	r.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
+	r.rec.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
 		bytes: int64(nz * plane * sampleSize), voxels: int64(nz * plane)})
 	var stats model.Stats
 	for _, p := range parts {
 		stats.Merge(p)
 	}
-	r.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),
+	r.rec.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),
 		voxels: int64(nz * plane)})
 	return stats, nil
+}
+
+// readTask is one task of readAt: it reads slices [z0, z1) in pieces of up to piece slices
+// into the volume (unless inPlace: they are there already) and adds them to part.
+func readTask(ctx context.Context, rd *nifti.Reader, w *work, part *model.Stats, z0, z1, piece int, inPlace bool) error {
+	plane := w.vol.NX * w.vol.NY
+	for z := z0; z < z1; {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		want := min(piece, z1-z)
+		n := want
+		var err error
+		if w.vol.I16 != nil {
+			if !inPlace {
+				n, err = rd.ReadSlicesInt16At(w.vol.I16[z*plane:], z, want)
+			}
+			part.AddInt16(w.vol.I16[z*plane : (z+n)*plane])
+		} else {
+			if !inPlace {
+				n, err = rd.ReadSlicesFloat32At(w.vol.F32[z*plane:], z, want)
+			}
+			part.AddFloat32Piece(w.vol.F32[z*plane : (z+n)*plane])
+		}
+		if err == nil && n != want {
+			err = fmt.Errorf("read %s: volume ends at slice %d of %d", w.job.Input, z+n, w.vol.NZ)
+		}
+		if err != nil {
+			return err
+		}
+		z += n
+	}
+	return nil
 }
 
 // hashResult is the input's hash, or why it could not be made.
@@ -354,10 +362,10 @@ type hashResult struct {
 
 // startHash hashes the input's files in the background (on all cores, a few ms for a large
 // volume); the writer waits for it before writing the mask's header, which records it.
-func (r *runner) startHash(ctx context.Context, w *work) {
-	w.hash = make(chan hashResult, 1)
+func (r *readers) startHash(ctx context.Context, w *work) {
+	w.src.hash = make(chan hashResult, 1)
 	go func() {
-		sum, err := provenance.Hash(ctx, w.files)
-		w.hash <- hashResult{sum, err}
+		sum, err := provenance.Hash(ctx, w.src.files)
+		w.src.hash <- hashResult{sum, err}
 	}()
 }

@@ -33,38 +33,38 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 	}
 	nx, ny, nz := s.Columns, s.Rows, len(s.Slices)
 	voxels := nx * ny * nz
-	w.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
-	w.sum.Voxels = int64(voxels)
+	w.rec.sum.Dims = fmt.Sprintf("%dx%dx%d", nx, ny, nz)
+	w.rec.sum.Voxels = int64(voxels)
 	w.vol = model.Volume{NX: nx, NY: ny, NZ: nz}
-	r.progress().VolumeStarted(w.job, nz)
+	r.rec.progress().VolumeStarted(w.job, nz)
 	stored := s.StoredType()
 	sample := 4
 	if nifti.Int16Exact(stored) {
 		sample = 2
 	}
-	if err := r.grow(w, w.in, voxels*sample); err != nil {
+	if err := r.mem.grow(w, w.mem.in, voxels*sample); err != nil {
 		return err
 	}
-	dt, err := s.ReadRaw(w.in.bytes[:voxels*stored.Size()], r.cfg.readThreads())
+	dt, err := s.ReadRaw(w.mem.in.Bytes()[:voxels*stored.Size()], r.cfg.readThreads())
 	if err != nil {
 		return err
 	}
-	widenInPlace(w.in.bytes[:voxels*sample], voxels, dt)
+	widenInPlace(w.mem.in.Bytes()[:voxels*sample], voxels, dt)
 	if nifti.Int16Exact(dt) {
-		w.vol.I16 = w.in.int16s(voxels)
+		w.vol.I16 = w.mem.in.Int16s(voxels)
 	} else {
-		w.vol.F32 = w.in.float32s(voxels)
+		w.vol.F32 = w.mem.in.Float32s(voxels)
 	}
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
-	w.hdr = s.Header(dt)
+	w.src.hdr = s.Header(dt)
 	read := time.Now()
 	sampleSize := 4
 	if w.vol.I16 != nil {
 		sampleSize = 2
 	}
-	r.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
+	r.rec.span(w, span{stage: stage.Read, slab: -1, device: stage.Host, track: track, start: t, end: read,
 		bytes: int64(voxels * sampleSize), voxels: int64(voxels)})
 	var stats model.Stats
 	if w.vol.I16 != nil {
@@ -74,9 +74,9 @@ func (r *readers) decodeDICOM(ctx context.Context, reader int, w *work) error {
 			stats.AddFloat32(w.vol.F32[z*nx*ny : min(z+r.cfg.Workers.Slab, nz)*nx*ny])
 		}
 	}
-	r.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),
+	r.rec.span(w, span{stage: stage.Stats, slab: -1, device: stage.Host, track: track, start: read, end: time.Now(),
 		voxels: int64(voxels)})
-	slope, inter := w.hdr.EffectiveScaling()
+	slope, inter := w.src.hdr.EffectiveScaling()
 	return setNorm(w, stats, slope, inter)
 }
 

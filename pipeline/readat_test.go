@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"voxpipe/internal/hostmem"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 	"voxpipe/model"
@@ -23,18 +24,10 @@ import (
 
 // testRunner is a read stage for calling it directly.
 func testRunner(slab, threads int) *readers {
-	r := &runner{cfg: Config{
-		Workers: Workers{
-			Slab:        slab,
-			ReadThreads: threads,
-			Readers:     1,
-		},
-		Telemetry: Telemetry{
-			Progress: nopProgress{},
-		},
-	},
-		t0: time.Now(), log: discardLogger}
-	return &readers{runner: r}
+	r := newServices(Config{
+		Workers: Workers{Slab: slab, ReadThreads: threads, Readers: 1},
+	}, nil)
+	return &readers{services: r}
 }
 
 // volumeFile writes a volume of dt with smooth values plus full-mantissa noise (so float sums
@@ -72,20 +65,20 @@ func volumeFile(t *testing.T, path string, dt nifti.DataType, order binary.ByteO
 // decodeFile runs the read stage on path and returns the volume (a copy) and its norm.
 func decodeFile(t *testing.T, r *readers, path string) model.Volume {
 	t.Helper()
-	vol, _ := decodeInto(t, r, path, &hostBuffer{headroom: inputHeadroom})
+	vol, _ := decodeInto(t, r, path, hostmem.NewBuffer(nil, inputHeadroom))
 	return vol
 }
 
 // decodeInto decodes path into buf, reporting whether the file was inflated straight into it.
-func decodeInto(t *testing.T, r *readers, path string, buf *hostBuffer) (model.Volume, bool) {
+func decodeInto(t *testing.T, r *readers, path string, buf *hostmem.Buffer) (model.Volume, bool) {
 	t.Helper()
-	w := &work{job: jobs.Job{Name: "v", Input: path}, in: buf}
+	w := &work{job: jobs.Job{Name: "v", Input: path}, mem: held{in: buf}}
 	if err := r.decode(context.Background(), 0, w); err != nil {
 		t.Fatal(err)
 	}
 	vol := w.vol
 	vol.I16, vol.F32 = slices.Clone(vol.I16), slices.Clone(vol.F32)
-	return vol, w.inflatedInto
+	return vol, w.mem.inflatedInto
 }
 
 func volumeBytes(v model.Volume) []byte {
@@ -187,6 +180,7 @@ func readStats(t *testing.T, r *readers, path string, parallel bool) readResult 
 // Timing rows: one read and one stats row (slab -1) for a .nii read in parallel, per-slab
 // rows for a .nii.gz.
 func TestParallelReadRows(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 2) // vola.nii.gz, volb.nii
 	out := runBatch(t, context.Background(), b, &signEngine{}, func(c *Config) { c.Workers.ReadThreads = 3 })
 	if out.res.OK != 2 {
@@ -206,6 +200,7 @@ func TestParallelReadRows(t *testing.T) {
 }
 
 func TestParallelReadErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "v.nii")
 	volumeFile(t, path, nifti.Int16, binary.LittleEndian, 16, 16, 40, 1, 0, 10)
@@ -213,7 +208,7 @@ func TestParallelReadErrors(t *testing.T) {
 	// Cancelled: the context's error.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	w := &work{job: jobs.Job{Name: "v", Input: path}, in: &hostBuffer{headroom: inputHeadroom}}
+	w := &work{job: jobs.Job{Name: "v", Input: path}, mem: held{in: hostmem.NewBuffer(nil, inputHeadroom)}}
 	if err := r.decode(ctx, 0, w); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled read: %v", err)
 	}
@@ -233,6 +228,7 @@ func TestParallelReadErrors(t *testing.T) {
 }
 
 func TestReadThreadsRule(t *testing.T) {
+	t.Parallel()
 	procs := runtime.GOMAXPROCS(0)
 	for _, c := range []struct {
 		cfg  Config
@@ -284,64 +280,13 @@ func TestReadThreadsRule(t *testing.T) {
 // float32 stored in host order), or into the reader's own memory and copied (no headroom, or
 // a datatype the engine does not read as stored).
 func TestReadInflatesLargeGzip(t *testing.T) {
-	const nx, ny, nz = 160, 160, 90 // 4.6 MB of random int16: above nifti's 4 MiB threshold even gzipped
-	x := uint64(11)
-	rnd := func() uint64 {
-		x = x*6364136223846793005 + 1442695040888963407
-		return x >> 32
-	}
-	dir := t.TempDir()
-	write := func(name string, dt nifti.DataType, bitpix int16, raw []byte) string {
-		path := filepath.Join(dir, name)
-		h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: dt, BitPix: bitpix,
-			Dim: [8]int64{3, nx, ny, nz, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
-		if err := nifti.Write(path, h, raw, nifti.DefaultWriteOptions()); err != nil {
-			t.Fatal(err)
-		}
-		if st, err := os.Stat(path); err != nil || st.Size() < 4<<20 {
-			t.Fatalf("test file too small for the parallel inflate: %v %v", st.Size(), err)
-		}
-		return path
-	}
-	i16 := make([]int16, nx*ny*nz)
-	f32 := make([]float32, nx*ny*nz)
-	u16 := make([]uint16, nx*ny*nz)
-	for i := range i16 {
-		v := rnd()
-		i16[i], f32[i], u16[i] = int16(v>>16), float32(int32(v))/(1<<20), uint16(v>>8)
-	}
-	raw := func(p unsafe.Pointer, n int) []byte { return unsafe.Slice((*byte)(p), n) }
-	for _, c := range []struct {
-		name    string
-		path    string
-		inPlace bool // with headroom
-	}{
-		{"int16", write("i16.nii.gz", nifti.Int16, 16, raw(unsafe.Pointer(unsafe.SliceData(i16)), 2*len(i16))), true},
-		{"float32", write("f32.nii.gz", nifti.Float32, 32, raw(unsafe.Pointer(unsafe.SliceData(f32)), 4*len(f32))), true},
-		{"uint16", write("u16.nii.gz", nifti.Uint16, 16, raw(unsafe.Pointer(unsafe.SliceData(u16)), 2*len(u16))), false},
-	} {
+	t.Parallel()
+	const nz = 90
+	cases, i16 := writeLargeGzips(t, 160, 160, nz)
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var rows [3][]timing.Row
-			var vols [3]model.Volume
-			var into [3]bool
-			for i, threads := range []int{1, 4, 4} {
-				r := testRunner(16, threads)
-				csv := filepath.Join(t.TempDir(), "timings.csv")
-				f, err := timing.CreateCSV[timing.Row](csv)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r.cfg.Telemetry.Timings = f
-				buf := &hostBuffer{headroom: inputHeadroom}
-				if i == 2 {
-					buf = &hostBuffer{}
-				}
-				vols[i], into[i] = decodeInto(t, r, c.path, buf)
-				f.Close()
-				if rows[i], err = timing.ReadRows(csv); err != nil {
-					t.Fatal(err)
-				}
-			}
+			t.Parallel()
+			vols, into, rows := decodeThreeWays(t, c.path)
 			if into != [3]bool{false, c.inPlace, false} {
 				t.Errorf("inflated into the buffer (streaming, headroom, none): %v, want [false %v false]", into, c.inPlace)
 			}
@@ -371,4 +316,74 @@ func TestReadInflatesLargeGzip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// largeGzip is a gzipped test volume of TestReadInflatesLargeGzip.
+type largeGzip struct {
+	name    string
+	path    string
+	inPlace bool // inflated into an input buffer with headroom
+}
+
+// writeLargeGzips writes nx*ny*nz volumes of random int16, float32 and uint16 values, gzipped
+// and above nifti's 4 MiB threshold, and returns them with the int16 values.
+func writeLargeGzips(t *testing.T, nx, ny, nz int) ([]largeGzip, []int16) {
+	t.Helper()
+	x := uint64(11)
+	rnd := func() uint64 {
+		x = x*6364136223846793005 + 1442695040888963407
+		return x >> 32
+	}
+	dir := t.TempDir()
+	write := func(name string, dt nifti.DataType, bitpix int16, raw []byte) string {
+		path := filepath.Join(dir, name)
+		h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: dt, BitPix: bitpix,
+			Dim: [8]int64{3, int64(nx), int64(ny), int64(nz), 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
+		if err := nifti.Write(path, h, raw, nifti.DefaultWriteOptions()); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(path); err != nil || st.Size() < 4<<20 {
+			t.Fatalf("test file too small for the parallel inflate: %v %v", st.Size(), err)
+		}
+		return path
+	}
+	i16 := make([]int16, nx*ny*nz)
+	f32 := make([]float32, nx*ny*nz)
+	u16 := make([]uint16, nx*ny*nz)
+	for i := range i16 {
+		v := rnd()
+		i16[i], f32[i], u16[i] = int16(v>>16), float32(int32(v))/(1<<20), uint16(v>>8)
+	}
+	raw := func(p unsafe.Pointer, n int) []byte { return unsafe.Slice((*byte)(p), n) }
+	return []largeGzip{
+		{"int16", write("i16.nii.gz", nifti.Int16, 16, raw(unsafe.Pointer(unsafe.SliceData(i16)), 2*len(i16))), true},
+		{"float32", write("f32.nii.gz", nifti.Float32, 32, raw(unsafe.Pointer(unsafe.SliceData(f32)), 4*len(f32))), true},
+		{"uint16", write("u16.nii.gz", nifti.Uint16, 16, raw(unsafe.Pointer(unsafe.SliceData(u16)), 2*len(u16))), false},
+	}, i16
+}
+
+// decodeThreeWays decodes path on one thread (streaming), then on four into a buffer with
+// headroom and into one without, and returns the volumes, whether each was inflated into its
+// buffer, and each decode's timing rows (slabs of 16).
+func decodeThreeWays(t *testing.T, path string) (vols [3]model.Volume, into [3]bool, rows [3][]timing.Row) {
+	t.Helper()
+	for i, threads := range []int{1, 4, 4} {
+		r := testRunner(16, threads)
+		csv := filepath.Join(t.TempDir(), "timings.csv")
+		f, err := timing.CreateCSV[timing.Row](csv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.rec.tel.Timings = f
+		buf := hostmem.NewBuffer(nil, inputHeadroom)
+		if i == 2 {
+			buf = hostmem.NewBuffer(nil, 0)
+		}
+		vols[i], into[i] = decodeInto(t, r, path, buf)
+		f.Close()
+		if rows[i], err = timing.ReadRows(csv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return vols, into, rows
 }

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"voxpipe/internal/spans"
@@ -20,27 +22,49 @@ type span struct {
 	voxels     int64
 }
 
+// recorder is where the run's records go: timings.csv, the trace and the observer (a volume's
+// summary row goes through the concluder). The first failure to write them stops the run.
+type recorder struct {
+	tel  Telemetry
+	t0   time.Time // the run's start: rows' times are counted from it
+	stop context.CancelCauseFunc
+
+	mu     sync.Mutex
+	outErr error // first error writing the CSVs
+}
+
+func newRecorder(tel Telemetry, stop context.CancelCauseFunc) *recorder {
+	return &recorder{tel: tel, t0: time.Now(), stop: stop}
+}
+
+// err is the first error writing the records.
+func (r *recorder) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outErr
+}
+
 // span records a stage event and adds it to the volume's stage totals.
-func (r *runner) span(w *work, s span) {
+func (r *recorder) span(w *work, s span) {
 	r.record(w, timing.Span{Process: s.device, Track: s.track, Row: timing.Row{
 		Stage: s.stage, Slab: s.slab, Device: s.device,
 		StartMS: ms(s.start.Sub(r.t0)), DurationMS: ms(s.end.Sub(s.start)), Bytes: s.bytes, Voxels: s.voxels,
 	}})
 }
 
-func (r *runner) record(w *work, s timing.Span) {
-	w.mu.Lock()
+func (r *recorder) record(w *work, s timing.Span) {
+	w.rec.mu.Lock()
 	switch s.Stage {
 	case stage.Read:
-		w.sum.ReadMS += s.DurationMS
+		w.rec.sum.ReadMS += s.DurationMS
 	case stage.Stats:
-		w.sum.StatsMS += s.DurationMS
+		w.rec.sum.StatsMS += s.DurationMS
 	case stage.Write:
-		w.sum.WriteMS += s.DurationMS
+		w.rec.sum.WriteMS += s.DurationMS
 	case stage.H2D:
-		w.sum.H2DMS += s.DurationMS
+		w.rec.sum.H2DMS += s.DurationMS
 	case stage.D2H:
-		w.sum.D2HMS += s.DurationMS
+		w.rec.sum.D2HMS += s.DurationMS
 	case stage.Segment:
 		// the summary's segment time is the engine call's wall time, set by segment()
 	case stage.Prepare, stage.Restore, stage.Analyse:
@@ -48,28 +72,28 @@ func (r *runner) record(w *work, s timing.Span) {
 	default: // kernels, or finer kernel groups
 		// Time with a kernel running: the CUDA fp16 engine's kernels of consecutive slabs
 		// overlap (two streams); engines report them in order.
-		w.sum.KernelsMS += spans.BusyAdded(&w.kernelsEnd, s.StartMS, s.DurationMS)
+		w.rec.sum.KernelsMS += spans.BusyAdded(&w.rec.kernelsEnd, s.StartMS, s.DurationMS)
 	}
-	w.mu.Unlock()
+	w.rec.mu.Unlock()
 	r.emit(w, s)
 }
 
-func (r *runner) emit(w *work, s timing.Span) {
-	s.RunID, s.Volume = r.cfg.Telemetry.RunID, w.job.Name
-	if r.cfg.Telemetry.Timings != nil {
-		r.noteOutErr(r.cfg.Telemetry.Timings.Append(s.Row))
+func (r *recorder) emit(w *work, s timing.Span) {
+	s.RunID, s.Volume = r.tel.RunID, w.job.Name
+	if r.tel.Timings != nil {
+		r.noteOutErr(r.tel.Timings.Append(s.Row))
 	}
-	if r.cfg.Telemetry.Trace != nil {
-		r.cfg.Telemetry.Trace.Add(s)
+	if r.tel.Trace != nil {
+		r.tel.Trace.Add(s)
 	}
-	if r.cfg.Telemetry.Observer != nil {
-		r.cfg.Telemetry.Observer.Row(s.Row)
+	if r.tel.Observer != nil {
+		r.tel.Observer.Row(s.Row)
 	}
 }
 
 // noteOutErr keeps the first failure to write the CSVs; the run then stops, since a batch
 // whose results cannot be recorded should not go on silently.
-func (r *runner) noteOutErr(err error) {
+func (r *recorder) noteOutErr(err error) {
 	if err == nil {
 		return
 	}
@@ -84,7 +108,7 @@ func (r *runner) noteOutErr(err error) {
 	}
 }
 
-func (r *runner) progress() Progress { return r.cfg.Telemetry.Progress }
+func (r *recorder) progress() Progress { return r.tel.Progress }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

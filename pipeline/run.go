@@ -1,123 +1,28 @@
 // Package pipeline runs batches of volumes through read -> normalise -> segment -> write, as
 // stages connected by channels, with buffers from bounded pools so that memory does not grow
 // with the batch, and records per-stage timings.
+//
+// Each stage is a small type in its own file, with a constructor that starts its workers on
+// the run's errgroup, a put method that hands it a volume (selecting on ctx.Done()), and a
+// worker loop: the producer (producer.go: what to do with each job, from its header), the
+// readers (read.go, read_dicom.go; each read ends with the prepare step, prepare.go), the
+// engine workers (segment.go) and the writers (write.go). A stage's workers close the next
+// stage's queue once all of them have returned. The stages share the run's services: its host
+// memory (memory.go, budget.go, over internal/hostmem), its records (record.go) and the end of
+// its volumes (conclude.go). volume.go says how a volume travels and who owns it when.
 package pipeline
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math"
-	"runtime"
 	"sync"
-	"time"
-	"voxpipe/engine"
 
 	"golang.org/x/sync/errgroup"
 
 	"voxpipe/io/nifti"
-	"voxpipe/jobs"
-	"voxpipe/model"
-	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
-	"voxpipe/telemetry/timing"
 )
-
-// Config describes one batch run.
-type Config struct {
-	Input   Input
-	Engines []engine.Engine // one worker per engine, all pulling from one queue
-	Prepare Prepare
-	Workers Workers
-	Output  Output
-	// FailFast stops the batch at the first failed volume.
-	FailFast  bool
-	Telemetry Telemetry
-}
-
-// Input is what a run segments.
-type Input struct {
-	Jobs []jobs.Job
-	// Source, when set, hands the jobs in instead of Jobs, for as long as it stays open (the
-	// watch service): Run returns once it is closed and its jobs are done.
-	Source <-chan jobs.Job
-	// Volume, when set, is the volume (0-based) of 4D inputs to segment; nil: 4D inputs fail
-	// (nifti.ErrMultiVolume).
-	Volume *int
-}
-
-// Prepare is how volumes are brought to the model before segmentation (prepare.go).
-type Prepare struct {
-	// Card is the model's card (nil: the model has none): the orientation and spacing volumes
-	// are brought to, and the domain they are checked against.
-	Card *model.Card
-	// Resample lets volumes whose voxel size differs from the card's by more than
-	// geometry.SpacingTolerance be resampled to it (--resample auto); false: they are only
-	// reoriented.
-	Resample bool
-	// StrictDomain fails volumes the domain check judges out of domain; warnings never fail
-	// a volume.
-	StrictDomain bool
-}
-
-// Workers sizes the stages and bounds their host memory.
-type Workers struct {
-	Slab    int // z-slices per slab for reading and segmenting
-	Readers int // volumes read in parallel
-	// ReadThreads is how many goroutines read one volume: an uncompressed one by position (see
-	// readers.readAt), a gzipped one of a few MiB or more by inflating it whole on that many
-	// (nifti.WithInflateThreads, then read by position from memory); 0: the default rule of
-	// Config.readThreads. With one thread, gzipped volumes stream in order.
-	ReadThreads int
-	Writers     int // masks written in parallel
-	// MaxMemory bounds the bytes of host buffers (input and mask pools, inflate scratch)
-	// allocated at once; a volume that needs more than that alone fails before anything is
-	// allocated for it. 0: no bound.
-	MaxMemory int64
-	// LeaveBuffers leaves the pool buffers allocated when Run returns, for a process that
-	// exits right after it: the exit reclaims them faster than freeing them one by one
-	// (page-locked ones especially, docs/perf.md). Anyone else leaks them.
-	LeaveBuffers bool
-}
-
-// Output is what a run writes beside each mask, and when it skips or claims one.
-type Output struct {
-	Classes int    // labels written are 0..Classes-1
-	Descrip string // descrip field of the written masks ("voxpipe <model>")
-	Write   nifti.WriteOptions
-	// Overwrite redoes every volume, up-to-date masks and files voxpipe did not write
-	// included (default: skip up-to-date masks, report the others as conflicts).
-	Overwrite bool
-	// VerifyInputs makes the rerun check re-hash each input whose size and mtime match.
-	VerifyInputs bool
-	// Claims, when set, makes the run claim each volume before working on it, so that several
-	// processes can share the output folder; volumes claimed by live processes are recorded
-	// busy. nil: no claims (tests, benchmarks).
-	Claims *claim.Manager
-	// OnBusy, when set, takes the jobs claimed by live processes instead of a busy row (the
-	// watch service hands them out again later).
-	OnBusy func(jobs.Job)
-	// Provenance is recorded in every mask, its Input filled in per volume; its Model decides
-	// whether an existing mask is up to date. Generator is set by Run.
-	Provenance provenance.Record
-	// Analyser, when set, makes each volume's statistics and preview, or removes stale ones,
-	// before its mask is committed (package analysis); nil: none (tests, benchmarks).
-	Analyser Analyser
-}
-
-// Telemetry is where a run reports: its records, its log and its observers, each may be nil.
-type Telemetry struct {
-	RunID    string
-	Host     string // summary.csv's host column
-	Shard    string // summary.csv's shard column
-	Timings  *timing.CSVFile[timing.Row]
-	Summary  *timing.CSVFile[timing.Summary]
-	Trace    *timing.Trace
-	Log      *slog.Logger
-	Progress Progress
-	Observer Observer
-}
 
 // Result counts the outcome of a run.
 type Result struct {
@@ -138,43 +43,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	r := &runner{cfg: cfg, t0: time.Now(), log: cfg.Telemetry.Log, budget: newBudget(cfg.Workers.MaxMemory)}
-	r.cfg.Output.Provenance.Generator = provenance.Generator
-	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
-	}
-	if r.cfg.Telemetry.Progress == nil {
-		r.cfg.Telemetry.Progress = nopProgress{}
-	}
-	alloc := defaultAllocator
-	if a, ok := cfg.Engines[0].(engine.HostAllocator); ok {
-		alloc = a
-	}
-	newBuffers := func(n, headroom int) []*hostBuffer {
-		bufs := make([]*hostBuffer, n)
-		for i := range bufs {
-			bufs[i] = &hostBuffer{alloc: alloc, headroom: headroom}
-		}
-		return bufs
-	}
-	// Each reader and each engine holds at most one input volume; each engine and each writer
-	// at most one mask. With these pools full, nothing more is ever allocated.
-	// A batch of fewer volumes than that never uses more than one buffer per volume.
-	batch := max(1, cfg.jobCount())
-	r.inputs = NewPool(newBuffers(min(cfg.Workers.Readers+len(cfg.Engines), batch), inputHeadroom)...)
-	r.masks = NewPool(newBuffers(min(len(cfg.Engines)+cfg.Workers.Writers, batch), 0)...)
-	if !cfg.Workers.LeaveBuffers {
-		defer r.freeBuffers()
-	}
-
+	cfg.Output.Provenance.Generator = provenance.Generator
 	runCtx, stop := context.WithCancelCause(ctx)
+	sv := newServices(cfg, stop)
+	if !cfg.Workers.LeaveBuffers {
+		defer sv.mem.freeAll()
+	}
 	defer stop(nil)
-	r.stop = stop
-	res, err := r.run(runCtx)
+	res, err := sv.run(runCtx)
 	switch cause := context.Cause(runCtx); {
 	case errors.Is(cause, ErrStoppedEarly):
 		// The failure that stopped the batch is in the summary; the run itself went as asked.
-		r.log.Warn("fail-fast: batch stopped after a failed volume", "unprocessed", len(cfg.Input.Jobs)-res.Done())
+		sv.log.Warn("fail-fast: batch stopped after a failed volume", "unprocessed", len(cfg.Input.Jobs)-res.Done())
 		err = nil
 	case cause != nil:
 		err = cause
@@ -182,129 +62,54 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, err
 }
 
-// readThreads is ReadThreads, or by default the cores shared among the readers that can be
-// busy at once: max(1, GOMAXPROCS / min(Readers, len(Jobs))). One volume alone gets every
-// core; a batch read by 2 readers on 16 cores, 8 goroutines each.
-func (c *Config) readThreads() int {
-	if c.Workers.ReadThreads > 0 {
-		return c.Workers.ReadThreads
+// services are what the stages share (each stage embeds them): the run's configuration and
+// log, its host memory (memory.go, budget.go), its records (record.go) and the end of its
+// volumes (conclude.go).
+type services struct {
+	cfg Config
+	log *slog.Logger
+	mem *memory
+	rec *recorder
+	end *concluder
+}
+
+// newServices makes a run's services; stop stops the run with a cause (nil: a run that never
+// stops itself, reading alone). A nil log discards, a nil Progress reports nothing.
+func newServices(cfg Config, stop context.CancelCauseFunc) *services {
+	if cfg.Telemetry.Log == nil {
+		cfg.Telemetry.Log = discardLogger
 	}
-	return max(1, runtime.GOMAXPROCS(0)/max(1, min(c.Workers.Readers, c.jobCount())))
-}
-
-// jobCount is the number of jobs, or for a Source as many as can be in flight at once.
-func (c *Config) jobCount() int {
-	if c.Input.Source != nil {
-		return c.Workers.Readers + len(c.Engines) + c.Workers.Writers
+	if cfg.Telemetry.Progress == nil {
+		cfg.Telemetry.Progress = nopProgress{}
 	}
-	return len(c.Input.Jobs)
+	log := cfg.Telemetry.Log
+	mem := newMemory(cfg, log)
+	rec := newRecorder(cfg.Telemetry, stop)
+	return &services{cfg: cfg, log: log, mem: mem, rec: rec, end: newConcluder(cfg, log, mem, rec, stop)}
 }
 
-func (c *Config) validate() error {
-	switch {
-	case len(c.Engines) == 0:
-		return errors.New("pipeline: no engine")
-	case c.Workers.Slab < 1:
-		return fmt.Errorf("pipeline: slab must be at least 1, got %d", c.Workers.Slab)
-	case c.Workers.Readers < 1 || c.Workers.Writers < 1:
-		return fmt.Errorf("pipeline: need at least one reader and one writer (got %d, %d)", c.Workers.Readers, c.Workers.Writers)
-	case c.Workers.ReadThreads < 0:
-		return fmt.Errorf("pipeline: read threads must be 0 (automatic) or more, got %d", c.Workers.ReadThreads)
-	case c.Output.Classes < 1 || c.Output.Classes > 256:
-		return fmt.Errorf("pipeline: %d classes do not fit uint8 labels", c.Output.Classes)
-	}
-	return nil
-}
-
-type runner struct {
-	cfg    Config
-	budget *budget // nil: no Config.MaxMemory
-	t0     time.Time
-	log    *slog.Logger
-	stop   context.CancelCauseFunc
-	inputs *Pool[*hostBuffer]
-	masks  *Pool[*hostBuffer]
-
-	mu     sync.Mutex
-	result Result
-	outErr error // first error writing the CSVs
-}
-
-// freeBuffers frees every pool buffer, in parallel: returning a volume's worth of pages to the
-// kernel takes milliseconds per buffer (munmap; for page-locked memory the unregistering is
-// serialised on the engine's thread, the unmapping is not).
-func (r *runner) freeBuffers() {
-	var wg sync.WaitGroup
-	for _, p := range []*Pool[*hostBuffer]{r.inputs, r.masks} {
-		for _, b := range p.Drain() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := b.free(); err != nil {
-					r.log.Warn("free host buffer", "err", err)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-}
-
-func (r *runner) run(ctx context.Context) (Result, error) {
-	r.cfg.Telemetry.Progress.Start(len(r.cfg.Input.Jobs))
-	defer r.cfg.Telemetry.Progress.Close()
+// run starts the stages on one errgroup, each before the one that hands it work (a stage's
+// workers close the next one's queue once all of them have returned), and waits for them.
+func (sv *services) run(ctx context.Context) (Result, error) {
+	sv.rec.progress().Start(len(sv.cfg.Input.Jobs))
+	defer sv.rec.progress().Close()
 
 	g, ctx := errgroup.WithContext(ctx)
+	first := make(chan *nifti.Header, 1) // the first volume's header, from the producer
 	g.Go(func() error {
-		r.prewarmMask(ctx)
+		sv.mem.prewarmMask(ctx, first)
 		return nil
 	})
-	// Each stage is started before the one that hands it work, and closes the next one's
-	// queue once all its workers have returned.
-	writers := startWriters(ctx, g, r)
-	engines := startEngines(ctx, g, r, writers)
-	readers := startReaders(ctx, g, r, engines)
-	startProducer(ctx, g, r, readers)
+	writers := startWriters(ctx, g, sv)
+	engines := startEngines(ctx, g, sv, writers)
+	readers := startReaders(ctx, g, sv, engines)
+	startProducer(ctx, g, sv, readers, first)
 
 	err := g.Wait()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if err == nil {
-		err = r.outErr
+		err = sv.rec.err()
 	}
-	return r.result, err
-}
-
-// prewarmMask sizes a mask buffer for the first volume while that volume is being read: the
-// engine's page-locked memory for a large mask takes a while (docs/perf.md), which would
-// otherwise delay its segmentation. The buffer goes back to the
-// pool at once (a one-volume run has exactly one); failures are left to the segment stage,
-// which sizes the buffer again.
-func (r *runner) prewarmMask(ctx context.Context) {
-	// Jobs refused at discovery (a FIFO) must not be opened.
-	if r.cfg.Input.Source != nil || len(r.cfg.Input.Jobs) == 0 || r.cfg.Input.Jobs[0].Err != nil {
-		return
-	}
-	hdr, err := nifti.ReadHeader(r.cfg.Input.Jobs[0].Input)
-	if err != nil {
-		return
-	}
-	voxels := int64(hdr.NX()) * int64(hdr.NY()) * int64(hdr.NZ())
-	if voxels <= 0 || voxels > math.MaxInt32*int64(8) {
-		return
-	}
-	buf, err := r.masks.Get(ctx)
-	if err != nil {
-		return
-	}
-	defer r.masks.Put(buf)
-	if r.budget != nil && !r.budget.sem.TryAcquire(voxels) {
-		return // under a tight budget: left to the volume's own reservation
-	}
-	before := buf.capacity()
-	_ = buf.ensure(int(voxels))
-	if r.budget != nil {
-		r.budget.release(voxels - int64(buf.capacity()-before))
-	}
+	return sv.end.result(), err
 }
 
 // queue hands volumes to a stage's workers; the stage before closes it once all its workers
@@ -312,12 +117,12 @@ func (r *runner) prewarmMask(ctx context.Context) {
 type queue chan *work
 
 // put hands w to the stage, or fails it when ctx ends first: then no worker has it.
-func (q queue) put(ctx context.Context, r *runner, w *work) error {
+func (q queue) put(ctx context.Context, end *concluder, w *work) error {
 	select {
 	case q <- w:
 		return nil
 	case <-ctx.Done():
-		r.fail(w, context.Cause(ctx))
+		end.fail(w, context.Cause(ctx))
 		return ctx.Err()
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"voxpipe/telemetry/timing"
 )
 
-// replayEngine stands in for a GPU: it copies a precomputed mask slab by slab, sleeping
-// perSlab for each, so the engine costs a fixed time and (almost) no CPU, as a GPU does.
+// replayEngine stands in for a GPU: it copies a precomputed mask slab by slab,
+// waiting perSlab for each, so the engine costs a fixed time and (almost) no CPU, as a GPU does.
 type replayEngine struct {
 	mask    []uint8
 	perSlab time.Duration
@@ -67,7 +67,11 @@ func (e *replayEngine) Segment(ctx context.Context, vol *model.Volume, out []uin
 			return err
 		}
 		z1 := min(z0+opt.Slab, vol.NZ)
-		time.Sleep(e.perSlab)
+		select { // the slab's fixed time, unless cancelled
+		case <-time.After(e.perSlab):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		copy(out[z0*plane:z1*plane], e.mask[z0*plane:z1*plane])
 		if opt.OnSlabDone != nil {
 			opt.OnSlabDone(z0, z1)
@@ -82,6 +86,32 @@ func (e *replayEngine) Segment(ctx context.Context, vol *model.Volume, out []uin
 // VOXPIPE_BENCH_DIMS overrides the size (default 256x256x256); VOXPIPE_BENCH_TIMINGS names a
 // file for the last run's timings.csv.
 func BenchmarkRunOneVolume(b *testing.B) {
+	const slab, engineTime = 64, 62 * time.Millisecond
+	batch, eng, out := benchVolume(b, slab, engineTime)
+	var sum timing.Summary
+	for i := -1; i < b.N; i++ { // run -1 is a warm-up: it allocates (and faults in) the buffers
+		if i == 0 {
+			sum = timing.Summary{}
+			b.ResetTimer()
+		}
+		row := benchRun(b, batch, eng, slab, filepath.Join(out, "summary.csv"))
+		sum.ReadMS += row.ReadMS
+		sum.StatsMS += row.StatsMS
+		sum.WriteMS += row.WriteMS
+		sum.WallMS += row.WallMS
+	}
+	n := float64(b.N)
+	b.ReportMetric(sum.ReadMS/n, "read-ms")
+	b.ReportMetric(sum.StatsMS/n, "stats-ms")
+	b.ReportMetric(sum.WriteMS/n, "write-ms")
+	b.ReportMetric(sum.WallMS/n, "wall-ms")
+}
+
+// benchVolume writes BenchmarkRunOneVolume's phantom (VOXPIPE_BENCH_DIMS, default
+// 256x256x256) and returns its job, an engine replaying its truth in engineTime per volume,
+// and the output folder.
+func benchVolume(b *testing.B, slab int, engineTime time.Duration) ([]jobs.Job, *replayEngine, string) {
+	b.Helper()
 	dims := "256x256x256"
 	if d := os.Getenv("VOXPIPE_BENCH_DIMS"); d != "" {
 		dims = d
@@ -100,7 +130,6 @@ func BenchmarkRunOneVolume(b *testing.B) {
 	if err := nifti.Write(input, ph.Header, ph.ImageBytes(), nifti.WriteOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	const slab, engineTime = 64, 62 * time.Millisecond
 	slabs := (nz + slab - 1) / slab
 	eng := &replayEngine{mask: ph.Truth, perSlab: engineTime / time.Duration(slabs)}
 	out := filepath.Join(dir, "out")
@@ -108,67 +137,47 @@ func BenchmarkRunOneVolume(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	batch := found.Jobs
 	os.MkdirAll(out, 0o755)
-	var sum timing.Summary
-	for i := -1; i < b.N; i++ { // run -1 is a warm-up: it allocates (and faults in) the buffers
-		if i == 0 {
-			sum = timing.Summary{}
-			b.ResetTimer()
-		}
-		spath := filepath.Join(out, "summary.csv")
-		summary, err := timing.CreateCSV[timing.Summary](spath)
-		if err != nil {
+	return found.Jobs, eng, out
+}
+
+// benchRun runs the one-volume batch, its summary to spath (and its timings to
+// VOXPIPE_BENCH_TIMINGS, when set: the last run's are left there), and returns its summary row.
+func benchRun(b *testing.B, batch []jobs.Job, eng engine.Engine, slab int, spath string) timing.Summary {
+	b.Helper()
+	summary, err := timing.CreateCSV[timing.Summary](spath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var timings *timing.CSVFile[timing.Row]
+	if tpath := os.Getenv("VOXPIPE_BENCH_TIMINGS"); tpath != "" { // timings.csv of the last run
+		if timings, err = timing.CreateCSV[timing.Row](tpath); err != nil {
 			b.Fatal(err)
 		}
-		var timings *timing.CSVFile[timing.Row]
-		if tpath := os.Getenv("VOXPIPE_BENCH_TIMINGS"); tpath != "" { // timings.csv of the last run
-			if timings, err = timing.CreateCSV[timing.Row](tpath); err != nil {
-				b.Fatal(err)
-			}
-		}
-		res, err := Run(context.Background(), Config{
-			Engines: []engine.Engine{eng},
-			Input: Input{
-				Jobs: batch,
-			},
-			Workers: Workers{
-				Slab:    slab,
-				Readers: 1,
-				Writers: 1,
-			},
-			Output: Output{
-				Classes:   4,
-				Write:     nifti.DefaultWriteOptions(),
-				Overwrite: true,
-			},
-			Telemetry: Telemetry{
-				RunID:   "bench",
-				Summary: summary,
-				Timings: timings,
-			},
-		})
-		summary.Close()
-		if timings != nil {
-			timings.Close()
-		}
-		if err != nil || res.OK != 1 {
-			b.Fatalf("%+v %v", res, err)
-		}
-		rows, err := timing.ReadSummaries(spath)
-		if err != nil || len(rows) != 1 {
-			b.Fatal(rows, err)
-		}
-		sum.ReadMS += rows[0].ReadMS
-		sum.StatsMS += rows[0].StatsMS
-		sum.WriteMS += rows[0].WriteMS
-		sum.WallMS += rows[0].WallMS
 	}
-	n := float64(b.N)
-	b.ReportMetric(sum.ReadMS/n, "read-ms")
-	b.ReportMetric(sum.StatsMS/n, "stats-ms")
-	b.ReportMetric(sum.WriteMS/n, "write-ms")
-	b.ReportMetric(sum.WallMS/n, "wall-ms")
+	res, err := Run(context.Background(), Config{
+		Engines: []engine.Engine{eng},
+		Input:   Input{Jobs: batch},
+		Workers: Workers{Slab: slab, Readers: 1, Writers: 1},
+		Output: Output{
+			Classes:   4,
+			Write:     nifti.DefaultWriteOptions(),
+			Overwrite: true,
+		},
+		Telemetry: Telemetry{RunID: "bench", Summary: summary, Timings: timings},
+	})
+	summary.Close()
+	if timings != nil {
+		timings.Close()
+	}
+	if err != nil || res.OK != 1 {
+		b.Fatalf("%+v %v", res, err)
+	}
+	rows, err := timing.ReadSummaries(spath)
+	if err != nil || len(rows) != 1 {
+		b.Fatal(rows, err)
+	}
+	return rows[0]
 }
 
 // BenchmarkReadDir times the read stage alone (ReadAll, one reader, as `voxpipe bench

@@ -17,276 +17,12 @@ import (
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/model"
 	"voxpipe/stage"
 	"voxpipe/telemetry/timing"
 )
 
-// signEngine is a fast stand-in for the network: label 1 where the normalised value is
-// positive, 2 where it is above one sigma, else 0. It reports one event per slab and, unless
-// silent, each finished slab (OnSlabDone); it can be slowed down, made to fail, and counts host
-// allocations when used as a HostAllocator.
-type signEngine struct {
-	delay  time.Duration
-	silent bool // no OnSlabDone calls: the writer then gets the whole mask when Segment returns
-	// failNZ, failAt: on volumes of failNZ slices, fail with errEngine when slab failAt starts
-	// (after the last slab is reported, when failAt is the number of slabs).
-	failNZ, failAt int
-	// afterSlab, when set, is called after each slab is reported.
-	afterSlab func(vol *model.Volume, slab int)
-	// beforeFail, when set, is called before the engine fails (failNZ, failAt).
-	beforeFail func()
-
-	allocs atomic.Int64
-	live   atomic.Int64
-	peak   atomic.Int64
-}
-
-var errEngine = errors.New("test engine: device lost")
-
-func (e *signEngine) Name() string { return "sign" }
-func (e *signEngine) Close() error { return nil }
-
-func (e *signEngine) Segment(ctx context.Context, vol *model.Volume, out []uint8, opt engine.Options) error {
-	plane := vol.NX * vol.NY
-	start := time.Now()
-	for z0, slab := 0, 0; z0 < vol.NZ; z0, slab = z0+opt.Slab, slab+1 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if e.failNZ == vol.NZ && e.failAt == slab {
-			if e.beforeFail != nil {
-				e.beforeFail()
-			}
-			return errEngine
-		}
-		t := time.Now()
-		if e.delay > 0 {
-			select {
-			case <-time.After(e.delay):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		z1 := min(z0+opt.Slab, vol.NZ)
-		for i := z0 * plane; i < z1*plane; i++ {
-			out[i] = signLabel(vol, i)
-		}
-		if opt.OnEvent != nil {
-			opt.OnEvent(engine.Event{Stage: "segment", Slab: slab, Start: t.Sub(start), Duration: time.Since(t), Voxels: int64((z1 - z0) * plane)})
-		}
-		if opt.OnSlabDone != nil && !e.silent {
-			opt.OnSlabDone(z0, z1)
-		}
-		if e.afterSlab != nil {
-			e.afterSlab(vol, slab)
-		}
-	}
-	if e.failNZ == vol.NZ && e.failAt == (vol.NZ+opt.Slab-1)/opt.Slab {
-		time.Sleep(e.delay) // the writer has had time to write everything
-		if e.beforeFail != nil {
-			e.beforeFail()
-		}
-		return errEngine
-	}
-	return nil
-}
-
-func signLabel(vol *model.Volume, i int) uint8 {
-	var v float32
-	if vol.I16 != nil {
-		v = float32(vol.I16[i])
-	} else {
-		v = vol.F32[i]
-	}
-	x := v*vol.Norm.Scale + vol.Norm.Shift
-	switch {
-	case x > 1:
-		return 2
-	case x > 0:
-		return 1
-	}
-	return 0
-}
-
-type countedBuffer struct {
-	b []byte
-	e *signEngine
-}
-
-func (c *countedBuffer) Bytes() []byte { return c.b }
-func (c *countedBuffer) Free() error {
-	c.e.live.Add(-1)
-	return nil
-}
-
-// allocatingEngine is a signEngine that also hands out host memory, like the CUDA engine.
-type allocatingEngine struct{ *signEngine }
-
-func (e allocatingEngine) AllocHost(n int) (engine.HostBuffer, error) {
-	e.allocs.Add(1)
-	live := e.live.Add(1)
-	for {
-		p := e.peak.Load()
-		if live <= p || e.peak.CompareAndSwap(p, live) {
-			break
-		}
-	}
-	return &countedBuffer{b: make([]byte, n), e: e.signEngine}, nil
-}
-
-// writeVolume writes a smooth int16 test volume and returns its stored values.
-func writeVolume(t *testing.T, path string, nx, ny, nz int, seed int) []int16 {
-	t.Helper()
-	vals := make([]int16, nx*ny*nz)
-	for z := 0; z < nz; z++ {
-		for y := 0; y < ny; y++ {
-			for x := 0; x < nx; x++ {
-				f := math.Sin(float64(x+seed)/3) + math.Cos(float64(y*2+z)/5)
-				vals[(z*ny+y)*nx+x] = int16(1000 * f)
-			}
-		}
-	}
-	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Int16, BitPix: 16,
-		Dim: [8]int64{3, int64(nx), int64(ny), int64(nz), 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1.5},
-		SclSlope: 1, QformCode: 1, SformCode: 1, SrowX: [4]float64{1, 0, 0, -10}, SrowY: [4]float64{0, 1, 0, 5},
-		SrowZ: [4]float64{0, 0, 1.5, 2}, XYZTUnits: 10, Magic: "n+1"}
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 2*len(vals))
-	if err := nifti.Write(path, h, raw, nifti.WriteOptions{Level: 1}); err != nil {
-		t.Fatal(err)
-	}
-	return vals
-}
-
-func expectedMask(t *testing.T, vals []int16) []uint8 {
-	t.Helper()
-	var st model.Stats
-	st.AddInt16(vals)
-	vol := &model.Volume{I16: vals, Norm: st.Norm(1, 0)}
-	want := make([]uint8, len(vals))
-	for i := range vals {
-		want[i] = signLabel(vol, i)
-	}
-	return want
-}
-
-type batch struct {
-	in, out string
-	good    map[string][]int16 // name -> stored values
-}
-
-// newBatch makes a folder with good volumes and the three kinds of bad input.
-func newBatch(t *testing.T, good int) *batch {
-	t.Helper()
-	dir := t.TempDir()
-	b := &batch{in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out"), good: map[string][]int16{}}
-	os.MkdirAll(b.in, 0o755)
-	for i := 0; i < good; i++ {
-		name := "vol" + string(rune('a'+i))
-		ext := ".nii.gz"
-		if i%2 == 1 {
-			ext = ".nii"
-		}
-		b.good[name] = writeVolume(t, filepath.Join(b.in, name+ext), 9+i, 7, 11+i, i)
-	}
-	// truncated: a good file cut short
-	writeVolume(t, filepath.Join(dir, "full.nii"), 9, 7, 11, 0)
-	data, _ := os.ReadFile(filepath.Join(dir, "full.nii"))
-	os.WriteFile(filepath.Join(b.in, "truncated.nii"), data[:len(data)-200], 0o644)
-	// corrupt gzip: a good .nii.gz with bytes in the middle overwritten
-	writeVolume(t, filepath.Join(dir, "full.nii.gz"), 9, 7, 11, 0)
-	data, _ = os.ReadFile(filepath.Join(dir, "full.nii.gz"))
-	for i := len(data) / 3; i < len(data)/3+40 && i < len(data); i++ {
-		data[i] ^= 0x5a
-	}
-	os.WriteFile(filepath.Join(b.in, "corrupt.nii.gz"), data, 0o644)
-	// not NIfTI at all, with a NIfTI name
-	os.WriteFile(filepath.Join(b.in, "notes.nii"), []byte("this is not a NIfTI file\n"), 0o644)
-	// ignored: not a NIfTI name
-	os.WriteFile(filepath.Join(b.in, "README.txt"), []byte("ignored"), 0o644)
-	return b
-}
-
-type runOutput struct {
-	res     Result
-	err     error
-	rows    []timing.Row
-	summary []timing.Summary
-}
-
-func runBatch(t *testing.T, ctx context.Context, b *batch, eng engine.Engine, mutate func(*Config)) runOutput {
-	t.Helper()
-	found, err := jobs.Discover([]string{b.in}, false, b.out, "{name}_mask.nii.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch := found.Jobs
-	os.MkdirAll(b.out, 0o755)
-	tpath, spath := filepath.Join(b.out, "timings.csv"), filepath.Join(b.out, "summary.csv")
-	timings, err := timing.CreateCSV[timing.Row](tpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	summary, err := timing.CreateCSV[timing.Summary](spath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{
-		Engines: []engine.Engine{eng},
-		Input: Input{
-			Jobs: batch,
-		},
-		Workers: Workers{
-			Slab:    4,
-			Readers: 2,
-			Writers: 1,
-		},
-		Output: Output{
-			Classes: 3,
-			Descrip: "voxpipe test",
-		},
-		Telemetry: Telemetry{
-			RunID:   "test",
-			Timings: timings,
-			Summary: summary,
-		},
-	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	res, runErr := Run(ctx, cfg)
-	timings.Close()
-	summary.Close()
-	var out runOutput
-	out.res, out.err = res, runErr
-	if out.rows, err = timing.ReadRows(tpath); err != nil {
-		t.Fatalf("timings.csv does not parse: %v", err)
-	}
-	if out.summary, err = timing.ReadSummaries(spath); err != nil {
-		t.Fatalf("summary.csv does not parse: %v", err)
-	}
-	return out
-}
-
-func statusByVolume(s []timing.Summary) map[string]timing.Summary {
-	m := map[string]timing.Summary{}
-	for _, r := range s {
-		m[r.Volume] = r
-	}
-	return m
-}
-
-func assertNoTemporaries(t *testing.T, dir string) {
-	t.Helper()
-	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && strings.Contains(d.Name(), ".tmp-") {
-			t.Errorf("stray temporary %s", path)
-		}
-		return nil
-	})
-}
-
 func TestRunBatchWithBadVolumes(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 3)
 	out := runBatch(t, context.Background(), b, &signEngine{}, nil)
 	if out.err != nil {
@@ -341,6 +77,7 @@ func TestRunBatchWithBadVolumes(t *testing.T) {
 }
 
 func TestRunSkipsDoneVolumesUnlessOverwrite(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 2)
 	first := runBatch(t, context.Background(), b, &signEngine{}, nil)
 	if first.res.OK != 2 {
@@ -357,6 +94,7 @@ func TestRunSkipsDoneVolumesUnlessOverwrite(t *testing.T) {
 }
 
 func TestRunFailFastStops(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 6)
 	out := runBatch(t, context.Background(), b, &signEngine{delay: 5 * time.Millisecond}, func(c *Config) {
 		c.FailFast = true
@@ -372,6 +110,7 @@ func TestRunFailFastStops(t *testing.T) {
 }
 
 func TestRunCancelLeavesNoPartialOutputs(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 6)
 	ctx, cancel := context.WithCancel(context.Background())
 	eng := &signEngine{delay: 20 * time.Millisecond}
@@ -396,16 +135,8 @@ func TestRunCancelLeavesNoPartialOutputs(t *testing.T) {
 	}
 }
 
-// progressFunc calls f when the first volume starts.
-type progressFunc func()
-
-func (f progressFunc) Start(int)                          {}
-func (f progressFunc) VolumeStarted(jobs.Job, int)        { f() }
-func (f progressFunc) PlanesDone(jobs.Job, int)           {}
-func (f progressFunc) VolumeDone(jobs.Job, timing.Status) {}
-func (f progressFunc) Close()                             {}
-
 func TestRunBuffersAreBounded(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 8)
 	eng := allocatingEngine{&signEngine{}}
 	out := runBatch(t, context.Background(), b, eng, func(c *Config) { c.Workers.Readers = 2; c.Workers.Writers = 1 })
@@ -434,6 +165,7 @@ func TestRunBuffersAreBounded(t *testing.T) {
 }
 
 func TestDiscover(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, p := range []string{"a.nii", "b.nii.gz", "c.hdr", "c.img", ".d.nii.tmp-1", "e.txt", "sub/f.nii.gz", "sub/deeper/g.nii"} {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
@@ -481,6 +213,7 @@ func TestDiscover(t *testing.T) {
 }
 
 func TestRunRejectsNaNVolumes(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 1)
 	vals := []float32{1, 2, float32(math.NaN()), 4, 5, 6, 7, 8}
 	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Float32, BitPix: 32,
@@ -496,17 +229,10 @@ func TestRunRejectsNaNVolumes(t *testing.T) {
 	}
 }
 
-// namedEngine is a signEngine with its own name, for runs with several engines.
-type namedEngine struct {
-	*signEngine
-	name string
-}
-
-func (e namedEngine) Name() string { return e.name }
-
 // Several engines (one per GPU in a real run) pull volumes from one queue: every volume is
 // done exactly once, both engines work, and the CSVs say which engine did which volume.
 func TestRunSeveralEnginesShareTheQueue(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 8)
 	engines := []engine.Engine{
 		namedEngine{&signEngine{delay: 3 * time.Millisecond}, "dev:0"},
@@ -571,6 +297,7 @@ func (e *gatedAllocEngine) AllocHost(n int) (engine.HostBuffer, error) {
 }
 
 func TestRunAllocatesTheFirstMaskWhileReading(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := &batch{in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out"), good: map[string][]int16{}}
 	os.MkdirAll(b.in, 0o755)
@@ -640,6 +367,7 @@ func TestRunReadsWhileTheEngineOpens(t *testing.T) {
 
 // An engine that cannot open ends the run with its error (no volume is segmented).
 func TestRunStopsWhenTheEngineCannotOpen(t *testing.T) {
+	t.Parallel()
 	b := newBatch(t, 2)
 	fault := errors.New("test engine: no context")
 	eng := &openingEngine{signEngine: &signEngine{}, opened: make(chan struct{}), openErr: fault, t0: time.Now()}

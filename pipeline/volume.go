@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"voxpipe/internal/hostmem"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 	"voxpipe/model"
@@ -17,7 +18,7 @@ import (
 
 // A volume's state travels with it through the stages (work). Each stage owns the volume
 // while it works on it, and hands it on through the next stage's queue (queue.put), or fails
-// it itself (runner.fail), giving back the buffers it holds. The one exception is the
+// it itself (concluder.fail), giving back the buffers it holds. The one exception is the
 // hand-over from the segment stage to the write stage, where segmentation and writing overlap:
 // as soon as an engine worker has a mask buffer for a volume it queues the volume for the
 // writers and starts the engine; the engine reports each slab whose labels are final
@@ -26,7 +27,7 @@ import (
 // returned without error. The rules that keep this safe:
 //
 //   - Ownership and buffers. From the hand-over on, the volume has two holders, its engine
-//     worker and its writer (work.holders = 2). Each lets go exactly once (release); the last
+//     worker and its writer (work.seg.holders = 2). Each lets go exactly once (release); the last
 //     one concludes the volume: its summary row, ok or failed, written exactly once, and its
 //     mask buffer back in the pool, exactly once and only after both the engine and the writer
 //     are done with it. The engine worker gives the input buffer back itself, before it lets
@@ -43,7 +44,7 @@ import (
 //   - Failures. The volume's first failure wins (setErr). An engine error ends the writer's
 //     wait; the writer aborts its temporary file (nothing carries the final name) and never
 //     commits. A writer error (disk full) cancels the engine's work on the volume
-//     (cancelSeg). Either way the volume is failed once, by whoever lets go last, and with
+//     (seg.cancel). Either way the volume is failed once, by whoever lets go last, and with
 //     --fail-fast that stops the batch.
 //   - Cancellation. Every wait selects on ctx.Done(): the hand-over, the writer's wait for
 //     slabs, the pool. On SIGINT the engine returns the context's error, the writer aborts, and
@@ -55,32 +56,49 @@ import (
 //     time spent waiting for slabs is in no row. WriteMS is their sum; WallMS runs from the
 //     start of the read to the end of the commit.
 
-// work is one volume travelling through the stages, with the buffers it holds.
+// work is one volume travelling through the stages. Its state is split by concern, each part
+// written by the stages that own it (see the rules above): what the producer learnt of its
+// input (src), the host memory it holds (mem, budget.go), the volume as read, how it meets
+// the model (prep, prepare.go), its summary row and timings (rec, record.go), and what its
+// engine worker and writer share from the hand-over on (seg).
 type work struct {
-	job jobs.Job
-	// From the producer: the input's header (read again by nifti.Open in the read stage), its
-	// fingerprint without the hash and its files, the claim (nil without Config.Claims), and
-	// why the volume is being done.
-	hdr    *nifti.Header
+	job   jobs.Job
+	claim *claim.Claim // nil without Output.Claims; released once the volume's row is written
+	src   source
+	mem   held
+	vol   model.Volume // the volume as read, in mem.in
+	prep  prepared
+	rec   volRecord
+	seg   handover
+}
+
+// source is what the producer learnt of the volume's input before reading any of its data.
+type source struct {
+	// hdr is the input's header (read again by nifti.Open in the read stage).
+	hdr *nifti.Header
+	// input is the input's fingerprint without its hash, files the files hashed (the data file
+	// last), reason why the volume is being done.
 	input  provenance.Input
 	files  []string
-	claim  *claim.Claim
 	reason string
 	// hash receives the input's XXH3-128 (or its error) once, from the goroutine the read
 	// stage starts.
 	hash chan hashResult
-	// Under Config.MaxMemory: bytes reserved and not yet allocated, the inflate scratch among
-	// them (see budget).
-	reserved, scratch int64
+}
 
-	in   *hostBuffer
-	mask *hostBuffer
-	vol  model.Volume
+// held is the host memory the volume holds: its pool buffers and, under Config.MaxMemory,
+// the bytes reserved and not yet allocated, the inflate scratch among them (see budget.go).
+type held struct {
+	in, mask          *hostmem.Buffer
+	reserved, scratch int64
 	// inflatedInto: the gzipped file was inflated straight into in (nifti.WithInflateInto).
 	inflatedInto bool
-	// How the volume meets the model (prepare.go; its plan made by the producer), and, when
-	// it is not read as stored, the model's view of it and the mask on that grid (heap
-	// memory, modelBytes of it drawn from the budget), until the restore step.
+}
+
+// prepared is how the volume meets the model (prepare.go; its plan made by the producer),
+// and, when it is not read as stored, the model's view of it and the mask on that grid (heap
+// memory, modelBytes of it drawn from the budget), until the restore step.
+type prepared struct {
 	flat       bool // the statistics found every voxel equal
 	dom        domainState
 	plan       *gridPlan // from the producer (planFor), nil with planErr
@@ -88,7 +106,10 @@ type work struct {
 	model      *model.Volume
 	modelMask  []uint8
 	modelBytes int64
+}
 
+// volRecord is the volume's summary row and the times it is made of.
+type volRecord struct {
 	mu         sync.Mutex // engines report events from their own goroutines
 	sum        timing.Summary
 	kernelsEnd float64 // under mu: the latest end of a kernels span, ms since the run's start
@@ -97,64 +118,40 @@ type work struct {
 	// its decode; segStart: its engine call (under mu). wall_ms runs from start; queue_ms is
 	// the waits between them (queueMS).
 	start, readStart, readEnd, segStart time.Time
-
-	// From the start of its segmentation the volume is held by two goroutines at once, its
-	// engine worker and its writer (see the rules above): holders counts them,
-	// and the last to let go concludes the volume.
-	holders   atomic.Int32
-	seg       *segProgress
-	cancelSeg context.CancelCauseFunc // stops the engine's work on this volume (the writer failed)
-	committed time.Time               // when the writer's Commit returned (its last action)
+	committed                           time.Time // when the writer's Commit returned (its last action)
 }
 
-// queueMS is the time the volume waited within its wall time (under w.mu): from its start
+// handover is what the volume's engine worker and its writer share from the start of its
+// segmentation, when it is held by both at once (see the rules above).
+type handover struct {
+	// holders counts the goroutines holding the volume; the last to let go concludes it.
+	holders  atomic.Int32
+	progress *segProgress
+	cancel   context.CancelCauseFunc // stops the engine's work on this volume (the writer failed)
+}
+
+// queueMS is the time the volume waited within its wall time (under w.rec.mu): from its start
 // (arrival, or the reader taking it) to its read (an input buffer, the memory budget), and
 // from its read's end to its engine call (a free engine, a mask buffer). Stages not reached
 // count for nothing.
 func (w *work) queueMS() float64 {
 	var q time.Duration
-	if !w.readStart.IsZero() {
-		q += w.readStart.Sub(w.start)
+	if !w.rec.readStart.IsZero() {
+		q += w.rec.readStart.Sub(w.rec.start)
 	}
-	if !w.segStart.IsZero() && !w.readEnd.IsZero() {
-		q += w.segStart.Sub(w.readEnd)
+	if !w.rec.segStart.IsZero() && !w.rec.readEnd.IsZero() {
+		q += w.rec.segStart.Sub(w.rec.readEnd)
 	}
 	return ms(q)
 }
 
 // setErr records the volume's first failure; later ones are consequences of it.
 func (w *work) setErr(err error) {
-	w.mu.Lock()
-	if w.err == nil {
-		w.err = err
+	w.rec.mu.Lock()
+	if w.rec.err == nil {
+		w.rec.err = err
 	}
-	w.mu.Unlock()
-}
-
-// release lets go of a volume held by its engine worker and its writer; the last one to let go
-// concludes it: failed with its first error, or ok once committed.
-func (r *runner) release(w *work) {
-	if w.holders.Add(-1) > 0 {
-		return
-	}
-	w.mu.Lock()
-	err := w.err
-	w.mu.Unlock()
-	if err != nil {
-		r.fail(w, err)
-		return
-	}
-	r.putBack(r.masks, w.mask)
-	w.mask = nil
-	w.mu.Lock()
-	w.sum.Status = timing.StatusOK
-	w.sum.WallMS = ms(w.committed.Sub(w.start))
-	w.sum.QueueMS = w.queueMS()
-	if w.sum.WallMS > 0 {
-		w.sum.MVoxPerS = float64(w.sum.Voxels) / 1e3 / w.sum.WallMS
-	}
-	w.mu.Unlock()
-	r.finish(w)
+	w.rec.mu.Unlock()
 }
 
 // segProgress is how far the engine has got with a volume, shared by its engine worker and

@@ -20,23 +20,23 @@ import (
 // hand over as their segmentation starts, streaming each mask's planes into a temporary file
 // as the engine finishes them, and committing it.
 type writers struct {
-	*runner
+	*services
 	in queue
 }
 
 // startWriters starts the writers on g.
-func startWriters(ctx context.Context, g *errgroup.Group, r *runner) *writers {
+func startWriters(ctx context.Context, g *errgroup.Group, r *services) *writers {
 	// Engine workers queue a volume here as its segmentation starts and never wait on it:
 	// every queued volume holds a mask buffer, so the queue never holds more than the mask
 	// pool, its capacity (see volume.go).
-	s := &writers{runner: r, in: make(queue, r.masks.Cap())}
+	s := &writers{services: r, in: make(queue, r.mem.masks.Cap())}
 	startWorkers(g, r.cfg.Workers.Writers, nil, func(i int) error { return s.work(ctx, i) })
 	return s
 }
 
 // put hands a volume whose segmentation starts to the writers; it never blocks (see
 // volume.go) unless ctx is done.
-func (s *writers) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.runner, w) }
+func (s *writers) put(ctx context.Context, w *work) error { return s.in.put(ctx, s.end, w) }
 
 // close tells the writers that no more volumes are coming.
 func (s *writers) close() { close(s.in) }
@@ -59,15 +59,15 @@ func (r *writers) write(ctx context.Context, writer int, w *work) {
 	err := r.writeMask(ctx, writer, w)
 	if err != nil && !errors.Is(err, errSegmentFailed) {
 		w.setErr(err)
-		w.cancelSeg(err) // no use segmenting what will not be written
+		w.seg.cancel(err) // no use segmenting what will not be written
 	}
-	r.release(w)
+	r.end.release(w)
 }
 
 func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 	track := fmt.Sprintf("writer %d", writer)
 	plane, nz := w.vol.NX*w.vol.NY, w.vol.NZ
-	mask := w.mask.bytes[:plane*nz]
+	mask := w.mem.mask.Bytes()[:plane*nz]
 	var out *nifti.Writer
 	committed := false
 	defer func() {
@@ -76,7 +76,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		}
 	}()
 	for written := 0; ; {
-		ready, finished, err := w.seg.state()
+		ready, finished, err := w.seg.progress.state()
 		if err != nil {
 			return errSegmentFailed
 		}
@@ -85,7 +85,7 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 				break
 			}
 			select {
-			case <-w.seg.wake:
+			case <-w.seg.progress.wake:
 			case <-w.claimLost():
 				return fmt.Errorf("write %s: %w", w.job.Output, claim.ErrLost)
 			case <-ctx.Done():
@@ -103,12 +103,12 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 				return err
 			}
 		}
-		if w.plan.inPlace() { // the engine labelled the flipped volume: these planes back
-			geometry.FlipXY(mask[written*plane:z1*plane], w.vol.NX, w.vol.NY, w.plan.ro.Flip[0], w.plan.ro.Flip[1])
+		if w.prep.plan.inPlace() { // the engine labelled the flipped volume: these planes back
+			geometry.FlipXY(mask[written*plane:z1*plane], w.vol.NX, w.vol.NY, w.prep.plan.ro.Flip[0], w.prep.plan.ro.Flip[1])
 		}
 		err = out.WriteSlices(mask[written*plane : z1*plane])
 		n := int64((z1 - written) * plane)
-		r.span(w, span{stage: stage.Write, slab: written / r.cfg.Workers.Slab, device: stage.Host, track: track,
+		r.rec.span(w, span{stage: stage.Write, slab: written / r.cfg.Workers.Slab, device: stage.Host, track: track,
 			start: start, end: time.Now(), bytes: n, voxels: n})
 		if err != nil {
 			return err
@@ -120,9 +120,9 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 			return err
 		}
 	}
-	if w.in != nil { // left for the analyse step
-		r.putBack(r.inputs, w.in)
-		w.in = nil
+	if w.mem.in != nil { // left for the analyse step
+		r.mem.putBack(r.mem.inputs, w.mem.in)
+		w.mem.in = nil
 	}
 	if w.claim != nil {
 		// Paused past the claim's timeout, this process may have lost the volume to another.
@@ -133,12 +133,12 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 	start := time.Now()
 	err := out.Commit()
 	end := time.Now()
-	r.span(w, span{stage: stage.Write, slab: -1, device: stage.Host, track: track, start: start, end: end})
+	r.rec.span(w, span{stage: stage.Write, slab: -1, device: stage.Host, track: track, start: start, end: end})
 	if err != nil {
 		return err
 	}
 	committed = true
-	w.committed = end
+	w.rec.committed = end
 	return nil
 }
 
@@ -147,24 +147,24 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 func (r *writers) createMask(ctx context.Context, w *work) (*nifti.Writer, error) {
 	var h hashResult
 	select {
-	case h = <-w.hash:
+	case h = <-w.src.hash:
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
 	if h.err != nil {
 		return nil, fmt.Errorf("read %s: %w", w.job.Input, h.err)
 	}
-	if now, _, err := w.job.Stat(); err != nil || !now.SameFiles(w.input) {
+	if now, _, err := w.job.Stat(); err != nil || !now.SameFiles(w.src.input) {
 		return nil, fmt.Errorf("read %s: %w", w.job.Input, ErrInputChanged)
 	}
 	rec := r.cfg.Output.Provenance
-	rec.Input = w.input
+	rec.Input = w.src.input
 	rec.Input.XXH3 = h.sum
-	rec.Grid = w.plan.String()
+	rec.Grid = w.prep.plan.String()
 	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
 		return nil, fmt.Errorf("write %s: %w", w.job.Output, err)
 	}
-	hdr := nifti.MaskHeader(w.hdr, uint8(r.cfg.Output.Classes-1), r.cfg.Output.Descrip)
+	hdr := nifti.MaskHeader(w.src.hdr, uint8(r.cfg.Output.Classes-1), r.cfg.Output.Descrip)
 	hdr.Extensions = []nifti.Extension{rec.Extension()}
 	return nifti.Create(w.job.Output, hdr, r.cfg.Output.Write)
 }
@@ -184,18 +184,18 @@ func (w *work) claimLost() <-chan struct{} {
 func (r *writers) analyse(w *work, track string) error {
 	a := r.cfg.Output.Analyser
 	voxels := w.vol.NX * w.vol.NY * w.vol.NZ
-	mask := w.mask.bytes[:voxels]
+	mask := w.mem.mask.Bytes()[:voxels]
 	if !a.NeedsInput() {
-		return a.Analyse(w.job.Name, w.hdr, nil, mask)
+		return a.Analyse(w.job.Name, w.src.hdr, nil, mask)
 	}
 	start := time.Now()
-	if w.plan.inPlace() { // the input as read, for the intensities and the picture
-		flipVolume(&w.vol, w.plan)
+	if w.prep.plan.inPlace() { // the input as read, for the intensities and the picture
+		flipVolume(&w.vol, w.prep.plan)
 	}
-	if err := a.Analyse(w.job.Name, w.hdr, &w.vol, mask); err != nil {
+	if err := a.Analyse(w.job.Name, w.src.hdr, &w.vol, mask); err != nil {
 		return err
 	}
-	r.span(w, span{stage: stage.Analyse, slab: -1, device: stage.Host, track: track,
+	r.rec.span(w, span{stage: stage.Analyse, slab: -1, device: stage.Host, track: track,
 		start: start, end: time.Now(), voxels: int64(voxels)})
 	return nil
 }

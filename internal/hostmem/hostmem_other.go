@@ -1,6 +1,7 @@
 //go:build !unix
 
-// Package hostmem allocates large host buffers; without mmap (not unix), in the Go heap.
+// Package hostmem owns budgeted host memory (see hostmem_unix.go); without mmap (not unix),
+// its buffers are allocated in the Go heap.
 package hostmem
 
 import (

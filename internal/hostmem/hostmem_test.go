@@ -11,6 +11,7 @@ import (
 // Map gives zeroed, writable memory of the asked length (a page for n = 0), which Unmap frees,
 // also from a shorter reslice; negative lengths are refused.
 func TestMapUnmap(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 4096, 5 << 20} {
 		b, err := Map(n)
 		if err != nil {
@@ -36,6 +37,7 @@ func TestMapUnmap(t *testing.T) {
 
 // MapFile maps a file's bytes as they are on disk; a length of 0 or less is refused.
 func TestMapFile(t *testing.T) {
+	t.Parallel()
 	want := make([]byte, 3<<20+17)
 	for i := range want {
 		want[i] = byte(i * 13)

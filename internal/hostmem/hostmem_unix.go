@@ -1,8 +1,10 @@
 //go:build unix
 
-// Package hostmem allocates large host buffers outside the Go heap: anonymous mmap, advised to
-// use transparent huge pages. Volume-sized buffers inside the heap would set the garbage
-// collector's goal to twice their size; outside it, the heap stays small.
+// Package hostmem owns budgeted host memory: large buffers allocated outside the Go heap
+// (anonymous mmap, advised to use transparent huge pages: volume-sized buffers inside the heap
+// would set the garbage collector's goal to twice their size), reusable Buffers that grow to
+// the largest size asked, bounded Pools of them, and the Budget that bounds the bytes they
+// hold.
 package hostmem
 
 import (
