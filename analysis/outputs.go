@@ -21,13 +21,6 @@ import (
 	"voxpipe/store/records"
 )
 
-// Where the outputs go under the output folder.
-const (
-	StatisticsDir  = "statistics"     // <volume>.json and .csv
-	PreviewsDir    = "previews"       // <volume>.png
-	StatisticsName = "statistics.csv" // every volume's latest rows, merged (MergeStatistics)
-)
-
 // Outputs writes a volume's statistics and preview as asked, and removes the ones not asked for:
 // they would describe another mask. A volume whose mask is committed has what was asked for,
 // and a failure to write it fails the volume (a rerun redoes it).
@@ -35,17 +28,6 @@ type Outputs struct {
 	Dir                 string        // the output folder
 	Statistics, Preview bool          // --statistics, --preview
 	Labels              []model.Label // name and colour the classes
-}
-
-// StatisticsPaths are where the statistics of the volume named name go.
-func StatisticsPaths(out, name string) (jsonPath, csvPath string) {
-	base := filepath.Join(out, StatisticsDir, filepath.FromSlash(name))
-	return base + ".json", base + ".csv"
-}
-
-// PreviewPath is where the preview of the volume named name goes.
-func PreviewPath(out, name string) string {
-	return filepath.Join(out, PreviewsDir, filepath.FromSlash(name)+".png")
 }
 
 // NeedsInput reports whether Analyse reads the input's values: statistics or a preview are asked
@@ -56,8 +38,8 @@ func (o *Outputs) NeedsInput() bool { return o.Statistics || o.Preview }
 // mask on the input's grid) as asked, and removes the stale ones. vol may be nil when
 // NeedsInput is false.
 func (o *Outputs) Analyse(name string, hdr *nifti.Header, vol *model.Volume, mask []uint8) error {
-	jsonPath, csvPath := StatisticsPaths(o.Dir, name)
-	pngPath := PreviewPath(o.Dir, name)
+	jsonPath, csvPath := records.StatisticsPaths(o.Dir, name)
+	pngPath := records.PreviewPath(o.Dir, name)
 	var stale []string
 	if o.Statistics {
 		if err := writeStatistics(name, hdr, vol, mask, o.Labels, jsonPath, csvPath); err != nil {
@@ -82,12 +64,12 @@ func (o *Outputs) Analyse(name string, hdr *nifti.Header, vol *model.Volume, mas
 func (o *Outputs) Missing(name string) string {
 	var missing []string
 	if o.Statistics {
-		jsonPath, csvPath := StatisticsPaths(o.Dir, name)
+		jsonPath, csvPath := records.StatisticsPaths(o.Dir, name)
 		if !isFile(jsonPath) || !isFile(csvPath) {
 			missing = append(missing, "statistics")
 		}
 	}
-	if o.Preview && !isFile(PreviewPath(o.Dir, name)) {
+	if o.Preview && !isFile(records.PreviewPath(o.Dir, name)) {
 		missing = append(missing, "preview")
 	}
 	switch len(missing) {
@@ -160,7 +142,7 @@ func removeStale(paths ...string) error {
 // (one per volume, its latest), under the records lock, by rename: readers see the old table or
 // the new one. When no volume has statistics, the table is removed.
 func MergeStatistics(out string) error {
-	dir := filepath.Join(out, StatisticsDir)
+	dir := filepath.Join(out, records.StatisticsDir)
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -174,7 +156,7 @@ func MergeStatistics(out string) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("merge statistics: %w", err)
 	}
-	merged := filepath.Join(out, StatisticsName)
+	merged := filepath.Join(out, records.StatisticsName)
 	if len(files) == 0 {
 		// None left (volumes redone without --statistics): no table, rather than a stale one.
 		return records.WithLock(out, func() error { return removeStale(merged) })

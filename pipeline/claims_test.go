@@ -12,6 +12,7 @@ import (
 	"voxpipe/jobs"
 	"voxpipe/model"
 	"voxpipe/store/claim"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 
@@ -101,8 +102,8 @@ func TestRunMakesMissingAnalysesOfUpToDateMasks(t *testing.T) {
 		}
 	}
 	for name := range b.good {
-		jsonPath, csvPath := analysis.StatisticsPaths(b.out, name)
-		for _, p := range []string{jsonPath, csvPath, analysis.PreviewPath(b.out, name)} {
+		jsonPath, csvPath := records.StatisticsPaths(b.out, name)
+		for _, p := range []string{jsonPath, csvPath, records.PreviewPath(b.out, name)} {
 			if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 				t.Errorf("missing %s", p)
 			}

@@ -17,7 +17,6 @@ import (
 	"codeberg.org/go-fonts/liberation/liberationsansregular"
 	"gonum.org/v1/plot/vg"
 
-	"voxpipe/analysis"
 	"voxpipe/store/records"
 )
 
@@ -202,12 +201,12 @@ func (r *Report) previews(dir string) []previewLink {
 				outs = []string{out}
 			}
 			for _, out := range outs {
-				png := filepath.Join(out, analysis.PreviewsDir, filepath.FromSlash(v.Name)+".png")
+				png := filepath.Join(out, records.PreviewsDir, filepath.FromSlash(v.Name)+".png")
 				if !isFile(png) {
 					continue
 				}
 				l := previewLink{Label: b.Label, RunID: v.RunID, Volume: v.Name, PNG: relativeURL(dir, png)}
-				if js := filepath.Join(out, analysis.StatisticsDir, filepath.FromSlash(v.Name)+".json"); isFile(js) {
+				if js := filepath.Join(out, records.StatisticsDir, filepath.FromSlash(v.Name)+".json"); isFile(js) {
 					l.JSON = relativeURL(dir, js)
 				}
 				links = append(links, l)

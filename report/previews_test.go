@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/analysis"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
@@ -46,9 +45,9 @@ func TestPreviewsLinkedRelativeToTheReport(t *testing.T) {
 		}
 	}
 	for _, name := range names[:3] { // v4 has none
-		write(filepath.Join(out, analysis.PreviewsDir, filepath.FromSlash(name)+".png"), "png of "+name)
+		write(filepath.Join(out, records.PreviewsDir, filepath.FromSlash(name)+".png"), "png of "+name)
 	}
-	write(filepath.Join(out, analysis.StatisticsDir, "v1.json"), "{}")
+	write(filepath.Join(out, records.StatisticsDir, "v1.json"), "{}")
 
 	r := loadSample(t, []string{out}, []string{"testdata/B"}, Options{})
 	dir := filepath.Join(root, "reports", "today")

@@ -468,7 +468,7 @@ func updateTables(out string, log *slog.Logger) {
 		log.Warn("volumes.csv", "err", err)
 	}
 	if err := analysis.MergeStatistics(out); err != nil {
-		log.Warn(analysis.StatisticsName, "err", err)
+		log.Warn(records.StatisticsName, "err", err)
 	}
 }
 
