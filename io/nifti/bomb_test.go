@@ -28,8 +28,8 @@ func bombVolume(t *testing.T, dir, name string) []byte {
 		t.Fatal(err)
 	}
 	data := path
-	if layout := layoutOf(path); layout.pair {
-		data = layout.images[0]
+	if names := namesOf(path); names.pair {
+		data = names.images[0]
 	}
 	f, err := os.Open(data)
 	if err != nil {

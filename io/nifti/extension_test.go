@@ -100,9 +100,9 @@ func TestExtensionRoundTrip(t *testing.T) {
 							t.Fatal(err)
 						}
 						pair := !strings.HasPrefix(ext, ".nii")
-						hdrPath := layoutOf(path).headers[0]
+						hdrPath := namesOf(path).headers[0]
 						if _, err := os.Stat(hdrPath); err != nil {
-							hdrPath = layoutOf(path).headers[1]
+							hdrPath = namesOf(path).headers[1]
 						}
 						onDisk := plainBytes(t, hdrPath)
 						hsize := headerSize(version)
@@ -161,9 +161,9 @@ func TestExtensionRoundTrip(t *testing.T) {
 						if err := Write(again, rh, data, DefaultWriteOptions()); err != nil {
 							t.Fatal(err)
 						}
-						againHdr := layoutOf(again).headers[0]
+						againHdr := namesOf(again).headers[0]
 						if _, err := os.Stat(againHdr); err != nil {
-							againHdr = layoutOf(again).headers[1]
+							againHdr = namesOf(again).headers[1]
 						}
 						if !bytes.Equal(plainBytes(t, againHdr), onDisk) {
 							t.Errorf("writing the header as read gives other bytes")

@@ -60,12 +60,13 @@ type Reader struct {
 
 	sources []*source
 	in      io.Reader // positioned at the first voxel of the selected volume
-	// dataAt and dataStart serve positional reads (readat.go): the uncompressed data file and
-	// the offset of the selected volume's first voxel in it; dataAt is nil for gzip.
-	dataAt    io.ReaderAt
-	dataStart int64
-	ahead     *prefetcher
-	mem       *inflated // a gzipped data file inflated whole at Open (WithInflateThreads), or nil
+	// lay is where the voxels lie in the data file (uncompressed).
+	lay Layout
+	// dataAt serves positional reads (readat.go): the uncompressed data file, or the gzipped
+	// one inflated whole (mem); nil when the data is streamed from gzip.
+	dataAt io.ReaderAt
+	ahead  *prefetcher
+	mem    *inflated // a gzipped data file inflated whole at Open (WithInflateThreads), or nil
 	// sizeKnown: the data was checked to be all there (uncompressed), or the gzip trailer
 	// agrees with the header; whole-volume reads then allocate exactly once.
 	sizeKnown bool
@@ -117,7 +118,7 @@ func namesFile(err error, path string) bool {
 }
 
 func (r *Reader) open(cfg openConfig) error {
-	layout := layoutOf(r.path)
+	layout := namesOf(r.path)
 	hs, err := openFirst(layout.headers, cfg.open)
 	if err != nil {
 		return err
@@ -161,8 +162,8 @@ func (r *Reader) open(cfg openConfig) error {
 		r.sources = append(r.sources, ds)
 	}
 	r.dataPath = ds.name
-	start := h.VoxOffset + r.volume*r.g.volBytes // checkGeometry keeps this far from overflow
-	end := start + r.g.volBytes
+	r.lay = r.g.layout(h.VoxOffset) // decodeHeader checked vox_offset
+	start, end := r.lay.Volume(r.volume)
 	maxSize := ds.maxUncompressed()
 	switch {
 	case h.VoxOffset > maxSize:
@@ -194,7 +195,7 @@ func (r *Reader) open(cfg openConfig) error {
 		return openError(ds.name, gzipCut(r.truncatedAt(ds.consumed-start), cut))
 	}
 	r.in = ds
-	fileEnd := h.VoxOffset + r.g.volumes*r.g.volBytes
+	fileEnd := r.lay.End()
 	// Inflated whole only when that costs at most about one more copy of the volume: a long 4D
 	// series (fMRI, DWI) would need memory for all of its volumes.
 	if ds.compressed() && ds.isize == uint32(fileEnd) && r.g.volumes <= 2 {
@@ -215,7 +216,7 @@ func (r *Reader) open(cfg openConfig) error {
 		runtime.AddCleanup(r, func(m *inflated) { m.release() }, r.mem)
 		r.sizeKnown = true
 		mem := r.mem.readerAt()
-		r.dataAt, r.dataStart = mem, start
+		r.dataAt = mem
 		r.in = io.NewSectionReader(mem, start, r.g.volBytes)
 	case ds.compressed():
 		r.sizeKnown = ds.isize == uint32(fileEnd)
@@ -225,7 +226,7 @@ func (r *Reader) open(cfg openConfig) error {
 		runtime.AddCleanup(r, (*prefetcher).stop, r.ahead)
 	default:
 		r.sizeKnown = true
-		r.dataAt, r.dataStart = ds.f, start
+		r.dataAt = ds.f
 	}
 	h.ExtensionLen = max(h.ExtensionLen, 0)
 	r.hdr = *h
@@ -381,10 +382,7 @@ func (r *Reader) truncatedAt(have int64) error {
 	if have < 0 {
 		return fmt.Errorf("%w: the file ends before volume %d", ErrTruncated, r.volume)
 	}
-	z := int64(0)
-	if r.g.sliceBytes > 0 {
-		z = have / r.g.sliceBytes
-	}
+	z := r.lay.SliceAt(have)
 	return fmt.Errorf("%w: the data ends inside z-slice %d of %d%s (%d of %d bytes)", ErrTruncated, z, r.g.nz, vol, have, r.g.volBytes)
 }
 
@@ -541,7 +539,7 @@ func (r *Reader) readFull(b []byte) error {
 		cut := r.ahead != nil && errors.Is(r.ahead.err, io.ErrUnexpectedEOF)
 		r.err = fmt.Errorf("read %s: %w", r.dataPath, gzipCut(r.truncatedAt(r.pos), cut))
 	} else {
-		z := r.pos / max(r.g.sliceBytes, 1)
+		z := r.lay.SliceAt(r.pos)
 		r.err = fmt.Errorf("read %s: %w", r.dataPath, classifyStreamErr(err, fmt.Sprintf("data (z-slice %d of %d)", z, r.g.nz)))
 	}
 	return r.err

@@ -102,7 +102,7 @@ func checkConversions(t *testing.T, path string, dt DataType, data []byte) {
 // that no temporary is left.
 func checkOnDisk(t *testing.T, path string, version int, order binary.ByteOrder) {
 	t.Helper()
-	l := layoutOf(path)
+	l := namesOf(path)
 	files := []string{path}
 	if l.pair {
 		files = []string{l.headers[0], l.images[0]}

@@ -181,11 +181,16 @@ func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 	if order == nil {
 		order = hostOrder
 	}
-	w := &Writer{path: path, swap: order != hostOrder, elem: g.elemSize, slice: g.sliceBytes, total: g.volumes * g.volBytes}
+	voxOffset := int64(len(hdrBytes)) // the header and its extensions precede the voxels
+	if pair {
+		voxOffset = 0
+	}
+	lay := g.layout(voxOffset)
+	w := &Writer{path: path, swap: order != hostOrder, elem: g.elemSize, slice: lay.SliceBytes, total: lay.DataBytes()}
 
 	finals := []string{path}
 	if pair {
-		l := layoutOf(path)
+		l := namesOf(path)
 		finals = []string{l.headers[0], l.images[0]}
 	}
 	for _, final := range finals {
@@ -203,7 +208,7 @@ func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 			return nil, fmt.Errorf("write %s: %w", w.parts[0].final, err)
 		}
 	}
-	if small := w.total + int64(len(hdrBytes)); small < pooledReaderMin {
+	if small := lay.End(); small < pooledReaderMin { // the data file's size
 		w.bw = bufio.NewWriterSize(w.data.f, int(small))
 	} else {
 		w.bw = getBuffered(w.data.f)

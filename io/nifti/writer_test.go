@@ -35,7 +35,7 @@ func TestAtomicWrite(t *testing.T) {
 		t.Run(ext, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "mask"+ext)
-			l := layoutOf(path)
+			l := namesOf(path)
 			finals := []string{path}
 			if l.pair {
 				finals = []string{l.headers[0], l.images[0]}
