@@ -53,7 +53,7 @@ func FuzzHeader(f *testing.F) {
 	// Broken files ReadHeaderRaw decodes anyway: a header cut short, complex64, a negative dim.
 	for _, version := range []int{1, 2} {
 		h := testHeader(Int16, version, binary.LittleEndian, 6, 5, 4)
-		enc, err := encodeHeader(h, false)
+		enc, _, err := encodeHeader(h, false)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func FuzzHeader(f *testing.F) {
 			return
 		}
 		pair := h.Magic[1] == 'i'
-		enc, err := encodeHeader(h, pair)
+		enc, _, err := encodeHeader(h, pair)
 		if err != nil {
 			t.Fatalf("a decoded header does not encode: %v", err)
 		}

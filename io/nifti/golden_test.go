@@ -65,7 +65,7 @@ func TestMaskGolden(t *testing.T) {
 			}
 
 			golden := filepath.Join("testdata/golden", "mask_"+strings.TrimSuffix(ref, ".nii.gz")+".hdr.bin")
-			hdr, err := encodeHeader(mh, false)
+			hdr, _, err := encodeHeader(mh, false)
 			if err != nil {
 				t.Fatal(err)
 			}

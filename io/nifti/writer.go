@@ -172,21 +172,15 @@ func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 	if level < 0 || level > 9 || opt.Workers < 0 {
 		return nil, fmt.Errorf("write %s: invalid options %+v: level -1..9, workers >= 0", path, opt)
 	}
-	hdrBytes, err := encodeHeader(h, pair)
+	hdrBytes, lay, err := encodeHeader(h, pair)
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	g, _ := checkGeometry(h) // encodeHeader checked it
 	order := h.ByteOrder
 	if order == nil {
 		order = hostOrder
 	}
-	voxOffset := int64(len(hdrBytes)) // the header and its extensions precede the voxels
-	if pair {
-		voxOffset = 0
-	}
-	lay := g.layout(voxOffset)
-	w := &Writer{path: path, swap: order != hostOrder, elem: g.elemSize, slice: lay.SliceBytes, total: lay.DataBytes()}
+	w := &Writer{path: path, swap: order != hostOrder, elem: h.Datatype.Size(), slice: lay.SliceBytes, total: lay.DataBytes()}
 
 	finals := []string{path}
 	if pair {
