@@ -131,36 +131,9 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 		return f, err
 	}
 	if meta {
-		d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
-		off := start
-		ds := &DataSet{order: binary.LittleEndian, elems: map[Tag]*value{}}
-		for off+8 <= size {
-			b, err := src.bytes(off, 2)
-			if err != nil {
-				return f, err
-			}
-			if binary.LittleEndian.Uint16(b) != 0x0002 {
-				break
-			}
-			h, err := d.readHeader(off, size)
-			if err != nil {
-				return f, fmt.Errorf("meta group: %w", err)
-			}
-			if h.length == undefinedLength || int64(h.length) > size-h.value {
-				return f, fmt.Errorf("meta group: %w", lengthError(h, size))
-			}
-			if _, kept := keptVR[h.tag]; kept && h.length <= maxKeptValue {
-				b, err := src.bytes(h.value, int(h.length))
-				if err != nil {
-					return f, err
-				}
-				ds.elems[h.tag] = &value{vr: h.vr, raw: bytes.Clone(b)}
-			}
-			off = h.value + int64(h.length)
+		if start, err = f.readMeta(src, start); err != nil {
+			return f, err
 		}
-		start = off
-		f.Syntax = TransferSyntax(ds.str(tagTransferSyntax))
-		f.MediaStorageClass = ds.str(tagMediaStorageSOPClass)
 	}
 	if f.Syntax == "" { // no meta group, or one without the syntax: guess from the data set
 		if f.Syntax, err = guessSyntax(src, start); err != nil {
@@ -173,32 +146,12 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 			return f, fmt.Errorf("%w: the meta group names no transfer syntax, and what follows it is no data set", ErrCorrupt)
 		}
 	}
-	d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
-	switch f.Syntax {
-	case ImplicitVRLittleEndian:
-		d.explicit = false
-	case ExplicitVRBigEndian:
-		d.order = binary.BigEndian
-	case DeflatedExplicitVRLE:
-		// The data set after the meta group is a raw deflate stream (PS3.5 A.5), parsed as it
-		// inflates: only the window and the kept attributes are held.
-		zr := flate.NewReader(io.NewSectionReader(r, start, size-start))
-		defer zr.Close()
-		src = newStream(zr)
-		f.deflateAt = start
-		d.src, start, size = src, 0, src.size
-	default:
-		// Some writers declare an explicit syntax and write implicit VR (pydicom's
-		// SC_rgb_jpeg.dcm): the first element tells, as it does to pydicom and dcm2niix.
-		if size-start >= 8 {
-			b, err := src.bytes(start, 8)
-			if err != nil {
-				return f, err
-			}
-			d.explicit = isVR(b[4:6])
-		}
+	d, start, err := f.dataSetDecoder(src, start)
+	if err != nil {
+		return f, err
 	}
-	ds, end, err := d.dataset(start, size, false, 0)
+	defer d.src.close()
+	ds, end, err := d.dataset(start, d.src.size, false, 0)
 	if err != nil {
 		f.identity(ds)
 		return f, err
@@ -210,6 +163,73 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 	f.pixels = d.pixels
 	f.fill(ds)
 	return f, nil
+}
+
+// readMeta reads the meta group (explicit VR little endian, group 0002) from start, keeping
+// its transfer syntax and media storage class, and returns where the data set begins.
+func (f *File) readMeta(src *source, start int64) (int64, error) {
+	size := src.size
+	d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
+	off := start
+	ds := &DataSet{order: binary.LittleEndian, elems: map[Tag]*value{}}
+	for off+8 <= size {
+		b, err := src.bytes(off, 2)
+		if err != nil {
+			return 0, err
+		}
+		if binary.LittleEndian.Uint16(b) != 0x0002 {
+			break
+		}
+		h, err := d.readHeader(off, size)
+		if err != nil {
+			return 0, fmt.Errorf("meta group: %w", err)
+		}
+		if h.length == undefinedLength || int64(h.length) > size-h.value {
+			return 0, fmt.Errorf("meta group: %w", lengthError(h, size))
+		}
+		if _, kept := keptVR[h.tag]; kept && h.length <= maxKeptValue {
+			b, err := src.bytes(h.value, int(h.length))
+			if err != nil {
+				return 0, err
+			}
+			ds.elems[h.tag] = &value{vr: h.vr, raw: bytes.Clone(b)}
+		}
+		off = h.value + int64(h.length)
+	}
+	f.Syntax = TransferSyntax(ds.str(tagTransferSyntax))
+	f.MediaStorageClass = ds.str(tagMediaStorageSOPClass)
+	return off, nil
+}
+
+// dataSetDecoder is the decoder of the data set at start in the file's transfer syntax, and
+// where in its source the data set begins. For the deflated syntax that source is the
+// inflating stream, which the caller closes (source.close).
+func (f *File) dataSetDecoder(src *source, start int64) (*decoder, int64, error) {
+	d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
+	switch f.Syntax {
+	case ImplicitVRLittleEndian:
+		d.explicit = false
+	case ExplicitVRBigEndian:
+		d.order = binary.BigEndian
+	case DeflatedExplicitVRLE:
+		// The data set after the meta group is a raw deflate stream (PS3.5 A.5), parsed as it
+		// inflates: only the window and the kept attributes are held.
+		zr := flate.NewReader(io.NewSectionReader(src.r, start, src.size-start))
+		d.src = newStream(zr)
+		f.deflateAt = start
+		return d, 0, nil
+	default:
+		// Some writers declare an explicit syntax and write implicit VR (pydicom's
+		// SC_rgb_jpeg.dcm): the first element tells, as it does to pydicom and dcm2niix.
+		if src.size-start >= 8 {
+			b, err := src.bytes(start, 8)
+			if err != nil {
+				return nil, 0, err
+			}
+			d.explicit = isVR(b[4:6])
+		}
+	}
+	return d, start, nil
 }
 
 // preamble finds where the file's elements start and whether a meta group comes first: after

@@ -204,19 +204,37 @@ func seriesOf(f *File) *Series {
 // failBroken fails the series of each broken file (see group), adding series for those that
 // fail none.
 func failBroken(out *[]*Series, bad []broken) {
-	type member struct {
-		err     error
-		unnamed bool // the file names no series: it fails those of its folder
+	fl := failures{by: map[*Series][]member{}}
+	unnamed := fl.named(out, bad)
+	fl.unnamed(out, unnamed)
+	for _, s := range fl.order {
+		s.Err = brokenError(s, fl.by[s])
 	}
-	failed := map[*Series][]member{}
-	var order []*Series // the series failed, in the order first failed
-	fail := func(s *Series, m member) {
-		if failed[s] == nil {
-			order = append(order, s)
-		}
-		failed[s] = append(failed[s], m)
+}
+
+// member is a broken file that fails a series.
+type member struct {
+	err     error
+	unnamed bool // the file names no series: it fails those of its folder
+}
+
+// failures are the broken files that fail each series, and the series in the order first
+// failed.
+type failures struct {
+	by    map[*Series][]member
+	order []*Series
+}
+
+func (fl *failures) fail(s *Series, m member) {
+	if fl.by[s] == nil {
+		fl.order = append(fl.order, s)
 	}
-	var unnamed []broken
+	fl.by[s] = append(fl.by[s], m)
+}
+
+// named fails, for each broken file that names its series, every part of that series, or a
+// series of its own made for the UID's broken files; it returns the files that name none.
+func (fl *failures) named(out *[]*Series, bad []broken) (unnamed []broken) {
 	byUID := map[string]*Series{} // series whose files are all broken
 	for _, b := range bad {
 		if b.file == nil || b.file.SeriesInstanceUID == "" {
@@ -226,13 +244,13 @@ func failBroken(out *[]*Series, bad []broken) {
 		uid := b.file.SeriesInstanceUID
 		if s := byUID[uid]; s != nil {
 			s.Files = append(s.Files, b.file)
-			fail(s, member{err: b.err})
+			fl.fail(s, member{err: b.err})
 			continue
 		}
 		hit := false
 		for _, s := range *out {
 			if s.UID == uid && s.folder == "" {
-				fail(s, member{err: b.err})
+				fl.fail(s, member{err: b.err})
 				hit = true
 			}
 		}
@@ -241,15 +259,21 @@ func failBroken(out *[]*Series, bad []broken) {
 			s.Files = []*File{b.file}
 			byUID[uid] = s
 			*out = append(*out, s)
-			fail(s, member{err: b.err})
+			fl.fail(s, member{err: b.err})
 		}
 	}
+	return unnamed
+}
+
+// unnamed fails, for each broken file that names no series, every series with a file in its
+// folder, or else the folder's own failed series.
+func (fl *failures) unnamed(out *[]*Series, unnamed []broken) {
 	byFolder := map[string]*Series{}
 	for _, b := range unnamed {
 		dir, hit := filepath.Dir(b.path), false
 		for _, s := range *out {
 			if s.folder == "" && slices.ContainsFunc(s.Files, func(f *File) bool { return filepath.Dir(f.Path) == dir }) {
-				fail(s, member{err: b.err, unnamed: true})
+				fl.fail(s, member{err: b.err, unnamed: true})
 				hit = true
 			}
 		}
@@ -263,35 +287,36 @@ func failBroken(out *[]*Series, bad []broken) {
 			*out = append(*out, s)
 		}
 		s.Files = append(s.Files, &File{Path: b.path})
-		fail(s, member{err: b.err})
+		fl.fail(s, member{err: b.err})
 	}
-	for _, s := range order {
-		ms := failed[s]
-		switch {
-		case len(ms) == 1 && s.folder != "":
-			s.Err = fmt.Errorf("a DICOM file that names no series cannot be read: %w", ms[0].err)
-		case len(ms) == 1 && ms[0].unnamed:
-			s.Err = fmt.Errorf("a file in the series' folder that names no series cannot be read (it may be one of its slices): %w", ms[0].err)
-		case len(ms) == 1:
-			s.Err = fmt.Errorf("a file of the series cannot be read: %w", ms[0].err)
-		default:
-			const shown = 3
-			format := fmt.Sprintf("%d files of the series or its folder cannot be read: ", len(ms))
-			var args []any
-			for i, m := range ms {
-				if i == shown {
-					format += fmt.Sprintf("; and %d more", len(ms)-shown)
-					break
-				}
-				if i > 0 {
-					format += "; "
-				}
-				format += "%w"
-				args = append(args, m.err)
-			}
-			s.Err = fmt.Errorf(format, args...)
+}
+
+// brokenError is the error of series s failed by the broken files ms, wrapping theirs (the
+// first three).
+func brokenError(s *Series, ms []member) error {
+	switch {
+	case len(ms) == 1 && s.folder != "":
+		return fmt.Errorf("a DICOM file that names no series cannot be read: %w", ms[0].err)
+	case len(ms) == 1 && ms[0].unnamed:
+		return fmt.Errorf("a file in the series' folder that names no series cannot be read (it may be one of its slices): %w", ms[0].err)
+	case len(ms) == 1:
+		return fmt.Errorf("a file of the series cannot be read: %w", ms[0].err)
+	}
+	const shown = 3
+	format := fmt.Sprintf("%d files of the series or its folder cannot be read: ", len(ms))
+	var args []any
+	for i, m := range ms {
+		if i == shown {
+			format += fmt.Sprintf("; and %d more", len(ms)-shown)
+			break
 		}
+		if i > 0 {
+			format += "; "
+		}
+		format += "%w"
+		args = append(args, m.err)
 	}
+	return fmt.Errorf(format, args...)
 }
 
 func firstInstance(s *Series) int {

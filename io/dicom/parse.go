@@ -169,26 +169,9 @@ func (d *decoder) dataset(off, end int64, undefined bool, depth int) (*DataSet, 
 			vr = h.vr
 		}
 		if kept && vr == "SQ" || h.length == undefinedLength {
-			// UN of undefined length is a sequence encoded implicit VR little endian (PS3.5 6.2.2).
-			sub := d
-			if h.vr == "UN" {
-				sub = &decoder{src: d.src, order: binary.LittleEndian}
+			if off, err = d.sequence(ds, h, end, depth, kept); err != nil {
+				return ds, 0, err
 			}
-			seqEnd := end
-			if h.length != undefinedLength {
-				if int64(h.length) > end-h.value {
-					return ds, 0, lengthError(h, end)
-				}
-				seqEnd = h.value + int64(h.length)
-			}
-			items, next, err := sub.items(h.value, seqEnd, h.length == undefinedLength, depth+1, kept)
-			if err != nil {
-				return ds, 0, fmt.Errorf("in sequence %v: %w", h.tag, err)
-			}
-			if kept {
-				ds.elems[h.tag] = &value{vr: "SQ", items: items}
-			}
-			off = next
 			continue
 		}
 		if int64(h.length) > end-h.value {
@@ -207,6 +190,31 @@ func (d *decoder) dataset(off, end int64, undefined bool, depth int) (*DataSet, 
 		return ds, 0, fmt.Errorf("%w: item without its delimiter before offset %d", ErrTruncated, end)
 	}
 	return ds, off, nil
+}
+
+// sequence parses the sequence at h (a kept SQ, or any element of undefined length) up to
+// end at the latest, keeping its items in ds when kept, and returns the offset after it.
+func (d *decoder) sequence(ds *DataSet, h header, end int64, depth int, kept bool) (int64, error) {
+	// UN of undefined length is a sequence encoded implicit VR little endian (PS3.5 6.2.2).
+	sub := d
+	if h.vr == "UN" {
+		sub = &decoder{src: d.src, order: binary.LittleEndian}
+	}
+	seqEnd := end
+	if h.length != undefinedLength {
+		if int64(h.length) > end-h.value {
+			return 0, lengthError(h, end)
+		}
+		seqEnd = h.value + int64(h.length)
+	}
+	items, next, err := sub.items(h.value, seqEnd, h.length == undefinedLength, depth+1, kept)
+	if err != nil {
+		return 0, fmt.Errorf("in sequence %v: %w", h.tag, err)
+	}
+	if kept {
+		ds.elems[h.tag] = &value{vr: "SQ", items: items}
+	}
+	return next, nil
 }
 
 func lengthError(h header, end int64) error {

@@ -97,6 +97,53 @@ func (s *Series) assemble(sl []Slice) error {
 	})
 	s.slicesInFileOrder = sl
 	first := sl[0].File.Frames[sl[0].Frame]
+	if err := s.checkSlices(sl, first); err != nil {
+		return err
+	}
+	row, col := unit(vec(s.orient[0:3])), unit(vec(s.orient[3:6]))
+	if math.IsNaN(row[0]) || math.IsNaN(col[0]) || math.Abs(dot(row, col)) > 0.01 {
+		return fmt.Errorf("%w: ImageOrientationPatient %v (of %s) is not two orthogonal directions", ErrGeometry, s.orient, sl[0].name())
+	}
+	normal := cross(row, col)
+	dz, ascending, err := stackSlices(sl, normal, first)
+	if err != nil {
+		return err
+	}
+	n := len(sl)
+	origin := sl[0].Position
+	s.Slices = sl
+	if !ascending {
+		origin = sub(origin, scale(normal, float64(n-1)*dz))
+		s.Slices = slices.Clone(sl)
+		slices.Reverse(s.Slices)
+		s.flipSlices = true
+	}
+	dr, dc := first.PixelSpacing[0], first.PixelSpacing[1]
+	if dr == 0 || dc == 0 {
+		dr, dc = 1, 1 // as dcm2niix: no PixelSpacing, 1 mm
+	}
+	// Rows bottom-up (dcm2niix's default flip): the first stored row is DICOM's last.
+	origin = add(origin, scale(col, float64(s.Rows-1)*dr))
+	cols := [3][3]float64{scale(row, dc), scale(col, -dr), scale(normal, dz)}
+	for r := range 3 {
+		sign := 1.0
+		if r < 2 { // LPS to RAS
+			sign = -1
+		}
+		for c := range 3 {
+			s.Affine[r][c] = sign * cols[c][r]
+		}
+		s.Affine[r][3] = sign * origin[r]
+	}
+	s.Affine[3] = [4]float64{0, 0, 0, 1}
+	s.Spacing = [3]float64{dc, dr, dz}
+	return nil
+}
+
+// checkSlices sets the series' rescale from the first slice's frame (ScaleVaries when another
+// differs), and refuses slices without a position or orientation, files whose pixels cannot be
+// read, and a volume over MaxVoxels.
+func (s *Series) checkSlices(sl []Slice, first Frame) error {
 	s.Slope, s.Intercept = first.Slope, first.Intercept
 	for _, x := range sl {
 		fr := x.File.Frames[x.Frame]
@@ -119,65 +166,40 @@ func (s *Series) assemble(sl []Slice) error {
 	if v := int64(s.Rows) * int64(s.Columns) * int64(len(sl)); v > MaxVoxels {
 		return fmt.Errorf("%w: %d voxels, more than %d", ErrTooLarge, v, MaxVoxels)
 	}
-	row, col := unit(vec(s.orient[0:3])), unit(vec(s.orient[3:6]))
-	if math.IsNaN(row[0]) || math.IsNaN(col[0]) || math.Abs(dot(row, col)) > 0.01 {
-		return fmt.Errorf("%w: ImageOrientationPatient %v (of %s) is not two orthogonal directions", ErrGeometry, s.orient, sl[0].name())
-	}
-	normal := cross(row, col)
-	dr, dc := first.PixelSpacing[0], first.PixelSpacing[1]
-	if dr == 0 || dc == 0 {
-		dr, dc = 1, 1 // as dcm2niix: no PixelSpacing, 1 mm
-	}
+	return nil
+}
+
+// stackSlices orders the slices along the normal when their file order does not step along it
+// evenly, and returns the slice spacing (the distance between the first two; of a single
+// slice, its frame's spacing or thickness, else 1 mm) and whether the order ascends along the
+// normal. It refuses uneven spacing, gaps and sheared (tilted) stacks.
+func stackSlices(sl []Slice, normal vec3, first Frame) (dz float64, ascending bool, err error) {
 	n := len(sl)
 	proj := func(x Slice) float64 { return dot(x.Position, normal) }
 	if n > 1 && !sequential(sl, proj) {
 		slices.SortStableFunc(sl, func(a, b Slice) int { return cmp.Compare(proj(a), proj(b)) })
 	}
-	dz := first.SliceThickness
+	dz = first.SliceThickness
 	if first.SliceSpacing > 0 {
 		dz = first.SliceSpacing
 	}
 	if dz <= 0 {
 		dz = 1
 	}
-	ascending := true
-	if n > 1 {
-		dz = norm(sub(sl[1].Position, sl[0].Position))
-		ascending = proj(sl[1]) > proj(sl[0])
-		if err := checkSpacing(sl, proj, dz); err != nil {
-			return err
-		}
-		v := sub(sl[n-1].Position, sl[0].Position)
-		along := dot(v, normal)
-		if off := norm(sub(v, scale(normal, along))); off > tiltTolerance {
-			return fmt.Errorf("%w: the slices are sheared (gantry tilt of %.3g degrees: the last slice, %s, lies %.3g mm beside the normal through the first, %s); dcm2niix resamples such series, voxpipe does not",
-				ErrGeometry, math.Atan2(off, math.Abs(along))*180/math.Pi, sl[n-1].name(), off, sl[0].name())
-		}
+	if n == 1 {
+		return dz, true, nil
 	}
-	origin := sl[0].Position
-	s.Slices = sl
-	if !ascending {
-		origin = sub(origin, scale(normal, float64(n-1)*dz))
-		s.Slices = slices.Clone(sl)
-		slices.Reverse(s.Slices)
-		s.flipSlices = true
+	dz = norm(sub(sl[1].Position, sl[0].Position))
+	if err := checkSpacing(sl, proj, dz); err != nil {
+		return 0, false, err
 	}
-	// Rows bottom-up (dcm2niix's default flip): the first stored row is DICOM's last.
-	origin = add(origin, scale(col, float64(s.Rows-1)*dr))
-	cols := [3][3]float64{scale(row, dc), scale(col, -dr), scale(normal, dz)}
-	for r := range 3 {
-		sign := 1.0
-		if r < 2 { // LPS to RAS
-			sign = -1
-		}
-		for c := range 3 {
-			s.Affine[r][c] = sign * cols[c][r]
-		}
-		s.Affine[r][3] = sign * origin[r]
+	v := sub(sl[n-1].Position, sl[0].Position)
+	along := dot(v, normal)
+	if off := norm(sub(v, scale(normal, along))); off > tiltTolerance {
+		return 0, false, fmt.Errorf("%w: the slices are sheared (gantry tilt of %.3g degrees: the last slice, %s, lies %.3g mm beside the normal through the first, %s); dcm2niix resamples such series, voxpipe does not",
+			ErrGeometry, math.Atan2(off, math.Abs(along))*180/math.Pi, sl[n-1].name(), off, sl[0].name())
 	}
-	s.Affine[3] = [4]float64{0, 0, 0, 1}
-	s.Spacing = [3]float64{dc, dr, dz}
-	return nil
+	return dz, proj(sl[1]) > proj(sl[0]), nil
 }
 
 // sequential reports whether consecutive slices step along the normal by the same signed

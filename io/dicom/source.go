@@ -26,6 +26,13 @@ type source struct {
 	allowed bool      // the pixel data's length was added to limit
 }
 
+// close releases the inflating stream's decoder, if any.
+func (s *source) close() {
+	if c, ok := s.z.(io.Closer); ok {
+		c.Close()
+	}
+}
+
 // newStream is a source over the inflated data set z, bounded by maxInflated.
 func newStream(z io.Reader) *source {
 	return &source{z: z, size: math.MaxInt64, limit: maxInflated}
