@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"voxpipe/internal/dicomtest"
 )
 
 var axial = [6]float64{1, 0, 0, 0, 1, 0}
@@ -81,37 +82,28 @@ func TestParseHostile(t *testing.T) {
 		"text":        {[]byte("hello, this is not DICOM at all, not even close........"), ErrNotDICOM},
 		"cut pixels":  {good[:len(good)-3], ErrTruncated},
 		"cut header":  {good[:140], ErrTruncated},
-		"huge length": {append(part10(ExplicitVRLittleEndian, nil), newEnc(ExplicitVRLittleEndian).elem(0x00091010, "OB", nil).buf.Bytes()[:8]...), ErrTruncated},
+		"huge length": {append(dicomtest.Part10(dicomtest.ExplicitVRLittleEndian, nil, false), dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Elem(0x00091010, "OB", nil).Bytes()[:8]...), ErrTruncated},
 	}
 	// An element declaring 4 GiB - 2 in a 200-byte file.
-	e := newEnc(ExplicitVRLittleEndian)
-	e.tag(0x00091010)
-	e.buf.WriteString("OB")
-	e.u16(0)
-	e.u32(0xFFFFFFFE)
+	e := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Header(0x00091010, "OB", 0xFFFFFFFE)
 	cases["4 GiB element"] = struct {
 		b    []byte
 		want error
-	}{part10(ExplicitVRLittleEndian, e.buf.Bytes()), ErrTruncated}
-	deep := newEnc(ExplicitVRLittleEndian)
+	}{dicomtest.Part10(dicomtest.ExplicitVRLittleEndian, e.Bytes(), false), ErrTruncated}
+	deep := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian)
 	for range maxDepth + 2 {
-		deep.seqStart(0x00091001, "SQ")
+		deep.SeqStart(0x00091001, "SQ")
 	}
 	cases["deep nesting"] = struct {
 		b    []byte
 		want error
-	}{part10(ExplicitVRLittleEndian, deep.buf.Bytes()), ErrCorrupt}
-	bad := newEnc(ExplicitVRLittleEndian)
-	bad.tag(0x00091001)
-	bad.buf.WriteString("SQ")
-	bad.u16(0)
-	bad.u32(undefinedLength)
-	bad.tag(0x00100010) // not an item
-	bad.u32(0)
+	}{dicomtest.Part10(dicomtest.ExplicitVRLittleEndian, deep.Bytes(), false), ErrCorrupt}
+	bad := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Header(0x00091001, "SQ", undefinedLength)
+	bad.Tag(0x00100010).U32(0) // not an item
 	cases["bad item"] = struct {
 		b    []byte
 		want error
-	}{part10(ExplicitVRLittleEndian, bad.buf.Bytes()), ErrCorrupt}
+	}{dicomtest.Part10(dicomtest.ExplicitVRLittleEndian, bad.Bytes(), false), ErrCorrupt}
 	for name, c := range cases {
 		_, err := Parse(bytes.NewReader(c.b), int64(len(c.b)))
 		if !errors.Is(err, c.want) {
@@ -126,7 +118,7 @@ func TestParseHostile(t *testing.T) {
 	w, _ := flate.NewWriter(&z, flate.BestCompression)
 	w.Write(make([]byte, 4<<20))
 	w.Close()
-	meta := part10As(DeflatedExplicitVRLE, nil, false)
+	meta := dicomtest.Part10(dicomtest.DeflatedExplicitVRLE, nil, false)
 	bomb := append(meta[:len(meta):len(meta)], z.Bytes()...)
 	if _, err := Parse(bytes.NewReader(bomb), int64(len(bomb))); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("deflate bomb: got %v, want ErrTooLarge", err)
@@ -137,7 +129,7 @@ func TestParseHostile(t *testing.T) {
 // overflow or end early.
 func TestRLE(t *testing.T) {
 	px := []uint16{0x0102, 0x0102, 0x0102, 0x0102, 0xFF00, 0x1234, 0x8000, 0x0001}
-	frame := encodeRLE16(px)
+	frame := dicomtest.EncodeRLE16(px)
 	got := make([]byte, 16)
 	if err := decodeRLE(got, frame, 2); err != nil {
 		t.Fatal(err)
