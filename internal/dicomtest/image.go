@@ -46,9 +46,6 @@ type Pixels struct {
 	Slope, Intercept float64  // rescale, where Slope != 0
 	Values           []uint32 // written in BitsAllocated bits each
 	Raw              []byte   // where set, the pixel data as it is, instead of Values
-	// DeclaredLength, where > 0, is the length the pixel data element declares; no value
-	// follows (for files whose pixels the caller appends, or cuts short).
-	DeclaredLength uint32
 }
 
 // File encodes img as a Part 10 file (its data set deflated for the deflated syntax).
@@ -172,8 +169,6 @@ func (p Pixels) writeDescription(e *Enc) {
 // fragments, one per frame (16 bits allocated).
 func (p Pixels) writeData(e *Enc, rle bool, frames int) {
 	switch {
-	case p.DeclaredLength > 0:
-		e.Header(0x7FE00010, "OW", p.DeclaredLength)
 	case rle:
 		e.Header(0x7FE00010, "OB", UndefinedLength)
 		e.Tag(TagItem).U32(0) // empty basic offset table
