@@ -28,6 +28,7 @@ func testPixels(n int, signed bool) []uint16 {
 // TestParseSyntaxes parses the same image in each supported syntax (with private tags and an
 // undefined-length private sequence in front) and checks the attributes and decoded pixels.
 func TestParseSyntaxes(t *testing.T) {
+	t.Parallel()
 	px := testPixels(6*5, true)
 	for _, ts := range []TransferSyntax{ImplicitVRLittleEndian, ExplicitVRLittleEndian, ExplicitVRBigEndian, DeflatedExplicitVRLE, RLELossless} {
 		sp := sliceSpec{syntax: ts, uid: "1.2.3.4", instance: 3, pos: [3]float64{-10.5, 20, 7.25}, orient: axial,
@@ -58,6 +59,7 @@ func TestParseSyntaxes(t *testing.T) {
 // TestParseRefusesEncapsulated: a JPEG file parses (attributes, fragments) but its pixels are
 // refused with an error naming the syntax.
 func TestParseRefusesEncapsulated(t *testing.T) {
+	t.Parallel()
 	sp := sliceSpec{syntax: RLELossless, declare: "1.2.840.10008.1.2.4.91", uid: "1", rows: 2, cols: 2, bitsStored: 16, orient: axial, pixels: make([]uint16, 4)}
 	b := sp.file()
 	f, err := Parse(bytes.NewReader(b), int64(len(b)))
@@ -128,6 +130,7 @@ func TestParseHostile(t *testing.T) {
 // TestRLE decodes a frame with literal, replicate and no-op runs, and refuses ones that
 // overflow or end early.
 func TestRLE(t *testing.T) {
+	t.Parallel()
 	px := []uint16{0x0102, 0x0102, 0x0102, 0x0102, 0xFF00, 0x1234, 0x8000, 0x0001}
 	frame := dicomtest.EncodeRLE16(px)
 	got := make([]byte, 16)
@@ -155,6 +158,7 @@ func TestRLE(t *testing.T) {
 
 // TestDataSetValues decodes numbers as the VR says, in both byte orders.
 func TestDataSetValues(t *testing.T) {
+	t.Parallel()
 	for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
 		us := make([]byte, 2)
 		order.PutUint16(us, 512)

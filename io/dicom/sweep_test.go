@@ -65,6 +65,7 @@ func truncate(t *testing.T, path string, n int) {
 // (it is DICOM), and a series in another folder is read as usual. A member that names no
 // series (cut inside its meta group, or that cannot be opened) fails the series of its folder.
 func TestBrokenMemberFailsSeries(t *testing.T) {
+	t.Parallel()
 	inc := func(k int) int { return k + 1 }
 	// appendBadSequence appends, after the pixel data, a sequence whose item is not an item.
 	appendBadSequence := func(t *testing.T, path string) {
@@ -121,6 +122,7 @@ func TestBrokenMemberFailsSeries(t *testing.T) {
 // TestUnreadableMemberFailsSeries: a member the process may not read (chmod 000) fails the
 // series of its folder, named. Root reads anything: the case is then covered by "gone".
 func TestUnreadableMemberFailsSeries(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		t.Skip("root reads files whatever their mode")
 	}
@@ -142,6 +144,7 @@ func TestUnreadableMemberFailsSeries(t *testing.T) {
 // either side of a gap or of a spacing that changes, the first and last of a tilted series, the
 // files that share a position.
 func TestSeriesErrorsNameFiles(t *testing.T) {
+	t.Parallel()
 	inc := func(k int) int { return k + 1 }
 	cases := map[string]struct {
 		mod  func(k int, sp *sliceSpec)
@@ -185,6 +188,7 @@ func TestSeriesErrorsNameFiles(t *testing.T) {
 // TestDuplicateFiles: a byte-identical copy of a member (another name, the same SOP Instance
 // UID) is dropped; two different files with one SOP Instance UID fail the series, naming both.
 func TestDuplicateFiles(t *testing.T) {
+	t.Parallel()
 	specs := stack(5, func(k int) int { return k + 1 }, func(k int, sp *sliceSpec) { sp.sop = "1.2.3.4." + strconv.Itoa(k) })
 	dir := t.TempDir()
 	paths := writeFiles(t, dir, specs)
@@ -365,6 +369,7 @@ func TestDeflatedSeriesStreams(t *testing.T) {
 // TestScanFIFO: a FIFO in a DICOM folder is listed as skipped, not opened (a FIFO with no
 // writer blocks an open for reading forever), and a FIFO named on its own is an error.
 func TestScanFIFO(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, stack(3, func(k int) int { return k + 1 }, nil))
 	fifo := filepath.Join(dir, "pipe")
@@ -402,6 +407,7 @@ func TestScanFIFO(t *testing.T) {
 // TestCutAfterMetaGroup: a file with a meta group that names no transfer syntax, cut right
 // after it, is DICOM cut short (it fails the series of its folder), not "not DICOM".
 func TestCutAfterMetaGroup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	paths := writeFiles(t, dir, stack(3, func(k int) int { return k + 1 }, nil))
 	meta := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Str(uint32(tagMediaStorageSOPClass), "UI", dicomtest.MRImageStorage)

@@ -238,6 +238,7 @@ func TestGunzipByteSwitch(t *testing.T) {
 // TestPlace: every split of a chunk's output into pieces, whichever side of the switch from
 // symbols to bytes its ends fall, places the same bytes.
 func TestPlace(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(10, 10))
 	const before, nsyms = windowSize + 100, 50000
 	want := randomBytes(before+nsyms+40000, 11)
@@ -285,6 +286,7 @@ func withHeaderCRC(gz []byte, delta uint16) []byte {
 }
 
 func TestGunzipHeaderCRC(t *testing.T) {
+	t.Parallel()
 	data := maskLike(100000, 8)
 	gz := withHeaderCRC(plainGzip(data), 0)
 	if want, err := reference(t, gz); err != nil || !bytes.Equal(want, data) {
@@ -453,6 +455,7 @@ func TestGunzipContext(t *testing.T) {
 }
 
 func TestChunkBounds(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		n, size, threads int
 		tapered          bool

@@ -23,6 +23,7 @@ func allocatedDuring(f func()) uint64 {
 
 // The bomb files are what they claim: klauspost/compress reads one, checksum and all.
 func TestZerosBomb(t *testing.T) {
+	t.Parallel()
 	prefix := volumeLike(100000, 20)
 	got, err := reference(t, gzbomb.Zeros(prefix, 3))
 	if err != nil {
@@ -104,6 +105,7 @@ func TestGunzipHighRatio(t *testing.T) {
 // where it has one, and only from there; between two draws it resumes mid-block, with the
 // same output as without a bound.
 func TestDecoderAllowance(t *testing.T) {
+	t.Parallel()
 	data := volumeLike(4<<20, 23)
 	gz := klauspostGzip(6)(data)
 	start, _ := headerLen(gz)

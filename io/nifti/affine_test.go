@@ -64,6 +64,7 @@ func TestAffineMatchesNibabel(t *testing.T) {
 // TestAffineMethod1 checks the fallback without qform or sform: pixdim scaling alone, unset
 // sizes counting as 1.
 func TestAffineMethod1(t *testing.T) {
+	t.Parallel()
 	h := Header{PixDim: [8]float64{1, -2, 0, 3}}
 	want := Affine{{2, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 3, 0}, {0, 0, 0, 1}}
 	if got := h.Affine(); got != want {

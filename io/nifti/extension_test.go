@@ -84,6 +84,7 @@ var extensionSets = map[string][]Extension{
 // order, checks the bytes on disk (extender, esizes, padding, vox_offset), reads them back
 // through Open and ReadHeader, and writes what was read again, which must give the same bytes.
 func TestExtensionRoundTrip(t *testing.T) {
+	t.Parallel()
 	const nx, ny, nz = 5, 4, 3
 	for setName, exts := range extensionSets {
 		for _, version := range []int{1, 2} {
@@ -193,6 +194,7 @@ func checkExtensionsRead(t *testing.T, what string, got, wrote []Extension) {
 }
 
 func TestExtensionText(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ data, want string }{
 		{"", ""},
 		{"\x00\x00\x00", ""},
@@ -209,6 +211,7 @@ func TestExtensionText(t *testing.T) {
 
 // TestHeaderCopiesExtensions: the Header a Reader hands out shares no memory with the next.
 func TestHeaderCopiesExtensions(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a.nii")
 	h := testHeader(Uint8, 1, binary.LittleEndian, 2, 2, 2)
 	h.Extensions = []Extension{{Code: ExtCodeComment, Data: []byte("keep me")}}
@@ -301,6 +304,7 @@ func seedFileBytes(t *testing.T, path string) []byte {
 
 // TestMaskHeaderDropsExtensions: a mask does not inherit its image's extensions.
 func TestMaskHeaderDropsExtensions(t *testing.T) {
+	t.Parallel()
 	ref := testHeader(Int16, 1, binary.LittleEndian, 4, 4, 4)
 	ref.Extensions = []Extension{{Code: ExtCodeDICOM, Data: []byte("patient data")}}
 	if m := MaskHeader(ref, 2, "m"); m.Extensions != nil {
@@ -312,6 +316,7 @@ func TestMaskHeaderDropsExtensions(t *testing.T) {
 }
 
 func TestWriteRefusesTooManyExtensionBytes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "big.nii")
 	h := testHeader(Uint8, 1, binary.LittleEndian, 2, 2, 2)
@@ -340,6 +345,7 @@ func TestWriteRefusesTooManyExtensionBytes(t *testing.T) {
 // TestNibabelFixtureExtensions reads the comment extensions nibabel wrote into the committed
 // fixtures (make_fixtures.py); nibabel padded them to 16 bytes.
 func TestNibabelFixtureExtensions(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		file, text string
 		esize      int
@@ -549,6 +555,7 @@ func TestHugeExtensionArea(t *testing.T) {
 // TestReadHeaderInflatesNoVoxels: the header-only open behind ReadHeader inflates a .nii.gz
 // up to vox_offset and starts no read-ahead.
 func TestReadHeaderInflatesNoVoxels(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a.nii.gz")
 	h := testHeader(Int16, 1, binary.LittleEndian, 256, 256, 40)
 	h.Extensions = []Extension{{Code: ExtCodeComment, Data: []byte("provenance")}}

@@ -88,6 +88,7 @@ func writePieces(t *testing.T, z *blockGzip, data []byte, cuts []int) {
 // level runs with a 4 KiB block; the real block size runs at level 1, and at levels 0 and 9 for
 // several blocks of mostly-zero data (the race detector makes more slow).
 func TestBlockGzipRoundTrip(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, bs := range []int{4096, gzipBlockSize} {
 		sizes := []int{0, 1, bs - 1, bs, bs + 1, 5*bs + 7}
@@ -165,6 +166,7 @@ func commonPrefix(a, b []byte) int {
 // TestBlockGzipDoesNotRetain: once Write has returned, the caller's buffer is its own again;
 // overwriting it must not change the file (big writes are read in place, then released).
 func TestBlockGzipDoesNotRetain(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 6))
 	const bs = 8192
 	for _, workers := range []int{1, 2, 5} {
@@ -196,6 +198,7 @@ func TestBlockGzipDoesNotRetain(t *testing.T) {
 // TestBlockGzipReuse: one blockGzip writes several files in turn, as the free list reuses them,
 // including after an abort and after a failed write.
 func TestBlockGzipReuse(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 8))
 	z, _ := newBlockGzip(6, 3, 4096)
 	for i := range 12 {
@@ -312,6 +315,7 @@ func (f *countingFailer) Write(p []byte) (int, error) {
 // then 7-slice chunks, so block and write boundaries fall anywhere) at every level the writer
 // accepts, and reads it back with compress/gzip and with this package's reader.
 func TestWriterLevels(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(11, 12))
 	dir := t.TempDir()
 	nx, ny, nz := 300, 211, 22 // 1.3 MiB
@@ -353,6 +357,7 @@ func TestWriterLevels(t *testing.T) {
 // TestOtherInflaters has zlib (through Python's gzip and zlib modules: what nibabel and
 // gzread use) and gzip(1) read files blockGzip wrote. Skipped where neither is installed.
 func TestOtherInflaters(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(13, 14))
 	dir := t.TempDir()
 	type file struct {

@@ -179,6 +179,7 @@ func allocatedDuring(f func()) uint64 {
 }
 
 func TestMissingPartner(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.hdr")
 	h := testHeader(Int16, 1, binary.LittleEndian, 2, 2, 2)
@@ -195,6 +196,7 @@ func TestMissingPartner(t *testing.T) {
 // Open's errors name the path it was given once, and the file at fault when that is the pair's
 // other file.
 func TestOpenErrorNamesThePath(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.nii")
 	if err := os.WriteFile(bad, []byte("not a NIfTI file at all, but long enough to have a header size"), 0o644); err != nil {
@@ -231,6 +233,7 @@ func TestOpenErrorNamesThePath(t *testing.T) {
 
 // TestSliceErrorIsSticky: after a truncation error every read repeats it.
 func TestSliceErrorIsSticky(t *testing.T) {
+	t.Parallel()
 	n1 := validFile(t, 1, binary.LittleEndian)
 	path := filepath.Join(t.TempDir(), "cut.nii.gz")
 	os.WriteFile(path, gzipBytes(t, n1[:352+60*2+1]), 0o644)

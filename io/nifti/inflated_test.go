@@ -312,6 +312,7 @@ func (f *testFile) Close() error { return nil }
 // readGzipWhole, for files that cannot be mapped, gives the file's bytes, and fails when a
 // read does.
 func TestReadGzipWhole(t *testing.T) {
+	t.Parallel()
 	data := make([]byte, 20<<20+12345)
 	for i := range data {
 		data[i] = byte(i * 7 / 3)

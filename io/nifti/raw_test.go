@@ -116,6 +116,7 @@ func TestReadHeaderRawBrokenFiles(t *testing.T) {
 // TestReadHeaderRawValid: of a valid file ReadHeaderRaw gives ReadHeader's header, extensions
 // included, and no error.
 func TestReadHeaderRawValid(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a.nii.gz")
 	h := testHeader(Int16, 2, binary.BigEndian, 4, 3, 2, 2)
 	h.Extensions = []Extension{{Code: ExtCodeComment, Data: []byte("hello")}}
@@ -145,6 +146,7 @@ func TestReadHeaderRawValid(t *testing.T) {
 // the field's bytes changes the decoded header, and a header cut one byte short of the field's
 // end does not have it.
 func TestRawHeaderFieldTable(t *testing.T) {
+	t.Parallel()
 	for _, version := range []int{1, 2} {
 		size := headerSize(version)
 		b := validFile(t, version, binary.LittleEndian)[:size]
@@ -192,6 +194,7 @@ func TestRawHeaderFieldTable(t *testing.T) {
 // TestShortFileMessages: a file or gzip stream ending early is described as it is: the bytes
 // read or inflated, whether the gzip stream is cut or whole, and what a header needs.
 func TestShortFileMessages(t *testing.T) {
+	t.Parallel()
 	n1 := validFile(t, 1, binary.LittleEndian)
 	n1gz := gzipBytes(t, n1)
 	// A volume with 64 KiB of incompressible extension: its gzip stream cut in the middle ends
@@ -250,6 +253,7 @@ func TestShortFileMessages(t *testing.T) {
 
 // TestGzipCutMessageCountsInflatedBytes: the count in the message is what the stream gave.
 func TestGzipCutMessageCountsInflatedBytes(t *testing.T) {
+	t.Parallel()
 	n1gz := gzipBytes(t, validFile(t, 1, binary.LittleEndian))
 	partial := 0 // cuts that leave part of the header inflated
 	defer func() {

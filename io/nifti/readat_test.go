@@ -61,6 +61,7 @@ func readSeq[T any](t *testing.T, path string, opts []OpenOption, per int, read 
 // every datatype, both byte orders, NIfTI-1 and -2, single files and .hdr/.img pairs (also with
 // a gzipped header), scaled files (unscaled values, same Scaling) and a volume of a 4D file.
 func TestReadAtMatchesSequential(t *testing.T) {
+	t.Parallel()
 	type tc struct {
 		dt      DataType
 		order   binary.ByteOrder
@@ -152,6 +153,7 @@ func TestReadAtMatchesSequential(t *testing.T) {
 // Gzipped data cannot be read by position: ErrNotSeekable naming the file, while the
 // sequential API reads it as usual.
 func TestReadAtGzipNotSeekable(t *testing.T) {
+	t.Parallel()
 	for _, ext := range []string{".nii.gz", ".hdr.gz", ".img.gz"} {
 		t.Run(ext, func(t *testing.T) {
 			path := writeFormula(t, "v"+ext, Int16, 6, 5, 4, DefaultWriteOptions())
@@ -175,6 +177,7 @@ func TestReadAtGzipNotSeekable(t *testing.T) {
 }
 
 func TestReadAtArguments(t *testing.T) {
+	t.Parallel()
 	path := writeFormula(t, "a.nii", Int16, 4, 3, 5, WriteOptions{})
 	r, err := Open(path)
 	if err != nil {
@@ -204,6 +207,7 @@ func TestReadAtArguments(t *testing.T) {
 // A file cut short after Open (Open checked its size) reports ErrTruncated naming the file and
 // the slice, not short data.
 func TestReadAtFileShrunkAfterOpen(t *testing.T) {
+	t.Parallel()
 	path := writeFormula(t, "a.nii", Int16, 6, 5, 4, WriteOptions{})
 	r, err := Open(path)
 	if err != nil {

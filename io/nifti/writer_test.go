@@ -31,6 +31,7 @@ func temporaries(t *testing.T, finals ...string) []string {
 // TestAtomicWrite: nothing appears under the final names before Commit; temporaries are named
 // ".<final>.tmp-*"; an existing file is replaced only by a complete one.
 func TestAtomicWrite(t *testing.T) {
+	t.Parallel()
 	for _, ext := range []string{".nii", ".nii.gz", ".hdr", ".img.gz"} {
 		t.Run(ext, func(t *testing.T) {
 			dir := t.TempDir()
@@ -129,6 +130,7 @@ func TestAtomicWrite(t *testing.T) {
 }
 
 func TestCreateRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := testHeader(Int16, 1, binary.LittleEndian, 4, 4, 4)
 	big := testHeader(Int16, 1, binary.LittleEndian, 40000, 1, 1)
@@ -182,6 +184,7 @@ func TestCreateRefuses(t *testing.T) {
 // TestCompressionLevels: level 0 gives valid stored gzip, higher levels smaller files, and a
 // plain .nii ignores the level.
 func TestCompressionLevels(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	h := testHeader(Int16, 1, binary.LittleEndian, 64, 64, 16)
 	data := formulaData(Int16, 64, 64, 16, 1)
@@ -221,6 +224,7 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 // TestWriteErrorSurfaces: a failing disk under the gzip writer turns into an error from WriteSlices or
 // Commit, the temporary goes, and no final file appears.
 func TestWriteErrorSurfaces(t *testing.T) {
+	t.Parallel()
 	for _, ext := range []string{".nii", ".nii.gz"} {
 		path := filepath.Join(t.TempDir(), "x"+ext)
 		h := testHeader(Int16, 1, binary.LittleEndian, 256, 256, 8)
@@ -242,6 +246,7 @@ func TestWriteErrorSurfaces(t *testing.T) {
 }
 
 func TestTempPatternEscapesGlob(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub[1]*?.nii.gz")
 	w, err := Create(path, testHeader(Uint8, 1, nil, 2, 2, 2), DefaultWriteOptions())
