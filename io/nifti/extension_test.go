@@ -84,95 +84,129 @@ var extensionSets = map[string][]Extension{
 // through Open and ReadHeader, and writes what was read again, which must give the same bytes.
 func TestExtensionRoundTrip(t *testing.T) {
 	t.Parallel()
-	const nx, ny, nz = 5, 4, 3
 	for setName, exts := range extensionSets {
 		for _, version := range []int{1, 2} {
 			for _, order := range byteOrders {
 				for _, ext := range []string{".nii", ".nii.gz", ".hdr", ".hdr.gz", ".img.gz"} {
 					name := fmt.Sprintf("%s_n%d_%s%s", strings.ReplaceAll(setName, " ", "_"), version, orderName(order), ext)
 					t.Run(name, func(t *testing.T) {
-						dir := t.TempDir()
-						path := filepath.Join(dir, name)
-						h := testHeader(Int16, version, order, nx, ny, nz)
-						h.Extensions = exts
-						data := formulaData(Int16, nx, ny, nz, 1)
-						if err := Write(path, h, data, DefaultWriteOptions()); err != nil {
-							t.Fatal(err)
-						}
-						pair := !strings.HasPrefix(ext, ".nii")
-						hdrPath := namesOf(path).headers[0]
-						if _, err := os.Stat(hdrPath); err != nil {
-							hdrPath = namesOf(path).headers[1]
-						}
-						onDisk := plainBytes(t, hdrPath)
-						hsize := headerSize(version)
-						var area int
-						for _, e := range exts {
-							area += (8 + len(e.Data) + 15) / 16 * 16
-						}
-						wantVoxOffset := int64(hsize + 4 + area)
-						if pair {
-							wantVoxOffset = 0
-							if len(onDisk) != hsize+4+area {
-								t.Fatalf(".hdr is %d bytes, want %d", len(onDisk), hsize+4+area)
-							}
-						} else if len(onDisk) != hsize+4+area+len(data) {
-							t.Fatalf("file is %d bytes, want %d", len(onDisk), hsize+4+area+len(data))
-						}
-						found := walkDisk(t, onDisk, hsize, hsize+4+area, order)
-						if len(found) != len(exts) {
-							t.Fatalf("%d extensions on disk, want %d", len(found), len(exts))
-						}
-						for i, e := range exts {
-							if found[i].code != e.Code || !bytes.Equal(found[i].edata, padded(e.Data)) {
-								t.Errorf("extension %d on disk: code %d edata %q, want %d %q", i, found[i].code, found[i].edata, e.Code, padded(e.Data))
-							}
-						}
-
-						r, err := Open(path)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer r.Close()
-						got := r.Header()
-						if got.VoxOffset != wantVoxOffset || got.ExtensionLen != int64(area) {
-							t.Errorf("vox_offset %d ExtensionLen %d, want %d %d", got.VoxOffset, got.ExtensionLen, wantVoxOffset, area)
-						}
-						checkExtensionsRead(t, "Open", got.Extensions, exts)
-						raw := make([]byte, len(data))
-						if k, err := r.ReadSlicesRaw(raw, nz); k != nz || err != nil {
-							t.Fatalf("ReadSlicesRaw: %d, %v", k, err)
-						}
-						if !bytes.Equal(raw, data) {
-							t.Errorf("voxels differ after the round trip")
-						}
-						rh, err := ReadHeader(path)
-						if err != nil {
-							t.Fatal(err)
-						}
-						checkExtensionsRead(t, "ReadHeader", rh.Extensions, exts)
-						if rh.VoxOffset != wantVoxOffset || rh.ExtensionLen != int64(area) {
-							t.Errorf("ReadHeader: vox_offset %d ExtensionLen %d, want %d %d", rh.VoxOffset, rh.ExtensionLen, wantVoxOffset, area)
-						}
-
-						// Extensions as read are whole blocks already: written again, the header
-						// bytes are the same.
-						again := filepath.Join(dir, "again"+ext)
-						if err := Write(again, rh, data, DefaultWriteOptions()); err != nil {
-							t.Fatal(err)
-						}
-						againHdr := namesOf(again).headers[0]
-						if _, err := os.Stat(againHdr); err != nil {
-							againHdr = namesOf(again).headers[1]
-						}
-						if !bytes.Equal(plainBytes(t, againHdr), onDisk) {
-							t.Errorf("writing the header as read gives other bytes")
-						}
+						t.Parallel()
+						extensionRoundTrip(t, extensionCase{name, ext, version, order, exts})
 					})
 				}
 			}
 		}
 	}
+}
+
+// extensionCase is one file of TestExtensionRoundTrip: an int16 5x4x3 volume.
+type extensionCase struct {
+	name, ext string
+	version   int
+	order     binary.ByteOrder
+	exts      []Extension
+}
+
+const extNX, extNY, extNZ = 5, 4, 3
+
+// extensionRoundTrip writes c, checks its extensions on disk, reads it back (Open and
+// ReadHeader), and checks that writing the header as read gives the same header bytes.
+func extensionRoundTrip(t *testing.T, c extensionCase) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, c.name)
+	h := testHeader(Int16, c.version, c.order, extNX, extNY, extNZ)
+	h.Extensions = c.exts
+	data := formulaData(Int16, extNX, extNY, extNZ, 1)
+	if err := Write(path, h, data, DefaultWriteOptions()); err != nil {
+		t.Fatal(err)
+	}
+	onDisk, area := checkExtensionsOnDisk(t, path, c, len(data))
+	wantVoxOffset := int64(headerSize(c.version) + 4 + area)
+	if !strings.HasPrefix(c.ext, ".nii") {
+		wantVoxOffset = 0 // a pair's data starts its own file
+	}
+	rh := checkExtensionsReadBack(t, path, c, data, wantVoxOffset, int64(area))
+
+	// Extensions as read are whole blocks already: written again, the header bytes are the
+	// same.
+	again := filepath.Join(dir, "again"+c.ext)
+	if err := Write(again, rh, data, DefaultWriteOptions()); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(plainBytes(t, headerFileOf(again)), onDisk) {
+		t.Errorf("writing the header as read gives other bytes")
+	}
+}
+
+// headerFileOf is the file holding the header of the volume written at path.
+func headerFileOf(path string) string {
+	hdr := namesOf(path).headers[0]
+	if _, err := os.Stat(hdr); err != nil {
+		hdr = namesOf(path).headers[1]
+	}
+	return hdr
+}
+
+// checkExtensionsOnDisk checks the size of the header file of c, written at path with
+// dataLen bytes of voxels, and the extensions it holds; it returns the header file's bytes
+// (inflated) and the size of the extension area.
+func checkExtensionsOnDisk(t *testing.T, path string, c extensionCase, dataLen int) ([]byte, int) {
+	t.Helper()
+	onDisk := plainBytes(t, headerFileOf(path))
+	hsize := headerSize(c.version)
+	var area int
+	for _, e := range c.exts {
+		area += (8 + len(e.Data) + 15) / 16 * 16
+	}
+	if !strings.HasPrefix(c.ext, ".nii") {
+		if len(onDisk) != hsize+4+area {
+			t.Fatalf(".hdr is %d bytes, want %d", len(onDisk), hsize+4+area)
+		}
+	} else if len(onDisk) != hsize+4+area+dataLen {
+		t.Fatalf("file is %d bytes, want %d", len(onDisk), hsize+4+area+dataLen)
+	}
+	found := walkDisk(t, onDisk, hsize, hsize+4+area, c.order)
+	if len(found) != len(c.exts) {
+		t.Fatalf("%d extensions on disk, want %d", len(found), len(c.exts))
+	}
+	for i, e := range c.exts {
+		if found[i].code != e.Code || !bytes.Equal(found[i].edata, padded(e.Data)) {
+			t.Errorf("extension %d on disk: code %d edata %q, want %d %q", i, found[i].code, found[i].edata, e.Code, padded(e.Data))
+		}
+	}
+	return onDisk, area
+}
+
+// checkExtensionsReadBack reads c back from path with Open and ReadHeader: the extensions,
+// vox_offset, extension length and voxels. It returns ReadHeader's header.
+func checkExtensionsReadBack(t *testing.T, path string, c extensionCase, data []byte, wantVoxOffset, area int64) *Header {
+	t.Helper()
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := r.Header()
+	if got.VoxOffset != wantVoxOffset || got.ExtensionLen != area {
+		t.Errorf("vox_offset %d ExtensionLen %d, want %d %d", got.VoxOffset, got.ExtensionLen, wantVoxOffset, area)
+	}
+	checkExtensionsRead(t, "Open", got.Extensions, c.exts)
+	raw := make([]byte, len(data))
+	if k, err := r.ReadSlicesRaw(raw, extNZ); k != extNZ || err != nil {
+		t.Fatalf("ReadSlicesRaw: %d, %v", k, err)
+	}
+	if !bytes.Equal(raw, data) {
+		t.Errorf("voxels differ after the round trip")
+	}
+	rh, err := ReadHeader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkExtensionsRead(t, "ReadHeader", rh.Extensions, c.exts)
+	if rh.VoxOffset != wantVoxOffset || rh.ExtensionLen != area {
+		t.Errorf("ReadHeader: vox_offset %d ExtensionLen %d, want %d %d", rh.VoxOffset, rh.ExtensionLen, wantVoxOffset, area)
+	}
+	return rh
 }
 
 // checkExtensionsRead compares extensions as read with those written: same codes, Data the
