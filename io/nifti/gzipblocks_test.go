@@ -16,7 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
+	"testing/synctest"
 	"voxpipe/internal/testexec"
 )
 
@@ -234,64 +234,65 @@ func TestBlockGzipReuse(t *testing.T) {
 	}
 }
 
-// stableGoroutines waits for the goroutine count to drop back to at most n.
+// stableGoroutines waits until the other goroutines of the test's synctest bubble have
+// exited or are blocked for good, then checks that no more than n goroutines are left.
 func stableGoroutines(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > n {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, want <= %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if got := runtime.NumGoroutine(); got > n {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines, want <= %d:\n%s", got, n, buf[:runtime.Stack(buf, true)])
 	}
 }
 
 // TestBlockGzipErrors: the first write error wins and comes back from Write or Close; nothing
 // is written after it; no goroutine outlives Close or Abort, error or not.
 func TestBlockGzipErrors(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	data := randomBytes(rng, 50*4096)
-	base := runtime.NumGoroutine()
-	for _, after := range []int{0, 5, 4096, 20 * 4096, 40 * 4096} {
-		for _, abort := range []bool{false, true} {
-			fw := &countingFailer{after: after}
-			z, _ := newBlockGzip(0, 4, 4096)
-			z.reset(fw)
-			var werr error
-			for at := 0; at < len(data) && werr == nil; at += 10000 {
-				_, werr = z.Write(data[at:min(len(data), at+10000)])
-			}
-			var cerr error
-			if abort {
-				z.Abort()
-			} else {
-				cerr = z.Close()
-			}
-			if !abort && cerr == nil {
-				t.Errorf("after %d: Close succeeded", after)
-			}
-			for _, err := range []error{werr, cerr} {
-				if err != nil && !strings.Contains(err.Error(), "disk full") {
-					t.Errorf("after %d: error %v is not the write error", after, err)
+	// In a bubble, so that stableGoroutines can wait for the compressor's goroutines.
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(9, 10))
+		data := randomBytes(rng, 50*4096)
+		base := runtime.NumGoroutine()
+		for _, after := range []int{0, 5, 4096, 20 * 4096, 40 * 4096} {
+			for _, abort := range []bool{false, true} {
+				fw := &countingFailer{after: after}
+				z, _ := newBlockGzip(0, 4, 4096)
+				z.reset(fw)
+				var werr error
+				for at := 0; at < len(data) && werr == nil; at += 10000 {
+					_, werr = z.Write(data[at:min(len(data), at+10000)])
 				}
+				var cerr error
+				if abort {
+					z.Abort()
+				} else {
+					cerr = z.Close()
+				}
+				if !abort && cerr == nil {
+					t.Errorf("after %d: Close succeeded", after)
+				}
+				for _, err := range []error{werr, cerr} {
+					if err != nil && !strings.Contains(err.Error(), "disk full") {
+						t.Errorf("after %d: error %v is not the write error", after, err)
+					}
+				}
+				if fw.callsAfterError > 0 {
+					t.Errorf("after %d: %d writes after the first error", after, fw.callsAfterError)
+				}
+				stableGoroutines(t, base)
 			}
-			if fw.callsAfterError > 0 {
-				t.Errorf("after %d: %d writes after the first error", after, fw.callsAfterError)
-			}
+		}
+		// Abort with blocks in flight, and Close/Abort repeated.
+		for range 20 {
+			z, _ := newBlockGzip(9, 4, 4096)
+			z.reset(io.Discard)
+			z.Write(data)
+			z.Abort()
+			z.Abort()
+			z.Close()
 			stableGoroutines(t, base)
 		}
-	}
-	// Abort with blocks in flight, and Close/Abort repeated.
-	for range 20 {
-		z, _ := newBlockGzip(9, 4, 4096)
-		z.reset(io.Discard)
-		z.Write(data)
-		z.Abort()
-		z.Abort()
-		z.Close()
-		stableGoroutines(t, base)
-	}
+	})
 }
 
 type countingFailer struct {
