@@ -246,10 +246,10 @@ func inflateIntoType(t *testing.T, dt DataType, order binary.ByteOrder) {
 	want := readSeq(t, path, nil, dt.Size(), (*Reader).ReadSlicesRaw)
 	var mem []byte
 	calls := 0
-	r, err := Open(path, WithInflateThreads(4), WithInflateInto(func(prefix int, dataBytes int64, dt DataType, swapped bool) []byte {
+	r, err := Open(path, WithInflateThreads(4), WithInflateInto(func(prefix int, dataBytes int64, asked DataType, swapped bool) []byte {
 		calls++
-		if dt != dt || swapped != (order != hostOrder) || dataBytes != int64(len(want)) || prefix < sizeofHdr1 {
-			t.Errorf("asked for prefix %d, %d bytes of %s, swapped %v", prefix, dataBytes, dt, swapped)
+		if asked != dt || swapped != (order != hostOrder) || dataBytes != int64(len(want)) || prefix < sizeofHdr1 {
+			t.Errorf("asked for prefix %d, %d bytes of %s, swapped %v", prefix, dataBytes, asked, swapped)
 		}
 		mem = make([]byte, int64(prefix)+dataBytes)
 		return mem
