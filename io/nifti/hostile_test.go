@@ -151,14 +151,14 @@ func hostileData(t *testing.T, n1 []byte) []hostileCase {
 }
 
 // checkHostile opens and reads c's file: it fails with c's sentinel and mention, at Open or
-// at the read as c says, allocating at most 16 MiB within a second.
+// at the read as c says, allocating at most 16 MiB within a second of CPU time.
 func checkHostile(t *testing.T, c hostileCase) {
 	path := filepath.Join(t.TempDir(), c.file)
 	if err := os.WriteFile(path, c.data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var err error
-	start := time.Now()
+	start := processCPU()
 	alloc := allocatedDuring(func() {
 		var r *Reader
 		r, err = Open(path)
@@ -181,8 +181,9 @@ func checkHostile(t *testing.T, c hostileCase) {
 	if alloc > 16<<20 {
 		t.Errorf("%d MiB allocated", alloc>>20)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("took %v", d)
+	// Within a second of CPU time (the wall clock counts the neighbours on a shared machine).
+	if d := processCPU() - start; d > time.Second {
+		t.Errorf("took %v of CPU", d)
 	}
 }
 
