@@ -3,7 +3,6 @@ package pipeline
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 	"voxpipe/engine"
 
+	"voxpipe/internal/dicomtest"
 	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
@@ -40,83 +40,36 @@ func (s dcmSeries) write(t *testing.T, dir string) []string {
 	}
 	var paths []string
 	for k := range s.n {
-		var ds bytes.Buffer
-		elem := func(group, element uint16, vr string, val []byte) {
-			if len(val)%2 == 1 {
-				pad := byte(' ')
-				if vr == "UI" || vr == "OB" {
-					pad = 0
-				}
-				val = append(val, pad)
-			}
-			binary.Write(&ds, binary.LittleEndian, [2]uint16{group, element})
-			ds.WriteString(vr)
-			if vr == "OB" || vr == "OW" {
-				binary.Write(&ds, binary.LittleEndian, uint16(0))
-				binary.Write(&ds, binary.LittleEndian, uint32(len(val)))
-			} else {
-				binary.Write(&ds, binary.LittleEndian, uint16(len(val)))
-			}
-			ds.Write(val)
-		}
-		us := func(v int) []byte { return binary.LittleEndian.AppendUint16(nil, uint16(v)) }
-		elem(0x0008, 0x0016, "UI", []byte("1.2.840.10008.5.1.4.1.1.4"))
-		elem(0x0008, 0x0018, "UI", []byte(fmt.Sprintf("%s.%d", s.uid, k+1)))
-		elem(0x0008, 0x0020, "DA", []byte("20240102"))
-		elem(0x0008, 0x0060, "CS", []byte("MR"))
-		elem(0x0010, 0x0020, "LO", []byte("PID-0042"))
-		elem(0x0020, 0x000D, "UI", []byte("1.2.3"))
-		elem(0x0020, 0x000E, "UI", []byte(s.uid))
-		elem(0x0020, 0x0011, "IS", []byte("7"))
-		elem(0x0020, 0x0013, "IS", []byte(fmt.Sprint(k+1)))
-		elem(0x0020, 0x0032, "DS", []byte(fmt.Sprintf(`-5\7\%d`, 10+2*k)))
-		elem(0x0020, 0x0037, "DS", []byte(`1\0\0\0\1\0`))
-		elem(0x0028, 0x0002, "US", us(1))
-		elem(0x0028, 0x0004, "CS", []byte("MONOCHROME2"))
-		elem(0x0028, 0x0010, "US", us(s.rows))
-		elem(0x0028, 0x0011, "US", us(s.cols))
-		elem(0x0028, 0x0030, "DS", []byte(`1\1`))
-		elem(0x0028, 0x0100, "US", us(s.bits))
-		elem(0x0028, 0x0101, "US", us(s.bits))
-		elem(0x0028, 0x0102, "US", us(s.bits-1))
-		sign := 0
-		if s.signed {
-			sign = 1
-		}
-		elem(0x0028, 0x0103, "US", us(sign))
-		if s.slope != nil {
-			elem(0x0028, 0x1052, "DS", []byte("-3"))
-			elem(0x0028, 0x1053, "DS", []byte(fmt.Sprint(s.slope(k))))
-		}
-		var px []byte
-		for i := range s.rows * s.cols {
-			v := s.value(k, i)
-			switch s.bits {
-			case 8:
-				px = append(px, byte(v))
-			case 16:
-				px = binary.LittleEndian.AppendUint16(px, uint16(v))
-			default:
-				px = binary.LittleEndian.AppendUint32(px, uint32(v))
-			}
-		}
-		elem(0x7FE0, 0x0010, "OW", px)
-		var f bytes.Buffer
-		f.Write(make([]byte, 128))
-		f.WriteString("DICM")
-		ts := []byte("1.2.840.10008.1.2.1\x00")
-		binary.Write(&f, binary.LittleEndian, [2]uint16{0x0002, 0x0010})
-		f.WriteString("UI")
-		binary.Write(&f, binary.LittleEndian, uint16(len(ts)))
-		f.Write(ts)
-		f.Write(ds.Bytes())
 		p := filepath.Join(dir, fmt.Sprintf("IM%d", k))
-		if err := os.WriteFile(p, f.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(p, s.image(k).File(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		paths = append(paths, p)
 	}
 	return paths
+}
+
+// image is slice k (explicit VR little endian; StudyDate 20240102, PatientID PID-0042).
+func (s dcmSeries) image(k int) dicomtest.Image {
+	px := make([]uint32, s.rows*s.cols)
+	for i := range px {
+		px[i] = uint32(s.value(k, i))
+	}
+	img := dicomtest.Image{
+		IDs: dicomtest.IDs{
+			StudyUID: "1.2.3", SeriesUID: s.uid, SOPUID: fmt.Sprintf("%s.%d", s.uid, k+1), Number: 7, Instance: k + 1,
+			StudyDate: "20240102", PatientID: "PID-0042",
+		},
+		Geometry: dicomtest.Geometry{
+			Rows: s.rows, Columns: s.cols, Position: [3]float64{-5, 7, float64(10 + 2*k)},
+			Orientation: dicomtest.Axial, Spacing: [2]float64{1, 1},
+		},
+		Pixels: dicomtest.Pixels{BitsAllocated: s.bits, Signed: s.signed, Values: px},
+	}
+	if s.slope != nil {
+		img.Pixels.Slope, img.Pixels.Intercept = s.slope(k), -3
+	}
+	return img
 }
 
 // runInputs discovers inputs and runs them with the sign engine, returning the summary by job.

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/flate"
-	"encoding/binary"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,13 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"voxpipe/internal/dicomtest"
 	"voxpipe/internal/testexec"
 	"voxpipe/io/dicom"
 )
 
-// sweepSeries writes n axial 16x12 slices of one series (explicit VR little endian Part 10
-// files, 2 mm apart, PatientID "PID-0042", StudyDate 20240102) as dir/IM<k>; deflated
-// writes them in the deflated syntax. It returns the paths.
+// sweepSeries writes n axial 16x12 slices of one series (sweepImage: explicit VR little
+// endian Part 10 files, or deflated) as dir/IM<k>. It returns the paths.
 func sweepSeries(t *testing.T, dir, uid string, n int, deflated bool) []string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -28,9 +26,12 @@ func sweepSeries(t *testing.T, dir, uid string, n int, deflated bool) []string {
 	}
 	var paths []string
 	for k := range n {
-		ds := sweepDataSet(uid, k, 12, 16, nil)
+		img := sweepImage(uid, k, 12, 16)
+		if deflated {
+			img.Syntax = dicomtest.DeflatedExplicitVRLE
+		}
 		p := filepath.Join(dir, fmt.Sprintf("IM%d", k))
-		if err := os.WriteFile(p, sweepPart10(ds, deflated, 0), 0o644); err != nil {
+		if err := os.WriteFile(p, img.File(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		paths = append(paths, p)
@@ -38,102 +39,24 @@ func sweepSeries(t *testing.T, dir, uid string, n int, deflated bool) []string {
 	return paths
 }
 
-// sweepDataSet is slice k's data set (explicit VR little endian): a smooth image of rows x
-// cols 16-bit pixels, or, with pixelLength set, a pixel data element of that declared length
-// and no pixels (for files whose pixels the caller appends).
-func sweepDataSet(uid string, k, rows, cols int, pixelLength *uint32) []byte {
-	var ds bytes.Buffer
-	elem := func(group, element uint16, vr string, val []byte) {
-		if len(val)%2 == 1 {
-			pad := byte(' ')
-			if vr == "UI" {
-				pad = 0
-			}
-			val = append(val, pad)
-		}
-		binary.Write(&ds, binary.LittleEndian, [2]uint16{group, element})
-		ds.WriteString(vr)
-		if vr == "OW" {
-			binary.Write(&ds, binary.LittleEndian, uint16(0))
-			binary.Write(&ds, binary.LittleEndian, uint32(len(val)))
-		} else {
-			binary.Write(&ds, binary.LittleEndian, uint16(len(val)))
-		}
-		ds.Write(val)
+// sweepImage is slice k of series uid, 2 mm apart (PatientID "PID-0042", StudyDate 20240102,
+// description "Doe head"): a smooth image of rows x cols 16-bit pixels.
+func sweepImage(uid string, k, rows, cols int) dicomtest.Image {
+	px := make([]uint32, rows*cols)
+	for i := range px {
+		px[i] = uint32(uint16(500 + 300*((i%cols+k)%5) + 40*(i/cols)))
 	}
-	us := func(v int) []byte { return binary.LittleEndian.AppendUint16(nil, uint16(v)) }
-	elem(0x0008, 0x0016, "UI", []byte("1.2.840.10008.5.1.4.1.1.4"))
-	elem(0x0008, 0x0018, "UI", []byte(fmt.Sprintf("%s.%d", uid, k+1)))
-	elem(0x0008, 0x0020, "DA", []byte("20240102"))
-	elem(0x0008, 0x0060, "CS", []byte("MR"))
-	elem(0x0008, 0x103E, "LO", []byte("Doe head"))
-	elem(0x0010, 0x0020, "LO", []byte("PID-0042"))
-	elem(0x0020, 0x000D, "UI", []byte("1.2.3"))
-	elem(0x0020, 0x000E, "UI", []byte(uid))
-	elem(0x0020, 0x0011, "IS", []byte("7"))
-	elem(0x0020, 0x0013, "IS", []byte(fmt.Sprint(k+1)))
-	elem(0x0020, 0x0032, "DS", []byte(fmt.Sprintf(`-5\7\%d`, 10+2*k)))
-	elem(0x0020, 0x0037, "DS", []byte(`1\0\0\0\1\0`))
-	elem(0x0028, 0x0002, "US", us(1))
-	elem(0x0028, 0x0004, "CS", []byte("MONOCHROME2"))
-	elem(0x0028, 0x0010, "US", us(rows))
-	elem(0x0028, 0x0011, "US", us(cols))
-	elem(0x0028, 0x0030, "DS", []byte(`1\1`))
-	elem(0x0028, 0x0100, "US", us(16))
-	elem(0x0028, 0x0101, "US", us(16))
-	elem(0x0028, 0x0102, "US", us(15))
-	elem(0x0028, 0x0103, "US", us(0))
-	if pixelLength != nil {
-		binary.Write(&ds, binary.LittleEndian, [2]uint16{0x7FE0, 0x0010})
-		ds.WriteString("OW\x00\x00")
-		binary.Write(&ds, binary.LittleEndian, *pixelLength)
-		return ds.Bytes()
+	return dicomtest.Image{
+		IDs: dicomtest.IDs{
+			StudyUID: "1.2.3", SeriesUID: uid, SOPUID: fmt.Sprintf("%s.%d", uid, k+1), Number: 7, Instance: k + 1,
+			StudyDate: "20240102", Description: "Doe head", PatientID: "PID-0042",
+		},
+		Geometry: dicomtest.Geometry{
+			Rows: rows, Columns: cols, Position: [3]float64{-5, 7, float64(10 + 2*k)},
+			Orientation: dicomtest.Axial, Spacing: [2]float64{1, 1},
+		},
+		Pixels: dicomtest.Pixels{Values: px},
 	}
-	var px []byte
-	for i := range rows * cols {
-		px = binary.LittleEndian.AppendUint16(px, uint16(500+300*((i%cols+k)%5)+40*(i/cols)))
-	}
-	elem(0x7FE0, 0x0010, "OW", px)
-	return ds.Bytes()
-}
-
-// sweepZeroMiB is the raw deflate data of 1 MiB of zeros from a fresh compressor, flushed:
-// copies of it may follow any output (about 1 KiB each).
-var sweepZeroMiB = func() []byte {
-	var b bytes.Buffer
-	w, _ := flate.NewWriter(&b, 6)
-	w.Write(make([]byte, 1<<20))
-	w.Flush()
-	return b.Bytes()
-}()
-
-// sweepPart10 is a Part 10 file of the data set, deflated (followed, inflated, by zeroMiB MiB
-// of zeros: a deflate bomb of about zeroMiB KiB) or not.
-func sweepPart10(ds []byte, deflated bool, zeroMiB int) []byte {
-	ts := "1.2.840.10008.1.2.1\x00"
-	if deflated {
-		ts = "1.2.840.10008.1.2.1.99"
-	}
-	var f bytes.Buffer
-	f.Write(make([]byte, 128))
-	f.WriteString("DICM")
-	binary.Write(&f, binary.LittleEndian, [2]uint16{0x0002, 0x0010})
-	f.WriteString("UI")
-	binary.Write(&f, binary.LittleEndian, uint16(len(ts)))
-	f.WriteString(ts)
-	if !deflated {
-		f.Write(ds)
-		return f.Bytes()
-	}
-	w, _ := flate.NewWriter(&f, 6)
-	w.Write(ds)
-	w.Flush()
-	for range zeroMiB {
-		f.Write(sweepZeroMiB)
-	}
-	w, _ = flate.NewWriter(&f, 6)
-	w.Close()
-	return f.Bytes()
 }
 
 // TestDICOMSweepBrokenMember: run fails a series whose first or last file is cut short (exit
@@ -255,8 +178,9 @@ func TestDICOMSweepInfo(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "2 NIfTI volumes") || !strings.Contains(stdout, "1 DICOM series") || !strings.Contains(stdout, "16 x 12 x 3") {
 		t.Errorf("info on a folder of both: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	// Cut 140 bytes into the data set: after the series UID, before the pixels.
 	b, _ := os.ReadFile(paths[1])
-	os.WriteFile(paths[1], b[:300], 0o644)
+	os.WriteFile(paths[1], b[:len(b)-len(sweepImage("1.1", 1, 12, 16).Dataset())+140], 0o644)
 	if code, stdout, _ = captureRun(t, "info", dir); code != exitFailed || !strings.Contains(stdout, paths[1]) {
 		t.Errorf("info on a folder with a broken DICOM file: exit %d, want %d naming it\n%s", code, exitFailed, stdout)
 	}
@@ -309,7 +233,7 @@ func TestDICOMSweepDeflateBombs(t *testing.T) {
 	for i := range 8 {
 		p := filepath.Join(dir, fmt.Sprintf("bomb%d", i), "IM0")
 		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, sweepPart10(sweepDataSet(fmt.Sprintf("6.%d", i), 0, 12, 16, nil), true, 1024), 0o644)
+		os.WriteFile(p, dicomtest.DeflatedBomb(sweepImage(fmt.Sprintf("6.%d", i), 0, 12, 16).Dataset(), 1024, nil), 0o644)
 		bombs = append(bombs, p)
 	}
 	sweepSeries(t, filepath.Join(dir, "good"), "1.1", 5, true)

@@ -34,7 +34,6 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -53,6 +52,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"voxpipe/internal/dicomtest"
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
 )
@@ -435,100 +435,22 @@ func cmdDicomSeries(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.MkdirAll(dir, 0o777))
 	slice := 2 * nx * ny
 	for z := range nz {
-		sp := dicomSlice{
-			seriesUID: *uid, sopUID: fmt.Sprintf("%s.%d", *uid, z+1), number: *number, instance: z + 1,
-			rows: ny, cols: nx, dx: h.PixDim[1], dy: h.PixDim[2], dz: h.PixDim[3], z: z,
-			pixels: data[z*slice : (z+1)*slice],
+		img := dicomtest.Image{
+			FullMeta: true,
+			IDs: dicomtest.IDs{
+				StudyUID: "1.2.826.0.1.3680043.10.543.99", SeriesUID: *uid, SOPUID: fmt.Sprintf("%s.%d", *uid, z+1),
+				Number: *number, Instance: z + 1, StudyDate: "20240102", Description: "T1 axial",
+				PatientName: "Test^Patient", PatientID: "PID42",
+			},
+			Geometry: dicomtest.Geometry{
+				Rows: ny, Columns: nx, Position: [3]float64{0, 0, float64(z) * h.PixDim[3]}, Orientation: dicomtest.Axial,
+				Spacing: [2]float64{h.PixDim[2], h.PixDim[1]}, Thickness: h.PixDim[3],
+			},
+			Pixels: dicomtest.Pixels{Signed: true, Raw: data[z*slice : (z+1)*slice]},
 		}
 		name := filepath.Join(dir, fmt.Sprintf("%s%04d.dcm", *prefix, z+1))
-		ts.Check(os.WriteFile(name, sp.encode(), 0o666))
+		ts.Check(os.WriteFile(name, img.File(), 0o666))
 	}
-}
-
-// dicomSlice is one slice of a synthetic series.
-type dicomSlice struct {
-	seriesUID, sopUID string
-	number, instance  int
-	rows, cols        int
-	dx, dy, dz        float64
-	z                 int
-	pixels            []byte // rows*cols int16, little endian
-}
-
-// dicomEnc writes Explicit VR Little Endian elements.
-type dicomEnc struct{ bytes.Buffer }
-
-func (e *dicomEnc) elem(group, element uint16, vr string, val []byte) {
-	binary.Write(e, binary.LittleEndian, [2]uint16{group, element})
-	e.WriteString(vr)
-	switch vr {
-	case "OB", "OW", "SQ", "UN", "UT":
-		binary.Write(e, binary.LittleEndian, uint16(0))
-		binary.Write(e, binary.LittleEndian, uint32(len(val)))
-	default:
-		binary.Write(e, binary.LittleEndian, uint16(len(val)))
-	}
-	e.Write(val)
-}
-
-func (e *dicomEnc) str(group, element uint16, vr, s string) {
-	if len(s)%2 == 1 {
-		if vr == "UI" {
-			s += "\x00"
-		} else {
-			s += " "
-		}
-	}
-	e.elem(group, element, vr, []byte(s))
-}
-
-func (e *dicomEnc) us(group, element uint16, v uint16) {
-	e.elem(group, element, "US", binary.LittleEndian.AppendUint16(nil, v))
-}
-
-func (sp dicomSlice) encode() []byte {
-	const mrClass = "1.2.840.10008.5.1.4.1.1.4"
-	var ds dicomEnc
-	ds.str(0x0008, 0x0016, "UI", mrClass)
-	ds.str(0x0008, 0x0018, "UI", sp.sopUID)
-	ds.str(0x0008, 0x0020, "DA", "20240102")
-	ds.str(0x0008, 0x0060, "CS", "MR")
-	ds.str(0x0008, 0x103E, "LO", "T1 axial")
-	ds.str(0x0010, 0x0010, "PN", "Test^Patient")
-	ds.str(0x0010, 0x0020, "LO", "PID42")
-	ds.str(0x0018, 0x0050, "DS", fmt.Sprintf("%g", sp.dz))
-	ds.str(0x0020, 0x000D, "UI", "1.2.826.0.1.3680043.10.543.99")
-	ds.str(0x0020, 0x000E, "UI", sp.seriesUID)
-	ds.str(0x0020, 0x0011, "IS", strconv.Itoa(sp.number))
-	ds.str(0x0020, 0x0013, "IS", strconv.Itoa(sp.instance))
-	ds.str(0x0020, 0x0032, "DS", fmt.Sprintf(`0\0\%g`, float64(sp.z)*sp.dz))
-	ds.str(0x0020, 0x0037, "DS", `1\0\0\0\1\0`)
-	ds.us(0x0028, 0x0002, 1)
-	ds.str(0x0028, 0x0004, "CS", "MONOCHROME2")
-	ds.us(0x0028, 0x0010, uint16(sp.rows))
-	ds.us(0x0028, 0x0011, uint16(sp.cols))
-	ds.str(0x0028, 0x0030, "DS", fmt.Sprintf(`%g\%g`, sp.dy, sp.dx))
-	ds.us(0x0028, 0x0100, 16)
-	ds.us(0x0028, 0x0101, 16)
-	ds.us(0x0028, 0x0102, 15)
-	ds.us(0x0028, 0x0103, 1)
-	ds.elem(0x7FE0, 0x0010, "OW", sp.pixels)
-
-	var meta dicomEnc
-	meta.elem(0x0002, 0x0001, "OB", []byte{0, 1})
-	meta.str(0x0002, 0x0002, "UI", mrClass)
-	meta.str(0x0002, 0x0003, "UI", sp.sopUID)
-	meta.str(0x0002, 0x0010, "UI", "1.2.840.10008.1.2.1")
-	var group dicomEnc
-	group.elem(0x0002, 0x0000, "UL", binary.LittleEndian.AppendUint32(nil, uint32(meta.Len())))
-
-	var out bytes.Buffer
-	out.Write(make([]byte, 128))
-	out.WriteString("DICM")
-	out.Write(group.Bytes())
-	out.Write(meta.Bytes())
-	out.Write(ds.Bytes())
-	return out.Bytes()
 }
 
 // The harness's deadline ends a voxpipe that would run forever (a watch nobody stops): it

@@ -131,36 +131,9 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 		return f, err
 	}
 	if meta {
-		d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
-		off := start
-		ds := &DataSet{order: binary.LittleEndian, elems: map[Tag]*value{}}
-		for off+8 <= size {
-			b, err := src.bytes(off, 2)
-			if err != nil {
-				return f, err
-			}
-			if binary.LittleEndian.Uint16(b) != 0x0002 {
-				break
-			}
-			h, err := d.readHeader(off, size)
-			if err != nil {
-				return f, fmt.Errorf("meta group: %w", err)
-			}
-			if h.length == undefinedLength || int64(h.length) > size-h.value {
-				return f, fmt.Errorf("meta group: %w", lengthError(h, size))
-			}
-			if _, kept := keptVR[h.tag]; kept && h.length <= maxKeptValue {
-				b, err := src.bytes(h.value, int(h.length))
-				if err != nil {
-					return f, err
-				}
-				ds.elems[h.tag] = &value{vr: h.vr, raw: bytes.Clone(b)}
-			}
-			off = h.value + int64(h.length)
+		if start, err = f.readMeta(src, start); err != nil {
+			return f, err
 		}
-		start = off
-		f.Syntax = TransferSyntax(ds.str(tagTransferSyntax))
-		f.MediaStorageClass = ds.str(tagMediaStorageSOPClass)
 	}
 	if f.Syntax == "" { // no meta group, or one without the syntax: guess from the data set
 		if f.Syntax, err = guessSyntax(src, start); err != nil {
@@ -173,32 +146,12 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 			return f, fmt.Errorf("%w: the meta group names no transfer syntax, and what follows it is no data set", ErrCorrupt)
 		}
 	}
-	d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
-	switch f.Syntax {
-	case ImplicitVRLittleEndian:
-		d.explicit = false
-	case ExplicitVRBigEndian:
-		d.order = binary.BigEndian
-	case DeflatedExplicitVRLE:
-		// The data set after the meta group is a raw deflate stream (PS3.5 A.5), parsed as it
-		// inflates: only the window and the kept attributes are held.
-		zr := flate.NewReader(io.NewSectionReader(r, start, size-start))
-		defer zr.Close()
-		src = newStream(zr)
-		f.deflateAt = start
-		d.src, start, size = src, 0, src.size
-	default:
-		// Some writers declare an explicit syntax and write implicit VR (pydicom's
-		// SC_rgb_jpeg.dcm): the first element tells, as it does to pydicom and dcm2niix.
-		if size-start >= 8 {
-			b, err := src.bytes(start, 8)
-			if err != nil {
-				return f, err
-			}
-			d.explicit = isVR(b[4:6])
-		}
+	d, start, err := f.dataSetDecoder(src, start)
+	if err != nil {
+		return f, err
 	}
-	ds, end, err := d.dataset(start, size, false, 0)
+	defer d.src.close()
+	ds, end, err := d.dataset(start, d.src.size, false, 0)
 	if err != nil {
 		f.identity(ds)
 		return f, err
@@ -210,6 +163,73 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 	f.pixels = d.pixels
 	f.fill(ds)
 	return f, nil
+}
+
+// readMeta reads the meta group (explicit VR little endian, group 0002) from start, keeping
+// its transfer syntax and media storage class, and returns where the data set begins.
+func (f *File) readMeta(src *source, start int64) (int64, error) {
+	size := src.size
+	d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
+	off := start
+	ds := &DataSet{order: binary.LittleEndian, elems: map[Tag]*value{}}
+	for off+8 <= size {
+		b, err := src.bytes(off, 2)
+		if err != nil {
+			return 0, err
+		}
+		if binary.LittleEndian.Uint16(b) != 0x0002 {
+			break
+		}
+		h, err := d.readHeader(off, size)
+		if err != nil {
+			return 0, fmt.Errorf("meta group: %w", err)
+		}
+		if h.length == undefinedLength || int64(h.length) > size-h.value {
+			return 0, fmt.Errorf("meta group: %w", lengthError(h, size))
+		}
+		if _, kept := keptVR[h.tag]; kept && h.length <= maxKeptValue {
+			b, err := src.bytes(h.value, int(h.length))
+			if err != nil {
+				return 0, err
+			}
+			ds.elems[h.tag] = &value{vr: h.vr, raw: bytes.Clone(b)}
+		}
+		off = h.value + int64(h.length)
+	}
+	f.Syntax = TransferSyntax(ds.str(tagTransferSyntax))
+	f.MediaStorageClass = ds.str(tagMediaStorageSOPClass)
+	return off, nil
+}
+
+// dataSetDecoder is the decoder of the data set at start in the file's transfer syntax, and
+// where in its source the data set begins. For the deflated syntax that source is the
+// inflating stream, which the caller closes (source.close).
+func (f *File) dataSetDecoder(src *source, start int64) (*decoder, int64, error) {
+	d := &decoder{src: src, order: binary.LittleEndian, explicit: true}
+	switch f.Syntax {
+	case ImplicitVRLittleEndian:
+		d.explicit = false
+	case ExplicitVRBigEndian:
+		d.order = binary.BigEndian
+	case DeflatedExplicitVRLE:
+		// The data set after the meta group is a raw deflate stream (PS3.5 A.5), parsed as it
+		// inflates: only the window and the kept attributes are held.
+		zr := flate.NewReader(io.NewSectionReader(src.r, start, src.size-start))
+		d.src = newStream(zr)
+		f.deflateAt = start
+		return d, 0, nil
+	default:
+		// Some writers declare an explicit syntax and write implicit VR (pydicom's
+		// SC_rgb_jpeg.dcm): the first element tells, as it does to pydicom and dcm2niix.
+		if src.size-start >= 8 {
+			b, err := src.bytes(start, 8)
+			if err != nil {
+				return nil, 0, err
+			}
+			d.explicit = isVR(b[4:6])
+		}
+	}
+	return d, start, nil
 }
 
 // preamble finds where the file's elements start and whether a meta group comes first: after
@@ -380,133 +400,4 @@ func applyGroups(fr *Frame, item *DataSet) {
 // frameBytes is the size of one native frame.
 func (f *File) frameBytes() int64 {
 	return int64(f.Rows) * int64(f.Columns) * int64(f.SamplesPerPixel) * int64(f.BitsAllocated/8)
-}
-
-// checkPixels refuses pixel formats this package does not read, naming the reason.
-func (f *File) checkPixels() error {
-	switch {
-	case !f.pixels.found:
-		return ErrNoPixels
-	case !f.Syntax.Decoded():
-		return fmt.Errorf("%w: transfer syntax %v", ErrUnsupported, f.Syntax)
-	case f.NumberOfFrames < 1:
-		return fmt.Errorf("%w: Number of Frames is not a positive integer", ErrCorrupt)
-	case f.Rows == 0 || f.Columns == 0 || f.BitsAllocated == 0:
-		return fmt.Errorf("%w: pixel data without Rows, Columns or Bits Allocated", ErrCorrupt)
-	case f.SamplesPerPixel != 1:
-		return fmt.Errorf("%w: %d samples per pixel (%s); only greyscale images are read", ErrUnsupported, f.SamplesPerPixel, f.Photometric)
-	case f.Photometric != "" && f.Photometric != "MONOCHROME1" && f.Photometric != "MONOCHROME2":
-		return fmt.Errorf("%w: photometric interpretation %s; only greyscale images are read", ErrUnsupported, f.Photometric)
-	case f.BitsAllocated != 8 && f.BitsAllocated != 16 && f.BitsAllocated != 32:
-		return fmt.Errorf("%w: %d bits allocated per pixel; 8, 16 and 32 are read", ErrUnsupported, f.BitsAllocated)
-	case f.BitsStored < 1 || f.BitsStored > f.BitsAllocated:
-		return fmt.Errorf("%w: %d bits stored of %d allocated", ErrCorrupt, f.BitsStored, f.BitsAllocated)
-	case f.Rows < 1 || f.Columns < 1:
-		return fmt.Errorf("%w: %dx%d pixels", ErrCorrupt, f.Columns, f.Rows)
-	}
-	if f.pixels.encapsulated {
-		return nil
-	}
-	if fb := f.frameBytes(); int64(f.NumberOfFrames) > f.pixels.native.n/fb {
-		return fmt.Errorf("%w: pixel data holds %d bytes, %d frames of %dx%d %d-bit pixels need more", ErrTruncated, f.pixels.native.n, f.NumberOfFrames, f.Columns, f.Rows, f.BitsAllocated)
-	}
-	return nil
-}
-
-// readFrames reads all frames into dst (len: NumberOfFrames * frameBytes), host byte order.
-func (f *File) readFrames(r io.ReaderAt, dst []byte) error {
-	if int64(len(dst)) != f.frameBytes()*int64(f.NumberOfFrames) {
-		return fmt.Errorf("%w: %d frames do not fit the %d-byte buffer", ErrCorrupt, f.NumberOfFrames, len(dst))
-	}
-	fb := f.frameBytes()
-	return f.readFramesTo(r, func(i int) []byte { return dst[int64(i)*fb : int64(i+1)*fb] })
-}
-
-// readFramesTo reads the frames' samples, in host byte order and BitsAllocated wide, unmasked,
-// frame i into to(i) (frameBytes long; nil: frame i is not wanted), in frame order. r is the
-// file (ignored when the File keeps its own source). A deflated file is inflated as it is
-// read: each frame straight into its place, nothing else kept.
-func (f *File) readFramesTo(r io.ReaderAt, to func(frame int) []byte) error {
-	if err := f.checkPixels(); err != nil {
-		return err
-	}
-	if f.src != nil {
-		r = f.src
-	}
-	switch {
-	case f.deflateAt > 0:
-		return f.readDeflated(r, to)
-	case f.pixels.encapsulated:
-		return f.readRLE(r, to)
-	}
-	fb := f.frameBytes()
-	for i := range f.NumberOfFrames {
-		dst := to(i)
-		if dst == nil {
-			continue
-		}
-		if err := readFull(r, dst, f.pixels.native.off+int64(i)*fb); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return fmt.Errorf("%w: the file ends inside frame %d's pixel data (it was cut short after it was scanned)", ErrTruncated, i)
-			}
-			return err
-		}
-		if swapped(f.order) && f.BitsAllocated > 8 {
-			swap(dst, f.BitsAllocated/8)
-		}
-	}
-	return nil
-}
-
-// readDeflated inflates the data set again, drops what precedes the pixel data, inflates each
-// frame into its place, and checks that the stream then ends where it ended at the scan.
-func (f *File) readDeflated(r io.ReaderAt, to func(frame int) []byte) error {
-	zr := flate.NewReader(io.NewSectionReader(r, f.deflateAt, f.size-f.deflateAt))
-	defer zr.Close()
-	pos := int64(0)
-	skip := func(to int64) error {
-		k, err := io.CopyN(io.Discard, zr, to-pos)
-		pos += k
-		return err
-	}
-	fail := func(err error) error {
-		if err == io.EOF {
-			return fmt.Errorf("%w: the deflated data set ends at byte %d, %d bytes when scanned", ErrTruncated, pos, f.inflated)
-		}
-		return inflateError(err, pos)
-	}
-	if err := skip(f.pixels.native.off); err != nil {
-		return fail(err)
-	}
-	fb := f.frameBytes()
-	for i := range f.NumberOfFrames {
-		dst := to(i)
-		if dst == nil {
-			if err := skip(pos + fb); err != nil {
-				return fail(err)
-			}
-			continue
-		}
-		k, err := io.ReadFull(zr, dst)
-		pos += int64(k)
-		if err == io.ErrUnexpectedEOF {
-			err = io.EOF
-		}
-		if err != nil {
-			return fail(err)
-		}
-		if swapped(f.order) && f.BitsAllocated > 8 {
-			swap(dst, f.BitsAllocated/8)
-		}
-	}
-	if err := skip(f.inflated); err != nil {
-		return fail(err)
-	}
-	var b [1]byte
-	if k, err := io.ReadFull(zr, b[:]); k > 0 {
-		return fmt.Errorf("%w: the deflated data set inflates past the %d bytes it held when scanned", ErrCorrupt, f.inflated)
-	} else if err != io.EOF {
-		return fail(err)
-	}
-	return nil
 }

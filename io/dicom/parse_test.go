@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"voxpipe/internal/dicomtest"
 )
 
 var axial = [6]float64{1, 0, 0, 0, 1, 0}
@@ -27,6 +28,7 @@ func testPixels(n int, signed bool) []uint16 {
 // TestParseSyntaxes parses the same image in each supported syntax (with private tags and an
 // undefined-length private sequence in front) and checks the attributes and decoded pixels.
 func TestParseSyntaxes(t *testing.T) {
+	t.Parallel()
 	px := testPixels(6*5, true)
 	for _, ts := range []TransferSyntax{ImplicitVRLittleEndian, ExplicitVRLittleEndian, ExplicitVRBigEndian, DeflatedExplicitVRLE, RLELossless} {
 		sp := sliceSpec{syntax: ts, uid: "1.2.3.4", instance: 3, pos: [3]float64{-10.5, 20, 7.25}, orient: axial,
@@ -57,6 +59,7 @@ func TestParseSyntaxes(t *testing.T) {
 // TestParseRefusesEncapsulated: a JPEG file parses (attributes, fragments) but its pixels are
 // refused with an error naming the syntax.
 func TestParseRefusesEncapsulated(t *testing.T) {
+	t.Parallel()
 	sp := sliceSpec{syntax: RLELossless, declare: "1.2.840.10008.1.2.4.91", uid: "1", rows: 2, cols: 2, bitsStored: 16, orient: axial, pixels: make([]uint16, 4)}
 	b := sp.file()
 	f, err := Parse(bytes.NewReader(b), int64(len(b)))
@@ -81,37 +84,28 @@ func TestParseHostile(t *testing.T) {
 		"text":        {[]byte("hello, this is not DICOM at all, not even close........"), ErrNotDICOM},
 		"cut pixels":  {good[:len(good)-3], ErrTruncated},
 		"cut header":  {good[:140], ErrTruncated},
-		"huge length": {append(part10(ExplicitVRLittleEndian, nil), newEnc(ExplicitVRLittleEndian).elem(0x00091010, "OB", nil).buf.Bytes()[:8]...), ErrTruncated},
+		"huge length": {append(dicomtest.Part10(dicomtest.ExplicitVRLittleEndian, nil, false), dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Elem(0x00091010, "OB", nil).Bytes()[:8]...), ErrTruncated},
 	}
 	// An element declaring 4 GiB - 2 in a 200-byte file.
-	e := newEnc(ExplicitVRLittleEndian)
-	e.tag(0x00091010)
-	e.buf.WriteString("OB")
-	e.u16(0)
-	e.u32(0xFFFFFFFE)
+	e := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Header(0x00091010, "OB", 0xFFFFFFFE)
 	cases["4 GiB element"] = struct {
 		b    []byte
 		want error
-	}{part10(ExplicitVRLittleEndian, e.buf.Bytes()), ErrTruncated}
-	deep := newEnc(ExplicitVRLittleEndian)
+	}{dicomtest.Part10(dicomtest.ExplicitVRLittleEndian, e.Bytes(), false), ErrTruncated}
+	deep := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian)
 	for range maxDepth + 2 {
-		deep.seqStart(0x00091001, "SQ")
+		deep.SeqStart(0x00091001, "SQ")
 	}
 	cases["deep nesting"] = struct {
 		b    []byte
 		want error
-	}{part10(ExplicitVRLittleEndian, deep.buf.Bytes()), ErrCorrupt}
-	bad := newEnc(ExplicitVRLittleEndian)
-	bad.tag(0x00091001)
-	bad.buf.WriteString("SQ")
-	bad.u16(0)
-	bad.u32(undefinedLength)
-	bad.tag(0x00100010) // not an item
-	bad.u32(0)
+	}{dicomtest.Part10(dicomtest.ExplicitVRLittleEndian, deep.Bytes(), false), ErrCorrupt}
+	bad := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Header(0x00091001, "SQ", undefinedLength)
+	bad.Tag(0x00100010).U32(0) // not an item
 	cases["bad item"] = struct {
 		b    []byte
 		want error
-	}{part10(ExplicitVRLittleEndian, bad.buf.Bytes()), ErrCorrupt}
+	}{dicomtest.Part10(dicomtest.ExplicitVRLittleEndian, bad.Bytes(), false), ErrCorrupt}
 	for name, c := range cases {
 		_, err := Parse(bytes.NewReader(c.b), int64(len(c.b)))
 		if !errors.Is(err, c.want) {
@@ -126,7 +120,7 @@ func TestParseHostile(t *testing.T) {
 	w, _ := flate.NewWriter(&z, flate.BestCompression)
 	w.Write(make([]byte, 4<<20))
 	w.Close()
-	meta := part10As(DeflatedExplicitVRLE, nil, false)
+	meta := dicomtest.Part10(dicomtest.DeflatedExplicitVRLE, nil, false)
 	bomb := append(meta[:len(meta):len(meta)], z.Bytes()...)
 	if _, err := Parse(bytes.NewReader(bomb), int64(len(bomb))); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("deflate bomb: got %v, want ErrTooLarge", err)
@@ -136,8 +130,9 @@ func TestParseHostile(t *testing.T) {
 // TestRLE decodes a frame with literal, replicate and no-op runs, and refuses ones that
 // overflow or end early.
 func TestRLE(t *testing.T) {
+	t.Parallel()
 	px := []uint16{0x0102, 0x0102, 0x0102, 0x0102, 0xFF00, 0x1234, 0x8000, 0x0001}
-	frame := encodeRLE16(px)
+	frame := dicomtest.EncodeRLE16(px)
 	got := make([]byte, 16)
 	if err := decodeRLE(got, frame, 2); err != nil {
 		t.Fatal(err)
@@ -163,6 +158,7 @@ func TestRLE(t *testing.T) {
 
 // TestDataSetValues decodes numbers as the VR says, in both byte orders.
 func TestDataSetValues(t *testing.T) {
+	t.Parallel()
 	for _, order := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
 		us := make([]byte, 2)
 		order.PutUint16(us, 512)

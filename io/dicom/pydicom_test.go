@@ -25,6 +25,7 @@ var sentinels = []error{ErrNotDICOM, ErrTruncated, ErrCorrupt, ErrUnsupported, E
 // reason. A few outcomes are pinned: the MR_small variants in five syntaxes, the truncated
 // files, JPEG, DICOMDIRs.
 func TestPydicomFiles(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(pydicomFiles); err != nil {
 		t.Skipf("pydicom's test files are not installed (apt-get install python3-pydicom): %v", err)
 	}

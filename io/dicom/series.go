@@ -1,19 +1,15 @@
 package dicom
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"math"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
-	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"
 )
 
@@ -90,304 +86,6 @@ func (s *Series) ID() string {
 // Dims are the volume's extents: columns, rows, slices.
 func (s *Series) Dims() [3]int { return [3]int{s.Columns, s.Rows, len(s.Slices)} }
 
-// Group assembles files into series (files without pixels are left out) and works out each
-// series' geometry; a series that does not make a regular volume has Err set (wrapping
-// ErrGeometry or ErrUnsupported). Series come sorted by StudyInstanceUID, SeriesNumber,
-// SeriesInstanceUID and part. Of files with one SOPInstanceUID, byte-identical copies are
-// left out (Series.Duplicates) and different ones fail their series (ErrDuplicate).
-func Group(files []*File) []*Series { return group(files, nil) }
-
-// broken is a candidate file that is DICOM, or could not be read to tell, and cannot be read:
-// file is what could be read of it (nil if nothing), err why not (naming it).
-type broken struct {
-	path string
-	file *File
-	err  error
-}
-
-// group is Group, failing the series of each broken file: the series of its
-// SeriesInstanceUID (every part) when it could be read, else every series with a file in its
-// folder. A broken file that fails no series becomes a failed series of its own: one per
-// SeriesInstanceUID, or one per folder for files that name none. No broken file is dropped.
-func group(files []*File, bad []broken) []*Series {
-	files, dups, conflicts := dedup(files)
-	out := assembleAll(files)
-	for _, s := range out {
-		for _, f := range s.Files {
-			s.Duplicates = append(s.Duplicates, dups[f]...)
-		}
-	}
-	for _, c := range conflicts {
-		for _, s := range out {
-			if slices.Contains(s.Files, c[0]) || slices.Contains(s.Files, c[1]) {
-				s.Err = fmt.Errorf("%w: %s and %s carry one SOP Instance UID but differ", ErrDuplicate, c[0].Path, c[1].Path)
-			}
-		}
-	}
-	failBroken(&out, bad)
-	slices.SortStableFunc(out, func(a, b *Series) int {
-		return cmp.Or(cmp.Compare(a.StudyUID, b.StudyUID), cmp.Compare(a.Number, b.Number), cmp.Compare(a.UID, b.UID),
-			cmp.Compare(a.EchoNumber, b.EchoNumber), cmp.Compare(firstInstance(a), firstInstance(b)), cmp.Compare(a.folder, b.folder))
-	})
-	parts := map[string]int{}
-	for _, s := range out {
-		if s.folder == "" {
-			parts[s.UID]++
-		}
-	}
-	for _, s := range out {
-		if s.folder == "" && parts[s.UID] > 1 {
-			parts[s.UID+"#"]++
-			s.Part = parts[s.UID+"#"]
-		}
-	}
-	return out
-}
-
-// dedup leaves out files whose SOPInstanceUID an earlier file has with the same bytes
-// (dups: the kept file's copies), and reports pairs that share one and differ.
-func dedup(files []*File) (kept []*File, dups map[*File][]string, conflicts [][2]*File) {
-	dups = map[*File][]string{}
-	bySOP := map[string][]*File{}
-	for _, f := range files {
-		uid := f.SOPInstanceUID
-		if uid == "" {
-			kept = append(kept, f)
-			continue
-		}
-		dup := false
-		for _, g := range bySOP[uid] {
-			if same, err := sameBytes(g, f); err == nil && same {
-				dups[g] = append(dups[g], f.Path)
-				dup = true
-				break
-			}
-		}
-		if dup {
-			continue
-		}
-		if len(bySOP[uid]) > 0 {
-			conflicts = append(conflicts, [2]*File{bySOP[uid][0], f})
-		}
-		bySOP[uid] = append(bySOP[uid], f)
-		kept = append(kept, f)
-	}
-	return kept, dups, conflicts
-}
-
-// sameBytes reports whether two files hold the same bytes.
-func sameBytes(a, b *File) (bool, error) {
-	if a.size != b.size {
-		return false, nil
-	}
-	ra, closeA, err := a.reader()
-	if err != nil {
-		return false, err
-	}
-	defer closeA()
-	rb, closeB, err := b.reader()
-	if err != nil {
-		return false, err
-	}
-	defer closeB()
-	ba, bb := make([]byte, windowSize), make([]byte, windowSize)
-	for off := int64(0); off < a.size; off += windowSize {
-		n := int(min(windowSize, a.size-off))
-		if err := readFull(ra, ba[:n], off); err != nil {
-			return false, err
-		}
-		if err := readFull(rb, bb[:n], off); err != nil {
-			return false, err
-		}
-		if !bytes.Equal(ba[:n], bb[:n]) {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// reader opens the file for reading (its own source when it has one).
-func (f *File) reader() (io.ReaderAt, func(), error) {
-	if f.src != nil {
-		return f.src, func() {}, nil
-	}
-	fh, _, err := regular.Open(f.Path)
-	if err != nil {
-		return nil, nil, err
-	}
-	return fh, func() { fh.Close() }, nil
-}
-
-// assembleAll keys each frame by SeriesInstanceUID, size, orientation, echo and pixel type,
-// and assembles each key's slices into a series.
-func assembleAll(files []*File) []*Series {
-	type key struct {
-		uid        string
-		rows, cols int
-		orient     [6]float64
-		echo       int
-		echoTime   float64
-		bits       int
-		signed     int
-	}
-	var keys []key
-	byKey := map[int][]Slice{}
-	for _, f := range files {
-		if !f.HasPixels() {
-			continue
-		}
-		for i, fr := range f.Frames {
-			k := key{f.SeriesInstanceUID, f.Rows, f.Columns, fr.Orientation, f.EchoNumber, fr.EchoTime, f.BitsAllocated, f.PixelRepresentation}
-			found := -1
-			for j, o := range keys {
-				if o.uid == k.uid && o.rows == k.rows && o.cols == k.cols && o.echo == k.echo && o.bits == k.bits &&
-					o.signed == k.signed && math.Abs(o.echoTime-k.echoTime) <= orientTolerance && sameOrientation(o.orient, k.orient) {
-					found = j
-					break
-				}
-			}
-			if found < 0 {
-				found = len(keys)
-				keys = append(keys, k)
-			}
-			byKey[found] = append(byKey[found], Slice{File: f, Frame: i, Position: fr.Position})
-		}
-	}
-	var out []*Series
-	for i, k := range keys {
-		sl := byKey[i]
-		s := seriesOf(sl[0].File)
-		s.Rows, s.Columns, s.orient = k.rows, k.cols, k.orient
-		seen := map[*File]bool{}
-		for _, x := range sl {
-			if !seen[x.File] {
-				seen[x.File] = true
-				s.Files = append(s.Files, x.File)
-			}
-		}
-		s.Err = s.assemble(sl)
-		out = append(out, s)
-	}
-	return out
-}
-
-// seriesOf is a series with f's identity and pixel format.
-func seriesOf(f *File) *Series {
-	return &Series{UID: f.SeriesInstanceUID, StudyUID: f.StudyInstanceUID, Number: f.SeriesNumber, EchoNumber: f.EchoNumber,
-		Description: f.SeriesDescription, ProtocolName: f.ProtocolName, PatientID: f.PatientID,
-		StudyDate: f.StudyDate, Modality: f.Modality, Rows: f.Rows, Columns: f.Columns,
-		BitsAllocated: f.BitsAllocated, BitsStored: f.BitsStored, Signed: f.PixelRepresentation == 1, Syntax: f.Syntax}
-}
-
-// failBroken fails the series of each broken file (see group), adding series for those that
-// fail none.
-func failBroken(out *[]*Series, bad []broken) {
-	type member struct {
-		err     error
-		unnamed bool // the file names no series: it fails those of its folder
-	}
-	failed := map[*Series][]member{}
-	var order []*Series // the series failed, in the order first failed
-	fail := func(s *Series, m member) {
-		if failed[s] == nil {
-			order = append(order, s)
-		}
-		failed[s] = append(failed[s], m)
-	}
-	var unnamed []broken
-	byUID := map[string]*Series{} // series whose files are all broken
-	for _, b := range bad {
-		if b.file == nil || b.file.SeriesInstanceUID == "" {
-			unnamed = append(unnamed, b)
-			continue
-		}
-		uid := b.file.SeriesInstanceUID
-		if s := byUID[uid]; s != nil {
-			s.Files = append(s.Files, b.file)
-			fail(s, member{err: b.err})
-			continue
-		}
-		hit := false
-		for _, s := range *out {
-			if s.UID == uid && s.folder == "" {
-				fail(s, member{err: b.err})
-				hit = true
-			}
-		}
-		if !hit {
-			s := seriesOf(b.file)
-			s.Files = []*File{b.file}
-			byUID[uid] = s
-			*out = append(*out, s)
-			fail(s, member{err: b.err})
-		}
-	}
-	byFolder := map[string]*Series{}
-	for _, b := range unnamed {
-		dir, hit := filepath.Dir(b.path), false
-		for _, s := range *out {
-			if s.folder == "" && slices.ContainsFunc(s.Files, func(f *File) bool { return filepath.Dir(f.Path) == dir }) {
-				fail(s, member{err: b.err, unnamed: true})
-				hit = true
-			}
-		}
-		if hit {
-			continue
-		}
-		s := byFolder[dir]
-		if s == nil {
-			s = &Series{folder: dir}
-			byFolder[dir] = s
-			*out = append(*out, s)
-		}
-		s.Files = append(s.Files, &File{Path: b.path})
-		fail(s, member{err: b.err})
-	}
-	for _, s := range order {
-		ms := failed[s]
-		switch {
-		case len(ms) == 1 && s.folder != "":
-			s.Err = fmt.Errorf("a DICOM file that names no series cannot be read: %w", ms[0].err)
-		case len(ms) == 1 && ms[0].unnamed:
-			s.Err = fmt.Errorf("a file in the series' folder that names no series cannot be read (it may be one of its slices): %w", ms[0].err)
-		case len(ms) == 1:
-			s.Err = fmt.Errorf("a file of the series cannot be read: %w", ms[0].err)
-		default:
-			const shown = 3
-			format := fmt.Sprintf("%d files of the series or its folder cannot be read: ", len(ms))
-			var args []any
-			for i, m := range ms {
-				if i == shown {
-					format += fmt.Sprintf("; and %d more", len(ms)-shown)
-					break
-				}
-				if i > 0 {
-					format += "; "
-				}
-				format += "%w"
-				args = append(args, m.err)
-			}
-			s.Err = fmt.Errorf(format, args...)
-		}
-	}
-}
-
-func firstInstance(s *Series) int {
-	if len(s.slicesInFileOrder) == 0 {
-		return 0
-	}
-	return s.slicesInFileOrder[0].File.InstanceNumber
-}
-
-func sameOrientation(a, b [6]float64) bool {
-	for i := range a {
-		if math.Abs(a[i]-b[i]) > orientTolerance {
-			return false
-		}
-	}
-	return true
-}
-
 // assemble orders the slices and works out the affine the way dcm2niix does: slices in
 // InstanceNumber order (by position when that order is not spatially sequential); the spacing
 // is the distance between the first two; the volume ascends along the normal (row x column
@@ -399,6 +97,53 @@ func (s *Series) assemble(sl []Slice) error {
 	})
 	s.slicesInFileOrder = sl
 	first := sl[0].File.Frames[sl[0].Frame]
+	if err := s.checkSlices(sl, first); err != nil {
+		return err
+	}
+	row, col := unit(vec(s.orient[0:3])), unit(vec(s.orient[3:6]))
+	if math.IsNaN(row[0]) || math.IsNaN(col[0]) || math.Abs(dot(row, col)) > 0.01 {
+		return fmt.Errorf("%w: ImageOrientationPatient %v (of %s) is not two orthogonal directions", ErrGeometry, s.orient, sl[0].name())
+	}
+	normal := cross(row, col)
+	dz, ascending, err := stackSlices(sl, normal, first)
+	if err != nil {
+		return err
+	}
+	n := len(sl)
+	origin := sl[0].Position
+	s.Slices = sl
+	if !ascending {
+		origin = sub(origin, scale(normal, float64(n-1)*dz))
+		s.Slices = slices.Clone(sl)
+		slices.Reverse(s.Slices)
+		s.flipSlices = true
+	}
+	dr, dc := first.PixelSpacing[0], first.PixelSpacing[1]
+	if dr == 0 || dc == 0 {
+		dr, dc = 1, 1 // as dcm2niix: no PixelSpacing, 1 mm
+	}
+	// Rows bottom-up (dcm2niix's default flip): the first stored row is DICOM's last.
+	origin = add(origin, scale(col, float64(s.Rows-1)*dr))
+	cols := [3][3]float64{scale(row, dc), scale(col, -dr), scale(normal, dz)}
+	for r := range 3 {
+		sign := 1.0
+		if r < 2 { // LPS to RAS
+			sign = -1
+		}
+		for c := range 3 {
+			s.Affine[r][c] = sign * cols[c][r]
+		}
+		s.Affine[r][3] = sign * origin[r]
+	}
+	s.Affine[3] = [4]float64{0, 0, 0, 1}
+	s.Spacing = [3]float64{dc, dr, dz}
+	return nil
+}
+
+// checkSlices sets the series' rescale from the first slice's frame (ScaleVaries when another
+// differs), and refuses slices without a position or orientation, files whose pixels cannot be
+// read, and a volume over MaxVoxels.
+func (s *Series) checkSlices(sl []Slice, first Frame) error {
 	s.Slope, s.Intercept = first.Slope, first.Intercept
 	for _, x := range sl {
 		fr := x.File.Frames[x.Frame]
@@ -421,65 +166,40 @@ func (s *Series) assemble(sl []Slice) error {
 	if v := int64(s.Rows) * int64(s.Columns) * int64(len(sl)); v > MaxVoxels {
 		return fmt.Errorf("%w: %d voxels, more than %d", ErrTooLarge, v, MaxVoxels)
 	}
-	row, col := unit(vec(s.orient[0:3])), unit(vec(s.orient[3:6]))
-	if math.IsNaN(row[0]) || math.IsNaN(col[0]) || math.Abs(dot(row, col)) > 0.01 {
-		return fmt.Errorf("%w: ImageOrientationPatient %v (of %s) is not two orthogonal directions", ErrGeometry, s.orient, sl[0].name())
-	}
-	normal := cross(row, col)
-	dr, dc := first.PixelSpacing[0], first.PixelSpacing[1]
-	if dr == 0 || dc == 0 {
-		dr, dc = 1, 1 // as dcm2niix: no PixelSpacing, 1 mm
-	}
+	return nil
+}
+
+// stackSlices orders the slices along the normal when their file order does not step along it
+// evenly, and returns the slice spacing (the distance between the first two; of a single
+// slice, its frame's spacing or thickness, else 1 mm) and whether the order ascends along the
+// normal. It refuses uneven spacing, gaps and sheared (tilted) stacks.
+func stackSlices(sl []Slice, normal vec3, first Frame) (dz float64, ascending bool, err error) {
 	n := len(sl)
 	proj := func(x Slice) float64 { return dot(x.Position, normal) }
 	if n > 1 && !sequential(sl, proj) {
 		slices.SortStableFunc(sl, func(a, b Slice) int { return cmp.Compare(proj(a), proj(b)) })
 	}
-	dz := first.SliceThickness
+	dz = first.SliceThickness
 	if first.SliceSpacing > 0 {
 		dz = first.SliceSpacing
 	}
 	if dz <= 0 {
 		dz = 1
 	}
-	ascending := true
-	if n > 1 {
-		dz = norm(sub(sl[1].Position, sl[0].Position))
-		ascending = proj(sl[1]) > proj(sl[0])
-		if err := checkSpacing(sl, proj, dz); err != nil {
-			return err
-		}
-		v := sub(sl[n-1].Position, sl[0].Position)
-		along := dot(v, normal)
-		if off := norm(sub(v, scale(normal, along))); off > tiltTolerance {
-			return fmt.Errorf("%w: the slices are sheared (gantry tilt of %.3g degrees: the last slice, %s, lies %.3g mm beside the normal through the first, %s); dcm2niix resamples such series, voxpipe does not",
-				ErrGeometry, math.Atan2(off, math.Abs(along))*180/math.Pi, sl[n-1].name(), off, sl[0].name())
-		}
+	if n == 1 {
+		return dz, true, nil
 	}
-	origin := sl[0].Position
-	s.Slices = sl
-	if !ascending {
-		origin = sub(origin, scale(normal, float64(n-1)*dz))
-		s.Slices = slices.Clone(sl)
-		slices.Reverse(s.Slices)
-		s.flipSlices = true
+	dz = norm(sub(sl[1].Position, sl[0].Position))
+	if err := checkSpacing(sl, proj, dz); err != nil {
+		return 0, false, err
 	}
-	// Rows bottom-up (dcm2niix's default flip): the first stored row is DICOM's last.
-	origin = add(origin, scale(col, float64(s.Rows-1)*dr))
-	cols := [3][3]float64{scale(row, dc), scale(col, -dr), scale(normal, dz)}
-	for r := range 3 {
-		sign := 1.0
-		if r < 2 { // LPS to RAS
-			sign = -1
-		}
-		for c := range 3 {
-			s.Affine[r][c] = sign * cols[c][r]
-		}
-		s.Affine[r][3] = sign * origin[r]
+	v := sub(sl[n-1].Position, sl[0].Position)
+	along := dot(v, normal)
+	if off := norm(sub(v, scale(normal, along))); off > tiltTolerance {
+		return 0, false, fmt.Errorf("%w: the slices are sheared (gantry tilt of %.3g degrees: the last slice, %s, lies %.3g mm beside the normal through the first, %s); dcm2niix resamples such series, voxpipe does not",
+			ErrGeometry, math.Atan2(off, math.Abs(along))*180/math.Pi, sl[n-1].name(), off, sl[0].name())
 	}
-	s.Affine[3] = [4]float64{0, 0, 0, 1}
-	s.Spacing = [3]float64{dc, dr, dz}
-	return nil
+	return dz, proj(sl[1]) > proj(sl[0]), nil
 }
 
 // sequential reports whether consecutive slices step along the normal by the same signed

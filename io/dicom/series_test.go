@@ -49,6 +49,7 @@ func stack(n int, instance func(k int) int, mod func(k int, sp *sliceSpec)) []sl
 // are stored bottom-up, and the affine is dcm2niix's (worked out by hand for axial slices:
 // column spacing 0.75 along -x, row spacing 0.5 along +y from the last DICOM row, 2 mm slices).
 func TestSeriesGeometry(t *testing.T) {
+	t.Parallel()
 	want := nifti.Affine{{-0.75, 0, 0, 5}, {0, 0.5, 0, -(7 + 2*0.5)}, {0, 0, 2, 10}, {0, 0, 0, 1}}
 	orders := map[string]func(k int) int{
 		"ascending": func(k int) int { return k + 1 },
@@ -88,6 +89,7 @@ func TestSeriesGeometry(t *testing.T) {
 // TestSeriesRefused: missing slices, varying spacing, tilt and repeated positions are
 // ErrGeometry; a spacing jitter below the tolerance is not.
 func TestSeriesRefused(t *testing.T) {
+	t.Parallel()
 	inc := func(k int) int { return k + 1 }
 	cases := map[string]func(k int, sp *sliceSpec){
 		"missing": func(k int, sp *sliceSpec) {
@@ -118,6 +120,7 @@ func TestSeriesRefused(t *testing.T) {
 // TestSeriesSplit: one UID whose files differ in orientation or echo makes several series,
 // numbered as parts; two UIDs make two series.
 func TestSeriesSplit(t *testing.T) {
+	t.Parallel()
 	specs := stack(6, func(k int) int { return k + 1 }, func(k int, sp *sliceSpec) {
 		if k%2 == 1 && k < 4 {
 			sp.echo = 2
@@ -146,6 +149,7 @@ func TestSeriesSplit(t *testing.T) {
 // TestSeriesPixels: BitsStored masks and sign-extends; slopes that vary by slice give float32
 // rescaled values; uint16 values above 32767 stay uint16.
 func TestSeriesPixels(t *testing.T) {
+	t.Parallel()
 	s := writeSeries(t, stack(2, func(k int) int { return k + 1 }, func(k int, sp *sliceSpec) {
 		sp.bitsStored, sp.signed = 12, true
 		sp.pixels[0] = 0xF800 | 0x0FFF // garbage above bit 11; 12-bit -1
@@ -185,6 +189,7 @@ func TestSeriesPixels(t *testing.T) {
 // TestSeriesMultiFrame reads an enhanced-style file (per-frame positions, frames in reverse
 // order), native and RLE, as one volume ascending along the normal.
 func TestSeriesMultiFrame(t *testing.T) {
+	t.Parallel()
 	for _, ts := range []TransferSyntax{ExplicitVRLittleEndian, ImplicitVRLittleEndian, RLELossless} {
 		var all []uint16
 		var pos [][3]float64
@@ -214,6 +219,7 @@ func TestSeriesMultiFrame(t *testing.T) {
 
 // TestNames: templates expand, sanitise, and are checked.
 func TestNames(t *testing.T) {
+	t.Parallel()
 	s := &Series{UID: "1.2", PatientID: "PID 42/x", StudyDate: "20240102", Number: 7, Description: " T1 (axial) ü"}
 	if got := s.Name("%i_%t_%s_%d"); got != "PID_42_x_20240102_7_T1_axial" {
 		t.Errorf("Name = %q", got)

@@ -2,7 +2,6 @@ package dicom
 
 import (
 	"bytes"
-	"compress/flate"
 	"errors"
 	"io/fs"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"voxpipe/internal/dicomtest"
 	"voxpipe/internal/regular"
 )
 
@@ -65,18 +65,14 @@ func truncate(t *testing.T, path string, n int) {
 // (it is DICOM), and a series in another folder is read as usual. A member that names no
 // series (cut inside its meta group, or that cannot be opened) fails the series of its folder.
 func TestBrokenMemberFailsSeries(t *testing.T) {
+	t.Parallel()
 	inc := func(k int) int { return k + 1 }
 	// appendBadSequence appends, after the pixel data, a sequence whose item is not an item.
 	appendBadSequence := func(t *testing.T, path string) {
-		bad := newEnc(ExplicitVRLittleEndian)
-		bad.tag(0x00091001)
-		bad.buf.WriteString("SQ")
-		bad.u16(0)
-		bad.u32(undefinedLength)
-		bad.tag(0x00100010)
-		bad.u32(0)
+		bad := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Header(0x00091001, "SQ", undefinedLength)
+		bad.Tag(0x00100010).U32(0)
 		b, _ := os.ReadFile(path)
-		os.WriteFile(path, append(b, bad.buf.Bytes()...), 0o644)
+		os.WriteFile(path, append(b, bad.Bytes()...), 0o644)
 	}
 	cases := []struct {
 		name   string
@@ -126,6 +122,7 @@ func TestBrokenMemberFailsSeries(t *testing.T) {
 // TestUnreadableMemberFailsSeries: a member the process may not read (chmod 000) fails the
 // series of its folder, named. Root reads anything: the case is then covered by "gone".
 func TestUnreadableMemberFailsSeries(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		t.Skip("root reads files whatever their mode")
 	}
@@ -147,6 +144,7 @@ func TestUnreadableMemberFailsSeries(t *testing.T) {
 // either side of a gap or of a spacing that changes, the first and last of a tilted series, the
 // files that share a position.
 func TestSeriesErrorsNameFiles(t *testing.T) {
+	t.Parallel()
 	inc := func(k int) int { return k + 1 }
 	cases := map[string]struct {
 		mod  func(k int, sp *sliceSpec)
@@ -190,6 +188,7 @@ func TestSeriesErrorsNameFiles(t *testing.T) {
 // TestDuplicateFiles: a byte-identical copy of a member (another name, the same SOP Instance
 // UID) is dropped; two different files with one SOP Instance UID fail the series, naming both.
 func TestDuplicateFiles(t *testing.T) {
+	t.Parallel()
 	specs := stack(5, func(k int) int { return k + 1 }, func(k int, sp *sliceSpec) { sp.sop = "1.2.3.4." + strconv.Itoa(k) })
 	dir := t.TempDir()
 	paths := writeFiles(t, dir, specs)
@@ -217,34 +216,6 @@ func TestDuplicateFiles(t *testing.T) {
 	}
 }
 
-// zeroMiB is the raw deflate data of 1 MiB of zeros from a fresh compressor, ended by a
-// flush: byte-aligned non-final blocks that refer only to their own output, so that copies of
-// it may follow any output (about 1 KiB each).
-var zeroMiB = func() []byte {
-	var b bytes.Buffer
-	w, _ := flate.NewWriter(&b, 6)
-	w.Write(make([]byte, 1<<20))
-	w.Flush()
-	return b.Bytes()
-}()
-
-// deflatedBomb is a deflated Part 10 file whose data set inflates to head, mib MiB of zeros,
-// then tail: one raw deflate stream, about mib KiB long.
-func deflatedBomb(head []byte, mib int, tail []byte) []byte {
-	var b bytes.Buffer
-	b.Write(part10As(DeflatedExplicitVRLE, nil, false))
-	w, _ := flate.NewWriter(&b, 6)
-	w.Write(head)
-	w.Flush()
-	for range mib {
-		b.Write(zeroMiB)
-	}
-	w, _ = flate.NewWriter(&b, 6)
-	w.Write(tail)
-	w.Close()
-	return b.Bytes()
-}
-
 // bombs are deflated files of a few KiB to 1 MiB that inflate to up to 1 GiB, or end or break
 // where they should not, with the error each must fail with.
 func bombs(uid string) map[string]struct {
@@ -254,11 +225,7 @@ func bombs(uid string) map[string]struct {
 	img := sliceSpec{syntax: ExplicitVRLittleEndian, uid: uid, instance: 1, orient: axial, rows: 3, cols: 4, bitsStored: 16, pixels: make([]uint16, 12)}
 	ds := img.dataset()
 	// A private OB element declaring 1 GiB, which follows, before the image.
-	blob := newEnc(ExplicitVRLittleEndian)
-	blob.tag(0x00091010)
-	blob.buf.WriteString("OB")
-	blob.u16(0)
-	blob.u32(1 << 30)
+	blob := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Header(0x00091010, "OB", 1<<30)
 	// An image declaring 4096x4096 pixels, of which 8 MiB follow.
 	big := img
 	big.uid = uid + ".3"
@@ -268,14 +235,10 @@ func bombs(uid string) map[string]struct {
 	bigHead = append(bigHead, 0, 0, 0, 2)
 	// A second pixel data element declaring 1 GiB, which follows.
 	img.uid = uid + ".4"
-	second := newEnc(ExplicitVRLittleEndian)
-	second.buf.Write(img.dataset())
-	second.tag(tagPixelData)
-	second.buf.WriteString("OW")
-	second.u16(0)
-	second.u32(1 << 30)
+	second := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Raw(img.dataset())
+	second.Header(uint32(tagPixelData), "OW", 1<<30)
 	// Garbage after a good start: not a deflate stream.
-	garbage := deflatedBomb(ds[:40], 0, nil)
+	garbage := dicomtest.DeflatedBomb(ds[:40], 0, nil)
 	garbage = append(garbage[:len(garbage)-8], bytes.Repeat([]byte{0xFF}, 4096)...)
 	img.uid = uid + ".2"
 	ds2 := img.dataset()
@@ -283,12 +246,12 @@ func bombs(uid string) map[string]struct {
 		b    []byte
 		want error
 	}{
-		"1 GiB after the pixels":   {deflatedBomb(ds2, 1024, nil), ErrTooLarge},
-		"1 GiB private element":    {deflatedBomb(blob.buf.Bytes(), 1024, ds), ErrTooLarge},
-		"1 GiB second pixel data":  {deflatedBomb(second.buf.Bytes(), 1024, nil), ErrTooLarge},
-		"image cut short":          {deflatedBomb(bigHead, 8, nil), ErrTruncated},
+		"1 GiB after the pixels":   {dicomtest.DeflatedBomb(ds2, 1024, nil), ErrTooLarge},
+		"1 GiB private element":    {dicomtest.DeflatedBomb(blob.Bytes(), 1024, ds), ErrTooLarge},
+		"1 GiB second pixel data":  {dicomtest.DeflatedBomb(second.Bytes(), 1024, nil), ErrTooLarge},
+		"image cut short":          {dicomtest.DeflatedBomb(bigHead, 8, nil), ErrTruncated},
 		"damaged stream":           {garbage, ErrCorrupt},
-		"256 MiB after the pixels": {deflatedBomb(ds, 256, nil), ErrTooLarge},
+		"256 MiB after the pixels": {dicomtest.DeflatedBomb(ds, 256, nil), ErrTooLarge},
 	}
 }
 
@@ -393,7 +356,7 @@ func TestDeflatedSeriesStreams(t *testing.T) {
 	for i := len(flipped) / 2; i < len(flipped)/2+64; i++ {
 		flipped[i] ^= 0xA5
 	}
-	longer := deflatedBomb(stack(1, func(int) int { return 3 }, nil)[0].dataset(), 4, nil)
+	longer := dicomtest.DeflatedBomb(stack(1, func(int) int { return 3 }, nil)[0].dataset(), 4, nil)
 	for name, b := range map[string][]byte{"flipped": flipped, "longer": longer, "cut": good[:len(good)-100]} {
 		os.WriteFile(paths[2], b, 0o644)
 		_, err := s.ReadRaw(dst, 2)
@@ -406,6 +369,7 @@ func TestDeflatedSeriesStreams(t *testing.T) {
 // TestScanFIFO: a FIFO in a DICOM folder is listed as skipped, not opened (a FIFO with no
 // writer blocks an open for reading forever), and a FIFO named on its own is an error.
 func TestScanFIFO(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, stack(3, func(k int) int { return k + 1 }, nil))
 	fifo := filepath.Join(dir, "pipe")
@@ -443,12 +407,12 @@ func TestScanFIFO(t *testing.T) {
 // TestCutAfterMetaGroup: a file with a meta group that names no transfer syntax, cut right
 // after it, is DICOM cut short (it fails the series of its folder), not "not DICOM".
 func TestCutAfterMetaGroup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	paths := writeFiles(t, dir, stack(3, func(k int) int { return k + 1 }, nil))
-	meta := newEnc(ExplicitVRLittleEndian)
-	meta.str(tagMediaStorageSOPClass, "UI", "1.2.840.10008.5.1.4.1.1.4")
+	meta := dicomtest.NewEnc(dicomtest.ExplicitVRLittleEndian).Str(uint32(tagMediaStorageSOPClass), "UI", dicomtest.MRImageStorage)
 	cut := filepath.Join(dir, "IM9")
-	os.WriteFile(cut, append(append(make([]byte, 128), "DICM"...), meta.buf.Bytes()...), 0o644)
+	os.WriteFile(cut, append(append(make([]byte, 128), "DICM"...), meta.Bytes()...), 0o644)
 	scan := ScanFiles(append(paths, cut), 1)
 	if len(scan.Skipped) != 0 || len(scan.Series) != 1 || !errors.Is(scan.Series[0].Err, ErrTruncated) || !strings.Contains(scan.Series[0].Err.Error(), cut) {
 		t.Errorf("skipped %v, series %v", scan.Skipped, scan.Series)

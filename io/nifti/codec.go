@@ -254,10 +254,11 @@ func tooMany(h *Header, limit int64) error {
 // pair selects the "ni1"/"ni2" magic and vox_offset 0 of a .hdr/.img pair; otherwise
 // "n+1"/"n+2" and the data right after the extensions: vox_offset is the header size + 4 +
 // the extensions' sizes, a multiple of 16. Datatype, BitPix, VoxOffset, Magic and
-// ExtensionLen are derived, not taken from h.
-func encodeHeader(h *Header, pair bool) ([]byte, error) {
-	if _, err := checkGeometry(h); err != nil {
-		return nil, err
+// ExtensionLen are derived, not taken from h. It also returns where the voxels go (Layout).
+func encodeHeader(h *Header, pair bool) ([]byte, Layout, error) {
+	g, err := checkGeometry(h)
+	if err != nil {
+		return nil, Layout{}, err
 	}
 	order := h.ByteOrder
 	if order == nil {
@@ -268,21 +269,20 @@ func encodeHeader(h *Header, pair bool) ([]byte, error) {
 		version = 1
 	}
 	if version != 1 && version != 2 {
-		return nil, fmt.Errorf("nifti: cannot write header version %d", h.Version)
+		return nil, Layout{}, fmt.Errorf("nifti: cannot write header version %d", h.Version)
 	}
 	for _, s := range []struct {
 		name, v string
 		max     int
 	}{{"descrip", h.Descrip, 80}, {"aux_file", h.AuxFile, 24}, {"intent_name", h.IntentName, 16}} {
 		if len(s.v) > s.max {
-			return nil, fmt.Errorf("nifti: %s is %d bytes, the field holds %d", s.name, len(s.v), s.max)
+			return nil, Layout{}, fmt.Errorf("nifti: %s is %d bytes, the field holds %d", s.name, len(s.v), s.max)
 		}
 	}
-	bitpix := int16(8 * h.Datatype.Size())
 	size := headerSize(version)
 	area, err := extensionArea(h.Extensions)
 	if err != nil {
-		return nil, err
+		return nil, Layout{}, err
 	}
 	b := make([]byte, size+4, size+4+int(area))
 	if len(h.Extensions) > 0 {
@@ -290,76 +290,100 @@ func encodeHeader(h *Header, pair bool) ([]byte, error) {
 		b[size] = 1
 	}
 	voxOffset := int64(len(b)) // at most maxExtensionBytes past the header: exact as a float32
+	if pair {
+		voxOffset = 0 // a pair's .hdr leaves vox_offset 0
+	}
 	w := fieldWriter{b: b, o: order}
 	w.i32(0, int32(size))
 	if version == 1 {
-		fields := []struct {
+		if err := fitsNIfTI1(h); err != nil {
+			return nil, Layout{}, err
+		}
+		encodeFields1(w, h, pair, voxOffset)
+	} else {
+		encodeFields2(w, h, pair, voxOffset)
+	}
+	return b, g.layout(voxOffset), nil
+}
+
+// fitsNIfTI1 refuses a header whose integer fields do not fit NIfTI-1's int16.
+func fitsNIfTI1(h *Header) error {
+	fields := []struct {
+		name string
+		v    int64
+	}{
+		{"intent_code", int64(h.IntentCode)}, {"slice_start", h.SliceStart}, {"slice_end", h.SliceEnd},
+		{"qform_code", int64(h.QformCode)}, {"sform_code", int64(h.SformCode)},
+	}
+	for i, d := range h.Dim {
+		fields = append(fields, struct {
 			name string
 			v    int64
-		}{
-			{"intent_code", int64(h.IntentCode)}, {"slice_start", h.SliceStart}, {"slice_end", h.SliceEnd},
-			{"qform_code", int64(h.QformCode)}, {"sform_code", int64(h.SformCode)},
-		}
-		for i, d := range h.Dim {
-			fields = append(fields, struct {
-				name string
-				v    int64
-			}{fmt.Sprintf("dim[%d]", i), d})
-		}
-		for _, f := range fields {
-			if f.v < math.MinInt16 || f.v > math.MaxInt16 {
-				return nil, fmt.Errorf("nifti: %s %d does not fit NIfTI-1 (int16); write NIfTI-2", f.name, f.v)
-			}
-		}
-		b[38] = 'r' // "regular", as niftilib writes it for Analyze readers
-		b[39] = h.DimInfo
-		for i, d := range h.Dim {
-			w.i16(40+2*i, int16(d))
-		}
-		w.f32(56, h.IntentP1)
-		w.f32(60, h.IntentP2)
-		w.f32(64, h.IntentP3)
-		w.i16(68, int16(h.IntentCode))
-		w.i16(70, int16(h.Datatype))
-		w.i16(72, bitpix)
-		w.i16(74, int16(h.SliceStart))
-		for i, p := range h.PixDim {
-			w.f32(76+4*i, p)
-		}
-		if !pair {
-			w.f32(108, float64(voxOffset))
-		}
-		w.f32(112, h.SclSlope)
-		w.f32(116, h.SclInter)
-		w.i16(120, int16(h.SliceEnd))
-		b[122], b[123] = h.SliceCode, h.XYZTUnits
-		w.f32(124, h.CalMax)
-		w.f32(128, h.CalMin)
-		w.f32(132, h.SliceDur)
-		w.f32(136, h.TOffset)
-		copy(b[148:228], h.Descrip)
-		copy(b[228:252], h.AuxFile)
-		w.i16(252, int16(h.QformCode))
-		w.i16(254, int16(h.SformCode))
-		w.f32(256, h.QuaternB)
-		w.f32(260, h.QuaternC)
-		w.f32(264, h.QuaternD)
-		w.f32(268, h.QoffsetX)
-		w.f32(272, h.QoffsetY)
-		w.f32(276, h.QoffsetZ)
-		for i := range 4 {
-			w.f32(280+4*i, h.SrowX[i])
-			w.f32(296+4*i, h.SrowY[i])
-			w.f32(312+4*i, h.SrowZ[i])
-		}
-		copy(b[328:344], h.IntentName)
-		copy(b[344:348], magicFor(1, pair))
-		return b, nil
+		}{fmt.Sprintf("dim[%d]", i), d})
 	}
+	for _, f := range fields {
+		if f.v < math.MinInt16 || f.v > math.MaxInt16 {
+			return fmt.Errorf("nifti: %s %d does not fit NIfTI-1 (int16); write NIfTI-2", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// encodeFields1 writes h's fields at their NIfTI-1 offsets (after sizeof_hdr), BitPix derived
+// from the datatype and vox_offset as given (a pair's stays 0).
+func encodeFields1(w fieldWriter, h *Header, pair bool, voxOffset int64) {
+	b := w.b
+	b[38] = 'r' // "regular", as niftilib writes it for Analyze readers
+	b[39] = h.DimInfo
+	for i, d := range h.Dim {
+		w.i16(40+2*i, int16(d))
+	}
+	w.f32(56, h.IntentP1)
+	w.f32(60, h.IntentP2)
+	w.f32(64, h.IntentP3)
+	w.i16(68, int16(h.IntentCode))
+	w.i16(70, int16(h.Datatype))
+	w.i16(72, int16(8*h.Datatype.Size()))
+	w.i16(74, int16(h.SliceStart))
+	for i, p := range h.PixDim {
+		w.f32(76+4*i, p)
+	}
+	w.f32(108, float64(voxOffset))
+	w.f32(112, h.SclSlope)
+	w.f32(116, h.SclInter)
+	w.i16(120, int16(h.SliceEnd))
+	b[122], b[123] = h.SliceCode, h.XYZTUnits
+	w.f32(124, h.CalMax)
+	w.f32(128, h.CalMin)
+	w.f32(132, h.SliceDur)
+	w.f32(136, h.TOffset)
+	copy(b[148:228], h.Descrip)
+	copy(b[228:252], h.AuxFile)
+	w.i16(252, int16(h.QformCode))
+	w.i16(254, int16(h.SformCode))
+	w.f32(256, h.QuaternB)
+	w.f32(260, h.QuaternC)
+	w.f32(264, h.QuaternD)
+	w.f32(268, h.QoffsetX)
+	w.f32(272, h.QoffsetY)
+	w.f32(276, h.QoffsetZ)
+	for i := range 4 {
+		w.f32(280+4*i, h.SrowX[i])
+		w.f32(296+4*i, h.SrowY[i])
+		w.f32(312+4*i, h.SrowZ[i])
+	}
+	copy(b[328:344], h.IntentName)
+	copy(b[344:348], magicFor(1, pair))
+}
+
+// encodeFields2 writes h's fields at their NIfTI-2 offsets (after sizeof_hdr), as
+// encodeFields1 does.
+func encodeFields2(w fieldWriter, h *Header, pair bool, voxOffset int64) {
+	b := w.b
 	copy(b[4:8], magicFor(2, pair))
 	copy(b[8:12], n2MagicTail)
 	w.i16(12, int16(h.Datatype))
-	w.i16(14, bitpix)
+	w.i16(14, int16(8*h.Datatype.Size()))
 	for i, d := range h.Dim {
 		w.i64(16+8*i, d)
 	}
@@ -369,9 +393,7 @@ func encodeHeader(h *Header, pair bool) ([]byte, error) {
 	for i, p := range h.PixDim {
 		w.f64(104+8*i, p)
 	}
-	if !pair {
-		w.i64(168, voxOffset)
-	}
+	w.i64(168, voxOffset)
 	w.f64(176, h.SclSlope)
 	w.f64(184, h.SclInter)
 	w.f64(192, h.CalMax)
@@ -400,7 +422,6 @@ func encodeHeader(h *Header, pair bool) ([]byte, error) {
 	w.i32(504, h.IntentCode)
 	copy(b[508:524], h.IntentName)
 	b[524] = h.DimInfo
-	return b, nil
 }
 
 func magicFor(version int, pair bool) string {

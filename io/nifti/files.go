@@ -13,10 +13,10 @@ import (
 // image file. It only looks the files up (os.Stat); a missing partner is an error wrapping
 // os.ErrNotExist.
 func Files(path string) ([]string, error) {
-	layout := layoutOf(path)
-	groups := [][]string{layout.headers}
-	if layout.pair {
-		groups = append(groups, layout.images)
+	names := namesOf(path)
+	groups := [][]string{names.headers}
+	if names.pair {
+		groups = append(groups, names.images)
 	}
 	var files []string
 	for _, candidates := range groups {
@@ -40,7 +40,7 @@ func Files(path string) ([]string, error) {
 // data file is long enough; a gzipped one's trailer (ISIZE, the uncompressed size mod 2^32)
 // is the size the header implies. Errors wrap ErrTruncated or ErrCorrupt.
 func CheckComplete(path string, h *Header) error {
-	g, err := checkGeometry(h)
+	lay, err := LayoutOf(h)
 	if err != nil {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
@@ -49,7 +49,7 @@ func CheckComplete(path string, h *Header) error {
 		return err
 	}
 	data := files[len(files)-1]
-	end := h.VoxOffset + g.volumes*g.volBytes
+	end := lay.End()
 	f, st, err := regular.Open(data)
 	if err != nil {
 		return err

@@ -53,7 +53,7 @@ func FuzzHeader(f *testing.F) {
 	// Broken files ReadHeaderRaw decodes anyway: a header cut short, complex64, a negative dim.
 	for _, version := range []int{1, 2} {
 		h := testHeader(Int16, version, binary.LittleEndian, 6, 5, 4)
-		enc, err := encodeHeader(h, false)
+		enc, _, err := encodeHeader(h, false)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func FuzzHeader(f *testing.F) {
 			return
 		}
 		pair := h.Magic[1] == 'i'
-		enc, err := encodeHeader(h, pair)
+		enc, _, err := encodeHeader(h, pair)
 		if err != nil {
 			t.Fatalf("a decoded header does not encode: %v", err)
 		}
@@ -147,21 +147,9 @@ func FuzzReadSlabs(f *testing.F) {
 		if int64(n)*int64(r.SliceVoxels()*elem) > int64(len(b))*maxDeflateRatio+1<<16 {
 			t.Fatalf("Open accepted %d slices of %d bytes from a %d-byte file", n, r.SliceVoxels()*elem, len(b))
 		}
-		buf := make([]byte, n*r.SliceVoxels()*elem)
-		var raw []byte
-		for {
-			k, err := r.ReadSlicesRaw(buf, n)
-			raw = append(raw, buf[:k*r.SliceVoxels()*elem]...)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				checkClassified(t, err, "f.nii")
-				return
-			}
-		}
-		if len(raw) != r.SliceVoxels()*r.Depth()*elem {
-			t.Fatalf("read %d bytes, want %d", len(raw), r.SliceVoxels()*r.Depth()*elem)
+		raw, ok := readSlabs(t, r, n)
+		if !ok {
+			return
 		}
 		r2, err := Open("f.nii", withOpener(files.open))
 		if err != nil {
@@ -181,42 +169,77 @@ func FuzzReadSlabs(f *testing.F) {
 		// Positional reads, last slab first, give the same bytes; gzip refuses them, unless
 		// inflated whole (WithInflateThreads), which then reads the same bytes both ways.
 		if !r2.Seekable() {
-			if _, err := r2.ReadSlicesRawAt(buf, 0, 1); !errors.Is(err, ErrNotSeekable) {
-				t.Fatalf("positional read of gzip data: %v", err)
-			}
-			r3, err := Open("f.nii", withOpener(files.open), WithInflateThreads(3))
-			if err != nil {
-				t.Fatalf("Open with WithInflateThreads of a file that read raw: %v", err)
-			}
-			defer r3.Close()
-			seq := make([]byte, len(raw))
-			if _, err := r3.ReadSlicesRaw(seq, r3.Depth()); err != nil || !bytes.Equal(seq, raw) {
-				t.Fatalf("WithInflateThreads: sequential read %v, equal %v", err, bytes.Equal(seq, raw))
-			}
-			if r3.Seekable() {
-				at := make([]byte, len(raw))
-				if _, err := r3.ReadSlicesRawAt(at, 0, r3.Depth()); err != nil || !bytes.Equal(at, raw) {
-					t.Fatalf("WithInflateThreads: positional read %v, equal %v", err, bytes.Equal(at, raw))
-				}
-			}
+			checkGzipPositional(t, files, r2, raw)
 			return
 		}
-		plane := r2.SliceVoxels() * elem
-		rawAt := make([]byte, len(raw))
-		flAt := make([]float32, len(fl))
-		for z := (r2.Depth() - 1) / n * n; z >= 0; z -= n {
-			want := min(n, r2.Depth()-z)
-			if k, err := r2.ReadSlicesRawAt(rawAt[z*plane:], z, n); k != want || err != nil {
-				t.Fatalf("ReadSlicesRawAt z %d: %d, %v", z, k, err)
-			}
-			if k, err := r2.ReadSlicesFloat32At(flAt[z*r2.SliceVoxels():], z, n); k != want || err != nil {
-				t.Fatalf("ReadSlicesFloat32At z %d: %d, %v", z, k, err)
-			}
-		}
-		if !bytes.Equal(rawAt, raw) || !bytes.Equal(bytesOf(flAt), bytesOf(fl)) {
-			t.Fatal("positional reads differ from the sequential ones")
-		}
+		checkPositional(t, r2, n, raw, fl)
 	})
+}
+
+// readSlabs reads r's volume in slabs of n slices; it reports false where a read failed
+// (with a classified error).
+func readSlabs(t *testing.T, r *Reader, n int) ([]byte, bool) {
+	elem := r.Datatype().Size()
+	buf := make([]byte, n*r.SliceVoxels()*elem)
+	var raw []byte
+	for {
+		k, err := r.ReadSlicesRaw(buf, n)
+		raw = append(raw, buf[:k*r.SliceVoxels()*elem]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			checkClassified(t, err, "f.nii")
+			return nil, false
+		}
+	}
+	if len(raw) != r.SliceVoxels()*r.Depth()*elem {
+		t.Fatalf("read %d bytes, want %d", len(raw), r.SliceVoxels()*r.Depth()*elem)
+	}
+	return raw, true
+}
+
+// checkGzipPositional: r2 (gzip data, read sequentially) refuses positional reads; opened
+// with WithInflateThreads it reads raw both ways.
+func checkGzipPositional(t *testing.T, files memFiles, r2 *Reader, raw []byte) {
+	if _, err := r2.ReadSlicesRawAt(make([]byte, r2.SliceVoxels()*r2.Datatype().Size()), 0, 1); !errors.Is(err, ErrNotSeekable) {
+		t.Fatalf("positional read of gzip data: %v", err)
+	}
+	r3, err := Open("f.nii", withOpener(files.open), WithInflateThreads(3))
+	if err != nil {
+		t.Fatalf("Open with WithInflateThreads of a file that read raw: %v", err)
+	}
+	defer r3.Close()
+	seq := make([]byte, len(raw))
+	if _, err := r3.ReadSlicesRaw(seq, r3.Depth()); err != nil || !bytes.Equal(seq, raw) {
+		t.Fatalf("WithInflateThreads: sequential read %v, equal %v", err, bytes.Equal(seq, raw))
+	}
+	if r3.Seekable() {
+		at := make([]byte, len(raw))
+		if _, err := r3.ReadSlicesRawAt(at, 0, r3.Depth()); err != nil || !bytes.Equal(at, raw) {
+			t.Fatalf("WithInflateThreads: positional read %v, equal %v", err, bytes.Equal(at, raw))
+		}
+	}
+}
+
+// checkPositional: positional reads of r2 in slabs of n slices, last slab first, give raw
+// and fl, what the sequential reads gave.
+func checkPositional(t *testing.T, r2 *Reader, n int, raw []byte, fl []float32) {
+	plane := r2.SliceVoxels() * r2.Datatype().Size()
+	rawAt := make([]byte, len(raw))
+	flAt := make([]float32, len(fl))
+	for z := (r2.Depth() - 1) / n * n; z >= 0; z -= n {
+		want := min(n, r2.Depth()-z)
+		if k, err := r2.ReadSlicesRawAt(rawAt[z*plane:], z, n); k != want || err != nil {
+			t.Fatalf("ReadSlicesRawAt z %d: %d, %v", z, k, err)
+		}
+		if k, err := r2.ReadSlicesFloat32At(flAt[z*r2.SliceVoxels():], z, n); k != want || err != nil {
+			t.Fatalf("ReadSlicesFloat32At z %d: %d, %v", z, k, err)
+		}
+	}
+	if !bytes.Equal(rawAt, raw) || !bytes.Equal(bytesOf(flAt), bytesOf(fl)) {
+		t.Fatal("positional reads differ from the sequential ones")
+	}
 }
 
 // TestFuzzSeedCorpus writes testdata/fuzz/{FuzzHeader,FuzzReadSlabs} from the nibabel fixtures

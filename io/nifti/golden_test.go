@@ -65,7 +65,7 @@ func TestMaskGolden(t *testing.T) {
 			}
 
 			golden := filepath.Join("testdata/golden", "mask_"+strings.TrimSuffix(ref, ".nii.gz")+".hdr.bin")
-			hdr, err := encodeHeader(mh, false)
+			hdr, _, err := encodeHeader(mh, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,6 +117,7 @@ func TestMaskGolden(t *testing.T) {
 }
 
 func TestMaskHeaderRules(t *testing.T) {
+	t.Parallel()
 	ref := testHeader(Float32, 2, binary.BigEndian, 10, 11, 12, 5)
 	ref.IntentCode, ref.IntentName, ref.IntentP1 = 2003, "vector", 7
 	ref.SclSlope, ref.SclInter = 0.5, 100

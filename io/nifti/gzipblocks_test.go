@@ -16,7 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
+	"testing/synctest"
 	"voxpipe/internal/testexec"
 )
 
@@ -88,6 +88,7 @@ func writePieces(t *testing.T, z *blockGzip, data []byte, cuts []int) {
 // level runs with a 4 KiB block; the real block size runs at level 1, and at levels 0 and 9 for
 // several blocks of mostly-zero data (the race detector makes more slow).
 func TestBlockGzipRoundTrip(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, bs := range []int{4096, gzipBlockSize} {
 		sizes := []int{0, 1, bs - 1, bs, bs + 1, 5*bs + 7}
@@ -165,6 +166,7 @@ func commonPrefix(a, b []byte) int {
 // TestBlockGzipDoesNotRetain: once Write has returned, the caller's buffer is its own again;
 // overwriting it must not change the file (big writes are read in place, then released).
 func TestBlockGzipDoesNotRetain(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 6))
 	const bs = 8192
 	for _, workers := range []int{1, 2, 5} {
@@ -196,6 +198,7 @@ func TestBlockGzipDoesNotRetain(t *testing.T) {
 // TestBlockGzipReuse: one blockGzip writes several files in turn, as the free list reuses them,
 // including after an abort and after a failed write.
 func TestBlockGzipReuse(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 8))
 	z, _ := newBlockGzip(6, 3, 4096)
 	for i := range 12 {
@@ -231,64 +234,65 @@ func TestBlockGzipReuse(t *testing.T) {
 	}
 }
 
-// stableGoroutines waits for the goroutine count to drop back to at most n.
+// stableGoroutines waits until the other goroutines of the test's synctest bubble have
+// exited or are blocked for good, then checks that no more than n goroutines are left.
 func stableGoroutines(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > n {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, want <= %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if got := runtime.NumGoroutine(); got > n {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines, want <= %d:\n%s", got, n, buf[:runtime.Stack(buf, true)])
 	}
 }
 
 // TestBlockGzipErrors: the first write error wins and comes back from Write or Close; nothing
 // is written after it; no goroutine outlives Close or Abort, error or not.
 func TestBlockGzipErrors(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	data := randomBytes(rng, 50*4096)
-	base := runtime.NumGoroutine()
-	for _, after := range []int{0, 5, 4096, 20 * 4096, 40 * 4096} {
-		for _, abort := range []bool{false, true} {
-			fw := &countingFailer{after: after}
-			z, _ := newBlockGzip(0, 4, 4096)
-			z.reset(fw)
-			var werr error
-			for at := 0; at < len(data) && werr == nil; at += 10000 {
-				_, werr = z.Write(data[at:min(len(data), at+10000)])
-			}
-			var cerr error
-			if abort {
-				z.Abort()
-			} else {
-				cerr = z.Close()
-			}
-			if !abort && cerr == nil {
-				t.Errorf("after %d: Close succeeded", after)
-			}
-			for _, err := range []error{werr, cerr} {
-				if err != nil && !strings.Contains(err.Error(), "disk full") {
-					t.Errorf("after %d: error %v is not the write error", after, err)
+	// In a bubble, so that stableGoroutines can wait for the compressor's goroutines.
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(9, 10))
+		data := randomBytes(rng, 50*4096)
+		base := runtime.NumGoroutine()
+		for _, after := range []int{0, 5, 4096, 20 * 4096, 40 * 4096} {
+			for _, abort := range []bool{false, true} {
+				fw := &countingFailer{after: after}
+				z, _ := newBlockGzip(0, 4, 4096)
+				z.reset(fw)
+				var werr error
+				for at := 0; at < len(data) && werr == nil; at += 10000 {
+					_, werr = z.Write(data[at:min(len(data), at+10000)])
 				}
+				var cerr error
+				if abort {
+					z.Abort()
+				} else {
+					cerr = z.Close()
+				}
+				if !abort && cerr == nil {
+					t.Errorf("after %d: Close succeeded", after)
+				}
+				for _, err := range []error{werr, cerr} {
+					if err != nil && !strings.Contains(err.Error(), "disk full") {
+						t.Errorf("after %d: error %v is not the write error", after, err)
+					}
+				}
+				if fw.callsAfterError > 0 {
+					t.Errorf("after %d: %d writes after the first error", after, fw.callsAfterError)
+				}
+				stableGoroutines(t, base)
 			}
-			if fw.callsAfterError > 0 {
-				t.Errorf("after %d: %d writes after the first error", after, fw.callsAfterError)
-			}
+		}
+		// Abort with blocks in flight, and Close/Abort repeated.
+		for range 20 {
+			z, _ := newBlockGzip(9, 4, 4096)
+			z.reset(io.Discard)
+			z.Write(data)
+			z.Abort()
+			z.Abort()
+			z.Close()
 			stableGoroutines(t, base)
 		}
-	}
-	// Abort with blocks in flight, and Close/Abort repeated.
-	for range 20 {
-		z, _ := newBlockGzip(9, 4, 4096)
-		z.reset(io.Discard)
-		z.Write(data)
-		z.Abort()
-		z.Abort()
-		z.Close()
-		stableGoroutines(t, base)
-	}
+	})
 }
 
 type countingFailer struct {
@@ -312,6 +316,7 @@ func (f *countingFailer) Write(p []byte) (int, error) {
 // then 7-slice chunks, so block and write boundaries fall anywhere) at every level the writer
 // accepts, and reads it back with compress/gzip and with this package's reader.
 func TestWriterLevels(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(11, 12))
 	dir := t.TempDir()
 	nx, ny, nz := 300, 211, 22 // 1.3 MiB
@@ -353,6 +358,7 @@ func TestWriterLevels(t *testing.T) {
 // TestOtherInflaters has zlib (through Python's gzip and zlib modules: what nibabel and
 // gzread use) and gzip(1) read files blockGzip wrote. Skipped where neither is installed.
 func TestOtherInflaters(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(13, 14))
 	dir := t.TempDir()
 	type file struct {
@@ -384,20 +390,30 @@ func TestOtherInflaters(t *testing.T) {
 	ran := false
 	if py, err := exec.LookPath("python3"); err == nil {
 		ran = true
+		// One interpreter for all the files (its start dominates): a line per file.
+		script := `import gzip, zlib, hashlib, sys
+for p in sys.argv[1:]:
+    b = open(p, 'rb').read()
+    a = hashlib.sha256(gzip.decompress(b)).hexdigest()
+    z = hashlib.sha256(zlib.decompress(b, 31)).hexdigest()
+    with gzip.open(p, 'rb') as g:
+        s = hashlib.sha256(g.read()).hexdigest()
+    print(a, z, s)`
+		args := []string{"-c", script}
 		for _, f := range files {
-			script := `import gzip, zlib, hashlib, sys
-b = open(sys.argv[1], 'rb').read()
-a = hashlib.sha256(gzip.decompress(b)).hexdigest()
-z = hashlib.sha256(zlib.decompress(b, 31)).hexdigest()
-with gzip.open(sys.argv[1], 'rb') as g:
-    s = hashlib.sha256(g.read()).hexdigest()
-print(a, z, s)`
-			out, err := testexec.Cmd(t, py, "-c", script, f.path).CombinedOutput()
-			if err != nil {
-				t.Fatalf("python3 on %s: %v\n%s", f.path, err, out)
-			}
-			if got := strings.Fields(string(out)); len(got) != 3 || got[0] != f.sum || got[1] != f.sum || got[2] != f.sum {
-				t.Errorf("python3 on %s: %s, want %s", f.path, out, f.sum)
+			args = append(args, f.path)
+		}
+		out, err := testexec.Cmd(t, py, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("python3: %v\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != len(files) {
+			t.Fatalf("python3: %d lines for %d files\n%s", len(lines), len(files), out)
+		}
+		for i, f := range files {
+			if got := strings.Fields(lines[i]); len(got) != 3 || got[0] != f.sum || got[1] != f.sum || got[2] != f.sum {
+				t.Errorf("python3 on %s: %s, want %s", f.path, lines[i], f.sum)
 			}
 		}
 	}

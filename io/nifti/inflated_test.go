@@ -187,54 +187,13 @@ func TestInflateThreadsContext(t *testing.T) {
 // as without it, never reporting InflatedInto.
 func TestInflateInto(t *testing.T) {
 	inflateAlways(t)
-	const nx, ny, nz = 37, 29, 11
 	for _, c := range []struct {
 		dt    DataType
 		order binary.ByteOrder
 	}{{Int16, binary.LittleEndian}, {Float32, binary.BigEndian}, {Uint8, binary.LittleEndian}} {
-		t.Run(fmt.Sprintf("%s_%s", c.dt, orderName(c.order)), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "v.nii.gz")
-			h := testHeader(c.dt, 1, c.order, nx, ny, nz)
-			if err := Write(path, h, formulaData(c.dt, nx, ny, nz, 1), DefaultWriteOptions()); err != nil {
-				t.Fatal(err)
-			}
-			want := readSeq(t, path, nil, c.dt.Size(), (*Reader).ReadSlicesRaw)
-			var mem []byte
-			calls := 0
-			r, err := Open(path, WithInflateThreads(4), WithInflateInto(func(prefix int, dataBytes int64, dt DataType, swapped bool) []byte {
-				calls++
-				if dt != c.dt || swapped != (c.order != hostOrder) || dataBytes != int64(len(want)) || prefix < sizeofHdr1 {
-					t.Errorf("asked for prefix %d, %d bytes of %s, swapped %v", prefix, dataBytes, dt, swapped)
-				}
-				mem = make([]byte, int64(prefix)+dataBytes)
-				return mem
-			}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			if calls != 1 || !r.InflatedInto() {
-				t.Fatalf("into called %d times, InflatedInto %v", calls, r.InflatedInto())
-			}
-			stored := bytes.Clone(want) // ReadSlicesRaw gives host order
-			if c.order != hostOrder {
-				for i := 0; i < len(stored); i += c.dt.Size() {
-					slices.Reverse(stored[i : i+c.dt.Size()])
-				}
-			}
-			if got := mem[len(mem)-len(want):]; !bytes.Equal(got, stored) {
-				t.Error("the caller's memory does not hold the voxels as stored")
-			}
-			if raw := readAt(t, r, 3, c.dt.Size(), r.ReadSlicesRawAt); !bytes.Equal(raw, want) {
-				t.Error("positional reads differ from the streaming read")
-			}
-			r.Close()
-			if mem[len(mem)-1] != stored[len(stored)-1] {
-				t.Error("Close touched the caller's memory")
-			}
-		})
+		t.Run(fmt.Sprintf("%s_%s", c.dt, orderName(c.order)), func(t *testing.T) { inflateIntoType(t, c.dt, c.order) })
 	}
-	path := writeFormula(t, "v.nii.gz", Int16, nx, ny, nz, DefaultWriteOptions())
+	path := writeFormula(t, "v.nii.gz", Int16, intoNX, intoNY, intoNZ, DefaultWriteOptions())
 	t.Run("declined", func(t *testing.T) {
 		r, err := Open(path, WithInflateThreads(4), WithInflateInto(func(int, int64, DataType, bool) []byte { return nil }))
 		if err != nil {
@@ -256,7 +215,7 @@ func TestInflateInto(t *testing.T) {
 	})
 	t.Run("4D", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "4d.nii.gz")
-		if err := Write(p, testHeader(Int16, 1, binary.LittleEndian, nx, ny, nz, 2), formulaData(Int16, nx, ny, nz, 2), DefaultWriteOptions()); err != nil {
+		if err := Write(p, testHeader(Int16, 1, binary.LittleEndian, intoNX, intoNY, intoNZ, 2), formulaData(Int16, intoNX, intoNY, intoNZ, 2), DefaultWriteOptions()); err != nil {
 			t.Fatal(err)
 		}
 		r, err := Open(p, WithVolume(1), WithInflateThreads(4), WithInflateInto(func(int, int64, DataType, bool) []byte {
@@ -268,28 +227,82 @@ func TestInflateInto(t *testing.T) {
 		}
 		r.Close()
 	})
-	t.Run("damaged", func(t *testing.T) {
-		gz, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
+	t.Run("damaged", func(t *testing.T) { inflateIntoDamaged(t, path) })
+}
+
+// The volume TestInflateInto inflates.
+const intoNX, intoNY, intoNZ = 37, 29, 11
+
+// inflateIntoType: a volume of dt in order is inflated into the caller's memory, asked for
+// once with the right size and type, holding the voxels as stored; positional reads match
+// the streaming read; Close leaves the memory alone.
+func inflateIntoType(t *testing.T, dt DataType, order binary.ByteOrder) {
+	const nx, ny, nz = intoNX, intoNY, intoNZ
+	path := filepath.Join(t.TempDir(), "v.nii.gz")
+	h := testHeader(dt, 1, order, nx, ny, nz)
+	if err := Write(path, h, formulaData(dt, nx, ny, nz, 1), DefaultWriteOptions()); err != nil {
+		t.Fatal(err)
+	}
+	want := readSeq(t, path, nil, dt.Size(), (*Reader).ReadSlicesRaw)
+	var mem []byte
+	calls := 0
+	r, err := Open(path, WithInflateThreads(4), WithInflateInto(func(prefix int, dataBytes int64, asked DataType, swapped bool) []byte {
+		calls++
+		if asked != dt || swapped != (order != hostOrder) || dataBytes != int64(len(want)) || prefix < sizeofHdr1 {
+			t.Errorf("asked for prefix %d, %d bytes of %s, swapped %v", prefix, dataBytes, asked, swapped)
 		}
-		gz[len(gz)-8] ^= 0xff // the trailer's CRC
-		bad := filepath.Join(t.TempDir(), "bad.nii.gz")
-		if err := os.WriteFile(bad, gz, 0o644); err != nil {
-			t.Fatal(err)
+		mem = make([]byte, int64(prefix)+dataBytes)
+		return mem
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if calls != 1 || !r.InflatedInto() {
+		t.Fatalf("into called %d times, InflatedInto %v", calls, r.InflatedInto())
+	}
+	stored := bytes.Clone(want) // ReadSlicesRaw gives host order
+	if order != hostOrder {
+		for i := 0; i < len(stored); i += dt.Size() {
+			slices.Reverse(stored[i : i+dt.Size()])
 		}
-		r, err := Open(bad, WithInflateThreads(4), WithInflateInto(func(prefix int, n int64, _ DataType, _ bool) []byte {
-			return make([]byte, int64(prefix)+n)
-		}))
-		if err == nil {
-			if r.InflatedInto() {
-				t.Error("a file failing its CRC reported InflatedInto")
-			}
-			_, err = r.ReadSlicesRaw(make([]byte, nx*ny*nz*2), nz)
-			r.Close()
+	}
+	if got := mem[len(mem)-len(want):]; !bytes.Equal(got, stored) {
+		t.Error("the caller's memory does not hold the voxels as stored")
+	}
+	if raw := readAt(t, r, 3, dt.Size(), r.ReadSlicesRawAt); !bytes.Equal(raw, want) {
+		t.Error("positional reads differ from the streaming read")
+	}
+	r.Close()
+	if mem[len(mem)-1] != stored[len(stored)-1] {
+		t.Error("Close touched the caller's memory")
+	}
+}
+
+// inflateIntoDamaged: a file failing its CRC, inflated into the caller's memory, fails with
+// ErrCorrupt (at Open or at the read) and does not report InflatedInto.
+func inflateIntoDamaged(t *testing.T, path string) {
+	const nx, ny, nz = intoNX, intoNY, intoNZ
+	gz, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz[len(gz)-8] ^= 0xff // the trailer's CRC
+	bad := filepath.Join(t.TempDir(), "bad.nii.gz")
+	if err := os.WriteFile(bad, gz, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(bad, WithInflateThreads(4), WithInflateInto(func(prefix int, n int64, _ DataType, _ bool) []byte {
+		return make([]byte, int64(prefix)+n)
+	}))
+	if err == nil {
+		if r.InflatedInto() {
+			t.Error("a file failing its CRC reported InflatedInto")
 		}
-		wantErr(t, err, ErrCorrupt, bad)
-	})
+		_, err = r.ReadSlicesRaw(make([]byte, nx*ny*nz*2), nz)
+		r.Close()
+	}
+	wantErr(t, err, ErrCorrupt, bad)
 }
 
 // testFile is a dataFile over bytes whose positional reads can be made to fail.
@@ -312,6 +325,7 @@ func (f *testFile) Close() error { return nil }
 // readGzipWhole, for files that cannot be mapped, gives the file's bytes, and fails when a
 // read does.
 func TestReadGzipWhole(t *testing.T) {
+	t.Parallel()
 	data := make([]byte, 20<<20+12345)
 	for i := range data {
 		data[i] = byte(i * 7 / 3)

@@ -49,6 +49,7 @@ func datatypeNamed(name string) DataType {
 // TestReadNibabelFixtures reads every file nibabel wrote and checks header and voxels against
 // the formula they were generated from.
 func TestReadNibabelFixtures(t *testing.T) {
+	t.Parallel()
 	for _, f := range loadFixtures(t) {
 		t.Run(f.File, func(t *testing.T) {
 			path := filepath.Join("testdata/interop", f.File)

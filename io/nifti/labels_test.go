@@ -10,6 +10,7 @@ import (
 )
 
 func TestReadLabels(t *testing.T) {
+	t.Parallel()
 	want := []uint8{0, 1, 2, 3, 255, 7}
 	enc := func(dt DataType, vals []float64) []byte {
 		var b []byte

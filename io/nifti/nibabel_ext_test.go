@@ -9,19 +9,27 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"voxpipe/internal/testexec"
 )
 
 // nibabelPython is the interpreter the nibabel tests run; they are skipped when it has no
 // nibabel (Debian: apt-get install python3-nibabel).
+// The probe runs once for the package's tests (importing nibabel takes seconds).
 func nibabelPython(t *testing.T) string {
 	t.Helper()
 	const python = "/usr/bin/python3"
-	if err := testexec.Cmd(t, python, "-c", "import nibabel").Run(); err != nil {
-		t.Skipf("no nibabel for %s (apt-get install python3-nibabel): %v", python, err)
+	nibabelProbe.once.Do(func() { nibabelProbe.err = testexec.Cmd(t, python, "-c", "import nibabel").Run() })
+	if nibabelProbe.err != nil {
+		t.Skipf("no nibabel for %s (apt-get install python3-nibabel): %v", python, nibabelProbe.err)
 	}
 	return python
+}
+
+var nibabelProbe struct {
+	once sync.Once
+	err  error
 }
 
 // nibabelExtensions are written by both sides. nibabel knows codes 0-16 only, and strips
@@ -51,6 +59,7 @@ print(json.dumps(out))
 // TestNibabelReadsOurExtensions: nibabel finds our extensions (codes and contents) and still
 // reads the voxels at the vox_offset we derived from them.
 func TestNibabelReadsOurExtensions(t *testing.T) {
+	t.Parallel()
 	python := nibabelPython(t)
 	dir := t.TempDir()
 	const nx, ny, nz = 5, 4, 3
@@ -147,6 +156,7 @@ for name, cls, endian in [("nib_n1_le.nii", nib.Nifti1Image, "<"), ("nib_n2_be.n
 // single files and pairs) come back with their codes and contents, padded as nibabel padded
 // them.
 func TestReadNibabelExtensions(t *testing.T) {
+	t.Parallel()
 	python := nibabelPython(t)
 	dir := t.TempDir()
 	if out, err := testexec.Cmd(t, python, "-c", nibabelWriteScript, dir).CombinedOutput(); err != nil {

@@ -13,10 +13,8 @@ import (
 // wrote, in every datatype, version, byte order and layout. It needs /usr/bin/python3 with
 // nibabel (Debian: python3-nibabel) and is skipped without it.
 func TestNibabelReadsOurFiles(t *testing.T) {
-	const python = "/usr/bin/python3"
-	if err := testexec.Cmd(t, python, "-c", "import nibabel").Run(); err != nil {
-		t.Skipf("no nibabel for %s (apt-get install python3-nibabel): %v", python, err)
-	}
+	t.Parallel()
+	python := nibabelPython(t)
 	dir := t.TempDir()
 	type entry struct {
 		File      string  `json:"file"`

@@ -16,17 +16,27 @@ import (
 // fields as written together with exactly ReadHeader's error, without allocating by the
 // header's values.
 func TestReadHeaderRawBrokenFiles(t *testing.T) {
+	for _, c := range brokenRawCases(t) {
+		t.Run(c.name, func(t *testing.T) { checkBrokenRaw(t, c) })
+	}
+}
+
+// brokenRawCase is a damaged file, the sentinel ReadHeaderRaw fails with, and a check of
+// what it still read.
+type brokenRawCase struct {
+	name     string
+	file     string
+	data     []byte
+	version  int
+	sentinel error
+	check    func(t *testing.T, raw *RawHeader)
+}
+
+func brokenRawCases(t *testing.T) []brokenRawCase {
 	n1 := validFile(t, 1, binary.LittleEndian)
 	n2 := validFile(t, 2, binary.BigEndian)
 	setDim2BE := func(b []byte, i int, v int64) { binary.BigEndian.PutUint64(b[16+8*i:], uint64(v)) }
-	cases := []struct {
-		name     string
-		file     string
-		data     []byte
-		version  int
-		sentinel error
-		check    func(t *testing.T, raw *RawHeader)
-	}{
+	return []brokenRawCase{
 		{"complex64", "a.nii", clone(n1, func(b []byte) { setDatatype1(b, 32) }), 1, ErrUnsupportedDatatype, func(t *testing.T, raw *RawHeader) {
 			if raw.Datatype != 32 || raw.Datatype.String() != "complex64" {
 				t.Errorf("datatype %v", raw.Datatype)
@@ -76,46 +86,49 @@ func TestReadHeaderRawBrokenFiles(t *testing.T) {
 		}},
 		{"NIfTI-2 text-mode damage", "a.nii", clone(n2, func(b []byte) { b[8] = '\n' }), 2, ErrCorrupt, nil},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), c.file)
-			if err := os.WriteFile(path, c.data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var raw *RawHeader
-			var err error
-			alloc := allocatedDuring(func() { raw, err = ReadHeaderRaw(path) })
-			_, want := ReadHeader(path)
-			wantErr(t, err, c.sentinel, path)
-			if want == nil || err.Error() != want.Error() {
-				t.Errorf("ReadHeaderRaw: %v\nReadHeader:    %v", err, want)
-			}
-			if raw == nil {
-				t.Fatal("no RawHeader")
-			}
-			if raw.Version != c.version || raw.FileSize != int64(len(c.data)) {
-				t.Errorf("version %d, file size %d", raw.Version, raw.FileSize)
-			}
-			// Fields the damage leaves alone are as testHeader wrote them.
-			if raw.Descrip != "voxpipe test" && raw.Has("descrip") {
-				t.Errorf("descrip %q", raw.Descrip)
-			}
-			if raw.PixDim[1] != 0.9375 || raw.SformCode != 2 && raw.Has("sform_code") || raw.SrowX[3] != -101 && raw.Has("srow_x") {
-				t.Errorf("pixdim %v, sform %d %v", raw.PixDim, raw.SformCode, raw.SrowX)
-			}
-			if c.check != nil {
-				c.check(t, raw)
-			}
-			if alloc > 1<<20 {
-				t.Errorf("%d KiB allocated", alloc>>10)
-			}
-		})
+}
+
+// checkBrokenRaw: ReadHeaderRaw fails on c's file as ReadHeader does, with a RawHeader of
+// what it read (the fields the damage leaves alone as testHeader wrote them), allocating at
+// most 1 MiB.
+func checkBrokenRaw(t *testing.T, c brokenRawCase) {
+	path := filepath.Join(t.TempDir(), c.file)
+	if err := os.WriteFile(path, c.data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var raw *RawHeader
+	var err error
+	alloc := allocatedDuring(func() { raw, err = ReadHeaderRaw(path) })
+	_, want := ReadHeader(path)
+	wantErr(t, err, c.sentinel, path)
+	if want == nil || err.Error() != want.Error() {
+		t.Errorf("ReadHeaderRaw: %v\nReadHeader:    %v", err, want)
+	}
+	if raw == nil {
+		t.Fatal("no RawHeader")
+	}
+	if raw.Version != c.version || raw.FileSize != int64(len(c.data)) {
+		t.Errorf("version %d, file size %d", raw.Version, raw.FileSize)
+	}
+	// Fields the damage leaves alone are as testHeader wrote them.
+	if raw.Descrip != "voxpipe test" && raw.Has("descrip") {
+		t.Errorf("descrip %q", raw.Descrip)
+	}
+	if raw.PixDim[1] != 0.9375 || raw.SformCode != 2 && raw.Has("sform_code") || raw.SrowX[3] != -101 && raw.Has("srow_x") {
+		t.Errorf("pixdim %v, sform %d %v", raw.PixDim, raw.SformCode, raw.SrowX)
+	}
+	if c.check != nil {
+		c.check(t, raw)
+	}
+	if alloc > 1<<20 {
+		t.Errorf("%d KiB allocated", alloc>>10)
 	}
 }
 
 // TestReadHeaderRawValid: of a valid file ReadHeaderRaw gives ReadHeader's header, extensions
 // included, and no error.
 func TestReadHeaderRawValid(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a.nii.gz")
 	h := testHeader(Int16, 2, binary.BigEndian, 4, 3, 2, 2)
 	h.Extensions = []Extension{{Code: ExtCodeComment, Data: []byte("hello")}}
@@ -145,6 +158,7 @@ func TestReadHeaderRawValid(t *testing.T) {
 // the field's bytes changes the decoded header, and a header cut one byte short of the field's
 // end does not have it.
 func TestRawHeaderFieldTable(t *testing.T) {
+	t.Parallel()
 	for _, version := range []int{1, 2} {
 		size := headerSize(version)
 		b := validFile(t, version, binary.LittleEndian)[:size]
@@ -192,6 +206,7 @@ func TestRawHeaderFieldTable(t *testing.T) {
 // TestShortFileMessages: a file or gzip stream ending early is described as it is: the bytes
 // read or inflated, whether the gzip stream is cut or whole, and what a header needs.
 func TestShortFileMessages(t *testing.T) {
+	t.Parallel()
 	n1 := validFile(t, 1, binary.LittleEndian)
 	n1gz := gzipBytes(t, n1)
 	// A volume with 64 KiB of incompressible extension: its gzip stream cut in the middle ends
@@ -250,6 +265,7 @@ func TestShortFileMessages(t *testing.T) {
 
 // TestGzipCutMessageCountsInflatedBytes: the count in the message is what the stream gave.
 func TestGzipCutMessageCountsInflatedBytes(t *testing.T) {
+	t.Parallel()
 	n1gz := gzipBytes(t, validFile(t, 1, binary.LittleEndian))
 	partial := 0 // cuts that leave part of the header inflated
 	defer func() {

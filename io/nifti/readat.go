@@ -102,17 +102,20 @@ func (r *Reader) claimAt(z, n, dstVoxels int) (int, int64, error) {
 	if dstVoxels < k*r.g.sliceVoxels {
 		return 0, 0, fmt.Errorf("read %s: buffer of %d voxels is too small for %d slices of %d: %w", r.path, dstVoxels, k, r.g.sliceVoxels, io.ErrShortBuffer)
 	}
-	return k, r.dataStart + int64(z)*r.g.sliceBytes, nil
+	off, _ := r.lay.Slab(r.volume, z, z+k)
+	return k, off, nil
 }
 
 // readHostAt fills b with the stored bytes at file offset off, in host order.
 func (r *Reader) readHostAt(b []byte, off int64) error {
 	n, err := r.dataAt.ReadAt(b, off)
 	if n < len(b) {
+		start, _ := r.lay.Volume(r.volume)
+		have := off - start + int64(n) // bytes of the volume before the read's end
 		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("read %s: %w", r.dataPath, r.truncatedAt(off-r.dataStart+int64(n)))
+			return fmt.Errorf("read %s: %w", r.dataPath, r.truncatedAt(have))
 		}
-		z := (off - r.dataStart + int64(n)) / max(r.g.sliceBytes, 1)
+		z := r.lay.SliceAt(have)
 		return fmt.Errorf("read %s: %w", r.dataPath, classifyStreamErr(err, fmt.Sprintf("data (z-slice %d of %d)", z, r.g.nz)))
 	}
 	if r.swap {

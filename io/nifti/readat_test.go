@@ -61,97 +61,115 @@ func readSeq[T any](t *testing.T, path string, opts []OpenOption, per int, read 
 // every datatype, both byte orders, NIfTI-1 and -2, single files and .hdr/.img pairs (also with
 // a gzipped header), scaled files (unscaled values, same Scaling) and a volume of a 4D file.
 func TestReadAtMatchesSequential(t *testing.T) {
-	type tc struct {
-		dt      DataType
-		order   binary.ByteOrder
-		version int
-		ext     string
-		slope   float64
-		nt, vol int
+	t.Parallel()
+	for _, c := range readAtCases() {
+		name := fmt.Sprintf("%s_n%d_%s%s_slope%v_vol%dof%d", c.dt, c.version, orderName(c.order), c.ext, c.slope, c.vol, c.nt)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			readAtMatches(t, c)
+		})
 	}
-	var cases []tc
+}
+
+// readAtCase is a file of TestReadAtMatchesSequential.
+type readAtCase struct {
+	dt      DataType
+	order   binary.ByteOrder
+	version int
+	ext     string
+	slope   float64
+	nt, vol int
+}
+
+// readAtCases: every datatype in both byte orders, then the other versions, layouts,
+// scaling and volumes of 4D files.
+func readAtCases() []readAtCase {
+	var cases []readAtCase
 	for _, dt := range allDatatypes {
 		for _, order := range byteOrders {
-			cases = append(cases, tc{dt, order, 1, ".nii", 1, 1, 0})
+			cases = append(cases, readAtCase{dt, order, 1, ".nii", 1, 1, 0})
 		}
 	}
 	cases = append(cases,
-		tc{Int16, binary.BigEndian, 2, ".nii", 1, 1, 0},
-		tc{Int16, binary.LittleEndian, 1, ".hdr", 1, 1, 0},
-		tc{Float64, binary.BigEndian, 2, ".img", 1, 1, 0},
-		tc{Uint8, binary.BigEndian, 1, ".hdr", 1, 1, 0},
-		tc{Int16, binary.LittleEndian, 1, ".nii", 2.5, 1, 0}, // scaled
-		tc{Float32, binary.BigEndian, 1, ".nii", -0.5, 1, 0},
-		tc{Int16, binary.BigEndian, 2, ".nii", 1, 3, 2}, // volume 2 of a 4D file
-		tc{Uint32, binary.LittleEndian, 1, ".nii", 1, 2, 1},
+		readAtCase{Int16, binary.BigEndian, 2, ".nii", 1, 1, 0},
+		readAtCase{Int16, binary.LittleEndian, 1, ".hdr", 1, 1, 0},
+		readAtCase{Float64, binary.BigEndian, 2, ".img", 1, 1, 0},
+		readAtCase{Uint8, binary.BigEndian, 1, ".hdr", 1, 1, 0},
+		readAtCase{Int16, binary.LittleEndian, 1, ".nii", 2.5, 1, 0}, // scaled
+		readAtCase{Float32, binary.BigEndian, 1, ".nii", -0.5, 1, 0},
+		readAtCase{Int16, binary.BigEndian, 2, ".nii", 1, 3, 2}, // volume 2 of a 4D file
+		readAtCase{Uint32, binary.LittleEndian, 1, ".nii", 1, 2, 1},
 	)
+	return cases
+}
+
+// readAtMatches writes c's file and checks that the positional reads, in chunks of several
+// sizes, give what the sequential reads give, and that the two kinds of reads leave each
+// other's position alone.
+func readAtMatches(t *testing.T, c readAtCase) {
 	const nx, ny, nz = 61, 47, 19 // 19 float64 slices are 436 KB: two 256 KiB conversion chunks
-	for _, c := range cases {
-		name := fmt.Sprintf("%s_n%d_%s%s_slope%v_vol%dof%d", c.dt, c.version, orderName(c.order), c.ext, c.slope, c.vol, c.nt)
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "v"+c.ext)
-			dims := []int64{nx, ny, nz}
-			if c.nt > 1 {
-				dims = append(dims, int64(c.nt))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v"+c.ext)
+	dims := []int64{nx, ny, nz}
+	if c.nt > 1 {
+		dims = append(dims, int64(c.nt))
+	}
+	h := testHeader(c.dt, c.version, c.order, dims...)
+	h.SclSlope, h.SclInter = c.slope, 0
+	if c.slope != 1 {
+		h.SclInter = 7
+	}
+	if err := Write(path, h, formulaData(c.dt, nx, ny, nz, c.nt), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var opts []OpenOption
+	if c.nt > 1 {
+		opts = append(opts, WithVolume(c.vol))
+	}
+	r, err := Open(path, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !r.Seekable() {
+		t.Fatal("uncompressed data not Seekable")
+	}
+	if slope, inter := r.Scaling(); c.slope != 1 && (slope != c.slope || inter != 7) {
+		t.Errorf("Scaling %v %v", slope, inter)
+	}
+	for _, chunk := range []int{1, 4, nz, nz + 3} {
+		raw := readAt(t, r, chunk, c.dt.Size(), r.ReadSlicesRawAt)
+		if want := readSeq(t, path, opts, c.dt.Size(), (*Reader).ReadSlicesRaw); !bytes.Equal(raw, want) {
+			t.Errorf("chunk %d: raw bytes differ from the sequential read", chunk)
+		}
+		f32 := readAt(t, r, chunk, 1, r.ReadSlicesFloat32At)
+		if want := readSeq(t, path, opts, 1, (*Reader).ReadSlicesFloat32); !bytes.Equal(bytesOf(f32), bytesOf(want)) {
+			t.Errorf("chunk %d: float32 values differ from the sequential read", chunk)
+		}
+		if Int16Exact(c.dt) {
+			i16 := readAt(t, r, chunk, 1, r.ReadSlicesInt16At)
+			if want := readSeq(t, path, opts, 1, (*Reader).ReadSlicesInt16); !bytes.Equal(bytesOf(i16), bytesOf(want)) {
+				t.Errorf("chunk %d: int16 values differ from the sequential read", chunk)
 			}
-			h := testHeader(c.dt, c.version, c.order, dims...)
-			h.SclSlope, h.SclInter = c.slope, 0
-			if c.slope != 1 {
-				h.SclInter = 7
-			}
-			if err := Write(path, h, formulaData(c.dt, nx, ny, nz, c.nt), WriteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			var opts []OpenOption
-			if c.nt > 1 {
-				opts = append(opts, WithVolume(c.vol))
-			}
-			r, err := Open(path, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			if !r.Seekable() {
-				t.Fatal("uncompressed data not Seekable")
-			}
-			if slope, inter := r.Scaling(); c.slope != 1 && (slope != c.slope || inter != 7) {
-				t.Errorf("Scaling %v %v", slope, inter)
-			}
-			for _, chunk := range []int{1, 4, nz, nz + 3} {
-				raw := readAt(t, r, chunk, c.dt.Size(), r.ReadSlicesRawAt)
-				if want := readSeq(t, path, opts, c.dt.Size(), (*Reader).ReadSlicesRaw); !bytes.Equal(raw, want) {
-					t.Errorf("chunk %d: raw bytes differ from the sequential read", chunk)
-				}
-				f32 := readAt(t, r, chunk, 1, r.ReadSlicesFloat32At)
-				if want := readSeq(t, path, opts, 1, (*Reader).ReadSlicesFloat32); !bytes.Equal(bytesOf(f32), bytesOf(want)) {
-					t.Errorf("chunk %d: float32 values differ from the sequential read", chunk)
-				}
-				if Int16Exact(c.dt) {
-					i16 := readAt(t, r, chunk, 1, r.ReadSlicesInt16At)
-					if want := readSeq(t, path, opts, 1, (*Reader).ReadSlicesInt16); !bytes.Equal(bytesOf(i16), bytesOf(want)) {
-						t.Errorf("chunk %d: int16 values differ from the sequential read", chunk)
-					}
-				} else if _, err := r.ReadSlicesInt16At(make([]int16, nx*ny), 0, 1); !errors.Is(err, ErrUnsupportedDatatype) {
-					t.Errorf("ReadSlicesInt16At of %s: %v, want ErrUnsupportedDatatype", c.dt, err)
-				}
-			}
-			// Positional reads leave the sequential position alone, and the other way round.
-			if _, err := r.ReadSlicesRaw(make([]byte, 2*nx*ny*c.dt.Size()), 2); err != nil {
-				t.Fatal(err)
-			}
-			whole := readSeq(t, path, opts, c.dt.Size(), (*Reader).ReadSlicesRaw)
-			rest := make([]byte, (nz-2)*nx*ny*c.dt.Size())
-			if k, err := r.ReadSlicesRaw(rest, nz); k != nz-2 || err != nil || !bytes.Equal(rest, whole[2*nx*ny*c.dt.Size():]) {
-				t.Errorf("sequential read after positional reads: %d slices, %v, equal %v", k, err, bytes.Equal(rest, whole[2*nx*ny*c.dt.Size():]))
-			}
-		})
+		} else if _, err := r.ReadSlicesInt16At(make([]int16, nx*ny), 0, 1); !errors.Is(err, ErrUnsupportedDatatype) {
+			t.Errorf("ReadSlicesInt16At of %s: %v, want ErrUnsupportedDatatype", c.dt, err)
+		}
+	}
+	// Positional reads leave the sequential position alone, and the other way round.
+	if _, err := r.ReadSlicesRaw(make([]byte, 2*nx*ny*c.dt.Size()), 2); err != nil {
+		t.Fatal(err)
+	}
+	whole := readSeq(t, path, opts, c.dt.Size(), (*Reader).ReadSlicesRaw)
+	rest := make([]byte, (nz-2)*nx*ny*c.dt.Size())
+	if k, err := r.ReadSlicesRaw(rest, nz); k != nz-2 || err != nil || !bytes.Equal(rest, whole[2*nx*ny*c.dt.Size():]) {
+		t.Errorf("sequential read after positional reads: %d slices, %v, equal %v", k, err, bytes.Equal(rest, whole[2*nx*ny*c.dt.Size():]))
 	}
 }
 
 // Gzipped data cannot be read by position: ErrNotSeekable naming the file, while the
 // sequential API reads it as usual.
 func TestReadAtGzipNotSeekable(t *testing.T) {
+	t.Parallel()
 	for _, ext := range []string{".nii.gz", ".hdr.gz", ".img.gz"} {
 		t.Run(ext, func(t *testing.T) {
 			path := writeFormula(t, "v"+ext, Int16, 6, 5, 4, DefaultWriteOptions())
@@ -175,6 +193,7 @@ func TestReadAtGzipNotSeekable(t *testing.T) {
 }
 
 func TestReadAtArguments(t *testing.T) {
+	t.Parallel()
 	path := writeFormula(t, "a.nii", Int16, 4, 3, 5, WriteOptions{})
 	r, err := Open(path)
 	if err != nil {
@@ -204,6 +223,7 @@ func TestReadAtArguments(t *testing.T) {
 // A file cut short after Open (Open checked its size) reports ErrTruncated naming the file and
 // the slice, not short data.
 func TestReadAtFileShrunkAfterOpen(t *testing.T) {
+	t.Parallel()
 	path := writeFormula(t, "a.nii", Int16, 6, 5, 4, WriteOptions{})
 	r, err := Open(path)
 	if err != nil {

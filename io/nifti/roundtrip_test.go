@@ -19,6 +19,7 @@ var writeFormats = []string{".nii", ".nii.gz", ".hdr", ".hdr.gz", ".img", ".img.
 // TestRoundTrip writes every datatype in both byte orders, both versions and every layout, then
 // reads it back through each API and checks header and samples bit for bit.
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	const nx, ny, nz = 6, 5, 4
 	for _, dt := range allDatatypes {
 		for _, version := range []int{1, 2} {
@@ -102,7 +103,7 @@ func checkConversions(t *testing.T, path string, dt DataType, data []byte) {
 // that no temporary is left.
 func checkOnDisk(t *testing.T, path string, version int, order binary.ByteOrder) {
 	t.Helper()
-	l := layoutOf(path)
+	l := namesOf(path)
 	files := []string{path}
 	if l.pair {
 		files = []string{l.headers[0], l.images[0]}
@@ -205,6 +206,7 @@ func floatFields(h *Header) []float64 {
 
 // TestStreamingWriter4D writes a 4D file slice by slice and reads each volume back.
 func TestStreamingWriter4D(t *testing.T) {
+	t.Parallel()
 	const nx, ny, nz, nt = 7, 3, 5, 3
 	for _, ext := range writeFormats {
 		t.Run(ext, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 // TestSlabsMatchWholeVolume reads volumes in slabs of 1, 7, depth and depth+5 slices through
 // every API and checks the bytes equal one whole-volume read.
 func TestSlabsMatchWholeVolume(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		dt         DataType
 		order      binary.ByteOrder
@@ -109,6 +110,7 @@ func readInSlabs(t *testing.T, path string, slab, depth int, read func(*Reader, 
 }
 
 func TestReadSlicesArguments(t *testing.T) {
+	t.Parallel()
 	path := writeFormula(t, "a.nii", Float32, 4, 3, 5, WriteOptions{})
 	r, err := Open(path)
 	if err != nil {
@@ -144,6 +146,7 @@ func TestReadSlicesArguments(t *testing.T) {
 
 // TestCloseMidStream closes a gzip reader with read-ahead in flight (the goroutine must stop).
 func TestCloseMidStream(t *testing.T) {
+	t.Parallel()
 	path := writeFormula(t, "a.nii.gz", Int16, 256, 256, 20, DefaultWriteOptions())
 	for range 20 {
 		r, err := Open(path)
@@ -162,6 +165,7 @@ func TestCloseMidStream(t *testing.T) {
 // TestGzipTrailingBytes: zero padding after the gzip member (Python's gzip skips it too) reads
 // fine; a second member carrying part of the data is read across.
 func TestGzipTrailingBytes(t *testing.T) {
+	t.Parallel()
 	plain := validFile(t, 1, binary.LittleEndian)
 	padded := append(gzipBytes(t, plain), make([]byte, 64)...)
 	twoMembers := append(gzipBytes(t, plain[:400]), gzipBytes(t, plain[400:])...)
@@ -183,6 +187,7 @@ func TestGzipTrailingBytes(t *testing.T) {
 }
 
 func TestReadHeaderAndVolumes(t *testing.T) {
+	t.Parallel()
 	h, err := ReadHeader("testdata/interop/int16_n1_le_4d.nii.gz")
 	if err != nil {
 		t.Fatal(err)

@@ -163,15 +163,15 @@ func classifyStreamErr(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// pathLayout says which files a path names: a single file (.nii, .nii.gz or anything else), or
+// pathNames says which files a path names: a single file (.nii, .nii.gz or anything else), or
 // one half of a .hdr/.img pair with the candidate names of its partner, same compression first.
-type pathLayout struct {
+type pathNames struct {
 	pair    bool
 	headers []string // candidates, the first existing one is used
 	images  []string
 }
 
-func layoutOf(path string) pathLayout {
+func namesOf(path string) pathNames {
 	stem, gzSuffix := path, ""
 	if len(path) > 3 && strings.EqualFold(path[len(path)-3:], ".gz") {
 		stem, gzSuffix = path[:len(path)-3], path[len(path)-3:]
@@ -190,11 +190,11 @@ func layoutOf(path string) pathLayout {
 	}
 	switch strings.ToLower(ext) {
 	case ".hdr":
-		return pathLayout{pair: true, headers: []string{path}, images: partners(".img")}
+		return pathNames{pair: true, headers: []string{path}, images: partners(".img")}
 	case ".img":
-		return pathLayout{pair: true, headers: partners(".hdr"), images: []string{path}}
+		return pathNames{pair: true, headers: partners(".hdr"), images: []string{path}}
 	}
-	return pathLayout{headers: []string{path}}
+	return pathNames{headers: []string{path}}
 }
 
 // openFirst opens the first candidate that exists.

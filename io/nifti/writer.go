@@ -172,20 +172,19 @@ func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 	if level < 0 || level > 9 || opt.Workers < 0 {
 		return nil, fmt.Errorf("write %s: invalid options %+v: level -1..9, workers >= 0", path, opt)
 	}
-	hdrBytes, err := encodeHeader(h, pair)
+	hdrBytes, lay, err := encodeHeader(h, pair)
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	g, _ := checkGeometry(h) // encodeHeader checked it
 	order := h.ByteOrder
 	if order == nil {
 		order = hostOrder
 	}
-	w := &Writer{path: path, swap: order != hostOrder, elem: g.elemSize, slice: g.sliceBytes, total: g.volumes * g.volBytes}
+	w := &Writer{path: path, swap: order != hostOrder, elem: h.Datatype.Size(), slice: lay.SliceBytes, total: lay.DataBytes()}
 
 	finals := []string{path}
 	if pair {
-		l := layoutOf(path)
+		l := namesOf(path)
 		finals = []string{l.headers[0], l.images[0]}
 	}
 	for _, final := range finals {
@@ -203,7 +202,7 @@ func Create(path string, h *Header, opt WriteOptions) (*Writer, error) {
 			return nil, fmt.Errorf("write %s: %w", w.parts[0].final, err)
 		}
 	}
-	if small := w.total + int64(len(hdrBytes)); small < pooledReaderMin {
+	if small := lay.End(); small < pooledReaderMin { // the data file's size
 		w.bw = bufio.NewWriterSize(w.data.f, int(small))
 	} else {
 		w.bw = getBuffered(w.data.f)

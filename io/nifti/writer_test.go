@@ -31,104 +31,127 @@ func temporaries(t *testing.T, finals ...string) []string {
 // TestAtomicWrite: nothing appears under the final names before Commit; temporaries are named
 // ".<final>.tmp-*"; an existing file is replaced only by a complete one.
 func TestAtomicWrite(t *testing.T) {
+	t.Parallel()
 	for _, ext := range []string{".nii", ".nii.gz", ".hdr", ".img.gz"} {
 		t.Run(ext, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "mask"+ext)
-			l := layoutOf(path)
-			finals := []string{path}
+			l := namesOf(path)
+			c := atomicCase{path: path, finals: []string{path}, h: testHeader(Uint8, 1, binary.LittleEndian, 8, 8, 6)}
 			if l.pair {
-				finals = []string{l.headers[0], l.images[0]}
+				c.finals = []string{l.headers[0], l.images[0]}
 			}
-			h := testHeader(Uint8, 1, binary.LittleEndian, 8, 8, 6)
-			old := bytes.Repeat([]byte{1}, 8*8*6)
-			if err := Write(path, h, old, DefaultWriteOptions()); err != nil {
+			c.old = bytes.Repeat([]byte{1}, 8*8*6)
+			if err := Write(path, c.h, c.old, DefaultWriteOptions()); err != nil {
 				t.Fatal(err)
 			}
-			data := bytes.Repeat([]byte{2}, 8*8*6)
-
-			// Aborted rewrite: the old file stays, the temporaries go.
-			w, err := Create(path, h, DefaultWriteOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			tmps := temporaries(t, finals...)
-			if len(tmps) != len(finals) {
-				t.Fatalf("temporaries %v, want one per file", tmps)
-			}
-			for _, tmp := range tmps {
-				if !strings.HasPrefix(filepath.Base(tmp), ".mask.") || !strings.Contains(tmp, ".tmp-") {
-					t.Errorf("temporary %s is not named .<final>.tmp-*", tmp)
-				}
-			}
-			if err := w.WriteSlices(data[:8*8*3]); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Abort(); err != nil {
-				t.Fatal(err)
-			}
-			if left := temporaries(t, finals...); len(left) != 0 {
-				t.Errorf("Abort left %v", left)
-			}
-			if _, got, err := ReadUint8(path); err != nil || !bytes.Equal(got, old) {
-				t.Fatalf("after Abort the old file reads %v, %v", got[:4], err)
-			}
-			if err := w.WriteSlices(data); err == nil {
-				t.Errorf("WriteSlices after Abort succeeded")
-			}
-			if err := w.Commit(); err == nil {
-				t.Errorf("Commit after Abort succeeded")
-			}
-
-			// Short write: Commit fails and cleans up.
-			w, err = Create(path, h, DefaultWriteOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.WriteSlices(data[:8*8*5])
-			if err := w.Commit(); err == nil || !strings.Contains(err.Error(), "short: 5 of 6") {
-				t.Errorf("short Commit: %v", err)
-			}
-			if left := temporaries(t, finals...); len(left) != 0 {
-				t.Errorf("failed Commit left %v", left)
-			}
-
-			// Complete rewrite in two calls.
-			w, err = Create(path, h, DefaultWriteOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.WriteSlices(data[:8*8*2]); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.WriteSlices(data[8*8*2:]); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.WriteSlices(data[:8*8]); err == nil {
-				t.Errorf("writing past the declared dims succeeded")
-			}
-			if err := w.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Commit(); err != nil {
-				t.Errorf("second Commit: %v", err)
-			}
-			if err := w.Abort(); err != nil {
-				t.Errorf("Abort after Commit: %v", err)
-			}
-			if _, got, err := ReadUint8(path); err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("after Commit: %v", err)
-			}
-			for _, f := range finals {
-				if !exists(f) {
-					t.Errorf("%s missing after Commit", f)
-				}
-			}
+			c.data = bytes.Repeat([]byte{2}, 8*8*6)
+			atomicAbort(t, c)
+			atomicShort(t, c)
+			atomicRewrite(t, c)
 		})
 	}
 }
 
+// atomicCase is a file of TestAtomicWrite: its path and final files, holding old, and the
+// data the rewrites write.
+type atomicCase struct {
+	path      string
+	finals    []string
+	h         *Header
+	old, data []byte
+}
+
+// atomicAbort: an aborted rewrite leaves the old file and no temporaries (named
+// .<final>.tmp-*), and the writer refuses more.
+func atomicAbort(t *testing.T, c atomicCase) {
+	// Aborted rewrite: the old file stays, the temporaries go.
+	w, err := Create(c.path, c.h, DefaultWriteOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmps := temporaries(t, c.finals...)
+	if len(tmps) != len(c.finals) {
+		t.Fatalf("temporaries %v, want one per file", tmps)
+	}
+	for _, tmp := range tmps {
+		if !strings.HasPrefix(filepath.Base(tmp), ".mask.") || !strings.Contains(tmp, ".tmp-") {
+			t.Errorf("temporary %s is not named .<final>.tmp-*", tmp)
+		}
+	}
+	if err := w.WriteSlices(c.data[:8*8*3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if left := temporaries(t, c.finals...); len(left) != 0 {
+		t.Errorf("Abort left %v", left)
+	}
+	if _, got, err := ReadUint8(c.path); err != nil || !bytes.Equal(got, c.old) {
+		t.Fatalf("after Abort the old file reads %v, %v", got[:4], err)
+	}
+	if err := w.WriteSlices(c.data); err == nil {
+		t.Errorf("WriteSlices after Abort succeeded")
+	}
+	if err := w.Commit(); err == nil {
+		t.Errorf("Commit after Abort succeeded")
+	}
+}
+
+// atomicShort: a rewrite short of the declared dims fails at Commit and cleans up.
+func atomicShort(t *testing.T, c atomicCase) {
+	// Short write: Commit fails and cleans up.
+	w, err := Create(c.path, c.h, DefaultWriteOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteSlices(c.data[:8*8*5])
+	if err := w.Commit(); err == nil || !strings.Contains(err.Error(), "short: 5 of 6") {
+		t.Errorf("short Commit: %v", err)
+	}
+	if left := temporaries(t, c.finals...); len(left) != 0 {
+		t.Errorf("failed Commit left %v", left)
+	}
+}
+
+// atomicRewrite: a complete rewrite in two calls commits (once; Abort after it is a no-op).
+func atomicRewrite(t *testing.T, c atomicCase) {
+	// Complete rewrite in two calls.
+	w, err := Create(c.path, c.h, DefaultWriteOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteSlices(c.data[:8*8*2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteSlices(c.data[8*8*2:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteSlices(c.data[:8*8]); err == nil {
+		t.Errorf("writing past the declared dims succeeded")
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Errorf("second Commit: %v", err)
+	}
+	if err := w.Abort(); err != nil {
+		t.Errorf("Abort after Commit: %v", err)
+	}
+	if _, got, err := ReadUint8(c.path); err != nil || !bytes.Equal(got, c.data) {
+		t.Fatalf("after Commit: %v", err)
+	}
+	for _, f := range c.finals {
+		if !exists(f) {
+			t.Errorf("%s missing after Commit", f)
+		}
+	}
+}
+
 func TestCreateRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := testHeader(Int16, 1, binary.LittleEndian, 4, 4, 4)
 	big := testHeader(Int16, 1, binary.LittleEndian, 40000, 1, 1)
@@ -182,6 +205,7 @@ func TestCreateRefuses(t *testing.T) {
 // TestCompressionLevels: level 0 gives valid stored gzip, higher levels smaller files, and a
 // plain .nii ignores the level.
 func TestCompressionLevels(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	h := testHeader(Int16, 1, binary.LittleEndian, 64, 64, 16)
 	data := formulaData(Int16, 64, 64, 16, 1)
@@ -221,6 +245,7 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 // TestWriteErrorSurfaces: a failing disk under the gzip writer turns into an error from WriteSlices or
 // Commit, the temporary goes, and no final file appears.
 func TestWriteErrorSurfaces(t *testing.T) {
+	t.Parallel()
 	for _, ext := range []string{".nii", ".nii.gz"} {
 		path := filepath.Join(t.TempDir(), "x"+ext)
 		h := testHeader(Int16, 1, binary.LittleEndian, 256, 256, 8)
@@ -242,6 +267,7 @@ func TestWriteErrorSurfaces(t *testing.T) {
 }
 
 func TestTempPatternEscapesGlob(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub[1]*?.nii.gz")
 	w, err := Create(path, testHeader(Uint8, 1, nil, 2, 2, 2), DefaultWriteOptions())
