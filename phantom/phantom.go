@@ -112,9 +112,9 @@ func NewHeader(p Params) *nifti.Header {
 	f32 := func(v float64) float64 { return float64(float32(v)) }
 	dxy := f32(FieldOfView / float64(max(p.NX, p.NY)))
 	dz := f32(SliceThickness * dxy)
-	version, magic, voxOffset := 1, "n+1", int64(352)
+	version, magic := 1, "n+1"
 	if max(p.NX, p.NY, p.NZ) > math.MaxInt16 {
-		version, magic, voxOffset = 2, "n+2", 544
+		version, magic = 2, "n+2"
 	}
 	ox := f32(-dxy * float64(p.NX-1) / 2)
 	oy := f32(-dxy * float64(p.NY-1) / 2)
@@ -128,7 +128,7 @@ func NewHeader(p Params) *nifti.Header {
 		Datatype:  nifti.Int16,
 		BitPix:    16,
 		PixDim:    [8]float64{1, dxy, dxy, dz, 0, 0, 0, 0},
-		VoxOffset: voxOffset,
+		VoxOffset: nifti.DataStart(version),
 		SclSlope:  1,
 		XYZTUnits: 2 | 8, // mm, s
 		Descrip:   descrip,

@@ -45,7 +45,11 @@ func (m *memory) volumeNeeds(h *nifti.Header, files []string, p *gridPlan) (in, 
 	gz := len(files) > 0 && nifti.Gzipped(files[len(files)-1])
 	direct := volumes == 1 && !h.Swapped() && engineReads(h.Datatype) // inflated into the input buffer
 	if gz && m.readThreads > 1 && !direct && volumes <= 2 {
-		scratch = h.VoxOffset + volumes*voxels*int64(h.BitPix/8)
+		// the inflated stream, header and all; a header ReadHeader returned always has a
+		// Layout (were it not, Open fails the volume right after admission)
+		if l, err := nifti.LayoutOf(h); err == nil {
+			scratch = l.End()
+		}
 	}
 	return in, mask, scratch, prep
 }

@@ -69,3 +69,10 @@ func (l Layout) SliceAt(n int64) int64 {
 	}
 	return n / l.SliceBytes
 }
+
+// HeaderSize is the size of a NIfTI-1 or NIfTI-2 header (348 or 540 bytes).
+func HeaderSize(version int) int { return headerSize(version) }
+
+// DataStart is where the voxels of a single-file volume without extensions begin: after the
+// header and its 4-byte extension flag (352 or 544), the vox_offset the writer gives it.
+func DataStart(version int) int64 { return int64(headerSize(version)) + 4 }
