@@ -64,6 +64,9 @@ type Reader struct {
 	dataAt io.ReaderAt
 	ahead  *prefetcher
 	mem    *inflated // a gzipped data file inflated whole at Open (WithInflateThreads), or nil
+	// cleanup releases mem or stops ahead if the Reader is dropped without Close; Close
+	// cancels it.
+	cleanup runtime.Cleanup
 	// sizeKnown: the data was checked to be all there (uncompressed), or the gzip trailer
 	// agrees with the header; whole-volume reads then allocate exactly once.
 	sizeKnown bool
@@ -265,7 +268,7 @@ func (r *Reader) serveData(ds *source, h *Header, cfg openConfig) error {
 	}
 	switch {
 	case r.mem != nil:
-		runtime.AddCleanup(r, func(m *inflated) { m.release() }, r.mem)
+		r.cleanup = runtime.AddCleanup(r, func(m *inflated) { m.release() }, r.mem)
 		r.sizeKnown = true
 		mem := r.mem.readerAt()
 		r.dataAt = mem
@@ -275,7 +278,7 @@ func (r *Reader) serveData(ds *source, h *Header, cfg openConfig) error {
 		r.ahead = startPrefetch(ds, r.lay.VolumeBytes, r.volume == r.lay.Volumes-1)
 		r.in = r.ahead
 		// A Reader dropped without Close would leave the read-ahead blocked forever.
-		runtime.AddCleanup(r, (*prefetcher).stop, r.ahead)
+		r.cleanup = runtime.AddCleanup(r, (*prefetcher).stop, r.ahead)
 	default:
 		r.sizeKnown = true
 		r.dataAt = ds.f
@@ -313,6 +316,7 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.cleanup.Stop()
 	if r.ahead != nil {
 		r.ahead.close()
 	}
