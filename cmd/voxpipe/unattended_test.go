@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io/fs"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -612,31 +610,6 @@ func TestRunSIGTERMWithinTwoSeconds(t *testing.T) {
 	}
 	if _, err := timing.ReadSummaries(filepath.Join(records.RunDir(out, "r"), records.SummaryName)); err != nil {
 		t.Errorf("summary.csv: %v", err)
-	}
-}
-
-// A run that does not stop after the signal is ended by force, with the signal's exit code,
-// once the grace period is over.
-func TestSignalForcesExitAfterGrace(t *testing.T) {
-	old := signalGrace
-	signalGrace = 200 * time.Millisecond
-	defer func() { signalGrace = old }()
-	forced := make(chan int, 1)
-	ctx, s := signalContext(context.Background(), slog.New(slog.DiscardHandler), func(code int) { forced <- code })
-	defer s.stop()
-	sent := time.Now()
-	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	<-ctx.Done() // the run is asked to stop, and (here) never does
-	select {
-	case code := <-forced:
-		if code != exitSIGTERM {
-			t.Errorf("forced exit code %d, want %d", code, exitSIGTERM)
-		}
-		if took := time.Since(sent); took < signalGrace {
-			t.Errorf("forced after %v, before the %v grace", took, signalGrace)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no forced exit")
 	}
 }
 

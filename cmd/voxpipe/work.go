@@ -5,11 +5,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"voxpipe/analysis"
 	"voxpipe/engine"
@@ -308,4 +312,45 @@ func writeIgnored(rec *records.Run, d *jobs.Discovery) error {
 		rows[i] = records.Ignored{RunID: rec.ID, Path: l.Path, Reason: l.Reason}
 	}
 	return records.WriteIgnored(rec.Dir, rows)
+}
+func newLogger(w io.Writer, format string, quiet bool) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if quiet {
+		opts.Level = slog.LevelError
+	}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func newRunID() string {
+	var b [3]byte
+	rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// switchWriter lets the logger move from above the progress bars back to stderr.
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *switchWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
