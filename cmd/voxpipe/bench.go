@@ -67,22 +67,7 @@ func benchAction(c *cli.Context) error {
 	if dir := c.String("read-only"); dir != "" {
 		return benchReadOnly(c, dir)
 	}
-	// Flags given are checked before the engine opens; the defaults of those not given depend
-	// on the engine.
-	if (c.IsSet("runs") && c.Int("runs") < 1) || c.Int("warmup") < 0 || c.Int("file-runs") < 0 || c.Int("slab") < 1 {
-		return usageError{errors.New("bench: --runs and --slab must be >= 1, --warmup and --file-runs >= 0")}
-	}
-	if c.IsSet("dims") && c.String("input") == "" {
-		if _, _, _, err := phantom.ParseDims(c.String("dims")); err != nil {
-			return usageError{fmt.Errorf("bench: --dims: %w", err)}
-		}
-	}
-	if in := c.String("input"); in != "" {
-		if _, err := regular.Check(in); err != nil {
-			return usageError{fmt.Errorf("bench: --input: %w", err)}
-		}
-	}
-	if err := checkEngineFlags(c, "bench"); err != nil {
+	if err := checkBenchFlags(c); err != nil {
 		return err
 	}
 	mdl, modelName, engines, err := openModelAndEngines(c)
@@ -125,6 +110,41 @@ func benchAction(c *cli.Context) error {
 	if err := writeBenchCSVs(out, dims, voxels, eng.Name(), benchRuns); err != nil {
 		return err
 	}
+	line := fmt.Sprintf("bench %s %s slab %d n=%d: pinned-in to mask-out %s", dims, eng.Name(), slab, runs, engineSpreads(eng, benchRuns))
+	if fileRuns > 0 {
+		fileLine, err := benchFiles(ctx, eng, mdl, hdr, vol, mask, input, out, slab, fileRuns, say)
+		if err != nil {
+			return err
+		}
+		line += "; " + fileLine
+	}
+	fmt.Fprintln(c.App.Writer, line)
+	return nil
+}
+
+// checkBenchFlags checks the flags given (usage errors) before the engine opens; the defaults
+// of those not given depend on the engine.
+func checkBenchFlags(c *cli.Context) error {
+	if (c.IsSet("runs") && c.Int("runs") < 1) || c.Int("warmup") < 0 || c.Int("file-runs") < 0 || c.Int("slab") < 1 {
+		return usageError{errors.New("bench: --runs and --slab must be >= 1, --warmup and --file-runs >= 0")}
+	}
+	if c.IsSet("dims") && c.String("input") == "" {
+		if _, _, _, err := phantom.ParseDims(c.String("dims")); err != nil {
+			return usageError{fmt.Errorf("bench: --dims: %w", err)}
+		}
+	}
+	if in := c.String("input"); in != "" {
+		if _, err := regular.Check(in); err != nil {
+			return usageError{fmt.Errorf("bench: --input: %w", err)}
+		}
+	}
+	return checkEngineFlags(c, "bench")
+}
+
+// engineSpreads summarises the timed engine runs: the wall times, and on a GPU the times of
+// the kernels and copies, the copy rates and how much of the copies the kernels hid; then the
+// kernels the engine runs, when it says.
+func engineSpreads(eng engine.Engine, benchRuns []pipeline.BenchRun) string {
 	var walls, kernels, h2d, d2h, gpuTotal []time.Duration
 	for _, r := range benchRuns {
 		walls = append(walls, r.Wall)
@@ -133,7 +153,7 @@ func benchAction(c *cli.Context) error {
 		d2h = append(d2h, r.GPU.D2H)
 		gpuTotal = append(gpuTotal, r.GPU.Total)
 	}
-	line := fmt.Sprintf("bench %s %s slab %d n=%d: pinned-in to mask-out %s", dims, eng.Name(), slab, runs, pipeline.SpreadOf(walls))
+	line := pipeline.SpreadOf(walls).String()
 	if benchRuns[0].GPU.Slabs > 0 {
 		g := benchRuns[0].GPU
 		line += fmt.Sprintf(", GPU total %s, kernels %s, h2d %s (%.1f GB/s), d2h %s (%.1f GB/s), copy hidden %.1f%%",
@@ -147,16 +167,7 @@ func benchAction(c *cli.Context) error {
 			line += "; kernels: " + desc
 		}
 	}
-
-	if fileRuns > 0 {
-		fileLine, err := benchFiles(ctx, eng, mdl, hdr, vol, mask, input, out, slab, fileRuns, say)
-		if err != nil {
-			return err
-		}
-		line += "; " + fileLine
-	}
-	fmt.Fprintln(c.App.Writer, line)
-	return nil
+	return line
 }
 
 // benchVolume generates or reads the volume and makes sure a plain .nii of it exists to time
