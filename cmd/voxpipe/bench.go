@@ -26,39 +26,41 @@ import (
 )
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:   "bench",
-		Before: requireFlags("output"),
-		Usage:  "time the engine on one volume (kernels, copies, pinned-in to mask-out) and the whole file-to-file run",
-		Description: "Generates a phantom of --dims (or takes --input, an int16 NIfTI), runs the engine --runs times\n" +
-			"after --warmup untimed runs on the volume in (pinned) host memory, then times reading the\n" +
-			"volume from a .nii file alone (run's read stage), writing its mask alone, and `run` on that file\n" +
-			"end to end.\n" +
-			"Writes OUT/timings.csv and OUT/summary.csv (one summary row per timed engine run) and\n" +
-			"prints medians with [min-max]; on stderr, a line as each engine run ends (its time, and\n" +
-			"how long the engine runs left should take), unless --quiet.\n" +
-			"Defaults depend on the engine: a GPU times 512x512x1000 (the volume of the latency\n" +
-			"targets), --runs 10, --warmup 2, --file-runs 3; the CPU engine, on which that volume takes\n" +
-			"minutes a run, times 128x128x64 with --runs 3, --warmup 1, --file-runs 1 (seconds in all).\n" +
-			"Flags given explicitly are kept, on either engine.",
-		Flags: append(engineFlags("0"),
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "folder for the CSVs and the files it times (required)"},
-			&cli.StringFlag{Name: "input", Usage: "int16 NIfTI volume to time (default: a generated phantom)"},
-			&cli.StringFlag{Name: "dims", Usage: "phantom size NXxNYxNZ",
-				DefaultText: gpuBenchDefaults.dims + "; CPU engine: " + cpuBenchDefaults.dims},
-			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "phantom seed"},
-			&cli.IntFlag{Name: "slab", Value: 64, Usage: "z-slices per slab"},
-			&cli.IntFlag{Name: "runs", Usage: "timed engine runs",
-				DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.runs, cpuBenchDefaults.runs)},
-			&cli.IntFlag{Name: "warmup", Usage: "untimed engine runs first",
-				DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.warmup, cpuBenchDefaults.warmup)},
-			&cli.IntFlag{Name: "file-runs", Usage: "timed read-alone, write-alone and end-to-end runs (0: skip)",
-				DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.fileRuns, cpuBenchDefaults.fileRuns)},
-			&cli.StringFlag{Name: "read-only", Usage: "instead: only read (decode, normalise) every volume in `DIR`, --readers in parallel"},
-			&cli.IntFlag{Name: "readers", Value: 2, Usage: "parallel readers for --read-only"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only the summary line"},
-		),
-		Action: benchAction,
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:   "bench",
+			Before: requireFlags("output"),
+			Usage:  "time the engine on one volume (kernels, copies, pinned-in to mask-out) and the whole file-to-file run",
+			Description: "Generates a phantom of --dims (or takes --input, an int16 NIfTI), runs the engine --runs times\n" +
+				"after --warmup untimed runs on the volume in (pinned) host memory, then times reading the\n" +
+				"volume from a .nii file alone (run's read stage), writing its mask alone, and `run` on that file\n" +
+				"end to end.\n" +
+				"Writes OUT/timings.csv and OUT/summary.csv (one summary row per timed engine run) and\n" +
+				"prints medians with [min-max]; on stderr, a line as each engine run ends (its time, and\n" +
+				"how long the engine runs left should take), unless --quiet.\n" +
+				"Defaults depend on the engine: a GPU times 512x512x1000 (the volume of the latency\n" +
+				"targets), --runs 10, --warmup 2, --file-runs 3; the CPU engine, on which that volume takes\n" +
+				"minutes a run, times 128x128x64 with --runs 3, --warmup 1, --file-runs 1 (seconds in all).\n" +
+				"Flags given explicitly are kept, on either engine.",
+			Flags: append(engineFlags("0"),
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "folder for the CSVs and the files it times (required)"},
+				&cli.StringFlag{Name: "input", Usage: "int16 NIfTI volume to time (default: a generated phantom)"},
+				&cli.StringFlag{Name: "dims", Usage: "phantom size NXxNYxNZ",
+					DefaultText: gpuBenchDefaults.dims + "; CPU engine: " + cpuBenchDefaults.dims},
+				&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "phantom seed"},
+				&cli.IntFlag{Name: "slab", Value: 64, Usage: "z-slices per slab"},
+				&cli.IntFlag{Name: "runs", Usage: "timed engine runs",
+					DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.runs, cpuBenchDefaults.runs)},
+				&cli.IntFlag{Name: "warmup", Usage: "untimed engine runs first",
+					DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.warmup, cpuBenchDefaults.warmup)},
+				&cli.IntFlag{Name: "file-runs", Usage: "timed read-alone, write-alone and end-to-end runs (0: skip)",
+					DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.fileRuns, cpuBenchDefaults.fileRuns)},
+				&cli.StringFlag{Name: "read-only", Usage: "instead: only read (decode, normalise) every volume in `DIR`, --readers in parallel"},
+				&cli.IntFlag{Name: "readers", Value: 2, Usage: "parallel readers for --read-only"},
+				&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only the summary line"},
+			),
+			Action: benchAction,
+		}
 	})
 }
 

@@ -25,7 +25,7 @@ func TestBenchCPU(t *testing.T) {
 	app.Writer = &stdout
 	args := []string{"voxpipe", "bench", "-q", "--engine", "cpu", "--model", modelPath, "--dims", "24x20x12",
 		"--runs", "3", "--warmup", "1", "--file-runs", "1", "--slab", "5", "-o", out}
-	if err := app.Run(mustOrder(t, app, args)); err != nil {
+	if err := app.Run(mustOrder(t, app.App, args)); err != nil {
 		t.Fatal(err)
 	}
 	line := stdout.String()
@@ -84,14 +84,14 @@ func TestBenchReadOnly(t *testing.T) {
 	var stdout bytes.Buffer
 	app.Writer = &stdout
 	args := []string{"voxpipe", "bench", "--read-only", "../../fixtures/volumes", "--readers", "3", "-o", t.TempDir()}
-	if err := app.Run(mustOrder(t, app, args)); err != nil {
+	if err := app.Run(mustOrder(t, app.App, args)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(stdout.String(), "4 volumes, 3 readers") {
 		t.Errorf("read-only summary: %s", stdout.String())
 	}
 	args = []string{"voxpipe", "bench", "--read-only", "../../fixtures", "-o", t.TempDir()}
-	if err := app.Run(mustOrder(t, app, args)); err == nil {
+	if err := app.Run(mustOrder(t, app.App, args)); err == nil {
 		t.Error("a folder without volumes gave no error")
 	}
 }
@@ -109,7 +109,7 @@ func (fakeGPU) Name() string { return "cuda:0" }
 
 func TestBenchSettingsFor(t *testing.T) {
 	var cmd *cli.Command
-	for _, c := range commands {
+	for _, c := range newCommands() {
 		if c.Name == "bench" {
 			cmd = c
 		}
@@ -125,7 +125,7 @@ func TestBenchSettingsFor(t *testing.T) {
 		if err := set.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		return cli.NewContext(newApp(), set, nil)
+		return cli.NewContext(newApp().App, set, nil)
 	}
 	cpu := cpu.New(model.RandomModel(8, 4, 7), 1)
 	defer cpu.Close()

@@ -24,56 +24,58 @@ import (
 const infoMaxLabels = 256
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:      "info",
-		Usage:     "print a volume's header, geometry, extensions and value range, also of broken files",
-		ArgsUsage: "FILE|DICOMFILE|FOLDER...",
-		Description: "For each file, prints every header field it could decode, even when the file fails\n" +
-			"validation (unsupported datatype, bad dims or vox_offset, a file or gzip stream cut short):\n" +
-			"then the reason goes to stderr and the exit status is 1. A header cut short shows the\n" +
-			"fields it holds. An absent qform or sform (code 0) is printed as such. Header extensions are\n" +
-			"listed (code, size, text ones' text shortened to one line), and the provenance record of a\n" +
-			"voxpipe mask field by field. A 4D file lists its volumes (count, dims 4..7).\n" +
-			"Of a valid file it reads one volume, --volume N (0-based, default 0), and prints its value\n" +
-			"range (scaled); an integer volume with at most 256 distinct values (a label map) also gets\n" +
-			"each value's voxel count and share.\n" +
-			"A folder: each NIfTI volume in it (and its sub-folders) as above, then the DICOM series\n" +
-			"its other files make, with their geometry (see convert). A DICOM file: its series.\n" +
-			"Exit status: 0 all files valid, 1 a file failed validation or could not be read, 2 usage\n" +
-			"(no file, a negative --volume, or one past a file's last volume).",
-		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "volume", Usage: "volume of a 4D file whose values are read, 0-based (see the file's volumes line)"},
-		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() == 0 {
-				return usageError{errors.New("info: give at least one NIfTI file, DICOM file or folder")}
-			}
-			volume := c.Int("volume")
-			if volume < 0 {
-				return usageError{fmt.Errorf("info: --volume %d: volumes count from 0", volume)}
-			}
-			failed, misused := 0, 0
-			for _, path := range c.Args().Slice() {
-				err := printInfoOrSeries(c.App.Writer, path, volume)
-				if err == nil {
-					continue
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:      "info",
+			Usage:     "print a volume's header, geometry, extensions and value range, also of broken files",
+			ArgsUsage: "FILE|DICOMFILE|FOLDER...",
+			Description: "For each file, prints every header field it could decode, even when the file fails\n" +
+				"validation (unsupported datatype, bad dims or vox_offset, a file or gzip stream cut short):\n" +
+				"then the reason goes to stderr and the exit status is 1. A header cut short shows the\n" +
+				"fields it holds. An absent qform or sform (code 0) is printed as such. Header extensions are\n" +
+				"listed (code, size, text ones' text shortened to one line), and the provenance record of a\n" +
+				"voxpipe mask field by field. A 4D file lists its volumes (count, dims 4..7).\n" +
+				"Of a valid file it reads one volume, --volume N (0-based, default 0), and prints its value\n" +
+				"range (scaled); an integer volume with at most 256 distinct values (a label map) also gets\n" +
+				"each value's voxel count and share.\n" +
+				"A folder: each NIfTI volume in it (and its sub-folders) as above, then the DICOM series\n" +
+				"its other files make, with their geometry (see convert). A DICOM file: its series.\n" +
+				"Exit status: 0 all files valid, 1 a file failed validation or could not be read, 2 usage\n" +
+				"(no file, a negative --volume, or one past a file's last volume).",
+			Flags: []cli.Flag{
+				&cli.IntFlag{Name: "volume", Usage: "volume of a 4D file whose values are read, 0-based (see the file's volumes line)"},
+			},
+			Action: func(c *cli.Context) error {
+				if c.NArg() == 0 {
+					return usageError{errors.New("info: give at least one NIfTI file, DICOM file or folder")}
 				}
-				fmt.Fprintln(c.App.ErrWriter, "voxpipe:", err)
-				var ue usageError
-				if errors.As(err, &ue) {
-					misused++
-				} else {
-					failed++
+				volume := c.Int("volume")
+				if volume < 0 {
+					return usageError{fmt.Errorf("info: --volume %d: volumes count from 0", volume)}
 				}
-			}
-			switch {
-			case misused > 0:
-				return cli.Exit("", exitUsage)
-			case failed > 0:
-				return cli.Exit("", exitFailed)
-			}
-			return nil
-		},
+				failed, misused := 0, 0
+				for _, path := range c.Args().Slice() {
+					err := printInfoOrSeries(c.App.Writer, path, volume)
+					if err == nil {
+						continue
+					}
+					fmt.Fprintln(c.App.ErrWriter, "voxpipe:", err)
+					var ue usageError
+					if errors.As(err, &ue) {
+						misused++
+					} else {
+						failed++
+					}
+				}
+				switch {
+				case misused > 0:
+					return cli.Exit("", exitUsage)
+				case failed > 0:
+					return cli.Exit("", exitFailed)
+				}
+				return nil
+			},
+		}
 	})
 }
 

@@ -22,10 +22,32 @@ const (
 	exitUsage  = 2
 )
 
-// commands is filled by the init functions of the subcommand files.
-var commands []*cli.Command
+// commandMakers is filled by the init functions of the subcommand files: each makes its
+// command afresh, so that every app (an in-process test's too) has commands of its own.
+var commandMakers []func() *cli.Command
 
-func newApp() *cli.App {
+// newCommands makes the commands of one app.
+func newCommands() []*cli.Command {
+	cmds := make([]*cli.Command, len(commandMakers))
+	for i, mk := range commandMakers {
+		cmds[i] = mk()
+	}
+	return cmds
+}
+
+func init() {
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
+}
+
+// app is the command line application and what its run found out besides its error.
+type app struct {
+	*cli.App
+	helpNotFound error // help was asked about a topic that does not exist
+}
+
+func newApp() *app {
+	a := &app{}
+	commands := newCommands()
 	for _, c := range commands {
 		if c.OnUsageError == nil {
 			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
@@ -34,8 +56,7 @@ func newApp() *cli.App {
 			c.Action = subcommandRequired
 		}
 	}
-	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
-	return &cli.App{
+	a.App = &cli.App{
 		Name:                 "voxpipe",
 		Usage:                "batch segmentation of 3D MRI volumes on CPU or GPU",
 		Version:              versionString(),
@@ -66,13 +87,11 @@ func newApp() *cli.App {
 			if s := cli.SuggestCommand(c.App.Commands, name); s != "" {
 				err = fmt.Errorf("%w. %s", err, s)
 			}
-			helpNotFound = usageError{err}
+			a.helpNotFound = usageError{err}
 		},
 	}
+	return a
 }
-
-// helpNotFound is set when help was asked about a topic that does not exist.
-var helpNotFound error
 
 // subcommandRequired is the action of a command that only groups subcommands ("voxpipe
 // model"): without one, or with one that does not exist, a usage error after the help.
@@ -117,13 +136,12 @@ func main() {
 
 func run(args []string) int {
 	app := newApp()
-	ordered, err := flagsFirst(app, args)
+	ordered, err := flagsFirst(app.App, args)
 	if err == nil {
-		helpNotFound = nil
 		err = app.Run(ordered)
 	}
 	if err == nil {
-		err = helpNotFound
+		err = app.helpNotFound
 	}
 	if err == nil {
 		return 0

@@ -16,20 +16,22 @@ import (
 var errNoCard = errors.New("the weights file has no model card")
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:  "model",
-		Usage: "inspect weights files",
-		Subcommands: []*cli.Command{{
-			Name:      "info",
-			Usage:     "print a model's card: what it is, what it was trained on, where it may be trusted",
-			ArgsUsage: "[FILE]",
-			Description: "FILE is a .safetensors weights file; without it, the embedded default model.\n" +
-				"--json prints the card alone, as stored (an error when the file has none).",
-			Flags: []cli.Flag{
-				&cli.BoolFlag{Name: "json", Usage: "print the card as JSON"},
-			},
-			Action: modelInfo,
-		}},
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:  "model",
+			Usage: "inspect weights files",
+			Subcommands: []*cli.Command{{
+				Name:      "info",
+				Usage:     "print a model's card: what it is, what it was trained on, where it may be trusted",
+				ArgsUsage: "[FILE]",
+				Description: "FILE is a .safetensors weights file; without it, the embedded default model.\n" +
+					"--json prints the card alone, as stored (an error when the file has none).",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "json", Usage: "print the card as JSON"},
+				},
+				Action: modelInfo,
+			}},
+		}
 	})
 }
 

@@ -124,7 +124,7 @@ func TestREADMEFlagTables(t *testing.T) {
 		}
 		t.Errorf("%s: its flag tables differ from the commands' flags: go test ./cmd/voxpipe -run TestREADMEFlagTables -update-readme", path)
 	}
-	required := documentedFlags(app)
+	required := documentedFlags(app.App)
 	for _, name := range []string{"run", "watch"} {
 		if !slices.Contains(required, name) {
 			t.Errorf("command %s has no flags of its own: documentedFlags is wrong", name)

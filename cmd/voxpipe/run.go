@@ -22,26 +22,28 @@ import (
 )
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:      "run",
-		Before:    requireFlags("output"),
-		Usage:     "segment every NIfTI volume and DICOM series in the inputs (files or folders) and write masks and timing CSVs",
-		ArgsUsage: "INPUT...",
-		Description: "Safe to run unattended and concurrently on one output folder: each volume is claimed\n" +
-			"before it is worked on, inputs are never written, and each run keeps its own records\n" +
-			"under OUT/runs/<run id>/ (README: Running unattended).\n" +
-			"Exit codes: 0 every volume ok, skipped (up to date) or busy (claimed by another live process);\n" +
-			"1 a volume failed or is in conflict; 2 usage; 130/143 stopped by SIGINT/SIGTERM.",
-		Flags: append(append(engineFlags("all"), workFlags(2)...),
-			&cli.BoolFlag{Name: "overwrite", Usage: "redo every volume, replacing up-to-date masks and files voxpipe did not write (default: skip up-to-date masks, report other files as conflicts)"},
-			&cli.BoolFlag{Name: "fail-fast", Usage: "stop at the first failed volume (default: go on)"},
-			&cli.StringFlag{Name: "shard", Usage: "do one part of the batch: i/n, or auto (a Slurm array task, or a Kubernetes Indexed Job pod with --shard-count); volumes are split by a stable hash of their names"},
-			&cli.IntFlag{Name: "shard-count", DefaultText: "$" + jobs.EnvShardCount, Usage: "the number of shards for --shard auto under a Kubernetes Indexed Job (default $" + jobs.EnvShardCount + ")"},
-			&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
-			&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist; elsewhere, the run is not in OUT/volumes.csv"},
-			&cli.StringFlag{Name: "trace", Usage: "write a Chrome/Perfetto trace (JSON) of every stage and slab"},
-		),
-		Action: runAction,
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:      "run",
+			Before:    requireFlags("output"),
+			Usage:     "segment every NIfTI volume and DICOM series in the inputs (files or folders) and write masks and timing CSVs",
+			ArgsUsage: "INPUT...",
+			Description: "Safe to run unattended and concurrently on one output folder: each volume is claimed\n" +
+				"before it is worked on, inputs are never written, and each run keeps its own records\n" +
+				"under OUT/runs/<run id>/ (README: Running unattended).\n" +
+				"Exit codes: 0 every volume ok, skipped (up to date) or busy (claimed by another live process);\n" +
+				"1 a volume failed or is in conflict; 2 usage; 130/143 stopped by SIGINT/SIGTERM.",
+			Flags: append(append(engineFlags("all"), workFlags(2)...),
+				&cli.BoolFlag{Name: "overwrite", Usage: "redo every volume, replacing up-to-date masks and files voxpipe did not write (default: skip up-to-date masks, report other files as conflicts)"},
+				&cli.BoolFlag{Name: "fail-fast", Usage: "stop at the first failed volume (default: go on)"},
+				&cli.StringFlag{Name: "shard", Usage: "do one part of the batch: i/n, or auto (a Slurm array task, or a Kubernetes Indexed Job pod with --shard-count); volumes are split by a stable hash of their names"},
+				&cli.IntFlag{Name: "shard-count", DefaultText: "$" + jobs.EnvShardCount, Usage: "the number of shards for --shard auto under a Kubernetes Indexed Job (default $" + jobs.EnvShardCount + ")"},
+				&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
+				&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist; elsewhere, the run is not in OUT/volumes.csv"},
+				&cli.StringFlag{Name: "trace", Usage: "write a Chrome/Perfetto trace (JSON) of every stage and slab"},
+			),
+			Action: runAction,
+		}
 	})
 }
 

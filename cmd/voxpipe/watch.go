@@ -25,26 +25,28 @@ import (
 )
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:      "watch",
-		Before:    requireFlags("output"),
-		Usage:     "a service: segment every volume and DICOM series that arrives in the inbox folders, with the engine kept open",
-		ArgsUsage: "INBOX...",
-		Description: "A volume is taken when it is complete: moved in by rename (complete when first seen), marked\n" +
-			"by a <name>.ready file, or unchanged in size and mtime for --settle. Other files are read as\n" +
-			"DICOM and grouped by series; a series is taken once none of its files has been new or changed\n" +
-			"for --settle, and taken again, with a warning, if it grows afterwards. It uses run's claims,\n" +
-			"records (one run folder for the service's life) and provenance, so watchers and runs can\n" +
-			"share an output folder. Under systemd (Type=notify) it reports READY, STOPPING and WATCHDOG.\n" +
-			"On SIGTERM or SIGINT it takes no new volume, finishes those in flight within --grace,\n" +
-			"releases its claims and exits 0; 143/130 when it had to abandon volumes at the grace's end.",
-		Flags: append(append(engineFlags("all"), workFlags(1)...),
-			&cli.DurationFlag{Name: "settle", Value: inbox.DefaultSettle, Usage: "a file unchanged in size and mtime this long is taken as complete; so is a DICOM series none of whose files is new or changed this long"},
-			&cli.DurationFlag{Name: "rescan", Value: inbox.DefaultRescan, Usage: "rescan the inboxes this often (network file systems send no events)"},
-			&cli.StringFlag{Name: "ready-suffix", Value: inbox.DefaultReadySuffix, Usage: "a file <volume><suffix> marks the volume complete"},
-			&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "on SIGTERM, time to finish the volumes in flight"},
-		),
-		Action: watchAction,
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:      "watch",
+			Before:    requireFlags("output"),
+			Usage:     "a service: segment every volume and DICOM series that arrives in the inbox folders, with the engine kept open",
+			ArgsUsage: "INBOX...",
+			Description: "A volume is taken when it is complete: moved in by rename (complete when first seen), marked\n" +
+				"by a <name>.ready file, or unchanged in size and mtime for --settle. Other files are read as\n" +
+				"DICOM and grouped by series; a series is taken once none of its files has been new or changed\n" +
+				"for --settle, and taken again, with a warning, if it grows afterwards. It uses run's claims,\n" +
+				"records (one run folder for the service's life) and provenance, so watchers and runs can\n" +
+				"share an output folder. Under systemd (Type=notify) it reports READY, STOPPING and WATCHDOG.\n" +
+				"On SIGTERM or SIGINT it takes no new volume, finishes those in flight within --grace,\n" +
+				"releases its claims and exits 0; 143/130 when it had to abandon volumes at the grace's end.",
+			Flags: append(append(engineFlags("all"), workFlags(1)...),
+				&cli.DurationFlag{Name: "settle", Value: inbox.DefaultSettle, Usage: "a file unchanged in size and mtime this long is taken as complete; so is a DICOM series none of whose files is new or changed this long"},
+				&cli.DurationFlag{Name: "rescan", Value: inbox.DefaultRescan, Usage: "rescan the inboxes this often (network file systems send no events)"},
+				&cli.StringFlag{Name: "ready-suffix", Value: inbox.DefaultReadySuffix, Usage: "a file <volume><suffix> marks the volume complete"},
+				&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "on SIGTERM, time to finish the volumes in flight"},
+			),
+			Action: watchAction,
+		}
 	})
 }
 
