@@ -17,8 +17,7 @@ import (
 )
 
 // captureRun runs "voxpipe ARGS..." in process through run, as main does (flags after the
-// arguments, exit codes), with os.Stdout and os.Stderr swapped for files meanwhile: not for
-// parallel tests.
+// arguments, exit codes), its stdout and stderr captured in files.
 func captureRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -30,12 +29,7 @@ func captureRun(t *testing.T, args ...string) (code int, stdout, stderr string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldOut, oldErr := os.Stdout, os.Stderr
-	os.Stdout, os.Stderr = outF, errF
-	func() {
-		defer func() { os.Stdout, os.Stderr = oldOut, oldErr }()
-		code = run(append([]string{"voxpipe"}, args...))
-	}()
+	code = runIO(append([]string{"voxpipe"}, args...), outF, errF)
 	outF.Close()
 	errF.Close()
 	o, _ := os.ReadFile(outF.Name())

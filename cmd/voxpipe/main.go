@@ -134,8 +134,13 @@ func main() {
 	os.Exit(run(os.Args))
 }
 
-func run(args []string) int {
+func run(args []string) int { return runIO(args, os.Stdout, os.Stderr) }
+
+// runIO runs the command line args with its output on stdout and stderr, and returns the exit
+// code.
+func runIO(args []string, stdout, stderr io.Writer) int {
 	app := newApp()
+	app.Writer, app.ErrWriter = stdout, stderr
 	ordered, err := flagsFirst(app.App, args)
 	if err == nil {
 		err = app.Run(ordered)
@@ -156,7 +161,7 @@ func run(args []string) int {
 		code = exitUsage
 	}
 	if msg != "" {
-		lastLine(os.Stderr, jsonLogs(args), msg, code)
+		lastLine(stderr, jsonLogs(args), msg, code)
 	}
 	return code
 }

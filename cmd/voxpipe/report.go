@@ -81,7 +81,7 @@ func reportAction(c *cli.Context) error {
 
 	rep, err := report.Generate(runs, baselines, opts)
 	if err == nil {
-		err = rep.WriteMarkdown(os.Stdout)
+		err = rep.WriteMarkdown(c.App.Writer)
 	}
 	if err == nil {
 		err = rep.WriteFiles(c.String("output"))
@@ -90,7 +90,7 @@ func reportAction(c *cli.Context) error {
 	case report.ExitOK:
 		if rep.Gate != nil && rep.Gate.NotEvaluated {
 			// Exit 0, but not silently: a CI log must show that nothing was checked.
-			fmt.Fprintln(os.Stderr, "voxpipe:", rep.Gate.Message())
+			fmt.Fprintln(c.App.ErrWriter, "voxpipe:", rep.Gate.Message())
 		}
 		return nil
 	case report.ExitBadInput:

@@ -57,7 +57,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	// Bars on a terminal, log lines otherwise; logs print above the bars.
-	logOut := &switchWriter{w: os.Stderr}
+	logOut := &switchWriter{w: c.App.ErrWriter}
 	log := newLogger(logOut, c.String("log-format"), c.Bool("quiet"))
 	found, batch, err := findBatch(c, ws.outDir, ws.maskName, shard, log)
 	if err != nil || len(batch) == 0 {
@@ -106,7 +106,7 @@ func runAction(c *cli.Context) error {
 	if cl.forced = sd.Wait(func() { res, runErr = pipeline.Run(sd.Drained(), cfg) }); cl.forced {
 		return forcedStop(claims, rec, sd.Signal())
 	}
-	logOut.set(os.Stderr)
+	logOut.set(c.App.ErrWriter)
 	noteKernels(es.engines, log, cfg.Telemetry.Trace)
 	writeTrace(c.String("trace"), cfg.Telemetry.Trace, log)
 	if err := rec.Close(); err != nil && runErr == nil {
@@ -216,10 +216,10 @@ func createRecords(c *cli.Context, ws workSettings, found *jobs.Discovery, log *
 // runProgress is the run's progress: bars on a terminal (the log then prints above them until
 // restore), log lines otherwise, or none.
 func runProgress(c *cli.Context, log *slog.Logger, logOut *switchWriter) (reporter pipeline.Progress, restore func()) {
-	if !c.Bool("quiet") && term.IsTerminal(int(os.Stderr.Fd())) {
-		bars := progress.NewBars(os.Stderr)
+	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {
+		bars := progress.NewBars(f)
 		logOut.set(bars.Writer())
-		return bars, func() { logOut.set(os.Stderr) }
+		return bars, func() { logOut.set(f) }
 	}
 	if p := progressLog(c, log); p != nil {
 		return p, func() {}

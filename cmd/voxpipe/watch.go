@@ -58,7 +58,7 @@ func watchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(os.Stderr, c.String("log-format"), c.Bool("quiet"))
+	log := newLogger(c.App.ErrWriter, c.String("log-format"), c.Bool("quiet"))
 	var cl closers
 	defer cl.close()
 	es, closeSetup, err := openSetup(c, log)
