@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 )
@@ -38,6 +39,9 @@ func newCommands() []*cli.Command {
 func init() {
 	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
 }
+
+// appRuns serialises the runs of apps in one process (see runIO).
+var appRuns sync.Mutex
 
 // app is the command line application and what its run found out besides its error.
 type app struct {
@@ -139,6 +143,10 @@ func run(args []string) int { return runIO(args, os.Stdout, os.Stderr) }
 // runIO runs the command line args with its output on stdout and stderr, and returns the exit
 // code.
 func runIO(args []string, stdout, stderr io.Writer) int {
+	// urfave/cli's help and version flags are package-level values that every App.Run writes
+	// to: in-process runs (tests) take turns.
+	appRuns.Lock()
+	defer appRuns.Unlock()
 	app := newApp()
 	app.Writer, app.ErrWriter = stdout, stderr
 	ordered, err := flagsFirst(app.App, args)

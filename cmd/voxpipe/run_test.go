@@ -162,6 +162,27 @@ func TestRunEndToEnd(t *testing.T) {
 	if code := run(args("first")); code != exitFailed {
 		t.Fatalf("exit code %d, want %d (some volumes failed)", code, exitFailed)
 	}
+	checkFirstRun(t, in, out, mdl)
+	checkReruns(t, out, args)
+	// Only good volumes: exit 0.
+	good := filepath.Join(t.TempDir(), "good")
+	os.MkdirAll(good, 0o755)
+	for _, name := range []string{"phantom_000.nii.gz", "phantom_001.nii.gz"} {
+		data, _ := os.ReadFile(filepath.Join(in, name))
+		os.WriteFile(filepath.Join(good, name), data, 0o644)
+	}
+	if code := run([]string{"voxpipe", "run", "-q", "--model", modelPath, good, "-o", filepath.Join(t.TempDir(), "o2")}); code != 0 {
+		t.Errorf("all-good batch: exit code %d, want 0", code)
+	}
+}
+
+// badBatchErrors are the broken volumes of badBatch, and the file their errors name.
+var badBatchErrors = map[string]string{"corrupt": "corrupt.nii.gz", "truncated": "truncated.nii", "notnifti": "notnifti.nii"}
+
+// checkFirstRun checks the records and masks of TestRunEndToEnd's first run over badBatch:
+// the good volumes' masks are the engine's direct output, the bad ones failed naming their file.
+func checkFirstRun(t *testing.T, in, out string, mdl *model.Model) {
+	t.Helper()
 	summary := runSummary(t, out, "first")
 	rows, err := timing.ReadRows(filepath.Join(records.RunDir(out, "first"), records.TimingsName))
 	if err != nil || len(rows) == 0 {
@@ -170,12 +191,11 @@ func TestRunEndToEnd(t *testing.T) {
 	if len(summary) != 6 {
 		t.Fatalf("%d summary rows, want 6", len(summary))
 	}
-	wantErr := map[string]string{"corrupt": "corrupt.nii.gz", "truncated": "truncated.nii", "notnifti": "notnifti.nii"}
 	for _, s := range summary {
 		if s.FinishedAt == "" || s.Host == "" {
 			t.Errorf("%s: finished_at %q host %q", s.Volume, s.FinishedAt, s.Host)
 		}
-		if frag, bad := wantErr[s.Volume]; bad {
+		if frag, bad := badBatchErrors[s.Volume]; bad {
 			if s.Status != timing.StatusFailed || !strings.Contains(s.Error, frag) {
 				t.Errorf("%s: status %s error %q, want failed naming %s", s.Volume, s.Status, s.Error, frag)
 			}
@@ -195,6 +215,13 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	assertNoTemps(t, out)
 
+}
+
+// checkReruns checks TestRunEndToEnd's reruns: done volumes are skipped and earlier records
+// untouched, a reused run id is refused, --overwrite redoes them, and volumes.csv has the
+// latest outcome.
+func checkReruns(t *testing.T, out string, args func(id string, extra ...string) []string) {
+	t.Helper()
 	// Again: the done volumes are skipped, the bad ones fail again; the first run's records
 	// are untouched.
 	before, _ := os.ReadFile(filepath.Join(records.RunDir(out, "first"), records.SummaryName))
@@ -228,19 +255,9 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("volumes.csv: %d rows, %v", len(vols), err)
 	}
 	for _, v := range vols {
-		if _, bad := wantErr[v.Volume]; !bad && (v.Status != timing.StatusOK || v.RunID != "third") {
+		if _, bad := badBatchErrors[v.Volume]; !bad && (v.Status != timing.StatusOK || v.RunID != "third") {
 			t.Errorf("volumes.csv %s: %s from run %s, want ok from run third", v.Volume, v.Status, v.RunID)
 		}
-	}
-	// Only good volumes: exit 0.
-	good := filepath.Join(t.TempDir(), "good")
-	os.MkdirAll(good, 0o755)
-	for _, name := range []string{"phantom_000.nii.gz", "phantom_001.nii.gz"} {
-		data, _ := os.ReadFile(filepath.Join(in, name))
-		os.WriteFile(filepath.Join(good, name), data, 0o644)
-	}
-	if code := run([]string{"voxpipe", "run", "-q", "--model", modelPath, good, "-o", filepath.Join(t.TempDir(), "o2")}); code != 0 {
-		t.Errorf("all-good batch: exit code %d, want 0", code)
 	}
 }
 
