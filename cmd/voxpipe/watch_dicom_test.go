@@ -87,6 +87,14 @@ func TestWatchDICOMSeries(t *testing.T) {
 		t.Errorf("exit %d after SIGTERM, want 0\n%s", code, w.stderr.String())
 	}
 
+	name := checkDICOMSeriesRecords(t, inbox, out)
+	checkDICOMSeriesLog(t, w.stderr.String(), name)
+}
+
+// checkDICOMSeriesRecords checks TestWatchDICOMSeries' records: a row per segmentation of the
+// series, the second saying it grew, and one row in volumes.csv. It returns the series' name.
+func checkDICOMSeriesRecords(t *testing.T, inbox, out string) string {
+	t.Helper()
 	paths, _ := filepath.Glob(filepath.Join(inbox, "IM*"))
 	scan := dicom.ScanFiles(paths, 1)
 	if len(scan.Series) != 1 {
@@ -110,8 +118,15 @@ func TestWatchDICOMSeries(t *testing.T) {
 		t.Errorf("volumes.csv: %+v %v", vols, err)
 	}
 
+	return name
+}
+
+// checkDICOMSeriesLog checks TestWatchDICOMSeries' JSON log: one warning that the series grew,
+// one note on the file that is not an image, and no patient data.
+func checkDICOMSeriesLog(t *testing.T, stderr, name string) {
+	t.Helper()
 	var grew, notes int
-	for _, line := range strings.Split(strings.TrimSpace(w.stderr.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Errorf("not a JSON line: %q", line)
@@ -135,6 +150,6 @@ func TestWatchDICOMSeries(t *testing.T) {
 		}
 	}
 	if grew != 1 || notes != 1 {
-		t.Errorf("%d growth warnings, %d notes on notes.txt; want 1 and 1\n%s", grew, notes, w.stderr.String())
+		t.Errorf("%d growth warnings, %d notes on notes.txt; want 1 and 1\n%s", grew, notes, stderr)
 	}
 }
