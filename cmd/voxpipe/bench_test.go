@@ -54,6 +54,7 @@ func TestBenchCPU(t *testing.T) {
 }
 
 func TestHiddenCopyFraction(t *testing.T) {
+	t.Parallel()
 	ms := time.Millisecond
 	events := []engine.Event{
 		{Stage: "h2d", Start: 0, Duration: 10 * ms},          // hidden 0..5 behind nothing, 5..10 behind kernels 0
@@ -108,6 +109,7 @@ type fakeGPU struct{ engine.Engine }
 func (fakeGPU) Name() string { return "cuda:0" }
 
 func TestBenchSettingsFor(t *testing.T) {
+	t.Parallel()
 	var cmd *cli.Command
 	for _, c := range newCommands() {
 		if c.Name == "bench" {
@@ -151,6 +153,7 @@ func TestBenchSettingsFor(t *testing.T) {
 
 // Without --dims the CPU engine times the small default volume.
 func TestBenchCPUDefaultDims(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	modelPath, _ := testModel(t)
 	code, stdout, stderr := benchCLI(t, "--engine", "cpu", "--model", modelPath,
@@ -170,6 +173,7 @@ func TestBenchCPUDefaultDims(t *testing.T) {
 // One line per engine run on stderr (explicit --dims kept, the CPU engine's default runs), none
 // with --quiet.
 func TestBenchProgressLines(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	args := []string{"--engine", "cpu", "--model", modelPath, "--dims", "16x12x8", "--slab", "4"}
 	code, stdout, stderr := benchCLI(t, append(args, "-o", t.TempDir())...)
@@ -207,6 +211,7 @@ func TestBenchProgressLines(t *testing.T) {
 }
 
 func TestBenchUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--runs", "0"}, {"--warmup", "-1"}, {"--slab", "0"}, {"--dims", "12x"}} {
 		code, _, stderr := benchCLI(t, append([]string{"--engine", "cpu", "-o", t.TempDir()}, args...)...)
 		if code != exitUsage {

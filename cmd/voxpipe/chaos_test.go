@@ -28,6 +28,7 @@ import (
 // CSV of every run parses with its header's field count; no temporaries or claims are left;
 // the clean run finds nothing busy. VOXPIPE_CHAOS_SEED replays a seed.
 func TestChaosConcurrentRunsWithKills(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	model, _ := testModel(t)
 	dir := t.TempDir()

@@ -48,6 +48,7 @@ func cliRun(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestBareCommandAndVersion(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := cliRun(t)
 	if code != exitUsage || !strings.Contains(stderr, "USAGE") || stdout != "" {
 		t.Errorf("bare voxpipe: exit %d, stdout %q, stderr %q; want 2 and the help on stderr", code, stdout, stderr)
@@ -97,6 +98,7 @@ func TestRequiredFlags(t *testing.T) {
 }
 
 func TestTypoHints(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := cliRun(t, "run", "--ovewrite", "in", "-o", "out")
 	if code != exitUsage || !strings.Contains(stderr, "did you mean --overwrite?") {
 		t.Errorf("mistyped flag: exit %d, %q", code, stderr)
@@ -132,6 +134,7 @@ func write4D(t *testing.T, path string) {
 // --volume picks a volume of a 4D input; without it a 4D input fails with a hint; the mask
 // records the volume, and another volume is a reason to redo it.
 func TestRunVolumeOf4D(t *testing.T) {
+	t.Parallel()
 	model, _ := testModel(t)
 	in, out := t.TempDir(), t.TempDir()
 	write4D(t, filepath.Join(in, "fmri.nii"))
@@ -165,6 +168,7 @@ func TestRunVolumeOf4D(t *testing.T) {
 // eval --volume compares one volume of 4D label files; without it a 4D file is refused with a
 // hint.
 func TestEvalVolumeOf4D(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const n = 4
 	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Uint8, BitPix: 8,

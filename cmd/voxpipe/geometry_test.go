@@ -55,6 +55,7 @@ func writeAs(t *testing.T, path string, ref *nifti.Header, dims [3]int, a nifti.
 // matching affines) gives the same mask, up to the same flips and permutation, because every
 // copy is brought to the model's orientation first.
 func TestOrientationEquivariance(t *testing.T) {
+	t.Parallel()
 	h, vals := readFixture(t, "../../fixtures/volumes/phantom_001.nii.gz")
 	dims := [3]int{h.NX(), h.NY(), h.NZ()}
 	in, out := t.TempDir(), t.TempDir()
@@ -203,6 +204,7 @@ func meanDice(t *testing.T, pred, truth string) float64 {
 // TestResampleAuto: a phantom upsampled 2x is segmented at the model's spacing, and its Dice
 // against the upsampled truth is within 0.03 of the original's against the original truth.
 func TestResampleAuto(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("segments a 192x192x128 volume")
 	}
@@ -236,6 +238,7 @@ func TestResampleAuto(t *testing.T) {
 // TestGridInProvenance: a mask records how its volume met the model, so a rerun that would
 // segment it otherwise (--resample changed) redoes it, and one that would not skips it.
 func TestGridInProvenance(t *testing.T) {
+	t.Parallel()
 	h, vals := readFixture(t, "../../fixtures/volumes/phantom_000.nii.gz")
 	in, out := t.TempDir(), t.TempDir()
 	a := h.Affine()

@@ -217,6 +217,7 @@ func TestInfoValidAndBroken(t *testing.T) {
 // TestInfoGzipCutInHeader: the message names the gzip stream cut short and counts what was
 // inflated, instead of "not a NIfTI file: 0-byte file".
 func TestInfoGzipCutInHeader(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../fixtures/volumes/phantom_000.nii.gz")
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +246,7 @@ func TestInfoGzipCutInHeader(t *testing.T) {
 // TestInfoGeometryCodes: qform and sform code 0 are said to be absent, not printed as zeros;
 // set ones are named with their matrix.
 func TestInfoGeometryCodes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "v.nii")
 	infoVolume(t, path)
@@ -274,6 +276,7 @@ func TestInfoGeometryCodes(t *testing.T) {
 // TestInfoLabelMap: an integer volume with few values gets each one's voxel count and share;
 // a voxpipe mask its extensions and provenance; other extensions are listed.
 func TestInfoLabelMap(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	vol := 1
 	rec := provenance.Record{Generator: provenance.Generator, Version: "1.2.3",
@@ -367,6 +370,7 @@ func TestInfoLabelMapEdges(t *testing.T) {
 // TestInfoVolumes: a 4D file lists its volumes; --volume N reads volume N (default 0); a
 // volume it does not have, or a negative one, is a usage error.
 func TestInfoVolumes(t *testing.T) {
+	t.Parallel()
 	const nx, ny, nz, nt = 4, 3, 2, 3
 	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Float32,
 		Dim: [8]int64{5, nx, ny, nz, nt, 1, 1, 1}, PixDim: [8]float64{1, 2, 2, 2, 1.5}, XYZTUnits: 10, SclSlope: 1}

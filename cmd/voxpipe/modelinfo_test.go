@@ -44,6 +44,7 @@ func writeModel(t *testing.T, card string) string {
 // TestModelInfo runs the binary: urfave/cli keeps state in a command with subcommands, so they
 // cannot run twice in one process.
 func TestModelInfo(t *testing.T) {
+	t.Parallel()
 	path := writeModel(t, cardJSON)
 	code, out, stderr := cliRun(t, "model", "info", path)
 	if code != 0 {

@@ -38,6 +38,7 @@ func reportCLI(t *testing.T, args ...string) (code int, stderr, md string) {
 // A and B pair on 4 volumes: below the default --min-volumes 10 the gate is not evaluated
 // (exit 0, says so on stderr and in the report); --min-volumes 4 lets it decide.
 func TestReportGateMinVolumes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		args       []string

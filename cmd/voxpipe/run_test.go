@@ -153,6 +153,7 @@ func runSummary(t *testing.T, out, id string) []timing.Summary {
 }
 
 func TestRunEndToEnd(t *testing.T) {
+	t.Parallel()
 	in := badBatch(t, 3, "40x36x20")
 	out := filepath.Join(t.TempDir(), "out")
 	modelPath, mdl := testModel(t)
@@ -262,6 +263,7 @@ func checkReruns(t *testing.T, out string, args func(id string, extra ...string)
 }
 
 func TestRunUsageErrors(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	dir := t.TempDir()
 	for name, args := range map[string][]string{
@@ -307,6 +309,7 @@ func assertNoTemps(t *testing.T, dir string) {
 }
 
 func TestRunSIGTERMMidBatch(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	dir := t.TempDir()
 	genRun(t, "--out", dir, "--dims", "64x64x48", "--count", "8", "--seed", "9")
@@ -356,6 +359,7 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 // compares their peak resident memory (getrusage maxrss). Two volumes do not yet fill every
 // pool (three input buffers), so a few MiB of difference remain by design.
 func TestRunPeakRSSIndependentOfBatchSize(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("maxrss is read from Linux rusage")
 	}

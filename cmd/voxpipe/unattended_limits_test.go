@@ -22,6 +22,7 @@ import (
 // A 4 MB .nii.gz whose stream inflates to 4 GiB more than its header implies, its trailer
 // consistent, fails alone, quickly, in little memory.
 func TestRunGzipBombFailsAlone(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
@@ -65,6 +66,7 @@ func assertFailsAlone(t *testing.T, out, id, bad, errFrag string, cmd *exec.Cmd)
 
 // A file system too small for the estimated masks gets a warning before the work.
 func TestRunWarnsWhenTheDiskLooksFull(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	modelPath, _ := testModel(t)
 	dir := t.TempDir()
@@ -88,6 +90,7 @@ func TestRunWarnsWhenTheDiskLooksFull(t *testing.T) {
 // A header that declares far more than the budget (a sparse file: nothing stored) fails alone,
 // before anything is allocated; the process stays small.
 func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
@@ -138,6 +141,7 @@ func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
 // After SIGTERM the process exits with 143 within 2 s, leaving no temporaries or claims, even
 // while the CPU engine is in the middle of a long slab.
 func TestRunSIGTERMWithinTwoSeconds(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	dir := t.TempDir()
 	genRun(t, "--out", dir, "--dims", "160x160x64", "--count", "2", "--seed", "2")

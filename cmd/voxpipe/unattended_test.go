@@ -61,6 +61,7 @@ func runArgs(modelPath string, rest ...string) []string {
 // A mask path that is an input, by name, symbolic link or hard link, is a usage error before
 // any work, whatever the flags.
 func TestRunNeverWritesInputs(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii")
 	before := snapshot(t, in)
@@ -107,6 +108,7 @@ func TestRunNeverWritesInputs(t *testing.T) {
 
 // Output folders in or equal to the input folder: reruns never segment masks or nest folders.
 func TestRunOutputInsideInputs(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	for i := range 3 {
@@ -139,6 +141,7 @@ func TestRunOutputInsideInputs(t *testing.T) {
 // A rerun trusts a mask only when it parses and its provenance matches; anything else at the
 // mask's path is a conflict, kept unless --overwrite.
 func TestRunResumeTrustsOnlyCheckedMasks(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 5, "nii.gz")
 	out := t.TempDir()
@@ -219,6 +222,7 @@ func TestRunResumeTrustsOnlyCheckedMasks(t *testing.T) {
 // What a process killed with -9 leaves (mask temporaries, its claim, a half-made claim) is
 // removed by the next run, which then does the volume.
 func TestRunRemovesWhatDeadProcessesLeft(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
@@ -253,6 +257,7 @@ func TestRunRemovesWhatDeadProcessesLeft(t *testing.T) {
 
 // A volume claimed by a live process is busy: not done, not failed, exit 0.
 func TestRunBusyVolume(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
@@ -282,6 +287,7 @@ func TestRunBusyVolume(t *testing.T) {
 
 // A FIFO among the inputs is refused without being opened; the run ends.
 func TestRunRefusesFIFO(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 1, "nii.gz")
 	if err := syscall.Mkfifo(filepath.Join(in, "pipe.nii"), 0o644); err != nil {
@@ -308,6 +314,7 @@ func TestRunRefusesFIFO(t *testing.T) {
 }
 
 func TestRunEmptyInboxIsNothingToDo(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	out := filepath.Join(t.TempDir(), "out")
 	if code := run(runArgs(modelPath, t.TempDir(), "-o", out)); code != 0 {
@@ -321,6 +328,7 @@ func TestRunEmptyInboxIsNothingToDo(t *testing.T) {
 // A rerun that finds every mask up to date exits 0 and leaves no records: a scheduled tick
 // over a finished folder adds nothing.
 func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
@@ -385,6 +393,7 @@ func TestRunShards(t *testing.T) {
 // Without a terminal, progress lines come every --progress-interval; with --log-format json
 // every stderr line is JSON, the last one (why the command failed) too.
 func TestRunLogsWithoutATerminal(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	modelPath, _ := testModel(t)
 	dir := t.TempDir()
@@ -423,6 +432,7 @@ func TestRunLogsWithoutATerminal(t *testing.T) {
 
 // Bad mask names, unwritable trace and output paths are usage errors found before any work.
 func TestRunChecksBeforeWork(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 1, "nii.gz")
 	file := filepath.Join(t.TempDir(), "a-file")

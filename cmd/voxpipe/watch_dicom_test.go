@@ -32,6 +32,7 @@ func maskDims(path string) [3]int {
 // series. A file that is neither a volume nor DICOM is logged once. Not parallel: the tests of
 // this package share the built binary and the process's stdout.
 func TestWatchDICOMSeries(t *testing.T) {
+	t.Parallel()
 	inbox, out := t.TempDir(), t.TempDir()
 	const settle = 2500 * time.Millisecond
 	w := startWatch(t, inbox, out, "wd", "--settle", settle.String(), "--dicom-name", "s%s")

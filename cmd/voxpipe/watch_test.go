@@ -75,6 +75,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // Renamed in: taken at once; a .ready marker: taken without settling; a slow writer: taken once
 // complete and settled. Each mask once, with its arrival in the records.
 func TestWatchPickups(t *testing.T) {
+	t.Parallel()
 	src := smallVolumes(t, 3, "nii.gz")
 	inbox, out := t.TempDir(), t.TempDir()
 	w := startWatch(t, inbox, out, "w", "--settle", "1500ms")
@@ -135,6 +136,7 @@ func TestWatchPickups(t *testing.T) {
 // SIGTERM during a volume: it is finished within the grace and the watcher exits 0; with no
 // grace left, it is abandoned cleanly and the exit code says so.
 func TestWatchSIGTERMDuringAVolume(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	genRun(t, "--out", dir, "--dims", "128x128x48", "--count", "2", "--seed", "4")
 	for _, tc := range []struct {
@@ -166,6 +168,7 @@ func TestWatchSIGTERMDuringAVolume(t *testing.T) {
 
 // Two watchers on one inbox: every volume is done once.
 func TestTwoWatchersShareAnInbox(t *testing.T) {
+	t.Parallel()
 	src := smallVolumes(t, 8, "nii.gz")
 	inbox, out := t.TempDir(), t.TempDir()
 	a := startWatch(t, inbox, out, "a", "--settle", "500ms")
@@ -204,6 +207,7 @@ func TestTwoWatchersShareAnInbox(t *testing.T) {
 // --metrics-addr serves Prometheus metrics while the watch runs; a bad address is a usage
 // error.
 func TestWatchServesMetrics(t *testing.T) {
+	t.Parallel()
 	src := smallVolumes(t, 2, "nii.gz")
 	inbox, out := t.TempDir(), t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
