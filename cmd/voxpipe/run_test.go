@@ -323,7 +323,7 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 	}
 	// Wait until the first mask is done, then stop the run while the next is in flight.
 	waitForFile(t, cmd, &stderr, filepath.Join(out, "*_mask.nii.gz"))
-	time.Sleep(100 * time.Millisecond)
+	waitForFile(t, cmd, &stderr, filepath.Join(out, ".*.claim"))
 	stopped := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()

@@ -208,6 +208,8 @@ func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
 	pattern := ts.MkAbs(args[0])
 	start := time.Now()
 	ended := false
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		m, err := filepath.Glob(pattern)
 		if err != nil {
@@ -223,7 +225,7 @@ func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
 		if time.Now().After(end) {
 			ts.Fatalf("waitfor %s: no such file after %.1fs", args[0], time.Since(start).Seconds())
 		}
-		time.Sleep(25 * time.Millisecond)
+		<-tick.C
 		// Checked before the next look, so that a file written just before the exit is seen.
 		ended = backgroundEnded(ts)
 	}

@@ -185,15 +185,12 @@ func statusByVolume(s []timing.Summary) map[string]timing.Summary {
 // waitForFile waits up to two minutes for a file matching pattern, while cmd runs.
 func waitForFile(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, pattern string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if m, _ := filepath.Glob(pattern); len(m) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no %s after 2 minutes:\n%s", pattern, stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	found := poll(time.Now().Add(2*time.Minute), func() bool {
+		m, _ := filepath.Glob(pattern)
+		return len(m) > 0
+	})
+	if !found {
+		cmd.Process.Kill()
+		t.Fatalf("no %s after 2 minutes:\n%s", pattern, stderr.String())
 	}
 }

@@ -54,11 +54,11 @@ func TestWatchDICOMSeries(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Write(data[:len(data)/2])
-		time.Sleep(100 * time.Millisecond)
+		pace(100 * time.Millisecond)
 		f.Write(data[len(data)/2:])
 		f.Close()
 		last = time.Now()
-		time.Sleep(300 * time.Millisecond)
+		pace(300 * time.Millisecond)
 		if exists(mask) {
 			t.Fatalf("segmented after %d of %d files, while the series was still arriving\n%s", i+1, slices, w.stderr.String())
 		}
@@ -83,7 +83,11 @@ func TestWatchDICOMSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return maskDims(mask) == [3]int{s.Columns, s.Rows, slices + 1} }, &w.stderr)
-	time.Sleep(500 * time.Millisecond) // the row follows the mask
+	// The row follows the mask.
+	waitFor(t, func() bool {
+		rows, _ := timing.ReadSummaries(filepath.Join(records.RunDir(out, "wd"), records.SummaryName))
+		return len(rows) == 2
+	}, &w.stderr)
 	if code, _ := w.stop(t); code != 0 {
 		t.Errorf("exit %d after SIGTERM, want 0\n%s", code, w.stderr.String())
 	}

@@ -61,12 +61,8 @@ func (w *watcher) stop(t *testing.T) (int, time.Duration) {
 
 func waitFor(t *testing.T, cond func() bool, log *bytes.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out\n%s", log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll(time.Now().Add(2*time.Minute), cond) {
+		t.Fatalf("timed out\n%s", log.String())
 	}
 }
 
@@ -91,7 +87,7 @@ func TestWatchPickups(t *testing.T) {
 	f, _ := os.Create(filepath.Join(inbox, "slow.nii.gz"))
 	for off := 0; off < len(data); off += len(data) / 5 {
 		f.Write(data[off:min(off+len(data)/5, len(data))])
-		time.Sleep(200 * time.Millisecond)
+		pace(200 * time.Millisecond)
 		if exists(filepath.Join(out, "slow_mask.nii.gz")) && off+len(data)/5 < len(data) {
 			t.Fatal("a file still being written was taken")
 		}
@@ -106,7 +102,7 @@ func TestWatchPickups(t *testing.T) {
 	marked := filepath.Join(inbox, "marked.nii.gz")
 	data, _ = os.ReadFile(filepath.Join(src, "phantom_002.nii.gz"))
 	os.WriteFile(marked, data[:50], 0o644)
-	time.Sleep(100 * time.Millisecond)
+	pace(100 * time.Millisecond)
 	os.WriteFile(marked, data, 0o644)
 	os.WriteFile(marked+".ready", nil, 0o644)
 	marker := time.Now()
@@ -181,7 +177,8 @@ func TestTwoWatchersShareAnInbox(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(out, "*_mask.nii.gz"))
 		return len(m) == 8
 	}, &a.stderr)
-	time.Sleep(300 * time.Millisecond) // let the second watcher see them done
+	// Every volume's row is written (after its mask) before the watchers are stopped.
+	waitFor(t, func() bool { return okRows(out, "a")+okRows(out, "b") == 8 }, &a.stderr)
 	a.stop(t)
 	b.stop(t)
 	ok := map[string]int{}
@@ -242,4 +239,16 @@ func TestWatchServesMetrics(t *testing.T) {
 	if code := run([]string{"voxpipe", "run", "-q", "--model", model, "--metrics-addr", "256.1.1.1:99999", smallVolumes(t, 1, "nii"), "-o", t.TempDir()}); code != exitUsage {
 		t.Errorf("bad --metrics-addr: exit %d, want %d", code, exitUsage)
 	}
+}
+
+// okRows is the number of ok rows in the summary of run id in out so far.
+func okRows(out, id string) int {
+	rows, _ := timing.ReadSummaries(filepath.Join(records.RunDir(out, id), records.SummaryName))
+	n := 0
+	for _, r := range rows {
+		if r.Status == timing.StatusOK {
+			n++
+		}
+	}
+	return n
 }
