@@ -72,7 +72,7 @@ func benchAction(c *cli.Context) error {
 	if err := checkBenchFlags(c); err != nil {
 		return err
 	}
-	mdl, modelName, engines, err := openModelAndEngines(c)
+	mdl, modelName, _, engines, err := openModelAndEngines(c)
 	if err != nil {
 		return err
 	}

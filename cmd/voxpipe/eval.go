@@ -69,7 +69,7 @@ func evalAction(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return usageError{errors.New("eval: give PRED and TRUTH (files or folders)")}
 	}
-	model, _, err := loadModel(c.String("model"))
+	model, _, _, err := loadModel(c.String("model"))
 	if err != nil {
 		return usageError{err}
 	}

@@ -121,7 +121,7 @@ func naiveMask(t *testing.T, path string) []uint8 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mdl, _, err := loadModel("")
+	mdl, _, _, err := loadModel("")
 	if err != nil {
 		t.Fatal(err)
 	}

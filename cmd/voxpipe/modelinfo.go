@@ -40,11 +40,7 @@ func modelInfo(c *cli.Context) error {
 		return usageError{fmt.Errorf("model info: one FILE at most, got %d", c.NArg())}
 	}
 	path := c.Args().First()
-	m, name, err := loadModel(path)
-	if err != nil {
-		return err
-	}
-	id, err := modelIdentity(path, name)
+	m, name, id, err := loadModel(path)
 	if err != nil {
 		return err
 	}

@@ -199,17 +199,13 @@ func openSetup(c *cli.Context, log *slog.Logger) (es *setup, closeSetup func(), 
 		return nil, nil, err
 	}
 	es.metrics = m
-	if es.model, es.modelName, es.engines, err = openModelAndEngines(c); err != nil {
+	if es.model, es.modelName, es.modelID, es.engines, err = openModelAndEngines(c); err != nil {
 		stopMetrics()
 		return nil, nil, err
 	}
 	closeSetup = func() {
 		closeEngines(es.engines)
 		stopMetrics()
-	}
-	if es.modelID, err = modelIdentity(c.String("model"), es.modelName); err != nil {
-		closeSetup()
-		return nil, nil, usageError{err}
 	}
 	return es, closeSetup, nil
 }
