@@ -44,8 +44,7 @@ func writeModel(t *testing.T, card string) string {
 	return path
 }
 
-// TestModelInfo runs the binary: urfave/cli keeps state in a command with subcommands, so they
-// cannot run twice in one process.
+// TestModelInfo runs the binary, as a user would.
 func TestModelInfo(t *testing.T) {
 	t.Parallel()
 	path := writeModel(t, cardJSON)

@@ -83,8 +83,8 @@ func documentedFlags(app *cli.App) []string {
 // are the commands' own: rewrite them with
 // go test ./cmd/voxpipe -run TestREADMEFlagTables -update-readme
 //
-// Not parallel: the commands are package-level values that in-process runs of the app (in
-// parallel tests) modify.
+// Not parallel: it reads the commands' flags, among them urfave/cli's package-level help
+// flag, which in-process runs of the app (in parallel tests) write to.
 func TestREADMEFlagTables(t *testing.T) {
 	app := newApp()
 	section := regexp.MustCompile("(?s)<!-- flags: ([a-z]+) -->\n(.*?)<!-- /flags -->")
