@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"voxpipe/engine"
 	"voxpipe/io/dicom"
 	"voxpipe/jobs"
 	"voxpipe/pipeline"
@@ -101,29 +102,50 @@ func runAction(c *cli.Context) error {
 	// cleaned up and the run ends anyway, with the signal's exit code.
 	sd := session.Start(context.Background(), runStages(log))
 	defer sd.Close()
-	var res pipeline.Result
-	var runErr error
-	if cl.forced = sd.Wait(func() { res, runErr = pipeline.Run(sd.Drained(), cfg) }); cl.forced {
+	fin := runFinish{c: c, log: log, logOut: logOut, engines: es.engines, trace: cfg.Telemetry.Trace, rec: rec,
+		defaultRecords: defaultRecords, volumes: len(batch), outDir: ws.outDir, sd: sd}
+	var exit error
+	if cl.forced = sd.Wait(func() { exit = fin.finish(pipeline.Run(sd.Drained(), cfg)) }); cl.forced {
 		return forcedStop(claims, rec, sd.Signal())
 	}
-	logOut.set(c.App.ErrWriter)
-	noteKernels(es.engines, log, cfg.Telemetry.Trace)
-	writeTrace(c.String("trace"), cfg.Telemetry.Trace, log)
-	if err := rec.Close(); err != nil && runErr == nil {
+	return exit
+}
+
+// runFinish is what a run does once the pipeline returned: the trace, the records and tables,
+// and the exit code. It runs under the shutdown's bound too: a second signal, or a hung file
+// system past the grace, still ends the run.
+type runFinish struct {
+	c              *cli.Context
+	log            *slog.Logger
+	logOut         *switchWriter
+	engines        []engine.Engine
+	trace          *timing.Trace
+	rec            *records.Run
+	defaultRecords bool
+	volumes        int
+	outDir         string
+	sd             *session.Shutdown
+}
+
+func (f runFinish) finish(res pipeline.Result, runErr error) error {
+	f.logOut.set(f.c.App.ErrWriter)
+	noteKernels(f.engines, f.log, f.trace)
+	writeTrace(f.c.String("trace"), f.trace, f.log)
+	if err := f.rec.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	if defaultRecords && runErr == nil && sd.Signal() == nil && res.Skipped == len(batch) {
+	if f.defaultRecords && runErr == nil && f.sd.Signal() == nil && res.Skipped == f.volumes {
 		// Every mask was up to date: a scheduled tick over a finished folder leaves nothing.
-		if err := os.RemoveAll(rec.Dir); err != nil {
-			log.Warn("remove the records of a run with nothing to do", "err", err)
+		if err := os.RemoveAll(f.rec.Dir); err != nil {
+			f.log.Warn("remove the records of a run with nothing to do", "err", err)
 		}
-		log.Info("nothing to do: every mask is up to date", "volumes", len(batch))
+		f.log.Info("nothing to do: every mask is up to date", "volumes", f.volumes)
 		return nil
 	}
-	updateTables(ws.outDir, log)
-	log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
-		"failed", res.Failed, "records", rec.Dir)
-	return runExit(sd.Signal(), runErr, res, len(batch), rec.Dir)
+	updateTables(f.outDir, f.log)
+	f.log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
+		"failed", res.Failed, "records", f.rec.Dir)
+	return runExit(f.sd.Signal(), runErr, res, f.volumes, f.rec.Dir)
 }
 
 // checkRunFlags checks the flags of run (usage errors).

@@ -108,14 +108,14 @@ func watchAction(c *cli.Context) error {
 		if err := rec.Close(); err != nil && runErr == nil {
 			runErr = err
 		}
+		refresh.stop()
+		updateTables(ws.outDir, log)
+		log.Info("watch finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
+			"failed", res.Failed, "records", rec.Dir)
 	})
 	if cl.forced {
 		return forcedStop(claims, rec, sd.Signal())
 	}
-	refresh.stop()
-	updateTables(ws.outDir, log)
-	log.Info("watch finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
-		"failed", res.Failed, "records", rec.Dir)
 	switch sig := sd.Signal(); {
 	case sig != nil && sd.WasAborted():
 		return cli.Exit("stopped; volumes in flight were abandoned", session.ExitCode(sig))
