@@ -67,6 +67,7 @@ func TestBareCommandAndVersion(t *testing.T) {
 // A missing required flag is a usage error that names it, after the command's help when the
 // command has no argument.
 func TestRequiredFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args     []string
 		flag     string
