@@ -121,22 +121,29 @@ func (m *Model) Validate() error {
 
 // LoadModel reads and validates a weights file.
 func LoadModel(path string) (*Model, error) {
+	m, _, err := ReadModel(path)
+	return m, err
+}
+
+// ReadModel is LoadModel that also returns the file's bytes, so that a caller can hash them
+// (provenance) without reading the file again.
+func ReadModel(path string) (*Model, []byte, error) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("load model: %w", err)
+		return nil, nil, fmt.Errorf("load model: %w", err)
 	}
 	if info.Size() > maxModelBytes {
-		return nil, fmt.Errorf("load model %s: %w: file is %d bytes, more than the %d a model may have", path, ErrBadModel, info.Size(), maxModelBytes)
+		return nil, nil, fmt.Errorf("load model %s: %w: file is %d bytes, more than the %d a model may have", path, ErrBadModel, info.Size(), maxModelBytes)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("load model: %w", err)
+		return nil, nil, fmt.Errorf("load model: %w", err)
 	}
 	m, err := ParseModel(data)
 	if err != nil {
-		return nil, fmt.Errorf("load model %s: %w", path, err)
+		return nil, nil, fmt.Errorf("load model %s: %w", path, err)
 	}
-	return m, nil
+	return m, data, nil
 }
 
 // ParseModel decodes a safetensors weights file held in memory. Every tensor's name, dtype,

@@ -18,6 +18,7 @@ import (
 // the mask's and whose volumes are counts times the voxel volume, merged into statistics.csv;
 // --preview writes a PNG; a volume redone without them loses its stale ones.
 func TestStatisticsAndPreview(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	in := "../../fixtures/volumes/phantom_003.nii.gz"
 	if code, _, stderr := captureRun(t, "run", "-q", "--engine", "cpu", "--statistics", "--preview", in, "-o", out, "--run-id", "a"); code != 0 {
@@ -82,6 +83,7 @@ func TestStatisticsAndPreview(t *testing.T) {
 // TestDomainVerdicts: an all-zero volume is out of domain in summary.csv (and the run
 // goes on); --strict-domain fails them.
 func TestDomainVerdicts(t *testing.T) {
+	t.Parallel()
 	in, out := t.TempDir(), t.TempDir()
 	h, vals := readFixture(t, "../../fixtures/volumes/phantom_000.nii.gz")
 	dims := [3]int{h.NX(), h.NY(), h.NZ()}
@@ -113,6 +115,7 @@ func TestDomainVerdicts(t *testing.T) {
 // TestStatisticsOfFlippedCopy: an LPS-stored copy (flipped in place for the engine, flipped back
 // for the analysis) gets the RAS copy's statistics, its bounding boxes mirrored in x and y.
 func TestStatisticsOfFlippedCopy(t *testing.T) {
+	t.Parallel()
 	h, vals := readFixture(t, "../../fixtures/volumes/phantom_001.nii.gz")
 	dims := [3]int{h.NX(), h.NY(), h.NZ()}
 	in, out := t.TempDir(), t.TempDir()

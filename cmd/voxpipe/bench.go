@@ -26,39 +26,41 @@ import (
 )
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:   "bench",
-		Before: requireFlags("output"),
-		Usage:  "time the engine on one volume (kernels, copies, pinned-in to mask-out) and the whole file-to-file run",
-		Description: "Generates a phantom of --dims (or takes --input, an int16 NIfTI), runs the engine --runs times\n" +
-			"after --warmup untimed runs on the volume in (pinned) host memory, then times reading the\n" +
-			"volume from a .nii file alone (run's read stage), writing its mask alone, and `run` on that file\n" +
-			"end to end.\n" +
-			"Writes OUT/timings.csv and OUT/summary.csv (one summary row per timed engine run) and\n" +
-			"prints medians with [min-max]; on stderr, a line as each engine run ends (its time, and\n" +
-			"how long the engine runs left should take), unless --quiet.\n" +
-			"Defaults depend on the engine: a GPU times 512x512x1000 (the volume of the latency\n" +
-			"targets), --runs 10, --warmup 2, --file-runs 3; the CPU engine, on which that volume takes\n" +
-			"minutes a run, times 128x128x64 with --runs 3, --warmup 1, --file-runs 1 (seconds in all).\n" +
-			"Flags given explicitly are kept, on either engine.",
-		Flags: append(engineFlags("0"),
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "folder for the CSVs and the files it times (required)"},
-			&cli.StringFlag{Name: "input", Usage: "int16 NIfTI volume to time (default: a generated phantom)"},
-			&cli.StringFlag{Name: "dims", Usage: "phantom size NXxNYxNZ",
-				DefaultText: gpuBenchDefaults.dims + "; CPU engine: " + cpuBenchDefaults.dims},
-			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "phantom seed"},
-			&cli.IntFlag{Name: "slab", Value: 64, Usage: "z-slices per slab"},
-			&cli.IntFlag{Name: "runs", Usage: "timed engine runs",
-				DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.runs, cpuBenchDefaults.runs)},
-			&cli.IntFlag{Name: "warmup", Usage: "untimed engine runs first",
-				DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.warmup, cpuBenchDefaults.warmup)},
-			&cli.IntFlag{Name: "file-runs", Usage: "timed read-alone, write-alone and end-to-end runs (0: skip)",
-				DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.fileRuns, cpuBenchDefaults.fileRuns)},
-			&cli.StringFlag{Name: "read-only", Usage: "instead: only read (decode, normalise) every volume in `DIR`, --readers in parallel"},
-			&cli.IntFlag{Name: "readers", Value: 2, Usage: "parallel readers for --read-only"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only the summary line"},
-		),
-		Action: benchAction,
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:   "bench",
+			Before: requireFlags("output"),
+			Usage:  "time the engine on one volume (kernels, copies, pinned-in to mask-out) and the whole file-to-file run",
+			Description: "Generates a phantom of --dims (or takes --input, an int16 NIfTI), runs the engine --runs times\n" +
+				"after --warmup untimed runs on the volume in (pinned) host memory, then times reading the\n" +
+				"volume from a .nii file alone (run's read stage), writing its mask alone, and `run` on that file\n" +
+				"end to end.\n" +
+				"Writes OUT/timings.csv and OUT/summary.csv (one summary row per timed engine run) and\n" +
+				"prints medians with [min-max]; on stderr, a line as each engine run ends (its time, and\n" +
+				"how long the engine runs left should take), unless --quiet.\n" +
+				"Defaults depend on the engine: a GPU times 512x512x1000 (the volume of the latency\n" +
+				"targets), --runs 10, --warmup 2, --file-runs 3; the CPU engine, on which that volume takes\n" +
+				"minutes a run, times 128x128x64 with --runs 3, --warmup 1, --file-runs 1 (seconds in all).\n" +
+				"Flags given explicitly are kept, on either engine.",
+			Flags: append(engineFlags("0"),
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "folder for the CSVs and the files it times (required)"},
+				&cli.StringFlag{Name: "input", Usage: "int16 NIfTI volume to time (default: a generated phantom)"},
+				&cli.StringFlag{Name: "dims", Usage: "phantom size NXxNYxNZ",
+					DefaultText: gpuBenchDefaults.dims + "; CPU engine: " + cpuBenchDefaults.dims},
+				&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "phantom seed"},
+				&cli.IntFlag{Name: "slab", Value: 64, Usage: "z-slices per slab"},
+				&cli.IntFlag{Name: "runs", Usage: "timed engine runs",
+					DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.runs, cpuBenchDefaults.runs)},
+				&cli.IntFlag{Name: "warmup", Usage: "untimed engine runs first",
+					DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.warmup, cpuBenchDefaults.warmup)},
+				&cli.IntFlag{Name: "file-runs", Usage: "timed read-alone, write-alone and end-to-end runs (0: skip)",
+					DefaultText: fmt.Sprintf("%d; CPU engine: %d", gpuBenchDefaults.fileRuns, cpuBenchDefaults.fileRuns)},
+				&cli.StringFlag{Name: "read-only", Usage: "instead: only read (decode, normalise) every volume in `DIR`, --readers in parallel"},
+				&cli.IntFlag{Name: "readers", Value: 2, Usage: "parallel readers for --read-only"},
+				&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only the summary line"},
+			),
+			Action: benchAction,
+		}
 	})
 }
 
@@ -67,25 +69,10 @@ func benchAction(c *cli.Context) error {
 	if dir := c.String("read-only"); dir != "" {
 		return benchReadOnly(c, dir)
 	}
-	// Flags given are checked before the engine opens; the defaults of those not given depend
-	// on the engine.
-	if (c.IsSet("runs") && c.Int("runs") < 1) || c.Int("warmup") < 0 || c.Int("file-runs") < 0 || c.Int("slab") < 1 {
-		return usageError{errors.New("bench: --runs and --slab must be >= 1, --warmup and --file-runs >= 0")}
-	}
-	if c.IsSet("dims") && c.String("input") == "" {
-		if _, _, _, err := phantom.ParseDims(c.String("dims")); err != nil {
-			return usageError{fmt.Errorf("bench: --dims: %w", err)}
-		}
-	}
-	if in := c.String("input"); in != "" {
-		if _, err := regular.Check(in); err != nil {
-			return usageError{fmt.Errorf("bench: --input: %w", err)}
-		}
-	}
-	if err := checkEngineFlags(c, "bench"); err != nil {
+	if err := checkBenchFlags(c); err != nil {
 		return err
 	}
-	mdl, modelName, engines, err := openModelAndEngines(c)
+	mdl, modelName, _, engines, err := openModelAndEngines(c)
 	if err != nil {
 		return err
 	}
@@ -125,6 +112,41 @@ func benchAction(c *cli.Context) error {
 	if err := writeBenchCSVs(out, dims, voxels, eng.Name(), benchRuns); err != nil {
 		return err
 	}
+	line := fmt.Sprintf("bench %s %s slab %d n=%d: pinned-in to mask-out %s", dims, eng.Name(), slab, runs, engineSpreads(eng, benchRuns))
+	if fileRuns > 0 {
+		fileLine, err := benchFiles(ctx, eng, mdl, hdr, vol, mask, input, out, slab, fileRuns, say)
+		if err != nil {
+			return err
+		}
+		line += "; " + fileLine
+	}
+	fmt.Fprintln(c.App.Writer, line)
+	return nil
+}
+
+// checkBenchFlags checks the flags given (usage errors) before the engine opens; the defaults
+// of those not given depend on the engine.
+func checkBenchFlags(c *cli.Context) error {
+	if (c.IsSet("runs") && c.Int("runs") < 1) || c.Int("warmup") < 0 || c.Int("file-runs") < 0 || c.Int("slab") < 1 {
+		return usageError{errors.New("bench: --runs and --slab must be >= 1, --warmup and --file-runs >= 0")}
+	}
+	if c.IsSet("dims") && c.String("input") == "" {
+		if _, _, _, err := phantom.ParseDims(c.String("dims")); err != nil {
+			return usageError{fmt.Errorf("bench: --dims: %w", err)}
+		}
+	}
+	if in := c.String("input"); in != "" {
+		if _, err := regular.Check(in); err != nil {
+			return usageError{fmt.Errorf("bench: --input: %w", err)}
+		}
+	}
+	return checkEngineFlags(c, "bench")
+}
+
+// engineSpreads summarises the timed engine runs: the wall times, and on a GPU the times of
+// the kernels and copies, the copy rates and how much of the copies the kernels hid; then the
+// kernels the engine runs, when it says.
+func engineSpreads(eng engine.Engine, benchRuns []pipeline.BenchRun) string {
 	var walls, kernels, h2d, d2h, gpuTotal []time.Duration
 	for _, r := range benchRuns {
 		walls = append(walls, r.Wall)
@@ -133,7 +155,7 @@ func benchAction(c *cli.Context) error {
 		d2h = append(d2h, r.GPU.D2H)
 		gpuTotal = append(gpuTotal, r.GPU.Total)
 	}
-	line := fmt.Sprintf("bench %s %s slab %d n=%d: pinned-in to mask-out %s", dims, eng.Name(), slab, runs, pipeline.SpreadOf(walls))
+	line := pipeline.SpreadOf(walls).String()
 	if benchRuns[0].GPU.Slabs > 0 {
 		g := benchRuns[0].GPU
 		line += fmt.Sprintf(", GPU total %s, kernels %s, h2d %s (%.1f GB/s), d2h %s (%.1f GB/s), copy hidden %.1f%%",
@@ -147,16 +169,7 @@ func benchAction(c *cli.Context) error {
 			line += "; kernels: " + desc
 		}
 	}
-
-	if fileRuns > 0 {
-		fileLine, err := benchFiles(ctx, eng, mdl, hdr, vol, mask, input, out, slab, fileRuns, say)
-		if err != nil {
-			return err
-		}
-		line += "; " + fileLine
-	}
-	fmt.Fprintln(c.App.Writer, line)
-	return nil
+	return line
 }
 
 // benchVolume generates or reads the volume and makes sure a plain .nii of it exists to time
@@ -413,112 +426,4 @@ func benchSettingsFor(c *cli.Context, eng engine.Engine) benchSettings {
 		set.fileRuns = c.Int("file-runs")
 	}
 	return set
-}
-
-// benchProgress prints a line as each of BenchEngine's engine calls ends: warmups, then the
-// timed runs with an estimate of the time the remaining ones take. BenchEngine makes all its
-// calls at once on one copy of the volume in (pinned) host memory, so the calls are observed
-// by wrapping the engine; the lines are written by a goroutine of their own, so that writing
-// them is not in the next call's time.
-type benchProgress struct {
-	w            io.Writer
-	warmup, runs int
-	ended        chan time.Duration // each call's time, in order
-	done         chan struct{}
-	timedTotal   time.Duration
-	timed, calls int
-}
-
-func newBenchProgress(w io.Writer, warmup, runs int) *benchProgress {
-	p := &benchProgress{w: w, warmup: warmup, runs: runs,
-		ended: make(chan time.Duration, warmup+runs), done: make(chan struct{})}
-	go p.print()
-	return p
-}
-
-func (p *benchProgress) print() {
-	defer close(p.done)
-	for d := range p.ended {
-		p.calls++
-		if p.calls <= p.warmup {
-			fmt.Fprintf(p.w, "bench: warmup %d/%d: %s\n", p.calls, p.warmup, benchDuration(d))
-			continue
-		}
-		p.timed++
-		p.timedTotal += d
-		line := fmt.Sprintf("bench: run %d/%d: %s", p.timed, p.runs, benchDuration(d))
-		if left := p.runs - p.timed; left > 0 {
-			eta := p.timedTotal / time.Duration(p.timed) * time.Duration(left)
-			line += fmt.Sprintf(" (engine runs: about %s left)", benchETA(eta))
-		}
-		fmt.Fprintln(p.w, line)
-	}
-}
-
-// close waits for the lines of the calls made to be written.
-func (p *benchProgress) close() {
-	close(p.ended)
-	<-p.done
-}
-
-// benchDuration prints milliseconds like the summary line, or seconds and minutes when long.
-func benchDuration(d time.Duration) string {
-	if d < 10*time.Second {
-		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
-	}
-	return d.Round(time.Second).String()
-}
-
-// benchETA prints an estimate to a tenth of a second, or to the second past a minute.
-func benchETA(d time.Duration) string {
-	if d < time.Minute {
-		return fmt.Sprintf("%.1f s", d.Seconds())
-	}
-	return d.Round(time.Second).String()
-}
-
-// wrap returns eng with its Segment calls reported, keeping the interfaces BenchEngine looks
-// for (host allocation, GPU statistics).
-func (p *benchProgress) wrap(eng engine.Engine) engine.Engine {
-	t := &timedEngine{Engine: eng, ended: p.ended}
-	alloc, isAlloc := eng.(engine.HostAllocator)
-	stats, isStats := eng.(engine.GPUStatsReporter)
-	switch {
-	case isAlloc && isStats:
-		return struct {
-			*timedEngine
-			engine.HostAllocator
-			engine.GPUStatsReporter
-		}{t, alloc, stats}
-	case isAlloc:
-		return struct {
-			*timedEngine
-			engine.HostAllocator
-		}{t, alloc}
-	case isStats:
-		return struct {
-			*timedEngine
-			engine.GPUStatsReporter
-		}{t, stats}
-	}
-	return t
-}
-
-// timedEngine sends the time of each successful Segment call to ended (which has room for
-// every call BenchEngine makes, so the send never waits).
-type timedEngine struct {
-	engine.Engine
-	ended chan<- time.Duration
-}
-
-func (e *timedEngine) Segment(ctx context.Context, vol *model.Volume, out []uint8, opt engine.Options) error {
-	start := time.Now()
-	err := e.Engine.Segment(ctx, vol, out, opt)
-	if err == nil {
-		select {
-		case e.ended <- time.Since(start):
-		default:
-		}
-	}
-	return err
 }

@@ -25,7 +25,7 @@ func TestBenchCPU(t *testing.T) {
 	app.Writer = &stdout
 	args := []string{"voxpipe", "bench", "-q", "--engine", "cpu", "--model", modelPath, "--dims", "24x20x12",
 		"--runs", "3", "--warmup", "1", "--file-runs", "1", "--slab", "5", "-o", out}
-	if err := app.Run(mustOrder(t, app, args)); err != nil {
+	if err := app.Run(mustOrder(t, app.App, args)); err != nil {
 		t.Fatal(err)
 	}
 	line := stdout.String()
@@ -54,6 +54,7 @@ func TestBenchCPU(t *testing.T) {
 }
 
 func TestHiddenCopyFraction(t *testing.T) {
+	t.Parallel()
 	ms := time.Millisecond
 	events := []engine.Event{
 		{Stage: "h2d", Start: 0, Duration: 10 * ms},          // hidden 0..5 behind nothing, 5..10 behind kernels 0
@@ -84,14 +85,14 @@ func TestBenchReadOnly(t *testing.T) {
 	var stdout bytes.Buffer
 	app.Writer = &stdout
 	args := []string{"voxpipe", "bench", "--read-only", "../../fixtures/volumes", "--readers", "3", "-o", t.TempDir()}
-	if err := app.Run(mustOrder(t, app, args)); err != nil {
+	if err := app.Run(mustOrder(t, app.App, args)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(stdout.String(), "4 volumes, 3 readers") {
 		t.Errorf("read-only summary: %s", stdout.String())
 	}
 	args = []string{"voxpipe", "bench", "--read-only", "../../fixtures", "-o", t.TempDir()}
-	if err := app.Run(mustOrder(t, app, args)); err == nil {
+	if err := app.Run(mustOrder(t, app.App, args)); err == nil {
 		t.Error("a folder without volumes gave no error")
 	}
 }
@@ -108,8 +109,9 @@ type fakeGPU struct{ engine.Engine }
 func (fakeGPU) Name() string { return "cuda:0" }
 
 func TestBenchSettingsFor(t *testing.T) {
+	t.Parallel()
 	var cmd *cli.Command
-	for _, c := range commands {
+	for _, c := range newCommands() {
 		if c.Name == "bench" {
 			cmd = c
 		}
@@ -125,7 +127,7 @@ func TestBenchSettingsFor(t *testing.T) {
 		if err := set.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		return cli.NewContext(newApp(), set, nil)
+		return cli.NewContext(newApp().App, set, nil)
 	}
 	cpu := cpu.New(model.RandomModel(8, 4, 7), 1)
 	defer cpu.Close()
@@ -151,6 +153,7 @@ func TestBenchSettingsFor(t *testing.T) {
 
 // Without --dims the CPU engine times the small default volume.
 func TestBenchCPUDefaultDims(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	modelPath, _ := testModel(t)
 	code, stdout, stderr := benchCLI(t, "--engine", "cpu", "--model", modelPath,
@@ -170,6 +173,7 @@ func TestBenchCPUDefaultDims(t *testing.T) {
 // One line per engine run on stderr (explicit --dims kept, the CPU engine's default runs), none
 // with --quiet.
 func TestBenchProgressLines(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	args := []string{"--engine", "cpu", "--model", modelPath, "--dims", "16x12x8", "--slab", "4"}
 	code, stdout, stderr := benchCLI(t, append(args, "-o", t.TempDir())...)
@@ -207,6 +211,7 @@ func TestBenchProgressLines(t *testing.T) {
 }
 
 func TestBenchUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--runs", "0"}, {"--warmup", "-1"}, {"--slab", "0"}, {"--dims", "12x"}} {
 		code, _, stderr := benchCLI(t, append([]string{"--engine", "cpu", "-o", t.TempDir()}, args...)...)
 		if code != exitUsage {

@@ -7,10 +7,12 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ import (
 // CSV of every run parses with its header's field count; no temporaries or claims are left;
 // the clean run finds nothing busy. VOXPIPE_CHAOS_SEED replays a seed.
 func TestChaosConcurrentRunsWithKills(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	model, _ := testModel(t)
 	dir := t.TempDir()
@@ -53,58 +56,74 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 
 	out := filepath.Join(dir, "out")
 	var runIDs []string
-	killed := 0
+	var killed atomic.Int32
 	for round := range 2 {
 		var wg sync.WaitGroup
-		var mu sync.Mutex
 		for p := range 3 {
 			id := fmt.Sprintf("chaos-%d-%d", round, p)
 			runIDs = append(runIDs, id)
-			cmd := testexec.Cmd(t, bin, args(out, id)...)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
 			// Two of three processes are killed, at a random moment of a single run's length.
 			kill := p != rng.IntN(3)
 			after := time.Duration(rng.Int64N(int64(single)))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				done := make(chan error, 1)
-				go func() { done <- cmd.Wait() }()
-				var timer <-chan time.Time
-				if kill {
-					timer = time.After(after)
-				}
-				select {
-				case err := <-done:
-					if err != nil && !kill {
-						t.Errorf("%s: %v\n%s", id, err, stderr.String())
-					}
-				case <-timer:
-					cmd.Process.Signal(syscall.SIGKILL)
-					<-done
-					mu.Lock()
-					killed++
-					mu.Unlock()
-				case <-time.After(5 * time.Minute):
-					cmd.Process.Kill()
-					t.Errorf("%s did not finish", id)
-				}
-			}()
+			chaosProcess(t, &wg, testexec.Cmd(t, bin, args(out, id)...), id, kill, after, &killed)
 		}
 		wg.Wait()
 	}
-	t.Logf("%d processes killed with SIGKILL", killed)
+	t.Logf("%d processes killed with SIGKILL", killed.Load())
 
 	if b, err := testexec.Cmd(t, bin, args(out, "clean")...).CombinedOutput(); err != nil {
 		t.Fatalf("clean run: %v\n%s", err, b)
 	}
 	runIDs = append(runIDs, "clean")
 
-	// Masks: byte-identical to the single process's.
+	checkChaosMasks(t, ref, out, volumes)
+	checkChaosRecords(t, out, runIDs, volumes)
+	checkNothingLeft(t, out)
+
+	// The merged records make a report.
+	rep := testexec.Cmd(t, bin, "report", "--run", out, "--baseline", ref, "-o", t.TempDir())
+	if b, err := rep.CombinedOutput(); err != nil {
+		t.Errorf("report over the chaos runs: %v\n%s", err, b)
+	}
+}
+
+// chaosProcess starts cmd and, in a goroutine of wg, waits for it, or kills it with SIGKILL
+// after (when kill), counting the kills.
+func chaosProcess(t *testing.T, wg *sync.WaitGroup, cmd *exec.Cmd, id string, kill bool, after time.Duration, killed *atomic.Int32) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var timer <-chan time.Time
+		if kill {
+			timer = time.After(after)
+		}
+		select {
+		case err := <-done:
+			if err != nil && !kill {
+				t.Errorf("%s: %v\n%s", id, err, stderr.String())
+			}
+		case <-timer:
+			cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			killed.Add(1)
+		case <-time.After(5 * time.Minute):
+			cmd.Process.Kill()
+			t.Errorf("%s did not finish", id)
+		}
+	}()
+}
+
+// checkChaosMasks checks that the masks in out are byte-identical to the single process's.
+func checkChaosMasks(t *testing.T, ref, out string, volumes int) {
+	t.Helper()
 	refMasks, _ := filepath.Glob(filepath.Join(ref, "*_mask.nii.gz"))
 	if len(refMasks) != volumes {
 		t.Fatalf("reference has %d masks", len(refMasks))
@@ -117,7 +136,13 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 		}
 	}
 
-	// Records: every CSV parses with the header's field count; no volume committed twice.
+}
+
+// checkChaosRecords checks the records of the runs: every CSV parses with the header's field
+// count, no volume is committed twice, the clean run leaves none undone, and volumes.csv has
+// every volume ok or skipped.
+func checkChaosRecords(t *testing.T, out string, runIDs []string, volumes int) {
+	t.Helper()
 	okRows := map[string]int{}
 	commits := map[string]int{}
 	for _, id := range runIDs {
@@ -173,7 +198,11 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 		}
 	}
 
-	// Nothing left behind: no temporaries, no claims.
+}
+
+// checkNothingLeft checks that no temporaries, claims or staging folders are left in out.
+func checkNothingLeft(t *testing.T, out string) {
+	t.Helper()
 	filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && (strings.Contains(d.Name(), ".tmp") || strings.HasSuffix(d.Name(), ".claim") || strings.HasPrefix(d.Name(), ".staging-")) {
 			t.Errorf("left behind: %s", p)
@@ -181,11 +210,6 @@ func TestChaosConcurrentRunsWithKills(t *testing.T) {
 		return nil
 	})
 
-	// The merged records make a report.
-	rep := testexec.Cmd(t, bin, "report", "--run", out, "--baseline", ref, "-o", t.TempDir())
-	if b, err := rep.CombinedOutput(); err != nil {
-		t.Errorf("report over the chaos runs: %v\n%s", err, b)
-	}
 }
 
 // assertWholeRecords checks that every record of a CSV has the header's number of fields.

@@ -17,8 +17,7 @@ import (
 )
 
 // captureRun runs "voxpipe ARGS..." in process through run, as main does (flags after the
-// arguments, exit codes), with os.Stdout and os.Stderr swapped for files meanwhile: not for
-// parallel tests.
+// arguments, exit codes), its stdout and stderr captured in files.
 func captureRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -30,12 +29,7 @@ func captureRun(t *testing.T, args ...string) (code int, stdout, stderr string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldOut, oldErr := os.Stdout, os.Stderr
-	os.Stdout, os.Stderr = outF, errF
-	func() {
-		defer func() { os.Stdout, os.Stderr = oldOut, oldErr }()
-		code = run(append([]string{"voxpipe"}, args...))
-	}()
+	code = runIO(append([]string{"voxpipe"}, args...), outF, errF)
 	outF.Close()
 	errF.Close()
 	o, _ := os.ReadFile(outF.Name())
@@ -54,6 +48,7 @@ func cliRun(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestBareCommandAndVersion(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := cliRun(t)
 	if code != exitUsage || !strings.Contains(stderr, "USAGE") || stdout != "" {
 		t.Errorf("bare voxpipe: exit %d, stdout %q, stderr %q; want 2 and the help on stderr", code, stdout, stderr)
@@ -72,6 +67,7 @@ func TestBareCommandAndVersion(t *testing.T) {
 // A missing required flag is a usage error that names it, after the command's help when the
 // command has no argument.
 func TestRequiredFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args     []string
 		flag     string
@@ -103,6 +99,7 @@ func TestRequiredFlags(t *testing.T) {
 }
 
 func TestTypoHints(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := cliRun(t, "run", "--ovewrite", "in", "-o", "out")
 	if code != exitUsage || !strings.Contains(stderr, "did you mean --overwrite?") {
 		t.Errorf("mistyped flag: exit %d, %q", code, stderr)
@@ -138,6 +135,7 @@ func write4D(t *testing.T, path string) {
 // --volume picks a volume of a 4D input; without it a 4D input fails with a hint; the mask
 // records the volume, and another volume is a reason to redo it.
 func TestRunVolumeOf4D(t *testing.T) {
+	t.Parallel()
 	model, _ := testModel(t)
 	in, out := t.TempDir(), t.TempDir()
 	write4D(t, filepath.Join(in, "fmri.nii"))
@@ -171,6 +169,7 @@ func TestRunVolumeOf4D(t *testing.T) {
 // eval --volume compares one volume of 4D label files; without it a 4D file is refused with a
 // hint.
 func TestEvalVolumeOf4D(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const n = 4
 	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Uint8, BitPix: 8,

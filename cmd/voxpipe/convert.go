@@ -16,31 +16,33 @@ import (
 )
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:      "convert",
-		Usage:     "convert DICOM series to NIfTI volumes with dcm2niix's geometry",
-		ArgsUsage: "DICOMDIR...",
-		Description: "Reads the DICOM files in the folders (and files) given, groups them into series\n" +
-			"(SeriesInstanceUID, split where orientation, size or echo differ, as dcm2niix splits),\n" +
-			"and writes each series as OUT/<name>.nii.gz: the stored pixel values (masked to BitsStored),\n" +
-			"RescaleSlope/Intercept as scl_slope/scl_inter (float32 rescaled values when they vary\n" +
-			"by slice), and the affine dcm2niix gives: rows bottom-up, slices ascending along the\n" +
-			"normal, in sform and qform. Series with a missing slice, varying spacing, gantry tilt or\n" +
-			"several volumes, a file that cannot be read (cut short, damaged, unreadable), two\n" +
-			"different files with one SOP Instance UID, and compressed syntaxes other than RLE,\n" +
-			"fail with the reason and the files; exact copies of a file are left out, with a note.\n" +
-			"Lines on stderr name series by ID (a hash of the SeriesInstanceUID) and number, never\n" +
-			"by patient data. Exit status: 0 every series converted, 1 one failed or none found,\n" +
-			"2 usage (a bad flag; an input that does not exist; --out naming a file).",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output folder (created); required unless --check"},
-			&cli.StringFlag{Name: "dicom-name", Value: dicom.DefaultName, Usage: "file name template (the default holds no patient data): %i PatientID, %t StudyDate, %s SeriesNumber, %d SeriesDescription, %p ProtocolName, %m Modality, %e echo, %j/%k series/study UID, %h series ID"},
-			&cli.StringFlag{Name: "format", Value: "nii.gz", Usage: "nii or nii.gz"},
-			&cli.IntFlag{Name: "workers", Usage: "threads parsing and reading files (0: all cores; not negative)"},
-			&cli.BoolFlag{Name: "check", Usage: "read every series whole (all pixels) and write nothing: is the folder convertible?"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
-		},
-		Action: convertAction,
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:      "convert",
+			Usage:     "convert DICOM series to NIfTI volumes with dcm2niix's geometry",
+			ArgsUsage: "DICOMDIR...",
+			Description: "Reads the DICOM files in the folders (and files) given, groups them into series\n" +
+				"(SeriesInstanceUID, split where orientation, size or echo differ, as dcm2niix splits),\n" +
+				"and writes each series as OUT/<name>.nii.gz: the stored pixel values (masked to BitsStored),\n" +
+				"RescaleSlope/Intercept as scl_slope/scl_inter (float32 rescaled values when they vary\n" +
+				"by slice), and the affine dcm2niix gives: rows bottom-up, slices ascending along the\n" +
+				"normal, in sform and qform. Series with a missing slice, varying spacing, gantry tilt or\n" +
+				"several volumes, a file that cannot be read (cut short, damaged, unreadable), two\n" +
+				"different files with one SOP Instance UID, and compressed syntaxes other than RLE,\n" +
+				"fail with the reason and the files; exact copies of a file are left out, with a note.\n" +
+				"Lines on stderr name series by ID (a hash of the SeriesInstanceUID) and number, never\n" +
+				"by patient data. Exit status: 0 every series converted, 1 one failed or none found,\n" +
+				"2 usage (a bad flag; an input that does not exist; --out naming a file).",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output folder (created); required unless --check"},
+				&cli.StringFlag{Name: "dicom-name", Value: dicom.DefaultName, Usage: "file name template (the default holds no patient data): %i PatientID, %t StudyDate, %s SeriesNumber, %d SeriesDescription, %p ProtocolName, %m Modality, %e echo, %j/%k series/study UID, %h series ID"},
+				&cli.StringFlag{Name: "format", Value: "nii.gz", Usage: "nii or nii.gz"},
+				&cli.IntFlag{Name: "workers", Usage: "threads parsing and reading files (0: all cores; not negative)"},
+				&cli.BoolFlag{Name: "check", Usage: "read every series whole (all pixels) and write nothing: is the folder convertible?"},
+				&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
+			},
+			Action: convertAction,
+		}
 	})
 }
 

@@ -17,6 +17,7 @@ const pydicomSeries = "/usr/lib/python3/dist-packages/pydicom/data/test_files/di
 // header carries an sform and qform of 5 slices 2.5 mm apart; no patient data on stderr; info
 // shows the series; usage errors exit 2.
 func TestConvertAndInfoDICOM(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(pydicomSeries); err != nil {
 		t.Skipf("pydicom's test files are not installed: %v", err)
 	}
@@ -56,6 +57,7 @@ func TestConvertAndInfoDICOM(t *testing.T) {
 // NIfTI); the provenance records the UIDs and the series' files; a rerun skips it; records
 // name it by number and ID, not by patient data; a series that cannot be read fails alone.
 func TestRunDICOM(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(pydicomSeries); err != nil {
 		t.Skipf("pydicom's test files are not installed: %v", err)
 	}

@@ -20,25 +20,27 @@ import (
 )
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:      "eval",
-		Usage:     "Dice, precision and recall per class of predicted masks against truth masks",
-		ArgsUsage: "PRED TRUTH",
-		Description: "PRED and TRUTH are mask files, or folders matched by name: truth <name>.nii.gz pairs with\n" +
-			"a prediction named <name>.nii.gz or <name>_mask.nii.gz (.nii too). Label files may be of any\n" +
-			"integer or float type holding integer labels 0..255. A prediction and its truth must have the\n" +
-			"same dims and affine (--allow-affine-mismatch makes a different affine a warning). Classes are\n" +
-			"named from --model's card. Prints a table per class and writes the same rows as CSV (default\n" +
-			"PRED/eval.csv, or beside a PRED file).",
-		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "classes", DefaultText: "the model's", Usage: "number of classes (labels 0..classes-1)"},
-			&cli.StringFlag{Name: "model", DefaultText: "embedded", Usage: "weights file whose card names the classes"},
-			&cli.StringFlag{Name: "csv", Usage: "CSV output path"},
-			&cli.Float64Flag{Name: "min-mean-dice", Usage: "exit 1 when the mean Dice of classes 1.. over all volumes is below this"},
-			&cli.IntFlag{Name: "volume", DefaultText: "none", Usage: "of 4D label files, compare volume `N` (0-based); 3D files are taken whole"},
-			&cli.BoolFlag{Name: "allow-affine-mismatch", Usage: "warn, instead of failing, when a prediction's affine differs from its truth's"},
-		},
-		Action: evalAction,
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:      "eval",
+			Usage:     "Dice, precision and recall per class of predicted masks against truth masks",
+			ArgsUsage: "PRED TRUTH",
+			Description: "PRED and TRUTH are mask files, or folders matched by name: truth <name>.nii.gz pairs with\n" +
+				"a prediction named <name>.nii.gz or <name>_mask.nii.gz (.nii too). Label files may be of any\n" +
+				"integer or float type holding integer labels 0..255. A prediction and its truth must have the\n" +
+				"same dims and affine (--allow-affine-mismatch makes a different affine a warning). Classes are\n" +
+				"named from --model's card. Prints a table per class and writes the same rows as CSV (default\n" +
+				"PRED/eval.csv, or beside a PRED file).",
+			Flags: []cli.Flag{
+				&cli.IntFlag{Name: "classes", DefaultText: "the model's", Usage: "number of classes (labels 0..classes-1)"},
+				&cli.StringFlag{Name: "model", DefaultText: "embedded", Usage: "weights file whose card names the classes"},
+				&cli.StringFlag{Name: "csv", Usage: "CSV output path"},
+				&cli.Float64Flag{Name: "min-mean-dice", Usage: "exit 1 when the mean Dice of classes 1.. over all volumes is below this"},
+				&cli.IntFlag{Name: "volume", DefaultText: "none", Usage: "of 4D label files, compare volume `N` (0-based); 3D files are taken whole"},
+				&cli.BoolFlag{Name: "allow-affine-mismatch", Usage: "warn, instead of failing, when a prediction's affine differs from its truth's"},
+			},
+			Action: evalAction,
+		}
 	})
 }
 
@@ -67,7 +69,7 @@ func evalAction(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return usageError{errors.New("eval: give PRED and TRUTH (files or folders)")}
 	}
-	model, _, err := loadModel(c.String("model"))
+	model, _, _, err := loadModel(c.String("model"))
 	if err != nil {
 		return usageError{err}
 	}

@@ -77,6 +77,7 @@ func writeLabels(t *testing.T, path string, dt nifti.DataType, labels []uint8, s
 // different affine is an error, or a warning with --allow-affine-mismatch; a non-integer label
 // is refused.
 func TestEvalTypesAndAffines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pred, truth := filepath.Join(dir, "p.nii"), filepath.Join(dir, "t.nii")
 	writeLabels(t, truth, nifti.Int16, []uint8{0, 1, 1, 2}, 0)

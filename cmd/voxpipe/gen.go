@@ -13,27 +13,29 @@ import (
 )
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:   "gen",
-		Before: requireFlags("out"),
-		Usage:  "generate synthetic MRI phantoms with ground-truth masks (OUT/volumes, OUT/truth)",
-		Description: "Writes OUT/volumes/<prefix><index>.<format> (int16 image) and OUT/truth/<same name>\n" +
-			"(uint8 labels: 0 background, 1 tissue, 2 fluid, 3 lesion) for indices start..start+count-1.\n" +
-			"Volume i uses a seed derived from --seed and i alone, so any subset of a series reproduces\n" +
-			"the same files, whatever --workers is.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output folder (volumes/ and truth/ are created in it; required)"},
-			&cli.StringFlag{Name: "dims", Value: "96x96x64", Usage: "volume size NXxNYxNZ"},
-			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 1, Usage: "number of volumes"},
-			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "base seed of the series"},
-			&cli.StringFlag{Name: "prefix", Value: "phantom_", Usage: "file name prefix"},
-			&cli.IntFlag{Name: "start", Usage: "index of the first volume (names and seeds)"},
-			&cli.StringFlag{Name: "format", Value: "nii.gz", Usage: "nii or nii.gz"},
-			&cli.IntFlag{Name: "compression", Value: nifti.DefaultLevel, Usage: "gzip level of nii.gz files: 0 (store) to 9, -1 default"},
-			&cli.IntFlag{Name: "workers", Usage: "threads generating and compressing (0: all cores); never changes the output"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
-		},
-		Action: genAction,
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:   "gen",
+			Before: requireFlags("out"),
+			Usage:  "generate synthetic MRI phantoms with ground-truth masks (OUT/volumes, OUT/truth)",
+			Description: "Writes OUT/volumes/<prefix><index>.<format> (int16 image) and OUT/truth/<same name>\n" +
+				"(uint8 labels: 0 background, 1 tissue, 2 fluid, 3 lesion) for indices start..start+count-1.\n" +
+				"Volume i uses a seed derived from --seed and i alone, so any subset of a series reproduces\n" +
+				"the same files, whatever --workers is.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output folder (volumes/ and truth/ are created in it; required)"},
+				&cli.StringFlag{Name: "dims", Value: "96x96x64", Usage: "volume size NXxNYxNZ"},
+				&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 1, Usage: "number of volumes"},
+				&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "base seed of the series"},
+				&cli.StringFlag{Name: "prefix", Value: "phantom_", Usage: "file name prefix"},
+				&cli.IntFlag{Name: "start", Usage: "index of the first volume (names and seeds)"},
+				&cli.StringFlag{Name: "format", Value: "nii.gz", Usage: "nii or nii.gz"},
+				&cli.IntFlag{Name: "compression", Value: nifti.DefaultLevel, Usage: "gzip level of nii.gz files: 0 (store) to 9, -1 default"},
+				&cli.IntFlag{Name: "workers", Usage: "threads generating and compressing (0: all cores); never changes the output"},
+				&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
+			},
+			Action: genAction,
+		}
 	})
 }
 

@@ -38,6 +38,7 @@ func genListing(t *testing.T, dir string) []string {
 }
 
 func TestGenLayoutAndContent(t *testing.T) {
+	t.Parallel()
 	for _, format := range []string{"nii", "nii.gz"} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
@@ -95,6 +96,7 @@ func TestGenLayoutAndContent(t *testing.T) {
 // with one worker or several, whole or in parts. 128x96x48 int16 is more than one 1 MiB
 // compression block, so the parallel compression is exercised too.
 func TestGenBytesIndependentOfWorkersAndSubset(t *testing.T) {
+	t.Parallel()
 	whole, parts := t.TempDir(), t.TempDir()
 	genRun(t, "--out", whole, "--dims", "128x96x48", "--count", "3", "--seed", "11", "--workers", "1")
 	genRun(t, "--out", parts, "--dims", "128x96x48", "--count", "1", "--seed", "11", "--workers", "3")
@@ -125,6 +127,7 @@ func genCompareTrees(t *testing.T, want, got string) {
 }
 
 func TestGenUsageErrors(t *testing.T) {
+	t.Parallel()
 	cases := [][]string{
 		{"--dims", "96x96"},
 		{"--dims", "0x4x4"},
@@ -146,6 +149,7 @@ func TestGenUsageErrors(t *testing.T) {
 // TestFixturesReproduce runs the command fixtures/README.md states and checks that it gives
 // the shipped fixtures byte for byte.
 func TestFixturesReproduce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("regenerates the fixtures")
 	}

@@ -55,6 +55,7 @@ func writeAs(t *testing.T, path string, ref *nifti.Header, dims [3]int, a nifti.
 // matching affines) gives the same mask, up to the same flips and permutation, because every
 // copy is brought to the model's orientation first.
 func TestOrientationEquivariance(t *testing.T) {
+	t.Parallel()
 	h, vals := readFixture(t, "../../fixtures/volumes/phantom_001.nii.gz")
 	dims := [3]int{h.NX(), h.NY(), h.NZ()}
 	in, out := t.TempDir(), t.TempDir()
@@ -97,20 +98,30 @@ func TestOrientationEquivariance(t *testing.T) {
 		if diff != 0 {
 			t.Errorf("%s: %d of %d voxels differ from the RAS copy's mask", c, diff, len(ref))
 		}
-		// What reorientation buys: the engine on the copy as stored.
-		naive := naiveMask(t, filepath.Join(in, "p_"+c+".nii"))
-		geometry.Apply(ros[c].Inverse(), back, naive)
-		same := 0
-		for i := range back {
-			if back[i] == ref[i] {
-				same++
-			}
+		if !testing.Short() {
+			logNaiveAgreement(t, c, ros[c], filepath.Join(in, "p_"+c+".nii"), ref)
 		}
-		t.Logf("%s: reoriented: identical to RAS; segmented as stored: %.4f %% of voxels agree", c, 100*float64(same)/float64(len(ref)))
 		if !strings.Contains(string(summary), "p_"+c+",ok,") || !strings.Contains(string(summary), c+"->RAS") {
 			t.Errorf("%s: summary does not say it was reoriented:\n%s", c, summary)
 		}
 	}
+}
+
+// logNaiveAgreement logs what reorientation buys: how much of the mask of the copy at path,
+// segmented as stored and brought back, agrees with the reference mask (a note, not a check;
+// left out with -short, as it segments the copy once more).
+func logNaiveAgreement(t *testing.T, code string, ro geometry.Reorient, path string, ref []uint8) {
+	t.Helper()
+	naive := naiveMask(t, path)
+	back := make([]uint8, len(naive))
+	geometry.Apply(ro.Inverse(), back, naive)
+	same := 0
+	for i := range back {
+		if back[i] == ref[i] {
+			same++
+		}
+	}
+	t.Logf("%s: reoriented: identical to RAS; segmented as stored: %.4f %% of voxels agree", code, 100*float64(same)/float64(len(ref)))
 }
 
 // naiveMask segments a file as stored, with the embedded model on the CPU engine.
@@ -120,7 +131,7 @@ func naiveMask(t *testing.T, path string) []uint8 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mdl, _, err := loadModel("")
+	mdl, _, _, err := loadModel("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +214,7 @@ func meanDice(t *testing.T, pred, truth string) float64 {
 // TestResampleAuto: a phantom upsampled 2x is segmented at the model's spacing, and its Dice
 // against the upsampled truth is within 0.03 of the original's against the original truth.
 func TestResampleAuto(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("segments a 192x192x128 volume")
 	}
@@ -236,6 +248,7 @@ func TestResampleAuto(t *testing.T) {
 // TestGridInProvenance: a mask records how its volume met the model, so a rerun that would
 // segment it otherwise (--resample changed) redoes it, and one that would not skips it.
 func TestGridInProvenance(t *testing.T) {
+	t.Parallel()
 	h, vals := readFixture(t, "../../fixtures/volumes/phantom_000.nii.gz")
 	in, out := t.TempDir(), t.TempDir()
 	a := h.Affine()

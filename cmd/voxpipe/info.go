@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -25,56 +24,58 @@ import (
 const infoMaxLabels = 256
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:      "info",
-		Usage:     "print a volume's header, geometry, extensions and value range, also of broken files",
-		ArgsUsage: "FILE|DICOMFILE|FOLDER...",
-		Description: "For each file, prints every header field it could decode, even when the file fails\n" +
-			"validation (unsupported datatype, bad dims or vox_offset, a file or gzip stream cut short):\n" +
-			"then the reason goes to stderr and the exit status is 1. A header cut short shows the\n" +
-			"fields it holds. An absent qform or sform (code 0) is printed as such. Header extensions are\n" +
-			"listed (code, size, text ones' text shortened to one line), and the provenance record of a\n" +
-			"voxpipe mask field by field. A 4D file lists its volumes (count, dims 4..7).\n" +
-			"Of a valid file it reads one volume, --volume N (0-based, default 0), and prints its value\n" +
-			"range (scaled); an integer volume with at most 256 distinct values (a label map) also gets\n" +
-			"each value's voxel count and share.\n" +
-			"A folder: each NIfTI volume in it (and its sub-folders) as above, then the DICOM series\n" +
-			"its other files make, with their geometry (see convert). A DICOM file: its series.\n" +
-			"Exit status: 0 all files valid, 1 a file failed validation or could not be read, 2 usage\n" +
-			"(no file, a negative --volume, or one past a file's last volume).",
-		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "volume", Usage: "volume of a 4D file whose values are read, 0-based (see the file's volumes line)"},
-		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() == 0 {
-				return usageError{errors.New("info: give at least one NIfTI file, DICOM file or folder")}
-			}
-			volume := c.Int("volume")
-			if volume < 0 {
-				return usageError{fmt.Errorf("info: --volume %d: volumes count from 0", volume)}
-			}
-			failed, misused := 0, 0
-			for _, path := range c.Args().Slice() {
-				err := printInfoOrSeries(c.App.Writer, path, volume)
-				if err == nil {
-					continue
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:      "info",
+			Usage:     "print a volume's header, geometry, extensions and value range, also of broken files",
+			ArgsUsage: "FILE|DICOMFILE|FOLDER...",
+			Description: "For each file, prints every header field it could decode, even when the file fails\n" +
+				"validation (unsupported datatype, bad dims or vox_offset, a file or gzip stream cut short):\n" +
+				"then the reason goes to stderr and the exit status is 1. A header cut short shows the\n" +
+				"fields it holds. An absent qform or sform (code 0) is printed as such. Header extensions are\n" +
+				"listed (code, size, text ones' text shortened to one line), and the provenance record of a\n" +
+				"voxpipe mask field by field. A 4D file lists its volumes (count, dims 4..7).\n" +
+				"Of a valid file it reads one volume, --volume N (0-based, default 0), and prints its value\n" +
+				"range (scaled); an integer volume with at most 256 distinct values (a label map) also gets\n" +
+				"each value's voxel count and share.\n" +
+				"A folder: each NIfTI volume in it (and its sub-folders) as above, then the DICOM series\n" +
+				"its other files make, with their geometry (see convert). A DICOM file: its series.\n" +
+				"Exit status: 0 all files valid, 1 a file failed validation or could not be read, 2 usage\n" +
+				"(no file, a negative --volume, or one past a file's last volume).",
+			Flags: []cli.Flag{
+				&cli.IntFlag{Name: "volume", Usage: "volume of a 4D file whose values are read, 0-based (see the file's volumes line)"},
+			},
+			Action: func(c *cli.Context) error {
+				if c.NArg() == 0 {
+					return usageError{errors.New("info: give at least one NIfTI file, DICOM file or folder")}
 				}
-				fmt.Fprintln(c.App.ErrWriter, "voxpipe:", err)
-				var ue usageError
-				if errors.As(err, &ue) {
-					misused++
-				} else {
-					failed++
+				volume := c.Int("volume")
+				if volume < 0 {
+					return usageError{fmt.Errorf("info: --volume %d: volumes count from 0", volume)}
 				}
-			}
-			switch {
-			case misused > 0:
-				return cli.Exit("", exitUsage)
-			case failed > 0:
-				return cli.Exit("", exitFailed)
-			}
-			return nil
-		},
+				failed, misused := 0, 0
+				for _, path := range c.Args().Slice() {
+					err := printInfoOrSeries(c.App.Writer, path, volume)
+					if err == nil {
+						continue
+					}
+					fmt.Fprintln(c.App.ErrWriter, "voxpipe:", err)
+					var ue usageError
+					if errors.As(err, &ue) {
+						misused++
+					} else {
+						failed++
+					}
+				}
+				switch {
+				case misused > 0:
+					return cli.Exit("", exitUsage)
+				case failed > 0:
+					return cli.Exit("", exitFailed)
+				}
+				return nil
+			},
+		}
 	})
 }
 
@@ -105,6 +106,22 @@ func printInfo(w io.Writer, path string, volume int) error {
 	if raw.Read < size {
 		field("header", "cut short: %d of the %d bytes of a NIfTI-%d header; fields past byte %d are not shown", raw.Read, size, raw.Version, raw.Read)
 	}
+	h := &raw.Header
+	printInfoFields(field, more, raw)
+	printInfoExtensions(field, more, h)
+	if rerr != nil {
+		return rerr
+	}
+
+	if n := h.Volumes(); int64(volume) >= n {
+		return usageError{fmt.Errorf("info: --volume %d: %s has %d volume(s) (0..%d)", volume, path, n, n-1)}
+	}
+	return printInfoValues(field, more, path, volume)
+}
+
+// printInfoFields prints the header's fields that were read: format, dims, datatype, spacing
+// and scaling, then the transforms and the rest (printInfoXforms).
+func printInfoFields(field func(string, string, ...any), more func(string, ...any), raw *nifti.RawHeader) {
 	has := func(names ...string) bool {
 		for _, n := range names {
 			if !raw.Has(n) {
@@ -147,6 +164,13 @@ func printInfo(w io.Writer, path string, volume int) error {
 		slope, inter := h.EffectiveScaling()
 		field("scaling", "slope %g, inter %g (header: %g, %g)", slope, inter, h.SclSlope, h.SclInter)
 	}
+	printInfoXforms(field, more, raw, has)
+}
+
+// printInfoXforms prints the qform and sform, the intent, descrip and vox_offset, as far as
+// they were read (has).
+func printInfoXforms(field func(string, string, ...any), more func(string, ...any), raw *nifti.RawHeader, has func(...string) bool) {
+	h := &raw.Header
 	if has("qform_code") {
 		switch {
 		case h.QformCode == 0:
@@ -183,15 +207,6 @@ func printInfo(w io.Writer, path string, volume int) error {
 	if has("vox_offset") {
 		field("vox_offset", "%s", strconv.FormatFloat(raw.StoredVoxOffset, 'f', -1, 64))
 	}
-	printInfoExtensions(field, more, h)
-	if rerr != nil {
-		return rerr
-	}
-
-	if n := h.Volumes(); int64(volume) >= n {
-		return usageError{fmt.Errorf("info: --volume %d: %s has %d volume(s) (0..%d)", volume, path, n, n-1)}
-	}
-	return printInfoValues(field, more, path, volume)
 }
 
 // printInfoFiles prints the files of the volume with their sizes.
@@ -353,160 +368,4 @@ func infoExtensionText(e nifti.Extension) (string, bool) {
 		t = fmt.Sprintf("%s... (%d characters)", t[:cut], n)
 	}
 	return t, true
-}
-
-// printInfoValues reads volume t of the (valid) file and prints its value range and, for a label
-// map, each label's voxel count.
-func printInfoValues(field func(string, string, ...any), more func(string, ...any), path string, t int) error {
-	r, err := nifti.Open(path, nifti.WithVolume(t))
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	dt := r.Datatype()
-	elem := dt.Size()
-	plane := r.SliceVoxels()
-	slab := max(1, min(16, (4<<20)/(plane*elem)))
-	buf := make([]byte, plane*slab*elem)
-	slope, inter := r.Scaling()
-	integer := dt != nifti.Float32 && dt != nifti.Float64
-	var counts infoLabelCounter
-	lo, hi := math.Inf(1), math.Inf(-1)
-	var sum float64
-	var n, nans int64
-	for {
-		k, err := r.ReadSlicesRaw(buf, slab)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		raw := buf[:k*plane*elem]
-		for i := 0; i < len(raw); i += elem {
-			v, iv := infoSample(raw[i:], dt)
-			if integer {
-				counts.add(iv)
-			}
-			x := v*slope + inter
-			if math.IsNaN(x) {
-				nans++
-				continue
-			}
-			lo, hi = math.Min(lo, x), math.Max(hi, x)
-			sum += x
-			n++
-		}
-	}
-	of := ""
-	if vols := r.Header().Volumes(); vols > 1 {
-		of = fmt.Sprintf(" of volume %d (of %d)", t, vols)
-	}
-	nan := ""
-	if nans > 0 {
-		nan = fmt.Sprintf(", %d NaN", nans)
-	}
-	if n > 0 {
-		field("values", "min %g, max %g, mean %g (%d voxels%s, scaled)%s", lo, hi, sum/float64(n), n, nan, of)
-	} else {
-		field("values", "no numbers (%d voxels%s)%s", nans, nan, of)
-	}
-	if labels := counts.labels(); integer && labels != nil {
-		total := n + nans
-		stored := ""
-		if slope != 1 || inter != 0 {
-			stored = ", stored values before scaling"
-		}
-		plural := "s"
-		if len(labels) == 1 {
-			plural = ""
-		}
-		field("labels", "%d distinct value%s%s", len(labels), plural, stored)
-		for _, l := range labels {
-			more("%6d: %d voxels (%.2f%%)", l.value, l.count, 100*float64(l.count)/float64(total))
-		}
-	}
-	return nil
-}
-
-// infoSample decodes the host-order sample at the start of b, as a float and, for integer
-// datatypes, exactly.
-func infoSample(b []byte, dt nifti.DataType) (float64, int64) {
-	e := binary.NativeEndian
-	var i int64
-	switch dt {
-	case nifti.Uint8:
-		i = int64(b[0])
-	case nifti.Int8:
-		i = int64(int8(b[0]))
-	case nifti.Int16:
-		i = int64(int16(e.Uint16(b)))
-	case nifti.Uint16:
-		i = int64(e.Uint16(b))
-	case nifti.Int32:
-		i = int64(int32(e.Uint32(b)))
-	case nifti.Uint32:
-		i = int64(e.Uint32(b))
-	case nifti.Float32:
-		return float64(math.Float32frombits(e.Uint32(b))), 0
-	case nifti.Float64:
-		return math.Float64frombits(e.Uint64(b)), 0
-	}
-	return float64(i), i
-}
-
-// infoLabelCounter counts the voxels of each value while there are at most infoMaxLabels of them.
-// Label maps come in runs of one value: a run is counted, then added to the map once.
-type infoLabelCounter struct {
-	counts      map[int64]int64
-	over        bool // more than infoMaxLabels distinct values: not a label map
-	run, runLen int64
-}
-
-func (c *infoLabelCounter) add(v int64) {
-	switch {
-	case c.over:
-		return
-	case c.runLen > 0 && v == c.run:
-		c.runLen++
-		return
-	}
-	c.flush()
-	if _, ok := c.counts[v]; !ok && len(c.counts) == infoMaxLabels {
-		c.over, c.counts = true, nil
-		return
-	}
-	c.run, c.runLen = v, 1
-}
-
-// flush adds the current run to its value's count.
-func (c *infoLabelCounter) flush() {
-	if c.runLen == 0 {
-		return
-	}
-	if c.counts == nil {
-		c.counts = map[int64]int64{}
-	}
-	c.counts[c.run] += c.runLen
-	c.runLen = 0
-}
-
-type infoLabelCount struct{ value, count int64 }
-
-// labels returns the counts by value, or nil when there were more than infoMaxLabels values (or
-// none).
-func (c *infoLabelCounter) labels() []infoLabelCount {
-	if c.over {
-		return nil
-	}
-	c.flush()
-	if len(c.counts) == 0 {
-		return nil
-	}
-	out := make([]infoLabelCount, 0, len(c.counts))
-	for v, n := range c.counts {
-		out = append(out, infoLabelCount{v, n})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].value < out[j].value })
-	return out
 }

@@ -69,9 +69,18 @@ func infoVolume(t *testing.T, path string) []byte {
 
 // TestInfoBrokenFiles: files that fail validation still get every field the header holds,
 // then the reason on stderr, and exit 1.
-func TestInfoBrokenFiles(t *testing.T) {
-	dir := t.TempDir()
-	valid := infoVolume(t, filepath.Join(dir, "valid.nii"))
+// infoBrokenCase is a broken file for info: what stdout shows besides the fields common to
+// all, and the error on stderr.
+type infoBrokenCase struct {
+	name   string
+	data   []byte
+	stdout []string // besides the fields common to all
+	stderr string
+}
+
+// infoBrokenCases are infoVolume's bytes (valid) broken in the datatype, the data's length,
+// the dims and vox_offset.
+func infoBrokenCases(valid []byte) []infoBrokenCase {
 	edit := func(f func(b []byte)) []byte { b := bytes.Clone(valid); f(b); return b }
 	le := binary.LittleEndian
 	gzipped := func(b []byte) []byte {
@@ -81,12 +90,7 @@ func TestInfoBrokenFiles(t *testing.T) {
 		z.Close()
 		return buf.Bytes()
 	}
-	cases := []struct {
-		name   string
-		data   []byte
-		stdout []string // besides the fields common to all
-		stderr string
-	}{
+	return []infoBrokenCase{
 		{"complex64.nii", edit(func(b []byte) { le.PutUint16(b[70:], 32); le.PutUint16(b[72:], 64) }),
 			[]string{"datatype    complex64 (code 32, 64 bits, not supported)", "dims        6x5x4 (dim [3 6 5 4])"}, "unsupported datatype: complex64"},
 		{"truncated.nii", valid[:352+100],
@@ -100,8 +104,16 @@ func TestInfoBrokenFiles(t *testing.T) {
 		{"fraction.nii", edit(func(b []byte) { le.PutUint32(b[108:], math.Float32bits(352.5)) }),
 			[]string{"vox_offset  352.5\n"}, "vox_offset 352.5 is not a valid byte offset"},
 	}
+}
+
+func TestInfoBrokenFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	valid := infoVolume(t, filepath.Join(dir, "valid.nii"))
+	cases := infoBrokenCases(valid)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			path := filepath.Join(dir, c.name)
 			if err := os.WriteFile(path, c.data, 0o644); err != nil {
 				t.Fatal(err)
@@ -136,7 +148,13 @@ func TestInfoBrokenFiles(t *testing.T) {
 		})
 	}
 
-	// A header cut short shows the fields it holds, and none past the cut.
+}
+
+// A header cut short shows the fields it holds, and none past the cut.
+func TestInfoCutHeader(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	valid := infoVolume(t, filepath.Join(dir, "valid.nii"))
 	path := filepath.Join(dir, "cut.nii")
 	os.WriteFile(path, valid[:200], 0o644)
 	code, stdout, stderr := infoCLI(t, path)
@@ -154,7 +172,13 @@ func TestInfoBrokenFiles(t *testing.T) {
 		t.Errorf("cut header: exit %d, %q", code, stderr)
 	}
 
-	// A .hdr/.img pair lists both files; an .img cut short fails after the header is shown.
+}
+
+// A .hdr/.img pair lists both files; an .img cut short fails after the header is shown.
+func TestInfoCutPair(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	valid := infoVolume(t, filepath.Join(dir, "valid.nii"))
 	h, err := nifti.ReadHeader(filepath.Join(dir, "valid.nii"))
 	if err != nil {
 		t.Fatal(err)
@@ -164,14 +188,27 @@ func TestInfoBrokenFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Truncate(pair, 100)
-	code, stdout, stderr = infoCLI(t, pair)
+	code, stdout, stderr := infoCLI(t, pair)
 	if w := "files       pair.hdr (352 bytes), pair.img (100 bytes)\n"; code != exitFailed || !strings.Contains(stdout, w) ||
 		!strings.Contains(stdout, `magic "ni1"`) || !strings.Contains(stderr, "pair.img: nifti: truncated data: the data ends inside z-slice 1 of 4 (100 of 240 bytes)") {
 		t.Errorf("cut pair: exit %d, stderr %q, stdout lacks %q:\n%s", code, stderr, w, stdout)
 	}
 
-	// A valid file next to a broken one is shown whole; the exit status is 1.
-	code, stdout, _ = infoCLI(t, filepath.Join(dir, "valid.nii"), filepath.Join(dir, "negdim.nii"))
+}
+
+// A valid file next to a broken one is shown whole; the exit status is 1.
+func TestInfoValidAndBroken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	valid := infoVolume(t, filepath.Join(dir, "valid.nii"))
+	for _, c := range infoBrokenCases(valid) {
+		if c.name == "negdim.nii" {
+			if err := os.WriteFile(filepath.Join(dir, c.name), c.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	code, stdout, _ := infoCLI(t, filepath.Join(dir, "valid.nii"), filepath.Join(dir, "negdim.nii"))
 	if code != exitFailed || !strings.Contains(stdout, "values      min 0, max 119, mean 59.5 (120 voxels, scaled)") {
 		t.Errorf("valid and broken: exit %d\n%s", code, stdout)
 	}
@@ -180,6 +217,7 @@ func TestInfoBrokenFiles(t *testing.T) {
 // TestInfoGzipCutInHeader: the message names the gzip stream cut short and counts what was
 // inflated, instead of "not a NIfTI file: 0-byte file".
 func TestInfoGzipCutInHeader(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../fixtures/volumes/phantom_000.nii.gz")
 	if err != nil {
 		t.Fatal(err)
@@ -208,6 +246,7 @@ func TestInfoGzipCutInHeader(t *testing.T) {
 // TestInfoGeometryCodes: qform and sform code 0 are said to be absent, not printed as zeros;
 // set ones are named with their matrix.
 func TestInfoGeometryCodes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "v.nii")
 	infoVolume(t, path)
@@ -237,6 +276,7 @@ func TestInfoGeometryCodes(t *testing.T) {
 // TestInfoLabelMap: an integer volume with few values gets each one's voxel count and share;
 // a voxpipe mask its extensions and provenance; other extensions are listed.
 func TestInfoLabelMap(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	vol := 1
 	rec := provenance.Record{Generator: provenance.Generator, Version: "1.2.3",
@@ -286,8 +326,13 @@ func TestInfoLabelMap(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", w, stdout)
 		}
 	}
-	// An integer volume with more than 256 values is no label map.
-	code, stdout, _ = infoCLI(t, "../../fixtures/volumes/phantom_000.nii.gz")
+}
+
+// An integer volume with more than 256 values is no label map; the rule's edges.
+func TestInfoLabelMapEdges(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	code, stdout, _ := infoCLI(t, "../../fixtures/volumes/phantom_000.nii.gz")
 	if code != 0 || strings.Contains(stdout, "labels") || strings.Contains(stdout, "provenance") {
 		t.Errorf("phantom: exit %d\n%s", code, stdout)
 	}
@@ -325,6 +370,7 @@ func TestInfoLabelMap(t *testing.T) {
 // TestInfoVolumes: a 4D file lists its volumes; --volume N reads volume N (default 0); a
 // volume it does not have, or a negative one, is a usage error.
 func TestInfoVolumes(t *testing.T) {
+	t.Parallel()
 	const nx, ny, nz, nt = 4, 3, 2, 3
 	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Float32,
 		Dim: [8]int64{5, nx, ny, nz, nt, 1, 1, 1}, PixDim: [8]float64{1, 2, 2, 2, 1.5}, XYZTUnits: 10, SclSlope: 1}

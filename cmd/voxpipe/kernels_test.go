@@ -32,6 +32,7 @@ func (d describedEngine) OpenSteps() ([]engine.OpenStep, error) {
 }
 
 func TestNoteKernels(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	tr := &timing.Trace{}

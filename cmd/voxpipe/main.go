@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 )
@@ -22,10 +23,35 @@ const (
 	exitUsage  = 2
 )
 
-// commands is filled by the init functions of the subcommand files.
-var commands []*cli.Command
+// commandMakers is filled by the init functions of the subcommand files: each makes its
+// command afresh, so that every app (an in-process test's too) has commands of its own.
+var commandMakers []func() *cli.Command
 
-func newApp() *cli.App {
+// newCommands makes the commands of one app.
+func newCommands() []*cli.Command {
+	cmds := make([]*cli.Command, len(commandMakers))
+	for i, mk := range commandMakers {
+		cmds[i] = mk()
+	}
+	return cmds
+}
+
+func init() {
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
+}
+
+// appRuns serialises the runs of apps in one process (see runIO).
+var appRuns sync.Mutex
+
+// app is the command line application and what its run found out besides its error.
+type app struct {
+	*cli.App
+	helpNotFound error // help was asked about a topic that does not exist
+}
+
+func newApp() *app {
+	a := &app{}
+	commands := newCommands()
 	for _, c := range commands {
 		if c.OnUsageError == nil {
 			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
@@ -34,8 +60,7 @@ func newApp() *cli.App {
 			c.Action = subcommandRequired
 		}
 	}
-	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
-	return &cli.App{
+	a.App = &cli.App{
 		Name:                 "voxpipe",
 		Usage:                "batch segmentation of 3D MRI volumes on CPU or GPU",
 		Version:              versionString(),
@@ -66,13 +91,11 @@ func newApp() *cli.App {
 			if s := cli.SuggestCommand(c.App.Commands, name); s != "" {
 				err = fmt.Errorf("%w. %s", err, s)
 			}
-			helpNotFound = usageError{err}
+			a.helpNotFound = usageError{err}
 		},
 	}
+	return a
 }
-
-// helpNotFound is set when help was asked about a topic that does not exist.
-var helpNotFound error
 
 // subcommandRequired is the action of a command that only groups subcommands ("voxpipe
 // model"): without one, or with one that does not exist, a usage error after the help.
@@ -115,15 +138,23 @@ func main() {
 	os.Exit(run(os.Args))
 }
 
-func run(args []string) int {
+func run(args []string) int { return runIO(args, os.Stdout, os.Stderr) }
+
+// runIO runs the command line args with its output on stdout and stderr, and returns the exit
+// code.
+func runIO(args []string, stdout, stderr io.Writer) int {
+	// urfave/cli's help and version flags are package-level values that every App.Run writes
+	// to: in-process runs (tests) take turns.
+	appRuns.Lock()
+	defer appRuns.Unlock()
 	app := newApp()
-	ordered, err := flagsFirst(app, args)
+	app.Writer, app.ErrWriter = stdout, stderr
+	ordered, err := flagsFirst(app.App, args)
 	if err == nil {
-		helpNotFound = nil
 		err = app.Run(ordered)
 	}
 	if err == nil {
-		err = helpNotFound
+		err = app.helpNotFound
 	}
 	if err == nil {
 		return 0
@@ -138,7 +169,7 @@ func run(args []string) int {
 		code = exitUsage
 	}
 	if msg != "" {
-		lastLine(os.Stderr, jsonLogs(args), msg, code)
+		lastLine(stderr, jsonLogs(args), msg, code)
 	}
 	return code
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"voxpipe/engine"
@@ -19,33 +18,22 @@ import (
 )
 
 // loadModel reads the weights file at path, or the embedded default model when path is empty,
-// and returns it with a short name for logs and mask headers.
-func loadModel(path string) (*model.Model, string, error) {
+// and returns it with a short name for logs and mask headers, and its identity (name and hash,
+// for provenance) from the same bytes: the file is read once.
+func loadModel(path string) (*model.Model, string, provenance.Model, error) {
 	if path == "" {
 		m, err := model.ParseModel(fixtures.DefaultModel)
 		if err != nil {
-			return nil, "", fmt.Errorf("embedded default model: %w", err)
+			return nil, "", provenance.Model{}, fmt.Errorf("embedded default model: %w", err)
 		}
-		return m, fixtures.DefaultModelName, nil
+		return m, fixtures.DefaultModelName, provenance.ModelOf(fixtures.DefaultModelName, fixtures.DefaultModel), nil
 	}
-	m, err := model.LoadModel(path)
+	m, data, err := model.ReadModel(path)
 	if err != nil {
-		return nil, "", err
+		return nil, "", provenance.Model{}, err
 	}
-	return m, filepath.Base(path), nil
-}
-
-// modelIdentity names and hashes the weights at path (the embedded model when empty), for
-// provenance.
-func modelIdentity(path, name string) (provenance.Model, error) {
-	if path == "" {
-		return provenance.ModelOf(name, fixtures.DefaultModel), nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return provenance.Model{}, err
-	}
-	return provenance.ModelOf(name, b), nil
+	name := filepath.Base(path)
+	return m, name, provenance.ModelOf(name, data), nil
 }
 
 // engineFlags are the flags openModelAndEngines reads; devices is the --devices default.
@@ -61,22 +49,22 @@ func engineFlags(devices string) []cli.Flag {
 
 // openModelAndEngines loads --model and opens the engines of --engine, --devices, --workers and
 // --precision; errors are usage errors (exit 2). Close the engines with closeEngines.
-func openModelAndEngines(c *cli.Context) (*model.Model, string, []engine.Engine, error) {
-	mdl, name, err := loadModel(c.String("model"))
+func openModelAndEngines(c *cli.Context) (*model.Model, string, provenance.Model, []engine.Engine, error) {
+	mdl, name, id, err := loadModel(c.String("model"))
 	if err != nil {
-		return nil, "", nil, usageError{fmt.Errorf("--model: %w", err)}
+		return nil, "", id, nil, usageError{fmt.Errorf("--model: %w", err)}
 	}
 	engines, err := open.Engines(mdl, c.String("engine"), c.String("devices"), c.Int("workers"),
 		engine.CUDAOptions{Precision: c.String("precision")})
 	if err != nil {
-		return nil, "", nil, usageError{fmt.Errorf("%s: %w", engineFlagOf(err), err)}
+		return nil, "", id, nil, usageError{fmt.Errorf("%s: %w", engineFlagOf(err), err)}
 	}
 	// GPUs asked for by name must not quietly become the CPU engine.
 	if devices := c.String("devices"); c.IsSet("devices") && devices != open.AllDevices && !isCUDA(engines[0]) {
 		closeEngines(engines)
-		return nil, "", nil, usageError{fmt.Errorf("--devices %s: %w: the %s engine runs (no GPU present, this build has no CUDA, or --engine cpu)", devices, open.ErrDevices, engines[0].Name())}
+		return nil, "", id, nil, usageError{fmt.Errorf("--devices %s: %w: the %s engine runs (no GPU present, this build has no CUDA, or --engine cpu)", devices, open.ErrDevices, engines[0].Name())}
 	}
-	return mdl, name, engines, nil
+	return mdl, name, id, engines, nil
 }
 
 // checkEngineFlags checks engineFlags' values without opening anything (usage errors).

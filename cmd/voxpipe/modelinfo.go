@@ -16,20 +16,22 @@ import (
 var errNoCard = errors.New("the weights file has no model card")
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:  "model",
-		Usage: "inspect weights files",
-		Subcommands: []*cli.Command{{
-			Name:      "info",
-			Usage:     "print a model's card: what it is, what it was trained on, where it may be trusted",
-			ArgsUsage: "[FILE]",
-			Description: "FILE is a .safetensors weights file; without it, the embedded default model.\n" +
-				"--json prints the card alone, as stored (an error when the file has none).",
-			Flags: []cli.Flag{
-				&cli.BoolFlag{Name: "json", Usage: "print the card as JSON"},
-			},
-			Action: modelInfo,
-		}},
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:  "model",
+			Usage: "inspect weights files",
+			Subcommands: []*cli.Command{{
+				Name:      "info",
+				Usage:     "print a model's card: what it is, what it was trained on, where it may be trusted",
+				ArgsUsage: "[FILE]",
+				Description: "FILE is a .safetensors weights file; without it, the embedded default model.\n" +
+					"--json prints the card alone, as stored (an error when the file has none).",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "json", Usage: "print the card as JSON"},
+				},
+				Action: modelInfo,
+			}},
+		}
 	})
 }
 
@@ -38,11 +40,7 @@ func modelInfo(c *cli.Context) error {
 		return usageError{fmt.Errorf("model info: one FILE at most, got %d", c.NArg())}
 	}
 	path := c.Args().First()
-	m, name, err := loadModel(path)
-	if err != nil {
-		return err
-	}
-	id, err := modelIdentity(path, name)
+	m, name, id, err := loadModel(path)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"voxpipe/fixtures"
 	"voxpipe/model"
 )
 
@@ -41,9 +44,9 @@ func writeModel(t *testing.T, card string) string {
 	return path
 }
 
-// TestModelInfo runs the binary: urfave/cli keeps state in a command with subcommands, so they
-// cannot run twice in one process.
+// TestModelInfo runs the binary, as a user would.
 func TestModelInfo(t *testing.T) {
+	t.Parallel()
 	path := writeModel(t, cardJSON)
 	code, out, stderr := cliRun(t, "model", "info", path)
 	if code != 0 {
@@ -98,5 +101,32 @@ func TestModelInfoShowsLaterDomainFields(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("model info lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// loadModel's identity is the name and SHA-256 of the very bytes it parsed: the weights file
+// for --model, the embedded model without.
+func TestLoadModelIdentity(t *testing.T) {
+	t.Parallel()
+	path, want := testModel(t)
+	m, name, id, err := loadModel(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if name != "model.safetensors" || id.Name != name || id.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("identity %+v, name %q; want model.safetensors, sha256 %x", id, name, sum)
+	}
+	if m.Classes != want.Classes {
+		t.Errorf("%d classes, want %d", m.Classes, want.Classes)
+	}
+	_, name, id, err = loadModel("")
+	sum = sha256.Sum256(fixtures.DefaultModel)
+	if err != nil || name != fixtures.DefaultModelName || id.Name != name || id.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("embedded: identity %+v, name %q, %v", id, name, err)
 	}
 }

@@ -83,8 +83,8 @@ func documentedFlags(app *cli.App) []string {
 // are the commands' own: rewrite them with
 // go test ./cmd/voxpipe -run TestREADMEFlagTables -update-readme
 //
-// Not parallel: the commands are package-level values that in-process runs of the app (in
-// parallel tests) modify.
+// Not parallel: it reads the commands' flags, among them urfave/cli's package-level help
+// flag, which in-process runs of the app (in parallel tests) write to.
 func TestREADMEFlagTables(t *testing.T) {
 	app := newApp()
 	section := regexp.MustCompile("(?s)<!-- flags: ([a-z]+) -->\n(.*?)<!-- /flags -->")
@@ -124,7 +124,7 @@ func TestREADMEFlagTables(t *testing.T) {
 		}
 		t.Errorf("%s: its flag tables differ from the commands' flags: go test ./cmd/voxpipe -run TestREADMEFlagTables -update-readme", path)
 	}
-	required := documentedFlags(app)
+	required := documentedFlags(app.App)
 	for _, name := range []string{"run", "watch"} {
 		if !slices.Contains(required, name) {
 			t.Errorf("command %s has no flags of its own: documentedFlags is wrong", name)

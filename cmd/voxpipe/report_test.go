@@ -9,8 +9,7 @@ import (
 )
 
 // reportCLI runs `voxpipe report ARGS... -o DIR` in-process, --run and --baseline naming
-// folders of report/testdata, and returns its exit code, stderr and report.md. It swaps
-// os.Stdout and os.Stderr meanwhile: not for parallel tests.
+// folders of report/testdata, and returns its exit code, stderr and report.md.
 func reportCLI(t *testing.T, args ...string) (code int, stderr, md string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -28,10 +27,7 @@ func reportCLI(t *testing.T, args ...string) (code int, stderr, md string) {
 		}
 	}
 	outF, errF := capture("stdout"), capture("stderr")
-	stdout, stderrWas := os.Stdout, os.Stderr
-	os.Stdout, os.Stderr = outF, errF
-	code = run(append([]string{"voxpipe", "report", "-o", filepath.Join(dir, "out")}, args...))
-	os.Stdout, os.Stderr = stdout, stderrWas
+	code = runIO(append([]string{"voxpipe", "report", "-o", filepath.Join(dir, "out")}, args...), outF, errF)
 	outF.Close()
 	errF.Close()
 	e, _ := os.ReadFile(filepath.Join(dir, "stderr"))
@@ -42,6 +38,7 @@ func reportCLI(t *testing.T, args ...string) (code int, stderr, md string) {
 // A and B pair on 4 volumes: below the default --min-volumes 10 the gate is not evaluated
 // (exit 0, says so on stderr and in the report); --min-volumes 4 lets it decide.
 func TestReportGateMinVolumes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		args       []string

@@ -2,128 +2,199 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
-	"time"
-	"voxpipe/analysis"
-	"voxpipe/engine"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"voxpipe/engine"
 	"voxpipe/io/dicom"
-	"voxpipe/io/nifti"
 	"voxpipe/jobs"
-	"voxpipe/model"
 	"voxpipe/pipeline"
-	"voxpipe/store/claim"
-	"voxpipe/store/provenance"
+	"voxpipe/session"
 	"voxpipe/store/records"
-	"voxpipe/telemetry/metrics"
 	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
 )
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:      "run",
-		Before:    requireFlags("output"),
-		Usage:     "segment every NIfTI volume and DICOM series in the inputs (files or folders) and write masks and timing CSVs",
-		ArgsUsage: "INPUT...",
-		Description: "Safe to run unattended and concurrently on one output folder: each volume is claimed\n" +
-			"before it is worked on, inputs are never written, and each run keeps its own records\n" +
-			"under OUT/runs/<run id>/ (README: Running unattended).\n" +
-			"Exit codes: 0 every volume ok, skipped (up to date) or busy (claimed by another live process);\n" +
-			"1 a volume failed or is in conflict; 2 usage; 130/143 stopped by SIGINT/SIGTERM.",
-		Flags: append(append(engineFlags("all"), workFlags(2)...),
-			&cli.BoolFlag{Name: "overwrite", Usage: "redo every volume, replacing up-to-date masks and files voxpipe did not write (default: skip up-to-date masks, report other files as conflicts)"},
-			&cli.BoolFlag{Name: "fail-fast", Usage: "stop at the first failed volume (default: go on)"},
-			&cli.StringFlag{Name: "shard", Usage: "do one part of the batch: i/n, or auto (a Slurm array task, or a Kubernetes Indexed Job pod with --shard-count); volumes are split by a stable hash of their names"},
-			&cli.IntFlag{Name: "shard-count", DefaultText: "$" + jobs.EnvShardCount, Usage: "the number of shards for --shard auto under a Kubernetes Indexed Job (default $" + jobs.EnvShardCount + ")"},
-			&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
-			&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist; elsewhere, the run is not in OUT/volumes.csv"},
-			&cli.StringFlag{Name: "trace", Usage: "write a Chrome/Perfetto trace (JSON) of every stage and slab"},
-		),
-		Action: runAction,
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:      "run",
+			Before:    requireFlags("output"),
+			Usage:     "segment every NIfTI volume and DICOM series in the inputs (files or folders) and write masks and timing CSVs",
+			ArgsUsage: "INPUT...",
+			Description: "Safe to run unattended and concurrently on one output folder: each volume is claimed\n" +
+				"before it is worked on, inputs are never written, and each run keeps its own records\n" +
+				"under OUT/runs/<run id>/ (README: Running unattended).\n" +
+				"Exit codes: 0 every volume ok, skipped (up to date) or busy (claimed by another live process);\n" +
+				"1 a volume failed or is in conflict; 2 usage; 130/143 stopped by SIGINT/SIGTERM.",
+			Flags: append(append(engineFlags("all"), workFlags(2)...),
+				&cli.BoolFlag{Name: "overwrite", Usage: "redo every volume, replacing up-to-date masks and files voxpipe did not write (default: skip up-to-date masks, report other files as conflicts)"},
+				&cli.BoolFlag{Name: "fail-fast", Usage: "stop at the first failed volume (default: go on)"},
+				&cli.StringFlag{Name: "shard", Usage: "do one part of the batch: i/n, or auto (a Slurm array task, or a Kubernetes Indexed Job pod with --shard-count); volumes are split by a stable hash of their names"},
+				&cli.IntFlag{Name: "shard-count", DefaultText: "$" + jobs.EnvShardCount, Usage: "the number of shards for --shard auto under a Kubernetes Indexed Job (default $" + jobs.EnvShardCount + ")"},
+				&cli.StringFlag{Name: "timings", Usage: "timings CSV (default OUT/runs/<run id>/timings.csv); must not exist"},
+				&cli.StringFlag{Name: "summary", Usage: "summary CSV (default OUT/runs/<run id>/summary.csv); must not exist; elsewhere, the run is not in OUT/volumes.csv"},
+				&cli.StringFlag{Name: "trace", Usage: "write a Chrome/Perfetto trace (JSON) of every stage and slab"},
+			),
+			Action: runAction,
+		}
 	})
 }
-
-// Exit codes of an interrupted run, as shells report a death by that signal.
-const (
-	exitSIGINT  = 130
-	exitSIGTERM = 143
-)
-
-// signalGrace is how long a signalled run may take to stop cleanly before it removes its
-// temporaries, releases its claims and exits anyway (a CPU slab, a hung file system).
-var signalGrace = 1500 * time.Millisecond
-
-// forceCleanup bounds the clean-up of a run ended by force.
-const forceCleanup = 300 * time.Millisecond
 
 func runAction(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usageError{errors.New("run: give at least one input file or folder")}
 	}
 	// Every usage error is found before anything is written.
-	ws, err := checkWorkFlags(c, "run")
+	ws, shard, err := checkRunFlags(c)
 	if err != nil {
 		return err
 	}
-	outDir, maskName, runID, maxMemory := ws.outDir, ws.maskName, ws.runID, ws.maxMemory
-	shard, err := jobs.ParseShard(c.String("shard"), c.Int("shard-count"), os.Getenv)
-	if err != nil {
-		return usageError{fmt.Errorf("run: --shard: %w", err)}
-	}
-	if err := dicom.CheckName(c.String("dicom-name")); err != nil {
-		return usageError{fmt.Errorf("run: --dicom-name: %w", err)}
-	}
-	for _, f := range []string{"timings", "summary", "trace"} {
-		if err := checkNewFile(c.String(f), f == "trace"); err != nil {
-			return usageError{fmt.Errorf("run: --%s: %w", f, err)}
-		}
-	}
-
 	// Bars on a terminal, log lines otherwise; logs print above the bars.
-	logOut := &switchWriter{w: os.Stderr}
-	quiet := c.Bool("quiet")
-	log := newLogger(logOut, c.String("log-format"), quiet)
-
-	found, err := jobs.DiscoverDICOM(c.Args().Slice(), c.Bool("recursive"), outDir, maskName, c.String("dicom-name"))
-	if errors.Is(err, jobs.ErrNoInputs) {
-		noteDiscovery(log, found)
-		log.Info("nothing to do: no NIfTI volumes or DICOM series in the inputs", "inputs", c.Args().Slice())
-		return nil
+	logOut := &switchWriter{w: c.App.ErrWriter}
+	log := newLogger(logOut, c.String("log-format"), c.Bool("quiet"))
+	found, batch, err := findBatch(c, ws.outDir, ws.maskName, shard, log)
+	if err != nil || len(batch) == 0 {
+		return err
 	}
-	if err != nil {
-		return usageError{err}
-	}
-	noteDiscovery(log, found)
-	batch := found.Jobs
-	if err := jobs.CheckOutputs(batch); err != nil {
-		return usageError{err}
-	}
-	if batch = shard.Filter(batch); len(batch) == 0 {
-		log.Info("nothing to do: no volume falls in this shard", "shard", shard.String(), "volumes", len(found.Jobs))
-		return nil
-	}
+	var cl closers
+	defer cl.close()
 	es, closeSetup, err := openSetup(c, log)
 	if err != nil {
 		return err
 	}
-	defer closeSetup()
-
+	cl.add(closeSetup)
 	// Now the run's outputs: the folder, the trace, the records.
+	if err := prepareOutputs(c, ws.outDir, batch, log); err != nil {
+		return err
+	}
+	rec, defaultRecords, err := createRecords(c, ws, found, log)
+	if err != nil {
+		return err
+	}
+	cl.add(func() { rec.Close() })
+	claims, stopClaims, err := startClaims(ws.outDir, ws.runID, c.Duration("claim-timeout"))
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	cl.add(stopClaims)
+
+	cfg := workConfig(c, es, claims, rec, log)
+	reporter, restoreLog := runProgress(c, log, logOut)
+	cl.add(restoreLog) // the bars are gone once the run returns
+	cfg.Input.Jobs, cfg.Telemetry.Shard, cfg.Telemetry.Progress = batch, shard.String(), es.withMetrics(reporter)
+	cfg.Output.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
+	cfg.Workers.MaxMemory = ws.maxMemory
+	if c.String("trace") != "" {
+		cfg.Telemetry.Trace = &timing.Trace{}
+	}
+	log.Info("run", "run_id", cfg.Telemetry.RunID, "volumes", len(batch), "shard", cfg.Telemetry.Shard, "engines", engineNames(es.engines), "model", es.modelName,
+		"output", ws.outDir, "records", rec.Dir, "max_memory_bytes", ws.maxMemory)
+
+	// A signal stops the run; if it has not stopped within signalGrace, what it holds is
+	// cleaned up and the run ends anyway, with the signal's exit code.
+	sd := session.Start(context.Background(), runStages(log))
+	defer sd.Close()
+	fin := runFinish{c: c, log: log, logOut: logOut, engines: es.engines, trace: cfg.Telemetry.Trace, rec: rec,
+		defaultRecords: defaultRecords, volumes: len(batch), outDir: ws.outDir, sd: sd}
+	var exit error
+	if cl.forced = sd.Wait(func() { exit = fin.finish(pipeline.Run(sd.Drained(), cfg)) }); cl.forced {
+		return forcedStop(claims, rec, sd.Signal())
+	}
+	return exit
+}
+
+// runFinish is what a run does once the pipeline returned: the trace, the records and tables,
+// and the exit code. It runs under the shutdown's bound too: a second signal, or a hung file
+// system past the grace, still ends the run.
+type runFinish struct {
+	c              *cli.Context
+	log            *slog.Logger
+	logOut         *switchWriter
+	engines        []engine.Engine
+	trace          *timing.Trace
+	rec            *records.Run
+	defaultRecords bool
+	volumes        int
+	outDir         string
+	sd             *session.Shutdown
+}
+
+func (f runFinish) finish(res pipeline.Result, runErr error) error {
+	f.logOut.set(f.c.App.ErrWriter)
+	noteKernels(f.engines, f.log, f.trace)
+	writeTrace(f.c.String("trace"), f.trace, f.log)
+	if err := f.rec.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if f.defaultRecords && runErr == nil && f.sd.Signal() == nil && res.Skipped == f.volumes {
+		// Every mask was up to date: a scheduled tick over a finished folder leaves nothing.
+		if err := os.RemoveAll(f.rec.Dir); err != nil {
+			f.log.Warn("remove the records of a run with nothing to do", "err", err)
+		}
+		f.log.Info("nothing to do: every mask is up to date", "volumes", f.volumes)
+		return nil
+	}
+	updateTables(f.outDir, f.log)
+	f.log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
+		"failed", res.Failed, "records", f.rec.Dir)
+	return runExit(f.sd.Signal(), runErr, res, f.volumes, f.rec.Dir)
+}
+
+// checkRunFlags checks the flags of run (usage errors).
+func checkRunFlags(c *cli.Context) (workSettings, jobs.Shard, error) {
+	ws, err := checkWorkFlags(c, "run")
+	if err != nil {
+		return ws, jobs.Shard{}, err
+	}
+	shard, err := jobs.ParseShard(c.String("shard"), c.Int("shard-count"), os.Getenv)
+	if err != nil {
+		return ws, shard, usageError{fmt.Errorf("run: --shard: %w", err)}
+	}
+	if err := dicom.CheckName(c.String("dicom-name")); err != nil {
+		return ws, shard, usageError{fmt.Errorf("run: --dicom-name: %w", err)}
+	}
+	for _, f := range []string{"timings", "summary", "trace"} {
+		if err := checkNewFile(c.String(f), f == "trace"); err != nil {
+			return ws, shard, usageError{fmt.Errorf("run: --%s: %w", f, err)}
+		}
+	}
+	return ws, shard, nil
+}
+
+// findBatch discovers the volumes of the inputs and keeps this shard's; an empty batch with
+// no error is nothing to do (logged).
+func findBatch(c *cli.Context, outDir, maskName string, shard jobs.Shard, log *slog.Logger) (*jobs.Discovery, []jobs.Job, error) {
+	found, err := jobs.DiscoverDICOM(c.Args().Slice(), c.Bool("recursive"), outDir, maskName, c.String("dicom-name"))
+	if errors.Is(err, jobs.ErrNoInputs) {
+		noteDiscovery(log, found)
+		log.Info("nothing to do: no NIfTI volumes or DICOM series in the inputs", "inputs", c.Args().Slice())
+		return found, nil, nil
+	}
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	noteDiscovery(log, found)
+	batch := found.Jobs
+	if err := jobs.CheckOutputs(batch); err != nil {
+		return nil, nil, usageError{err}
+	}
+	if batch = shard.Filter(batch); len(batch) == 0 {
+		log.Info("nothing to do: no volume falls in this shard", "shard", shard.String(), "volumes", len(found.Jobs))
+	}
+	return found, batch, nil
+}
+
+// prepareOutputs checks that the output folder can be written, creates the trace file (so
+// that it is known to be writable before the work), and warns when the masks may not fit.
+func prepareOutputs(c *cli.Context, outDir string, batch []jobs.Job, log *slog.Logger) error {
 	if err := checkWritable(outDir); err != nil {
 		return usageError{fmt.Errorf("run: %w", err)}
 	}
@@ -139,501 +210,71 @@ func runAction(c *cli.Context) error {
 			log.Warn("the output folder's file system may be too full for the masks", "free_bytes", free, "estimated_bytes", need)
 		}
 	}
+	return nil
+}
 
-	var rec *records.Run
-	defaultRecords := c.String("timings") == "" && c.String("summary") == ""
+// createRecords creates the run's records: in OUT/runs/<run id>/ (defaultRecords), listing
+// the files discovery left out, or at --timings and --summary.
+func createRecords(c *cli.Context, ws workSettings, found *jobs.Discovery, log *slog.Logger) (rec *records.Run, defaultRecords bool, err error) {
+	defaultRecords = c.String("timings") == "" && c.String("summary") == ""
 	if !defaultRecords {
-		rec, err = records.CreateAt(runID,
-			orDefault(c.String("timings"), filepath.Join(records.RunDir(outDir, runID), records.TimingsName)),
-			orDefault(c.String("summary"), filepath.Join(records.RunDir(outDir, runID), records.SummaryName)))
+		rec, err = records.CreateAt(ws.runID,
+			orDefault(c.String("timings"), filepath.Join(records.RunDir(ws.outDir, ws.runID), records.TimingsName)),
+			orDefault(c.String("summary"), filepath.Join(records.RunDir(ws.outDir, ws.runID), records.SummaryName)))
 	} else {
-		rec, err = records.Create(outDir, runID)
+		rec, err = records.Create(ws.outDir, ws.runID)
 	}
 	if err != nil {
-		return usageError{fmt.Errorf("run: %w", err)}
+		return nil, false, usageError{fmt.Errorf("run: %w", err)}
 	}
-	defer rec.Close()
 	if defaultRecords {
 		if err := writeIgnored(rec, found); err != nil {
 			log.Warn("record the files left out", "err", err)
 		}
 	}
-	claims, stopClaims, err := startClaims(outDir, runID, c.Duration("claim-timeout"))
-	if err != nil {
-		return fmt.Errorf("run: %w", err)
-	}
-	defer stopClaims()
+	return rec, defaultRecords, nil
+}
 
-	var reporter pipeline.Progress
-	if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-		bars := progress.NewBars(os.Stderr)
-		reporter = bars
+// runProgress is the run's progress: bars on a terminal (the log then prints above them until
+// restore), log lines otherwise, or none.
+func runProgress(c *cli.Context, log *slog.Logger, logOut *switchWriter) (reporter pipeline.Progress, restore func()) {
+	if f, ok := c.App.ErrWriter.(*os.File); ok && !c.Bool("quiet") && term.IsTerminal(int(f.Fd())) {
+		bars := progress.NewBars(f)
 		logOut.set(bars.Writer())
-		defer logOut.set(os.Stderr) // the bars are gone once the run returns
-	} else if p := progressLog(c, log); p != nil {
-		reporter = p
+		return bars, func() { logOut.set(f) }
 	}
-	cfg := workConfig(c, es, claims, rec, log)
-	cfg.Input.Jobs, cfg.Telemetry.Shard, cfg.Telemetry.Progress = batch, shard.String(), es.withMetrics(reporter)
-	cfg.Output.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
-	cfg.Workers.MaxMemory = maxMemory
+	if p := progressLog(c, log); p != nil {
+		return p, func() {}
+	}
+	return nil, func() {}
+}
 
-	if c.String("trace") != "" {
-		cfg.Telemetry.Trace = &timing.Trace{}
+// writeTrace writes the run's trace, when asked, and logs how much of the copies the kernels
+// hid.
+func writeTrace(path string, trace *timing.Trace, log *slog.Logger) {
+	if trace == nil {
+		return
 	}
-	log.Info("run", "run_id", cfg.Telemetry.RunID, "volumes", len(batch), "shard", cfg.Telemetry.Shard, "engines", engineNames(es.engines), "model", es.modelName,
-		"output", outDir, "records", rec.Dir, "max_memory_bytes", maxMemory)
+	if err := trace.WriteFile(path); err != nil {
+		log.Error("trace", "err", err)
+	}
+	for dev, o := range trace.CopyOverlap() {
+		log.Info("copies under kernels", "device", dev, "copy_ms", o.Copy, "hidden_pct", 100*o.Fraction())
+	}
+}
 
-	// A signal stops the run; if it has not stopped within signalGrace, what it holds is
-	// cleaned up and the process exits anyway.
-	ctx, sig := signalContext(context.Background(), log, func(code int) { forceExit(claims, rec, code) })
-	defer sig.stop()
-	res, runErr := pipeline.Run(ctx, cfg)
-	logOut.set(os.Stderr)
-	noteKernels(es.engines, log, cfg.Telemetry.Trace)
-	if cfg.Telemetry.Trace != nil {
-		if err := cfg.Telemetry.Trace.WriteFile(c.String("trace")); err != nil {
-			log.Error("trace", "err", err)
-		}
-		for dev, o := range cfg.Telemetry.Trace.CopyOverlap() {
-			log.Info("copies under kernels", "device", dev, "copy_ms", o.Copy, "hidden_pct", 100*o.Fraction())
-		}
-	}
-	if err := rec.Close(); err != nil && runErr == nil {
-		runErr = err
-	}
+// runExit is how a finished run ends: the signal that stopped it, its error, or its failed
+// and conflicting volumes.
+func runExit(sig os.Signal, runErr error, res pipeline.Result, volumes int, recDir string) error {
 	switch {
-	case defaultRecords && runErr == nil && sig.received() == nil && res.Skipped == len(batch):
-		// Every mask was up to date: a scheduled tick over a finished folder leaves nothing.
-		if err := os.RemoveAll(rec.Dir); err != nil {
-			log.Warn("remove the records of a run with nothing to do", "err", err)
-		}
-		log.Info("nothing to do: every mask is up to date", "volumes", len(batch))
-		return nil
-	default:
-		updateTables(outDir, log)
-	}
-	log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
-		"failed", res.Failed, "records", rec.Dir)
-	switch {
-	case sig.received() == syscall.SIGINT:
+	case sig == syscall.SIGINT:
 		return cli.Exit("interrupted", exitSIGINT)
-	case sig.received() == syscall.SIGTERM:
+	case sig == syscall.SIGTERM:
 		return cli.Exit("terminated", exitSIGTERM)
 	case runErr != nil:
 		return cli.Exit(runErr.Error(), exitFailed)
 	case res.Failed > 0 || res.Conflict > 0:
-		return cli.Exit(fmt.Sprintf("%d of %d volumes failed, %d in conflict (see %s)", res.Failed, len(batch), res.Conflict, rec.Dir), exitFailed)
+		return cli.Exit(fmt.Sprintf("%d of %d volumes failed, %d in conflict (see %s)", res.Failed, volumes, res.Conflict, recDir), exitFailed)
 	}
 	return nil
-}
-
-// workFlags are the flags that run and watch share (readers: --readers' default).
-func workFlags(readers int) []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output folder for masks and records (required)"},
-		&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "search input folders recursively (masks mirror the sub-folders)"},
-		&cli.IntFlag{Name: "slab", Value: 32, Usage: "z-slices per slab"},
-		&cli.IntFlag{Name: "readers", Value: readers, Usage: "volumes read in parallel"},
-		&cli.IntFlag{Name: "writers", Value: 1, Usage: "masks written in parallel"},
-		&cli.StringFlag{Name: "mask-name", Value: "{name}_mask.nii.gz", Usage: "mask file name; {name} is the volume's name; .nii for uncompressed"},
-		&cli.StringFlag{Name: "dicom-name", Value: dicom.DefaultName, Usage: "{name} of a DICOM series' mask: %i PatientID, %t StudyDate, %s SeriesNumber, %d SeriesDescription, %p ProtocolName, %m Modality, %e echo, %j/%k series/study UID, %h series ID (README: DICOM input)"},
-		&cli.IntFlag{Name: "compression", Value: -1, Usage: "gzip level of .nii.gz masks: 0 (store) to 9, -1 default"},
-		&cli.IntFlag{Name: "volume", DefaultText: "none", Usage: "segment volume `N` (0-based) of 4D inputs (default: a 4D input fails; 3D inputs take 0)"},
-		&cli.BoolFlag{Name: "verify-inputs", Usage: "before skipping a volume, also re-hash its input (default: size and mtime must match)"},
-		&cli.StringFlag{Name: "resample", Value: resampleAuto, Usage: "auto: a volume whose voxel size differs from the model card's by more than 10 % is resampled to it for the model, labels brought back to its grid; off: only reoriented"},
-		&cli.BoolFlag{Name: "strict-domain", Usage: "fail volumes the domain check judges out-of-domain (field of view, spacing or intensity unlike the model's training, a constant volume, the model's confidence or label proportions unlike training), their masks not written; warnings never fail a volume"},
-		&cli.BoolFlag{Name: "statistics", Usage: "write per-label statistics: OUT/statistics/<volume>.json and .csv, merged into OUT/statistics.csv"},
-		&cli.BoolFlag{Name: "preview", Usage: "write a preview PNG per volume (three planes, labels overlaid): OUT/previews/<volume>.png"},
-		&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},
-		&cli.DurationFlag{Name: "claim-timeout", Value: claim.DefaultTimeout, Usage: "a claim whose heartbeat is older than this, held by another host, is taken over"},
-		&cli.StringFlag{Name: "run-id", Usage: "run id in the records (default: UTC time and random suffix); must be new to OUT"},
-		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
-		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "only errors on stderr, no progress bar"},
-		&cli.DurationFlag{Name: "progress-interval", Value: 30 * time.Second, Usage: "when stderr is not a terminal, log a progress line this often (volumes done, planes in flight, rate, ETA)"},
-		&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus metrics (/metrics, /healthz) on this host:port"},
-	}
-}
-
-// startMetrics serves the Prometheus metrics of --metrics-addr, or does nothing (nil, a no-op
-// stop) without it. An address that cannot be listened on is a usage error.
-func startMetrics(c *cli.Context, log *slog.Logger) (*metrics.Metrics, func(), error) {
-	addr := c.String("metrics-addr")
-	if addr == "" {
-		return nil, func() {}, nil
-	}
-	reg := metrics.NewRegistry()
-	m := metrics.New(reg)
-	stop, err := metrics.Serve(context.Background(), addr, reg, log)
-	if err != nil {
-		return nil, nil, usageError{fmt.Errorf("--metrics-addr: %w", err)}
-	}
-	return m, func() {
-		if err := stop(); err != nil {
-			log.Warn("metrics", "err", err)
-		}
-	}, nil
-}
-
-// withMetrics adds the metrics (when served) to a progress.
-func (es *setup) withMetrics(p pipeline.Progress) pipeline.Progress {
-	if es.metrics == nil {
-		return p
-	}
-	return progress.Multi(p, es.metrics)
-}
-
-// progressLog is the progress lines of a run or watch whose stderr is not a terminal, or nil
-// when --quiet or --progress-interval 0.
-func progressLog(c *cli.Context, log *slog.Logger) pipeline.Progress {
-	if c.Bool("quiet") || c.Duration("progress-interval") <= 0 {
-		return nil
-	}
-	return progress.NewLog(log, c.Duration("progress-interval"))
-}
-
-// --resample values.
-const (
-	resampleAuto = "auto"
-	resampleOff  = "off"
-)
-
-// workSettings are the checked values of workFlags.
-type workSettings struct {
-	outDir, maskName, runID string
-	maxMemory               int64
-}
-
-// checkWorkFlags checks workFlags' values (usage errors), the output folder included.
-func checkWorkFlags(c *cli.Context, cmd string) (workSettings, error) {
-	ws := workSettings{outDir: c.String("output"), maskName: c.String("mask-name"), runID: orDefault(c.String("run-id"), newRunID())}
-	if f := c.String("log-format"); f != "text" && f != "json" {
-		return ws, usageError{fmt.Errorf("%s: --log-format must be text or json, not %q", cmd, f)}
-	}
-	if level := c.Int("compression"); level < -1 || level > 9 {
-		return ws, usageError{fmt.Errorf("%s: --compression must be -1..9, not %d", cmd, level)}
-	}
-	for _, f := range []string{"slab", "readers", "writers"} {
-		if c.Int(f) < 1 {
-			return ws, usageError{fmt.Errorf("%s: --%s must be at least 1, not %d", cmd, f, c.Int(f))}
-		}
-	}
-	if r := c.String("resample"); r != resampleAuto && r != resampleOff {
-		return ws, usageError{fmt.Errorf("%s: --resample must be %s or %s, not %q", cmd, resampleAuto, resampleOff, r)}
-	}
-	if c.IsSet("volume") && c.Int("volume") < 0 {
-		return ws, usageError{fmt.Errorf("%s: --volume must be 0 or more, not %d", cmd, c.Int("volume"))}
-	}
-	if err := checkMaskName(ws.maskName); err != nil {
-		return ws, usageError{fmt.Errorf("%s: %w", cmd, err)}
-	}
-	var err error
-	if ws.maxMemory, err = parseMemory(c.String("max-memory")); err != nil {
-		return ws, usageError{fmt.Errorf("%s: %w", cmd, err)}
-	}
-	if c.Duration("claim-timeout") < time.Second {
-		return ws, usageError{fmt.Errorf("%s: --claim-timeout %v is too short", cmd, c.Duration("claim-timeout"))}
-	}
-	if c.Duration("progress-interval") < 0 {
-		return ws, usageError{fmt.Errorf("%s: --progress-interval must be 0 (no progress lines) or more, not %v", cmd, c.Duration("progress-interval"))}
-	}
-	if err := records.CheckNew(ws.outDir, ws.runID); err != nil {
-		return ws, usageError{fmt.Errorf("%s: --run-id: %w", cmd, err)}
-	}
-	if err := checkEngineFlags(c, cmd); err != nil {
-		return ws, err
-	}
-	return ws, nil
-}
-
-// checkNewFile checks, without writing, that a file can be created at path (empty: nothing
-// asked): its folder exists, and unless mayExist, nothing is there yet.
-func checkNewFile(path string, mayExist bool) error {
-	if path == "" {
-		return nil
-	}
-	if st, err := os.Lstat(path); err == nil && (!mayExist || st.IsDir()) {
-		return fmt.Errorf("%s exists (a run's records are never overwritten)", path)
-	}
-	st, err := os.Stat(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a folder", filepath.Dir(path))
-	}
-	return nil
-}
-
-// startClaims makes the claim manager of a run or watch on outDir and starts its heartbeat;
-// stop ends the heartbeat.
-func startClaims(outDir, runID string, timeout time.Duration) (*claim.Manager, func(), error) {
-	claims, err := claim.NewManager(outDir, claim.Options{RunID: runID, Timeout: timeout})
-	if err != nil {
-		return nil, nil, err
-	}
-	stop := make(chan struct{})
-	go claims.Heartbeat(stop)
-	return claims, func() { close(stop) }, nil
-}
-
-// setup is what run and watch open before the work: the metrics server (when asked), the
-// model and its engines.
-type setup struct {
-	metrics   *metrics.Metrics // nil without --metrics-addr
-	model     *model.Model
-	modelName string
-	modelID   provenance.Model
-	engines   []engine.Engine
-}
-
-// openSetup opens the metrics server, the model and the engines; closeSetup closes them.
-func openSetup(c *cli.Context, log *slog.Logger) (es *setup, closeSetup func(), err error) {
-	es = &setup{}
-	m, stopMetrics, err := startMetrics(c, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	es.metrics = m
-	if es.model, es.modelName, es.engines, err = openModelAndEngines(c); err != nil {
-		stopMetrics()
-		return nil, nil, err
-	}
-	closeSetup = func() {
-		closeEngines(es.engines)
-		stopMetrics()
-	}
-	if es.modelID, err = modelIdentity(c.String("model"), es.modelName); err != nil {
-		closeSetup()
-		return nil, nil, usageError{err}
-	}
-	return es, closeSetup, nil
-}
-
-// workConfig is the pipeline configuration that run and watch share: the engines, the flags
-// of the stages, claims, records, provenance and the metrics.
-func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.Run, log *slog.Logger) pipeline.Config {
-	engines := es.engines
-	kind, _, _ := strings.Cut(engines[0].Name(), ":")
-	precision := engine.PrecisionFP32
-	if kind != "cpu" {
-		precision = c.String("precision")
-	}
-	host, _ := os.Hostname()
-	cfg := pipeline.Config{
-		Engines: engines,
-		Prepare: pipeline.Prepare{
-			Card:         es.model.Card,
-			Resample:     c.String("resample") == resampleAuto,
-			StrictDomain: c.Bool("strict-domain"),
-		},
-		Workers: pipeline.Workers{
-			Slab:         c.Int("slab"),
-			Readers:      c.Int("readers"),
-			Writers:      c.Int("writers"),
-			LeaveBuffers: true, // the process exits after the run: its exit frees them sooner
-		},
-		Output: pipeline.Output{
-			Classes:      es.model.Classes,
-			Descrip:      fmt.Sprintf("%s model %s", versionString(), es.modelName),
-			Write:        nifti.WriteOptions{Level: c.Int("compression")},
-			Claims:       claims,
-			Provenance:   provenance.Record{Version: versionString(), Model: es.modelID, Engine: kind, Precision: precision},
-			VerifyInputs: c.Bool("verify-inputs"),
-			Analyser: &analysis.Outputs{Dir: c.String("output"), Statistics: c.Bool("statistics"), Preview: c.Bool("preview"),
-				Labels: es.model.Labels()},
-		},
-		Telemetry: pipeline.Telemetry{
-			Host:    host,
-			RunID:   rec.ID,
-			Timings: rec.Timings,
-			Summary: rec.Summary,
-			Log:     log,
-		},
-	}
-	if es.metrics != nil {
-		cfg.Telemetry.Observer = es.metrics
-	}
-	if c.IsSet("volume") {
-		v := c.Int("volume")
-		cfg.Input.Volume = &v
-	}
-	return cfg
-}
-
-// updateTables regenerates the output folder's tables derived from every run: volumes.csv and,
-// when volumes have statistics, statistics.csv.
-func updateTables(out string, log *slog.Logger) {
-	if err := records.UpdateVolumes(out); err != nil {
-		log.Warn("volumes.csv", "err", err)
-	}
-	if err := analysis.MergeStatistics(out); err != nil {
-		log.Warn(records.StatisticsName, "err", err)
-	}
-}
-
-// noteDiscovery says once what discovery left out.
-func noteDiscovery(log *slog.Logger, d *jobs.Discovery) {
-	if d == nil {
-		return
-	}
-	if n := len(d.OwnOutputs); n > 0 {
-		log.Info("left out voxpipe masks found among the inputs", "count", n, "first", d.OwnOutputs[0])
-	}
-	for _, f := range d.SkippedFolders {
-		log.Info("left out the output folder found inside an input folder", "folder", f)
-	}
-	if n := len(d.NotSearched); n > 0 {
-		log.Info("left out sub-folders (-r searches them)", "count", n, "first", d.NotSearched[0])
-	}
-	if left := d.LeftOut(); len(left) > 0 {
-		const shown = 5
-		var files []string
-		for _, l := range left[:min(shown, len(left))] {
-			files = append(files, l.Path+" ("+l.Reason+")")
-		}
-		log.Info("left out input files that are not volumes", "count", len(left), "files", files,
-			"all", "listed in the run's "+records.IgnoredName)
-	}
-}
-
-// writeIgnored lists the input files the run left out in its folder's ignored.csv.
-func writeIgnored(rec *records.Run, d *jobs.Discovery) error {
-	left := d.LeftOut()
-	if len(left) == 0 {
-		return nil
-	}
-	rows := make([]records.Ignored, len(left))
-	for i, l := range left {
-		rows[i] = records.Ignored{RunID: rec.ID, Path: l.Path, Reason: l.Reason}
-	}
-	return records.WriteIgnored(rec.Dir, rows)
-}
-
-// forceExit ends a run or watch that did not stop in time: it removes the temporaries of its
-// claimed volumes, releases the claims, closes the records, and exits with code. The clean-up
-// is bounded too: a lock held by a stopped process or a hung file system must not keep the
-// process alive.
-func forceExit(claims *claim.Manager, rec *records.Run, code int) {
-	done := make(chan struct{})
-	go func() {
-		removeClaimed(claims)
-		rec.Close()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(forceCleanup):
-	}
-	os.Exit(code)
-}
-
-// removeClaimed removes the temporaries of the volumes this process has claimed and releases
-// the claims: what a run stopped by force leaves behind otherwise.
-func removeClaimed(m *claim.Manager) {
-	for _, c := range m.Held() {
-		if tmps, err := filepath.Glob(nifti.TempPattern(c.Mask())); err == nil {
-			for _, t := range tmps {
-				os.Remove(t)
-			}
-		}
-		c.Release()
-	}
-}
-
-// signals cancels a context on the first SIGINT/SIGTERM. If the run has not returned
-// signalGrace later, or on a second signal, it calls force with the exit code, which must
-// clean up and exit.
-type signals struct {
-	ch     chan os.Signal
-	got    chan os.Signal
-	cancel context.CancelFunc
-}
-
-func signalContext(parent context.Context, log *slog.Logger, force func(code int)) (context.Context, *signals) {
-	ctx, cancel := context.WithCancel(parent)
-	s := &signals{ch: make(chan os.Signal, 2), got: make(chan os.Signal, 1), cancel: cancel}
-	signal.Notify(s.ch, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		first, ok := <-s.ch
-		if !ok {
-			return
-		}
-		s.got <- first
-		code := exitSIGINT
-		if first == syscall.SIGTERM {
-			code = exitSIGTERM
-		}
-		log.Warn("stopping: removing temporaries and releasing claims (signal again to exit at once)", "signal", first.String())
-		cancel()
-		select {
-		case second, ok := <-s.ch:
-			if !ok {
-				return
-			}
-			log.Error("exiting at once", "signal", second.String())
-		case <-time.After(signalGrace):
-			log.Error("the run did not stop in time; exiting", "grace", signalGrace.String())
-		}
-		force(code)
-	}()
-	return ctx, s
-}
-
-func (s *signals) received() os.Signal {
-	select {
-	case sig := <-s.got:
-		s.got <- sig
-		return sig
-	default:
-		return nil
-	}
-}
-
-func (s *signals) stop() {
-	signal.Stop(s.ch)
-	close(s.ch)
-	s.cancel()
-}
-
-func newLogger(w io.Writer, format string, quiet bool) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
-	if quiet {
-		opts.Level = slog.LevelError
-	}
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-func newRunID() string {
-	var b [3]byte
-	rand.Read(b[:])
-	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// switchWriter lets the logger move from above the progress bars back to stderr.
-type switchWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *switchWriter) set(w io.Writer) {
-	s.mu.Lock()
-	s.w = w
-	s.mu.Unlock()
-}
-
-func (s *switchWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +154,7 @@ func runSummary(t *testing.T, out, id string) []timing.Summary {
 }
 
 func TestRunEndToEnd(t *testing.T) {
+	t.Parallel()
 	in := badBatch(t, 3, "40x36x20")
 	out := filepath.Join(t.TempDir(), "out")
 	modelPath, mdl := testModel(t)
@@ -162,6 +164,27 @@ func TestRunEndToEnd(t *testing.T) {
 	if code := run(args("first")); code != exitFailed {
 		t.Fatalf("exit code %d, want %d (some volumes failed)", code, exitFailed)
 	}
+	checkFirstRun(t, in, out, mdl)
+	checkReruns(t, out, args)
+	// Only good volumes: exit 0.
+	good := filepath.Join(t.TempDir(), "good")
+	os.MkdirAll(good, 0o755)
+	for _, name := range []string{"phantom_000.nii.gz", "phantom_001.nii.gz"} {
+		data, _ := os.ReadFile(filepath.Join(in, name))
+		os.WriteFile(filepath.Join(good, name), data, 0o644)
+	}
+	if code := run([]string{"voxpipe", "run", "-q", "--model", modelPath, good, "-o", filepath.Join(t.TempDir(), "o2")}); code != 0 {
+		t.Errorf("all-good batch: exit code %d, want 0", code)
+	}
+}
+
+// badBatchErrors are the broken volumes of badBatch, and the file their errors name.
+var badBatchErrors = map[string]string{"corrupt": "corrupt.nii.gz", "truncated": "truncated.nii", "notnifti": "notnifti.nii"}
+
+// checkFirstRun checks the records and masks of TestRunEndToEnd's first run over badBatch:
+// the good volumes' masks are the engine's direct output, the bad ones failed naming their file.
+func checkFirstRun(t *testing.T, in, out string, mdl *model.Model) {
+	t.Helper()
 	summary := runSummary(t, out, "first")
 	rows, err := timing.ReadRows(filepath.Join(records.RunDir(out, "first"), records.TimingsName))
 	if err != nil || len(rows) == 0 {
@@ -170,12 +193,11 @@ func TestRunEndToEnd(t *testing.T) {
 	if len(summary) != 6 {
 		t.Fatalf("%d summary rows, want 6", len(summary))
 	}
-	wantErr := map[string]string{"corrupt": "corrupt.nii.gz", "truncated": "truncated.nii", "notnifti": "notnifti.nii"}
 	for _, s := range summary {
 		if s.FinishedAt == "" || s.Host == "" {
 			t.Errorf("%s: finished_at %q host %q", s.Volume, s.FinishedAt, s.Host)
 		}
-		if frag, bad := wantErr[s.Volume]; bad {
+		if frag, bad := badBatchErrors[s.Volume]; bad {
 			if s.Status != timing.StatusFailed || !strings.Contains(s.Error, frag) {
 				t.Errorf("%s: status %s error %q, want failed naming %s", s.Volume, s.Status, s.Error, frag)
 			}
@@ -195,6 +217,13 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	assertNoTemps(t, out)
 
+}
+
+// checkReruns checks TestRunEndToEnd's reruns: done volumes are skipped and earlier records
+// untouched, a reused run id is refused, --overwrite redoes them, and volumes.csv has the
+// latest outcome.
+func checkReruns(t *testing.T, out string, args func(id string, extra ...string) []string) {
+	t.Helper()
 	// Again: the done volumes are skipped, the bad ones fail again; the first run's records
 	// are untouched.
 	before, _ := os.ReadFile(filepath.Join(records.RunDir(out, "first"), records.SummaryName))
@@ -228,23 +257,14 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("volumes.csv: %d rows, %v", len(vols), err)
 	}
 	for _, v := range vols {
-		if _, bad := wantErr[v.Volume]; !bad && (v.Status != timing.StatusOK || v.RunID != "third") {
+		if _, bad := badBatchErrors[v.Volume]; !bad && (v.Status != timing.StatusOK || v.RunID != "third") {
 			t.Errorf("volumes.csv %s: %s from run %s, want ok from run third", v.Volume, v.Status, v.RunID)
 		}
-	}
-	// Only good volumes: exit 0.
-	good := filepath.Join(t.TempDir(), "good")
-	os.MkdirAll(good, 0o755)
-	for _, name := range []string{"phantom_000.nii.gz", "phantom_001.nii.gz"} {
-		data, _ := os.ReadFile(filepath.Join(in, name))
-		os.WriteFile(filepath.Join(good, name), data, 0o644)
-	}
-	if code := run([]string{"voxpipe", "run", "-q", "--model", modelPath, good, "-o", filepath.Join(t.TempDir(), "o2")}); code != 0 {
-		t.Errorf("all-good batch: exit code %d, want 0", code)
 	}
 }
 
 func TestRunUsageErrors(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	dir := t.TempDir()
 	for name, args := range map[string][]string{
@@ -290,6 +310,7 @@ func assertNoTemps(t *testing.T, dir string) {
 }
 
 func TestRunSIGTERMMidBatch(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	dir := t.TempDir()
 	genRun(t, "--out", dir, "--dims", "64x64x48", "--count", "8", "--seed", "9")
@@ -303,7 +324,7 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 	}
 	// Wait until the first mask is done, then stop the run while the next is in flight.
 	waitForFile(t, cmd, &stderr, filepath.Join(out, "*_mask.nii.gz"))
-	time.Sleep(100 * time.Millisecond)
+	waitForFile(t, cmd, &stderr, filepath.Join(out, ".*.claim"))
 	stopped := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
@@ -339,6 +360,7 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 // compares their peak resident memory (getrusage maxrss). Two volumes do not yet fill every
 // pool (three input buffers), so a few MiB of difference remain by design.
 func TestRunPeakRSSIndependentOfBatchSize(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("maxrss is read from Linux rusage")
 	}
@@ -347,14 +369,21 @@ func TestRunPeakRSSIndependentOfBatchSize(t *testing.T) {
 	if len(fixtures) == 0 {
 		t.Fatal("no fixtures")
 	}
+	// The README's configuration: the embedded model, default flags. With -short, a small
+	// model (seconds, not minutes): the run's own buffers, which must not grow with the
+	// batch, are then a larger part of the peak.
+	args := []string{"run", "-q"}
+	if testing.Short() {
+		modelPath, _ := testModel(t)
+		args = append(args, "--model", modelPath)
+	}
 	peak := func(n int) int64 {
 		in := t.TempDir()
 		for i := 0; i < n; i++ {
 			src, _ := filepath.Abs(fixtures[i%len(fixtures)])
 			os.Symlink(src, filepath.Join(in, fmt.Sprintf("v%02d.nii.gz", i)))
 		}
-		// The README's configuration: the embedded model, default flags.
-		cmd := testexec.Cmd(t, bin, "run", "-q", in, "-o", t.TempDir())
+		cmd := testexec.Cmd(t, bin, append(slices.Clone(args), in, "-o", t.TempDir())...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("run %d volumes: %v\n%s", n, err, out)
 		}

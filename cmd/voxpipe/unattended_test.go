@@ -2,13 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/binary"
 	"encoding/json"
 	"io/fs"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/internal/gzbomb"
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"
 	"voxpipe/model"
@@ -66,6 +61,7 @@ func runArgs(modelPath string, rest ...string) []string {
 // A mask path that is an input, by name, symbolic link or hard link, is a usage error before
 // any work, whatever the flags.
 func TestRunNeverWritesInputs(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii")
 	before := snapshot(t, in)
@@ -112,6 +108,7 @@ func TestRunNeverWritesInputs(t *testing.T) {
 
 // Output folders in or equal to the input folder: reruns never segment masks or nest folders.
 func TestRunOutputInsideInputs(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	for i := range 3 {
@@ -144,6 +141,7 @@ func TestRunOutputInsideInputs(t *testing.T) {
 // A rerun trusts a mask only when it parses and its provenance matches; anything else at the
 // mask's path is a conflict, kept unless --overwrite.
 func TestRunResumeTrustsOnlyCheckedMasks(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 5, "nii.gz")
 	out := t.TempDir()
@@ -224,6 +222,7 @@ func TestRunResumeTrustsOnlyCheckedMasks(t *testing.T) {
 // What a process killed with -9 leaves (mask temporaries, its claim, a half-made claim) is
 // removed by the next run, which then does the volume.
 func TestRunRemovesWhatDeadProcessesLeft(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
@@ -258,6 +257,7 @@ func TestRunRemovesWhatDeadProcessesLeft(t *testing.T) {
 
 // A volume claimed by a live process is busy: not done, not failed, exit 0.
 func TestRunBusyVolume(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
@@ -287,6 +287,7 @@ func TestRunBusyVolume(t *testing.T) {
 
 // A FIFO among the inputs is refused without being opened; the run ends.
 func TestRunRefusesFIFO(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 1, "nii.gz")
 	if err := syscall.Mkfifo(filepath.Join(in, "pipe.nii"), 0o644); err != nil {
@@ -313,6 +314,7 @@ func TestRunRefusesFIFO(t *testing.T) {
 }
 
 func TestRunEmptyInboxIsNothingToDo(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	out := filepath.Join(t.TempDir(), "out")
 	if code := run(runArgs(modelPath, t.TempDir(), "-o", out)); code != 0 {
@@ -326,6 +328,7 @@ func TestRunEmptyInboxIsNothingToDo(t *testing.T) {
 // A rerun that finds every mask up to date exits 0 and leaves no records: a scheduled tick
 // over a finished folder adds nothing.
 func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 2, "nii.gz")
 	out := t.TempDir()
@@ -390,6 +393,7 @@ func TestRunShards(t *testing.T) {
 // Without a terminal, progress lines come every --progress-interval; with --log-format json
 // every stderr line is JSON, the last one (why the command failed) too.
 func TestRunLogsWithoutATerminal(t *testing.T) {
+	t.Parallel()
 	bin := testBinary(t)
 	modelPath, _ := testModel(t)
 	dir := t.TempDir()
@@ -428,6 +432,7 @@ func TestRunLogsWithoutATerminal(t *testing.T) {
 
 // Bad mask names, unwritable trace and output paths are usage errors found before any work.
 func TestRunChecksBeforeWork(t *testing.T) {
+	t.Parallel()
 	modelPath, _ := testModel(t)
 	in := smallVolumes(t, 1, "nii.gz")
 	file := filepath.Join(t.TempDir(), "a-file")
@@ -461,205 +466,5 @@ func TestRunChecksBeforeWork(t *testing.T) {
 		}
 	} else {
 		t.Logf("read-only mount not possible here (%v): that case is not run", err)
-	}
-}
-
-// A 4 MB .nii.gz whose stream inflates to 4 GiB more than its header implies, its trailer
-// consistent, fails alone, quickly, in little memory.
-func TestRunGzipBombFailsAlone(t *testing.T) {
-	bin := testBinary(t)
-	modelPath, _ := testModel(t)
-	in := smallVolumes(t, 2, "nii.gz")
-	plain := filepath.Join(t.TempDir(), "v.nii")
-	h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: nifti.Int16, BitPix: 16,
-		Dim: [8]int64{3, 64, 64, 64, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
-	if err := nifti.Write(plain, h, make([]byte, 2*64*64*64), nifti.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	prefix, _ := os.ReadFile(plain)
-	bomb := gzbomb.Zeros(prefix, 4096)
-	os.WriteFile(filepath.Join(in, "bomb.nii.gz"), bomb, 0o644)
-	out := t.TempDir()
-	// One reader: the volume gets both cores, so the parallel inflate takes it.
-	assertFailsAlone(t, out, "r", "bomb", "more than",
-		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--readers", "1", "--run-id", "r", in, "-o", out))
-}
-
-// assertFailsAlone runs cmd (a run with id over the two phantoms of smallVolumes and a hostile
-// volume bad, into out) and checks that bad alone failed, its error containing errFrag, and
-// that the process stayed below 400 MiB.
-func assertFailsAlone(t *testing.T, out, id, bad, errFrag string, cmd *exec.Cmd) {
-	t.Helper()
-	start := time.Now()
-	if b, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
-		t.Fatalf("exit %d, want %d\n%s", cmd.ProcessState.ExitCode(), exitFailed, b)
-	}
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss
-	t.Logf("%s: run took %v, peak RSS %d KiB", bad, time.Since(start), rss)
-	s := statusByVolume(runSummary(t, out, id))
-	if s[bad].Status != timing.StatusFailed || !strings.Contains(s[bad].Error, errFrag) {
-		t.Errorf("%s: %s %q", bad, s[bad].Status, s[bad].Error)
-	}
-	if s["phantom_000"].Status != timing.StatusOK || s["phantom_001"].Status != timing.StatusOK {
-		t.Errorf("the other volumes: %v %v", s["phantom_000"].Status, s["phantom_001"].Status)
-	}
-	if rss > 400<<10 {
-		t.Errorf("peak RSS %d KiB", rss)
-	}
-}
-
-// A file system too small for the estimated masks gets a warning before the work.
-func TestRunWarnsWhenTheDiskLooksFull(t *testing.T) {
-	bin := testBinary(t)
-	modelPath, _ := testModel(t)
-	dir := t.TempDir()
-	genRun(t, "--out", dir, "--dims", "64x64x48", "--count", "2", "--seed", "1")
-	small := t.TempDir()
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skip("cannot mount a small tmpfs here:", err)
-	}
-	defer syscall.Unmount(small, 0)
-	cmd := testexec.Cmd(t, bin, "run", "--log-format", "json", "--engine", "cpu", "--model", modelPath, filepath.Join(dir, "volumes"), "-o", small)
-	b, _ := cmd.CombinedOutput()
-	if !strings.Contains(string(b), "may be too full") {
-		t.Errorf("no disk-space warning:\n%s", b)
-	}
-	// The warning comes before any volume is done.
-	if i, j := strings.Index(string(b), "may be too full"), strings.Index(string(b), "volume done"); j >= 0 && j < i {
-		t.Errorf("warning after the work:\n%s", b)
-	}
-}
-
-// A header that declares far more than the budget (a sparse file: nothing stored) fails alone,
-// before anything is allocated; the process stays small.
-func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
-	bin := testBinary(t)
-	modelPath, _ := testModel(t)
-	in := smallVolumes(t, 2, "nii.gz")
-	// sparse writes a 1x1x1 volume, then declares n^3 in its header (NIfTI-1 dim[1..3] at byte
-	// 42) and extends the file with a hole to the size that declares.
-	sparse := func(name string, dt nifti.DataType, bitpix int16, n int64) {
-		h := &nifti.Header{Version: 1, ByteOrder: binary.LittleEndian, Datatype: dt, BitPix: bitpix,
-			Dim: [8]int64{3, 1, 1, 1, 1, 1, 1, 1}, PixDim: [8]float64{1, 1, 1, 1}, SclSlope: 1, Magic: "n+1"}
-		p := filepath.Join(in, name)
-		if err := nifti.Write(p, h, make([]byte, bitpix/8), nifti.WriteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		var dims [6]byte
-		for i := range 3 {
-			binary.LittleEndian.PutUint16(dims[2*i:], uint16(n))
-		}
-		f.WriteAt(dims[:], 42)
-		if err := f.Truncate(352 + n*n*n*int64(bitpix/8)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sparse("huge.nii", nifti.Int16, 16, 1024) // 2 GiB of int16 + 1 GiB of mask
-	out := t.TempDir()
-	assertFailsAlone(t, out, "r", "huge", "--max-memory",
-		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--max-memory", "1G", "--run-id", "r", in, "-o", out))
-
-	// The default budget (half the memory) refuses a header that needs ~80 GiB.
-	total, err := usableMemory()
-	if err != nil || total/2 >= 80<<30 {
-		t.Skipf("this machine's memory (%d bytes) admits 80 GiB", total)
-	}
-	os.Remove(filepath.Join(in, "huge.nii"))
-	sparse("huger.nii", nifti.Float32, 32, 2048) // 32 GiB of float32 + 8 GiB of mask...
-	cmd := testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--run-id", "r2", in, "-o", out)
-	if b, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
-		t.Fatalf("default budget: exit %v\n%s", err, b)
-	}
-	if s := statusByVolume(runSummary(t, out, "r2"))["huger"]; s.Status != timing.StatusFailed || !strings.Contains(s.Error, "budget") {
-		t.Errorf("huger: %s %q", s.Status, s.Error)
-	}
-}
-
-// After SIGTERM the process exits with 143 within 2 s, leaving no temporaries or claims, even
-// while the CPU engine is in the middle of a long slab.
-func TestRunSIGTERMWithinTwoSeconds(t *testing.T) {
-	bin := testBinary(t)
-	dir := t.TempDir()
-	genRun(t, "--out", dir, "--dims", "160x160x64", "--count", "2", "--seed", "2")
-	out := filepath.Join(dir, "out")
-	cmd := testexec.Cmd(t, bin, "run", "-q", "--workers", "1", "--slab", "64", "--run-id", "r", filepath.Join(dir, "volumes"), "-o", out)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until the first volume is claimed and being segmented.
-	waitForFile(t, cmd, &stderr, filepath.Join(out, ".*.claim"))
-	time.Sleep(500 * time.Millisecond)
-	sent := time.Now()
-	cmd.Process.Signal(syscall.SIGTERM)
-	err := cmd.Wait()
-	took := time.Since(sent)
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitSIGTERM {
-		t.Fatalf("exit %v, want %d\n%s", err, exitSIGTERM, stderr.String())
-	}
-	if took > 2*time.Second {
-		t.Errorf("exited %v after SIGTERM, want within 2 s", took)
-	}
-	assertNoTemps(t, out)
-	if c, _ := filepath.Glob(filepath.Join(out, ".*.claim*")); len(c) > 0 {
-		t.Errorf("claims left: %v", c)
-	}
-	if _, err := timing.ReadSummaries(filepath.Join(records.RunDir(out, "r"), records.SummaryName)); err != nil {
-		t.Errorf("summary.csv: %v", err)
-	}
-}
-
-// A run that does not stop after the signal is ended by force, with the signal's exit code,
-// once the grace period is over.
-func TestSignalForcesExitAfterGrace(t *testing.T) {
-	old := signalGrace
-	signalGrace = 200 * time.Millisecond
-	defer func() { signalGrace = old }()
-	forced := make(chan int, 1)
-	ctx, s := signalContext(context.Background(), slog.New(slog.DiscardHandler), func(code int) { forced <- code })
-	defer s.stop()
-	sent := time.Now()
-	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	<-ctx.Done() // the run is asked to stop, and (here) never does
-	select {
-	case code := <-forced:
-		if code != exitSIGTERM {
-			t.Errorf("forced exit code %d, want %d", code, exitSIGTERM)
-		}
-		if took := time.Since(sent); took < signalGrace {
-			t.Errorf("forced after %v, before the %v grace", took, signalGrace)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no forced exit")
-	}
-}
-
-func statusByVolume(s []timing.Summary) map[string]timing.Summary {
-	m := map[string]timing.Summary{}
-	for _, r := range s {
-		m[r.Volume] = r
-	}
-	return m
-}
-
-// waitForFile waits up to two minutes for a file matching pattern, while cmd runs.
-func waitForFile(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, pattern string) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if m, _ := filepath.Glob(pattern); len(m) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no %s after 2 minutes:\n%s", pattern, stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

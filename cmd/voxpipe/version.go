@@ -15,16 +15,18 @@ import (
 var version = ""
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:  "version",
-		Usage: "print the version, the engines compiled in, and the GPUs and driver when present",
-		Action: func(c *cli.Context) error {
-			if c.Args().Present() {
-				return usageError{fmt.Errorf("version: takes no arguments, got %q", c.Args().First())}
-			}
-			printVersion(c.App.Writer)
-			return nil
-		},
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:  "version",
+			Usage: "print the version, the engines compiled in, and the GPUs and driver when present",
+			Action: func(c *cli.Context) error {
+				if c.Args().Present() {
+					return usageError{fmt.Errorf("version: takes no arguments, got %q", c.Args().First())}
+				}
+				printVersion(c.App.Writer)
+				return nil
+			},
+		}
 	})
 }
 

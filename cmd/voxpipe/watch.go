@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 	"voxpipe/engine"
+	"voxpipe/session"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
@@ -19,32 +18,35 @@ import (
 	"voxpipe/io/dicom"
 	"voxpipe/jobs"
 	"voxpipe/pipeline"
+	"voxpipe/store/claim"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
 )
 
 func init() {
-	commands = append(commands, &cli.Command{
-		Name:      "watch",
-		Before:    requireFlags("output"),
-		Usage:     "a service: segment every volume and DICOM series that arrives in the inbox folders, with the engine kept open",
-		ArgsUsage: "INBOX...",
-		Description: "A volume is taken when it is complete: moved in by rename (complete when first seen), marked\n" +
-			"by a <name>.ready file, or unchanged in size and mtime for --settle. Other files are read as\n" +
-			"DICOM and grouped by series; a series is taken once none of its files has been new or changed\n" +
-			"for --settle, and taken again, with a warning, if it grows afterwards. It uses run's claims,\n" +
-			"records (one run folder for the service's life) and provenance, so watchers and runs can\n" +
-			"share an output folder. Under systemd (Type=notify) it reports READY, STOPPING and WATCHDOG.\n" +
-			"On SIGTERM or SIGINT it takes no new volume, finishes those in flight within --grace,\n" +
-			"releases its claims and exits 0; 143/130 when it had to abandon volumes at the grace's end.",
-		Flags: append(append(engineFlags("all"), workFlags(1)...),
-			&cli.DurationFlag{Name: "settle", Value: inbox.DefaultSettle, Usage: "a file unchanged in size and mtime this long is taken as complete; so is a DICOM series none of whose files is new or changed this long"},
-			&cli.DurationFlag{Name: "rescan", Value: inbox.DefaultRescan, Usage: "rescan the inboxes this often (network file systems send no events)"},
-			&cli.StringFlag{Name: "ready-suffix", Value: inbox.DefaultReadySuffix, Usage: "a file <volume><suffix> marks the volume complete"},
-			&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "on SIGTERM, time to finish the volumes in flight"},
-		),
-		Action: watchAction,
+	commandMakers = append(commandMakers, func() *cli.Command {
+		return &cli.Command{
+			Name:      "watch",
+			Before:    requireFlags("output"),
+			Usage:     "a service: segment every volume and DICOM series that arrives in the inbox folders, with the engine kept open",
+			ArgsUsage: "INBOX...",
+			Description: "A volume is taken when it is complete: moved in by rename (complete when first seen), marked\n" +
+				"by a <name>.ready file, or unchanged in size and mtime for --settle. Other files are read as\n" +
+				"DICOM and grouped by series; a series is taken once none of its files has been new or changed\n" +
+				"for --settle, and taken again, with a warning, if it grows afterwards. It uses run's claims,\n" +
+				"records (one run folder for the service's life) and provenance, so watchers and runs can\n" +
+				"share an output folder. Under systemd (Type=notify) it reports READY, STOPPING and WATCHDOG.\n" +
+				"On SIGTERM or SIGINT it takes no new volume, finishes those in flight within --grace,\n" +
+				"releases its claims and exits 0; 143/130 when it had to abandon volumes at the grace's end.",
+			Flags: append(append(engineFlags("all"), workFlags(1)...),
+				&cli.DurationFlag{Name: "settle", Value: inbox.DefaultSettle, Usage: "a file unchanged in size and mtime this long is taken as complete; so is a DICOM series none of whose files is new or changed this long"},
+				&cli.DurationFlag{Name: "rescan", Value: inbox.DefaultRescan, Usage: "rescan the inboxes this often (network file systems send no events)"},
+				&cli.StringFlag{Name: "ready-suffix", Value: inbox.DefaultReadySuffix, Usage: "a file <volume><suffix> marks the volume complete"},
+				&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "on SIGTERM, time to finish the volumes in flight"},
+			),
+			Action: watchAction,
+		}
 	})
 }
 
@@ -52,64 +54,132 @@ func init() {
 const volumesRefresh = 5 * time.Second
 
 func watchAction(c *cli.Context) error {
-	if c.NArg() == 0 {
-		return usageError{errors.New("watch: give at least one inbox folder")}
-	}
-	ws, err := checkWorkFlags(c, "watch")
+	ws, err := checkWatchFlags(c)
 	if err != nil {
 		return err
 	}
-	if c.Duration("settle") <= 0 || c.Duration("rescan") <= 0 || c.Duration("grace") < 0 {
-		return usageError{errors.New("watch: --settle and --rescan must be positive, --grace not negative")}
-	}
-	if err := dicom.CheckName(c.String("dicom-name")); err != nil {
-		return usageError{fmt.Errorf("watch: --dicom-name: %w", err)}
-	}
-	log := newLogger(os.Stderr, c.String("log-format"), c.Bool("quiet"))
-	for _, in := range c.Args().Slice() {
-		if st, err := os.Stat(in); err != nil {
-			return usageError{fmt.Errorf("watch: inbox: %w", err)}
-		} else if !st.IsDir() {
-			return usageError{fmt.Errorf("watch: inbox %s is not a folder", in)}
-		}
-	}
+	log := newLogger(c.App.ErrWriter, c.String("log-format"), c.Bool("quiet"))
+	var cl closers
+	defer cl.close()
 	es, closeSetup, err := openSetup(c, log)
 	if err != nil {
 		return err
 	}
-	defer closeSetup()
+	cl.add(closeSetup)
+	box, err := openInbox(c, ws, es, log)
+	if err != nil {
+		return err
+	}
+	rec, err := records.Create(ws.outDir, ws.runID)
+	if err != nil {
+		return usageError{fmt.Errorf("watch: %w", err)}
+	}
+	cl.add(func() { rec.Close() })
+	claims, stopClaims, err := startClaims(ws.outDir, ws.runID, c.Duration("claim-timeout"))
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	cl.add(stopClaims)
+
+	refresh := newVolumesRefresher(ws.outDir, log)
+	cl.add(refresh.stop)
+	cfg := watchConfig(c, ws, es, box, claims, rec, log, refresh)
+
+	// SIGTERM/SIGINT: stop taking volumes at once, abandon those in flight after --grace, and
+	// end by force if even that does not end the work (as run does).
+	sd := session.Start(context.Background(), watchStages(c.Duration("grace"), log))
+	defer sd.Close()
+	intake, stopIntake := context.WithCancel(sd.Drained())
+	defer stopIntake()
+	inboxDone := make(chan error, 1)
+	go func() { inboxDone <- box.Run(intake, watchdogPing()) }()
+	log.Info("watch", "run_id", ws.runID, "inboxes", c.Args().Slice(), "engines", engineNames(es.engines), "model", es.modelName,
+		"output", ws.outDir, "records", rec.Dir, "settle", c.Duration("settle").String())
+	daemon.SdNotify(false, daemon.SdNotifyReady)
+
+	var res pipeline.Result
+	var runErr error
+	cl.forced = sd.Wait(func() {
+		res, runErr = pipeline.Run(sd.Aborted(), cfg)
+		stopIntake()
+		if err := <-inboxDone; err != nil && runErr == nil {
+			runErr = err
+		}
+		if err := rec.Close(); err != nil && runErr == nil {
+			runErr = err
+		}
+		refresh.stop()
+		updateTables(ws.outDir, log)
+		log.Info("watch finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
+			"failed", res.Failed, "records", rec.Dir)
+	})
+	if cl.forced {
+		return forcedStop(claims, rec, sd.Signal())
+	}
+	switch sig := sd.Signal(); {
+	case sig != nil && sd.WasAborted():
+		return cli.Exit("stopped; volumes in flight were abandoned", session.ExitCode(sig))
+	case sig != nil:
+		return nil // stopped as asked, nothing abandoned
+	case runErr != nil:
+		return cli.Exit(runErr.Error(), exitFailed)
+	}
+	return nil
+}
+
+// checkWatchFlags checks the arguments and flags of watch (usage errors).
+func checkWatchFlags(c *cli.Context) (workSettings, error) {
+	if c.NArg() == 0 {
+		return workSettings{}, usageError{errors.New("watch: give at least one inbox folder")}
+	}
+	ws, err := checkWorkFlags(c, "watch")
+	if err != nil {
+		return ws, err
+	}
+	if c.Duration("settle") <= 0 || c.Duration("rescan") <= 0 || c.Duration("grace") < 0 {
+		return ws, usageError{errors.New("watch: --settle and --rescan must be positive, --grace not negative")}
+	}
+	if err := dicom.CheckName(c.String("dicom-name")); err != nil {
+		return ws, usageError{fmt.Errorf("watch: --dicom-name: %w", err)}
+	}
+	for _, in := range c.Args().Slice() {
+		if st, err := os.Stat(in); err != nil {
+			return ws, usageError{fmt.Errorf("watch: inbox: %w", err)}
+		} else if !st.IsDir() {
+			return ws, usageError{fmt.Errorf("watch: inbox %s is not a folder", in)}
+		}
+	}
+	return ws, nil
+}
+
+// openInbox checks the output folder, opens the inboxes, and waits for the engines to be
+// open: nothing is announced as ready before.
+func openInbox(c *cli.Context, ws workSettings, es *setup, log *slog.Logger) (*inbox.Inbox, error) {
 	// Usage errors are all found; now the output folder.
 	if err := checkWritable(ws.outDir); err != nil {
-		return usageError{fmt.Errorf("watch: %w", err)}
+		return nil, usageError{fmt.Errorf("watch: %w", err)}
 	}
 	box, err := inbox.New(inbox.Options{Folders: c.Args().Slice(), Recursive: c.Bool("recursive"),
 		OutDir: ws.outDir, MaskName: ws.maskName, DICOMName: c.String("dicom-name"), Settle: c.Duration("settle"), Rescan: c.Duration("rescan"),
 		ReadySuffix: c.String("ready-suffix"), Log: log})
 	if err != nil {
-		return usageError{fmt.Errorf("watch: %w", err)}
+		return nil, usageError{fmt.Errorf("watch: %w", err)}
 	}
-	// The engine is opened once, before anything is announced as ready.
 	for _, e := range es.engines {
 		if o, ok := e.(engine.BackgroundOpener); ok {
 			if err := o.Ready(); err != nil {
-				return fmt.Errorf("watch: %w", err)
+				return nil, fmt.Errorf("watch: %w", err)
 			}
 		}
 	}
 	noteKernels(es.engines, log, nil)
-	rec, err := records.Create(ws.outDir, ws.runID)
-	if err != nil {
-		return usageError{fmt.Errorf("watch: %w", err)}
-	}
-	defer rec.Close()
-	claims, stopClaims, err := startClaims(ws.outDir, ws.runID, c.Duration("claim-timeout"))
-	if err != nil {
-		return fmt.Errorf("watch: %w", err)
-	}
-	defer stopClaims()
+	return box, nil
+}
 
-	refresh := newVolumesRefresher(ws.outDir, log)
-	defer refresh.stop()
+// watchConfig is the pipeline configuration of a watch: run's, fed by the inboxes, with the
+// tables refreshed as volumes finish.
+func watchConfig(c *cli.Context, ws workSettings, es *setup, box *inbox.Inbox, claims *claim.Manager, rec *records.Run,
+	log *slog.Logger, refresh *volumesRefresher) pipeline.Config {
 	cfg := workConfig(c, es, claims, rec, log)
 	cfg.Input.Source, cfg.Workers.MaxMemory = box.Jobs(), ws.maxMemory
 	cfg.Telemetry.Progress = es.withMetrics(progress.Multi(refresh, progressLog(c, log)))
@@ -120,88 +190,39 @@ func watchAction(c *cli.Context) error {
 	// the file or series): looked at again later, in case its holder fails or dies.
 	retry := max(c.Duration("settle"), c.Duration("claim-timeout")/4)
 	cfg.Output.OnBusy = func(j jobs.Job) { box.Defer(j, retry) }
+	return cfg
+}
 
-	// SIGTERM/SIGINT: stop taking volumes at once, abandon those in flight after --grace, and
-	// exit by force if even that does not end the work (as run does).
-	intake, stopIntake := context.WithCancel(context.Background())
-	defer stopIntake()
-	work, abandon := context.WithCancel(context.Background())
-	defer abandon()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	var got os.Signal
-	var abandoned bool
-	var mu sync.Mutex
-	go func() {
-		s, ok := <-sigs
-		if !ok {
-			return
-		}
-		mu.Lock()
-		got = s
-		mu.Unlock()
-		daemon.SdNotify(false, daemon.SdNotifyStopping)
-		log.Warn("stopping: no new volumes; finishing those in flight", "signal", s.String(), "grace", c.Duration("grace").String())
-		stopIntake()
-		select {
-		case <-time.After(c.Duration("grace")):
-		case <-sigs:
-		}
-		mu.Lock()
-		abandoned = true
-		mu.Unlock()
-		log.Error("abandoning the volumes in flight", "signal", s.String())
-		abandon()
-		time.Sleep(signalGrace)
-		forceExit(claims, rec, exitCodeFor(s))
-	}()
+// watchStages are the stages of a watch's shutdown: the first signal stops the intake (and
+// tells systemd); a second signal, or grace later, abandons the volumes in flight; signalGrace
+// after that the stop is forced.
+func watchStages(grace time.Duration, log *slog.Logger) session.Stages {
+	var first os.Signal
+	return session.Stages{
+		Grace: grace,
+		Hard:  signalGrace,
+		Draining: func(s os.Signal) {
+			first = s
+			daemon.SdNotify(false, daemon.SdNotifyStopping)
+			log.Warn("stopping: no new volumes; finishing those in flight", "signal", s.String(), "grace", grace.String())
+		},
+		Aborting: func(os.Signal) {
+			log.Error("abandoning the volumes in flight", "signal", first.String())
+		},
+	}
+}
 
+// watchdogPing is the inbox's tick: it pings systemd's watchdog, when enabled, at half its
+// interval.
+func watchdogPing() func() {
 	watchdog, _ := daemon.SdWatchdogEnabled(false)
 	lastPing := time.Now()
-	ping := func() {
+	return func() {
 		if watchdog > 0 && time.Since(lastPing) >= watchdog/2 {
 			daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 			lastPing = time.Now()
 		}
 	}
-	inboxDone := make(chan error, 1)
-	go func() { inboxDone <- box.Run(intake, ping) }()
-	log.Info("watch", "run_id", ws.runID, "inboxes", c.Args().Slice(), "engines", engineNames(es.engines), "model", es.modelName,
-		"output", ws.outDir, "records", rec.Dir, "settle", c.Duration("settle").String())
-	daemon.SdNotify(false, daemon.SdNotifyReady)
-
-	res, runErr := pipeline.Run(work, cfg)
-	stopIntake()
-	if err := <-inboxDone; err != nil && runErr == nil {
-		runErr = err
-	}
-	if err := rec.Close(); err != nil && runErr == nil {
-		runErr = err
-	}
-	refresh.stop()
-	updateTables(ws.outDir, log)
-	log.Info("watch finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
-		"failed", res.Failed, "records", rec.Dir)
-	mu.Lock()
-	sig, gaveUp := got, abandoned
-	mu.Unlock()
-	switch {
-	case sig != nil && gaveUp:
-		return cli.Exit("stopped; volumes in flight were abandoned", exitCodeFor(sig))
-	case sig != nil:
-		return nil // stopped as asked, nothing abandoned
-	case runErr != nil:
-		return cli.Exit(runErr.Error(), exitFailed)
-	}
-	return nil
-}
-
-func exitCodeFor(s os.Signal) int {
-	if s == syscall.SIGINT {
-		return exitSIGINT
-	}
-	return exitSIGTERM
 }
 
 func engineNames(engines []engine.Engine) []string {

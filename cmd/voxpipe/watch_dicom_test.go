@@ -32,6 +32,7 @@ func maskDims(path string) [3]int {
 // series. A file that is neither a volume nor DICOM is logged once. Not parallel: the tests of
 // this package share the built binary and the process's stdout.
 func TestWatchDICOMSeries(t *testing.T) {
+	t.Parallel()
 	inbox, out := t.TempDir(), t.TempDir()
 	const settle = 2500 * time.Millisecond
 	w := startWatch(t, inbox, out, "wd", "--settle", settle.String(), "--dicom-name", "s%s")
@@ -53,11 +54,11 @@ func TestWatchDICOMSeries(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Write(data[:len(data)/2])
-		time.Sleep(100 * time.Millisecond)
+		pace(100 * time.Millisecond)
 		f.Write(data[len(data)/2:])
 		f.Close()
 		last = time.Now()
-		time.Sleep(300 * time.Millisecond)
+		pace(300 * time.Millisecond)
 		if exists(mask) {
 			t.Fatalf("segmented after %d of %d files, while the series was still arriving\n%s", i+1, slices, w.stderr.String())
 		}
@@ -82,11 +83,23 @@ func TestWatchDICOMSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return maskDims(mask) == [3]int{s.Columns, s.Rows, slices + 1} }, &w.stderr)
-	time.Sleep(500 * time.Millisecond) // the row follows the mask
+	// The row follows the mask.
+	waitFor(t, func() bool {
+		rows, _ := timing.ReadSummaries(filepath.Join(records.RunDir(out, "wd"), records.SummaryName))
+		return len(rows) == 2
+	}, &w.stderr)
 	if code, _ := w.stop(t); code != 0 {
 		t.Errorf("exit %d after SIGTERM, want 0\n%s", code, w.stderr.String())
 	}
 
+	name := checkDICOMSeriesRecords(t, inbox, out)
+	checkDICOMSeriesLog(t, w.stderr.String(), name)
+}
+
+// checkDICOMSeriesRecords checks TestWatchDICOMSeries' records: a row per segmentation of the
+// series, the second saying it grew, and one row in volumes.csv. It returns the series' name.
+func checkDICOMSeriesRecords(t *testing.T, inbox, out string) string {
+	t.Helper()
 	paths, _ := filepath.Glob(filepath.Join(inbox, "IM*"))
 	scan := dicom.ScanFiles(paths, 1)
 	if len(scan.Series) != 1 {
@@ -110,8 +123,15 @@ func TestWatchDICOMSeries(t *testing.T) {
 		t.Errorf("volumes.csv: %+v %v", vols, err)
 	}
 
+	return name
+}
+
+// checkDICOMSeriesLog checks TestWatchDICOMSeries' JSON log: one warning that the series grew,
+// one note on the file that is not an image, and no patient data.
+func checkDICOMSeriesLog(t *testing.T, stderr, name string) {
+	t.Helper()
 	var grew, notes int
-	for _, line := range strings.Split(strings.TrimSpace(w.stderr.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Errorf("not a JSON line: %q", line)
@@ -135,6 +155,6 @@ func TestWatchDICOMSeries(t *testing.T) {
 		}
 	}
 	if grew != 1 || notes != 1 {
-		t.Errorf("%d growth warnings, %d notes on notes.txt; want 1 and 1\n%s", grew, notes, w.stderr.String())
+		t.Errorf("%d growth warnings, %d notes on notes.txt; want 1 and 1\n%s", grew, notes, stderr)
 	}
 }

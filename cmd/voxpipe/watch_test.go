@@ -61,12 +61,8 @@ func (w *watcher) stop(t *testing.T) (int, time.Duration) {
 
 func waitFor(t *testing.T, cond func() bool, log *bytes.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out\n%s", log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll(time.Now().Add(2*time.Minute), cond) {
+		t.Fatalf("timed out\n%s", log.String())
 	}
 }
 
@@ -75,6 +71,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // Renamed in: taken at once; a .ready marker: taken without settling; a slow writer: taken once
 // complete and settled. Each mask once, with its arrival in the records.
 func TestWatchPickups(t *testing.T) {
+	t.Parallel()
 	src := smallVolumes(t, 3, "nii.gz")
 	inbox, out := t.TempDir(), t.TempDir()
 	w := startWatch(t, inbox, out, "w", "--settle", "1500ms")
@@ -90,7 +87,7 @@ func TestWatchPickups(t *testing.T) {
 	f, _ := os.Create(filepath.Join(inbox, "slow.nii.gz"))
 	for off := 0; off < len(data); off += len(data) / 5 {
 		f.Write(data[off:min(off+len(data)/5, len(data))])
-		time.Sleep(200 * time.Millisecond)
+		pace(200 * time.Millisecond)
 		if exists(filepath.Join(out, "slow_mask.nii.gz")) && off+len(data)/5 < len(data) {
 			t.Fatal("a file still being written was taken")
 		}
@@ -105,7 +102,7 @@ func TestWatchPickups(t *testing.T) {
 	marked := filepath.Join(inbox, "marked.nii.gz")
 	data, _ = os.ReadFile(filepath.Join(src, "phantom_002.nii.gz"))
 	os.WriteFile(marked, data[:50], 0o644)
-	time.Sleep(100 * time.Millisecond)
+	pace(100 * time.Millisecond)
 	os.WriteFile(marked, data, 0o644)
 	os.WriteFile(marked+".ready", nil, 0o644)
 	marker := time.Now()
@@ -135,6 +132,7 @@ func TestWatchPickups(t *testing.T) {
 // SIGTERM during a volume: it is finished within the grace and the watcher exits 0; with no
 // grace left, it is abandoned cleanly and the exit code says so.
 func TestWatchSIGTERMDuringAVolume(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	genRun(t, "--out", dir, "--dims", "128x128x48", "--count", "2", "--seed", "4")
 	for _, tc := range []struct {
@@ -166,6 +164,7 @@ func TestWatchSIGTERMDuringAVolume(t *testing.T) {
 
 // Two watchers on one inbox: every volume is done once.
 func TestTwoWatchersShareAnInbox(t *testing.T) {
+	t.Parallel()
 	src := smallVolumes(t, 8, "nii.gz")
 	inbox, out := t.TempDir(), t.TempDir()
 	a := startWatch(t, inbox, out, "a", "--settle", "500ms")
@@ -178,7 +177,8 @@ func TestTwoWatchersShareAnInbox(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(out, "*_mask.nii.gz"))
 		return len(m) == 8
 	}, &a.stderr)
-	time.Sleep(300 * time.Millisecond) // let the second watcher see them done
+	// Every volume's row is written (after its mask) before the watchers are stopped.
+	waitFor(t, func() bool { return okRows(out, "a")+okRows(out, "b") == 8 }, &a.stderr)
 	a.stop(t)
 	b.stop(t)
 	ok := map[string]int{}
@@ -204,6 +204,7 @@ func TestTwoWatchersShareAnInbox(t *testing.T) {
 // --metrics-addr serves Prometheus metrics while the watch runs; a bad address is a usage
 // error.
 func TestWatchServesMetrics(t *testing.T) {
+	t.Parallel()
 	src := smallVolumes(t, 2, "nii.gz")
 	inbox, out := t.TempDir(), t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -238,4 +239,16 @@ func TestWatchServesMetrics(t *testing.T) {
 	if code := run([]string{"voxpipe", "run", "-q", "--model", model, "--metrics-addr", "256.1.1.1:99999", smallVolumes(t, 1, "nii"), "-o", t.TempDir()}); code != exitUsage {
 		t.Errorf("bad --metrics-addr: exit %d, want %d", code, exitUsage)
 	}
+}
+
+// okRows is the number of ok rows in the summary of run id in out so far.
+func okRows(out, id string) int {
+	rows, _ := timing.ReadSummaries(filepath.Join(records.RunDir(out, id), records.SummaryName))
+	n := 0
+	for _, r := range rows {
+		if r.Status == timing.StatusOK {
+			n++
+		}
+	}
+	return n
 }
