@@ -99,10 +99,7 @@ func printInfo(w io.Writer, path string, volume int) error {
 		field("header", "no NIfTI header identified (%d bytes read)", raw.Read)
 		return rerr
 	}
-	size := 348
-	if raw.Version == 2 {
-		size = 540
-	}
+	size := nifti.HeaderSize(raw.Version)
 	if raw.Read < size {
 		field("header", "cut short: %d of the %d bytes of a NIfTI-%d header; fields past byte %d are not shown", raw.Read, size, raw.Version, raw.Read)
 	}

@@ -108,7 +108,7 @@ func maskBytesEstimate(batch []jobs.Job) int64 {
 		if j.Voxels == 0 {
 			continue
 		}
-		n := j.Voxels + 352
+		n := j.Voxels + nifti.DataStart(1)
 		if nifti.Gzipped(j.Output) {
 			n /= 4
 		}
