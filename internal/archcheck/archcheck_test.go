@@ -113,7 +113,7 @@ func TestSizeAndHabitCounts(t *testing.T) {
 		"lib/opts.go": "package lib\n\ntype RunOptions struct {\n\tA, B, C, D, E, F, G int\n\tH, I, J, K, L, M string\n}\n\ntype Small struct{ A, B, C, D, E, F, G, H, I, J, K, L, M int }\n",
 		"lib/exit.go": "package lib\n\nimport (\n\t\"os\"\n\t\"os/signal\"\n)\n\nvar _ = signal.Notify\n\nfunc quit() { os.Exit(1) }\n",
 		"lib/lib_test.go": "package lib\n\nimport (\n\t\"testing\"\n\t\"testing/synctest\"\n\t\"time\"\n)\n\n" +
-			"func TestA(t *testing.T) { t.Parallel(); time.Sleep(1); synctest.Test(t, func(*testing.T) {}) }\n" +
+			"func TestA(t *testing.T) { t.Parallel(); time.Sleep(1); synctest.Test(t, func(*testing.T) { time.Sleep(3) }) }\n" +
 			"func TestB(tt *testing.T) { tt.Parallel(); time.Sleep(2) }\n",
 		"lib/run.py": strings.Repeat("pass\n", 501),
 	})

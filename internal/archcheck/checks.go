@@ -169,7 +169,8 @@ type TestHabits struct {
 	Parallel, SynctestFiles, Sleeps int
 }
 
-// CountTestHabits counts the tree's TestHabits.
+// CountTestHabits counts the tree's TestHabits. A time.Sleep inside a function run by
+// synctest.Test advances the bubble's fake clock: it is not a wait, and is not counted.
 func CountTestHabits(t *Tree) TestHabits {
 	var h TestHabits
 	eachFile(t, func(f *File) {
@@ -181,6 +182,7 @@ func CountTestHabits(t *Tree) TestHabits {
 				h.SynctestFiles++
 			}
 		}
+		var bubbles []ast.Node // the functions run in synctest bubbles
 		ast.Inspect(f.AST, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
@@ -191,7 +193,9 @@ func CountTestHabits(t *Tree) TestHabits {
 				switch {
 				case se.Sel.Name == "Parallel" && len(call.Args) == 0 && id != nil && id.Name != "time":
 					h.Parallel++
-				case se.Sel.Name == "Sleep" && id != nil && id.Name == "time":
+				case se.Sel.Name == "Test" && id != nil && id.Name == "synctest" && len(call.Args) == 2:
+					bubbles = append(bubbles, call.Args[1])
+				case se.Sel.Name == "Sleep" && id != nil && id.Name == "time" && !inside(call, bubbles):
 					h.Sleeps++
 				}
 			}
@@ -199,6 +203,17 @@ func CountTestHabits(t *Tree) TestHabits {
 		})
 	})
 	return h
+}
+
+// inside reports whether n lies within one of the nodes. ast.Inspect visits a synctest.Test
+// call before its arguments, so a bubble is known before the calls in it.
+func inside(n ast.Node, nodes []ast.Node) bool {
+	for _, b := range nodes {
+		if b.Pos() <= n.Pos() && n.End() <= b.End() {
+			return true
+		}
+	}
+	return false
 }
 
 // SourceFile is a file that counts toward the size limit.
