@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/hostmem"
 
 	"golang.org/x/sync/errgroup"

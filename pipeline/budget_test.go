@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/hostmem"
 
 	"voxpipe/io/nifti"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 	"voxpipe/analysis"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"voxpipe/jobs"
 	"voxpipe/model"

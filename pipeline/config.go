@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 	"voxpipe/model"

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"voxpipe/internal/dicomtest"
 	"voxpipe/io/dicom"

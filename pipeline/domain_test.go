@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 
 	"voxpipe/fixtures"
 	"voxpipe/io/nifti"

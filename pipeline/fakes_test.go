@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"voxpipe/jobs"
 	"voxpipe/model"

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/nifti"

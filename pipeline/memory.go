@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"math"
 
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/hostmem"
 	"voxpipe/io/nifti"
 )

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"voxpipe/geometry"
 	"voxpipe/io/nifti"

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 	"unsafe"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"golang.org/x/sync/errgroup"
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 	"unsafe"
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 
 	"github.com/urfave/cli/v2"
 

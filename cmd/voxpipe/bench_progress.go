@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/model"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 
 	"github.com/urfave/cli/v2"
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 	"voxpipe/analysis/eval"
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 	"voxpipe/model"
 
 	"voxpipe/geometry"

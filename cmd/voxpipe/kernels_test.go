@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 
 	"voxpipe/model"
 	"voxpipe/telemetry/timing"

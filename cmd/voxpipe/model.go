@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/engine/open"
 
 	"github.com/urfave/cli/v2"

@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/io/dicom"
 	"voxpipe/jobs"
 	"voxpipe/pipeline"

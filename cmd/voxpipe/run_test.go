@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
 	"voxpipe/engine/cuda"
+	"voxpipe/engine/engine"
 
 	"voxpipe/internal/testexec"
 	"voxpipe/io/nifti"

@@ -8,7 +8,7 @@ import (
 	"os"
 	"sync"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/session"
 
 	"github.com/coreos/go-systemd/v22/daemon"

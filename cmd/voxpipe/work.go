@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 	"voxpipe/analysis"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 
 	"github.com/urfave/cli/v2"
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"voxpipe/internal/enginetest"
 
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/model"
 )
 

@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/model"
 	"voxpipe/stage"
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 	"voxpipe/stage"

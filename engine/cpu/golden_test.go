@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"voxpipe/analysis/eval"
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 	"voxpipe/io/nifti"
 	"voxpipe/model"
 )

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"voxpipe/internal/enginetest"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 	"voxpipe/fixtures"
 	"voxpipe/model"
 	"voxpipe/phantom"

@@ -10,8 +10,8 @@ import (
 
 	"gorgonia.org/cu"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cuda/kernels"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/hostmem"
 	"voxpipe/model"
 )

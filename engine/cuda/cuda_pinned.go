@@ -9,7 +9,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/hostmem"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"gorgonia.org/cu"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cuda/kernels"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/hostmem"
 	"voxpipe/internal/spans"
 	"voxpipe/model"

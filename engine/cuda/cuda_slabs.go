@@ -4,7 +4,7 @@ package cuda
 
 import (
 	"slices"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/model"
 )
 

@@ -3,7 +3,7 @@
 package cuda
 
 import (
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/model"
 )
 

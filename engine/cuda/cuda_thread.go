@@ -10,8 +10,8 @@ import (
 
 	"gorgonia.org/cu"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cuda/kernels"
+	"voxpipe/engine/engine"
 )
 
 // loop is the thread that owns the context: it makes the device's primary context current, runs

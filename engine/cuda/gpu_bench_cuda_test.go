@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 )

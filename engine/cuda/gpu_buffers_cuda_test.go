@@ -10,8 +10,8 @@ import (
 	"time"
 	"unsafe"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 	"voxpipe/stage"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 )

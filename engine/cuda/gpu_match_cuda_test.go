@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 	"voxpipe/fixtures"
 	"voxpipe/internal/enginetest"
 	"voxpipe/model"

@@ -14,9 +14,9 @@ import (
 
 	"gorgonia.org/cu"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
 	"voxpipe/engine/cuda/kernels"
+	"voxpipe/engine/engine"
 	"voxpipe/fixtures"
 	"voxpipe/internal/enginetest"
 	"voxpipe/model"

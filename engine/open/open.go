@@ -8,9 +8,9 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
 	"voxpipe/engine/cuda"
+	"voxpipe/engine/engine"
 	"voxpipe/model"
 )
 

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"math"
 	"testing"
-	"voxpipe/engine"
 	"voxpipe/engine/cuda"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/enginetest"
 	"voxpipe/model"
 )

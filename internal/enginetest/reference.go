@@ -10,7 +10,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/model"
 	"voxpipe/phantom"
 )

@@ -1,4 +1,4 @@
-package dicomtest
+package dicom
 
 import (
 	"encoding/binary"
@@ -8,18 +8,18 @@ import (
 	"slices"
 	"testing"
 
-	"voxpipe/io/dicom"
+	"voxpipe/internal/dicomtest"
 )
 
-// The files make one series that io/dicom reads: its dims, and every slice in order.
+// dicomtest.Series's files make one series that io/dicom reads: its dims, and every slice in order.
 func TestWriteReadsAsOneSeries(t *testing.T) {
 	t.Parallel()
-	s := Series{StudyUID: "1.2.3", SeriesUID: "1.2.3.4", Number: 7, Rows: 10, Columns: 12, Description: "T1", PatientID: "P1"}
+	s := dicomtest.Series{StudyUID: "1.2.3", SeriesUID: "1.2.3.4", Number: 7, Rows: 10, Columns: 12, Description: "T1", PatientID: "P1"}
 	paths, err := s.Write(t.TempDir(), 0, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	scan := dicom.ScanFiles(paths, 1)
+	scan := ScanFiles(paths, 1)
 	if len(scan.Skipped) != 0 || len(scan.Series) != 1 {
 		t.Fatalf("skipped %v, %d series", scan.Skipped, len(scan.Series))
 	}
@@ -33,11 +33,11 @@ func TestWriteReadsAsOneSeries(t *testing.T) {
 	}
 }
 
-// An Image in every transfer syntax the writer knows reads back through io/dicom as the
+// A dicomtest.Image in every transfer syntax the writer knows reads back through io/dicom as the
 // series it describes, with the pixels it holds.
 func TestImageSyntaxesRead(t *testing.T) {
 	t.Parallel()
-	syntaxes := []string{ImplicitVRLittleEndian, ExplicitVRLittleEndian, DeflatedExplicitVRLE, ExplicitVRBigEndian, RLELossless}
+	syntaxes := []string{dicomtest.ImplicitVRLittleEndian, dicomtest.ExplicitVRLittleEndian, dicomtest.DeflatedExplicitVRLE, dicomtest.ExplicitVRBigEndian, dicomtest.RLELossless}
 	for _, syntax := range syntaxes {
 		t.Run(syntax, func(t *testing.T) {
 			t.Parallel()
@@ -50,19 +50,19 @@ func TestImageSyntaxesRead(t *testing.T) {
 					px[i] = uint32(1000*k + 7*i%5 + 300*(i/4))
 					want = append(want, uint16(px[i]))
 				}
-				img := Image{
+				img := dicomtest.Image{
 					Syntax:   syntax,
-					IDs:      IDs{StudyUID: "1.2", SeriesUID: "1.2.9", SOPUID: fmt.Sprintf("1.2.9.%d", k), Number: 3, Instance: k + 1},
-					Geometry: Geometry{Rows: 3, Columns: 4, Position: [3]float64{0, 0, float64(k)}, Orientation: Axial, Spacing: [2]float64{1, 1}},
-					Pixels:   Pixels{Values: px},
+					IDs:      dicomtest.IDs{StudyUID: "1.2", SeriesUID: "1.2.9", SOPUID: fmt.Sprintf("1.2.9.%d", k), Number: 3, Instance: k + 1},
+					Geometry: dicomtest.Geometry{Rows: 3, Columns: 4, Position: [3]float64{0, 0, float64(k)}, Orientation: dicomtest.Axial, Spacing: [2]float64{1, 1}},
+					Pixels:   dicomtest.Pixels{Values: px},
 				}
-				p := filepath.Join(dir, FileName(k))
+				p := filepath.Join(dir, dicomtest.FileName(k))
 				if err := os.WriteFile(p, img.File(), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				paths = append(paths, p)
 			}
-			scan := dicom.ScanFiles(paths, 1)
+			scan := ScanFiles(paths, 1)
 			if len(scan.Skipped) != 0 || len(scan.Series) != 1 || scan.Series[0].Err != nil {
 				t.Fatalf("skipped %v, series %v", scan.Skipped, scan.Series)
 			}

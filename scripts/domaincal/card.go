@@ -11,8 +11,8 @@ import (
 	"sort"
 	"strconv"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 	"voxpipe/io/nifti"
 	"voxpipe/model"
 )

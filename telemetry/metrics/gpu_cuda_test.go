@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"voxpipe/engine"
+	"voxpipe/engine/engine"
 	"voxpipe/engine/open"
 	"voxpipe/fixtures"
 	"voxpipe/io/nifti"

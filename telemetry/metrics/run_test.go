@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 	"voxpipe/internal/spans"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"

@@ -13,8 +13,8 @@ import (
 	"flag"
 	"log"
 	"os"
-	"voxpipe/engine"
 	"voxpipe/engine/cpu"
+	"voxpipe/engine/engine"
 
 	"voxpipe/fixtures"
 	"voxpipe/model"
