@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the domain check (segment.CheckDomain) end to end, through `voxpipe run` with the
+# Measures the domain check (model.CheckDomain) end to end, through `voxpipe run` with the
 # CPU engine and the embedded model (or MODEL=FILE): the false-alarm rate on phantoms of the
 # training distribution (`voxpipe gen`, seeds and sizes the model never saw, resampled to its
 # spacing by --resample auto as any input) and the catch rate on a foreign set
