@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -235,15 +236,46 @@ func TestBlockGzipReuse(t *testing.T) {
 }
 
 // stableGoroutines waits until the other goroutines of the test's synctest bubble have
-// exited or are blocked for good, then checks that no more than n goroutines are left.
+// exited or are blocked for good, then checks that no more than n goroutines are left in the
+// bubble. Only the bubble's goroutines count: the process's others (parallel tests pausing or
+// ending) come and go meanwhile.
 func stableGoroutines(t *testing.T, n int) {
 	t.Helper()
 	synctest.Wait()
-	if got := runtime.NumGoroutine(); got > n {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines, want <= %d:\n%s", got, n, buf[:runtime.Stack(buf, true)])
+	if got, stacks := bubbleGoroutines(); got > n {
+		t.Fatalf("%d goroutines in the bubble, want <= %d:\n%s", got, n, stacks)
 	}
 }
+
+// bubbleGoroutines counts the goroutines of the caller's synctest bubble, from the stacks of
+// all goroutines (the caller's first; each header names its bubble).
+func bubbleGoroutines() (int, []byte) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	first, _, _ := bytes.Cut(buf, []byte("\n"))
+	m := bubbleID.FindSubmatch(first)
+	if m == nil {
+		panic("bubbleGoroutines: not called in a synctest bubble")
+	}
+	count := 0
+	for _, line := range bytes.Split(buf, []byte("\n")) {
+		if bytes.HasPrefix(line, []byte("goroutine ")) {
+			if id := bubbleID.FindSubmatch(line); id != nil && bytes.Equal(id[1], m[1]) {
+				count++
+			}
+		}
+	}
+	return count, buf
+}
+
+var bubbleID = regexp.MustCompile(`synctest bubble (\d+)[\],]`)
 
 // TestBlockGzipErrors: the first write error wins and comes back from Write or Close; nothing
 // is written after it; no goroutine outlives Close or Abort, error or not.
@@ -252,7 +284,7 @@ func TestBlockGzipErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(9, 10))
 		data := randomBytes(rng, 50*4096)
-		base := runtime.NumGoroutine()
+		base, _ := bubbleGoroutines()
 		for _, after := range []int{0, 5, 4096, 20 * 4096, 40 * 4096} {
 			for _, abort := range []bool{false, true} {
 				fw := &countingFailer{after: after}
