@@ -1,6 +1,7 @@
 package archcheck
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,4 +111,21 @@ func TestRepoTestHabits(t *testing.T) {
 		t.Errorf("%d time.Sleep calls in tests, want %d or fewer: use testing/synctest", h.Sleeps, maxSleeps)
 	}
 	t.Logf("%+v", h)
+}
+
+// The docs' sizes the issue set: README.md an overview that links the rest, docs/perf.md the
+// current figures only (their history is notes/perf-journal.md).
+var docLimits = map[string]int{"README.md": 150, "docs/perf.md": 250}
+
+func TestRepoDocSizes(t *testing.T) {
+	t.Parallel()
+	for path, limit := range docLimits {
+		b, err := os.ReadFile(filepath.Join(repoRoot, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(b, []byte("\n")); n > limit {
+			t.Errorf("%s: %d lines, at most %d: details go to docs/usage and docs/formats, history to notes/", path, n, limit)
+		}
+	}
 }
