@@ -56,10 +56,10 @@ func TestFusedVariants(t *testing.T) {
 
 		time1 := func(name string, fn cu.Function, rows, threads, smem int, zChunk int32) (time.Duration, []uint8) {
 			// Launched directly: each build has its own geometry (fused_geometry).
-			a := new(args).ptr(din).ptr(lab).ptr(logits).ptr(dw.Fused).i32(nx).i32(ny).i32(nz).i32(0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(4)
+			a := new(kernels.Args).Ptr(din).Ptr(lab).Ptr(logits).Ptr(dw.Fused).I32(nx).I32(ny).I32(nz).I32(0).I32(nzOut).I32(zChunk).F32(scale).F32(shift).I32(4)
 			ms, err := lt.times(runs+1, func() error { return cu.MemsetD8(lab, 0xEE, int64(nzOut*plane)) },
 				func(st cu.Stream) error {
-					return launchShared(name, fn, [3]int{ceilDiv(nx, kernels.FusedTileX), ceilDiv(ny, int32(rows)), ceilDiv(nzOut, zChunk)}, [3]int{threads, 1, 1}, smem, st, a)
+					return kernels.LaunchShared(name, fn, [3]int{ceilDiv(nx, kernels.FusedTileX), ceilDiv(ny, int32(rows)), ceilDiv(nzOut, zChunk)}, [3]int{threads, 1, 1}, smem, st, a)
 				})
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)

@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -89,45 +88,6 @@ func get[T any](t *testing.T, v []T, p cu.DevicePtr) {
 }
 
 func ceilDiv(a, b int32) int { return int((int64(a) + int64(b) - 1) / int64(b)) }
-
-// args holds the arguments of a lab kernel in 8-byte slots, as kernels' own launch wrappers do
-// (gorgonia.org/cu's Function.Launch copies 8 bytes from every parameter pointer).
-type args struct {
-	slot [16]uint64
-	n    int
-}
-
-func (a *args) ptr(p cu.DevicePtr) *args { a.slot[a.n] = uint64(p); a.n++; return a }
-func (a *args) i32(v int32) *args {
-	*(*int32)(unsafe.Pointer(&a.slot[a.n])) = v
-	a.n++
-	return a
-}
-func (a *args) f32(v float32) *args {
-	*(*float32)(unsafe.Pointer(&a.slot[a.n])) = v
-	a.n++
-	return a
-}
-
-func (a *args) params() []unsafe.Pointer {
-	p := make([]unsafe.Pointer, a.n)
-	for i := range p {
-		p[i] = unsafe.Pointer(&a.slot[i])
-	}
-	return p
-}
-
-func launch(name string, fn cu.Function, grid [3]int, block [3]int, st cu.Stream, a *args) error {
-	return launchShared(name, fn, grid, block, 0, st, a)
-}
-
-// launchShared launches fn with sharedBytes of dynamic shared memory.
-func launchShared(name string, fn cu.Function, grid [3]int, block [3]int, sharedBytes int, st cu.Stream, a *args) error {
-	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], sharedBytes, st, a.params()); err != nil {
-		return fmt.Errorf("bench: launch %s grid %v block %v: %w", name, grid, block, err)
-	}
-	return nil
-}
 
 // experimentFatbin reads the fatbin a timing test's environment variable names (built by
 // scripts/gpu-build.sh), skipping the test or benchmark when the variable is unset.

@@ -42,7 +42,7 @@ func BenchmarkMMAPeak(b *testing.B) {
 					threads := warps * 16 // two blocks per SM
 					out := alloc(b, int64(4*blocks*threads))
 					ms, err := lt.times(4, nil, func(st cu.Stream) error {
-						return launch(name, fn, [3]int{blocks, 1, 1}, [3]int{threads, 1, 1}, st, new(args).ptr(out).i32(iters))
+						return kernels.Launch(name, fn, [3]int{blocks, 1, 1}, [3]int{threads, 1, 1}, st, new(kernels.Args).Ptr(out).I32(iters))
 					})
 					if err != nil {
 						b.Fatal(err)

@@ -44,14 +44,14 @@ func TestConvVariants(t *testing.T) {
 		ref := map[string][]float32{}
 		got := make([]float32, n)
 		timeIt := func(fn cu.Function, ty int, tz int32, w, b cu.DevicePtr) (float64, error) {
-			a := new(args).ptr(e).ptr(w).ptr(b).ptr(out).i32(nx).i32(ny).i32(ePlanes).i32(nzOut).i32(nzOut)
+			a := new(kernels.Args).Ptr(e).Ptr(w).Ptr(b).Ptr(out).I32(nx).I32(ny).I32(ePlanes).I32(nzOut).I32(nzOut)
 			grid := [3]int{ceilDiv(nx, kernels.TileX), ceilDiv(ny, int32(ty)), ceilDiv(nzOut, tz)}
 			runs := 6 // a warm-up, then the timed runs
 			if os.Getenv("VOXPIPE_VARIANT_RUNS") == "1" {
 				runs = 1 // under ncu: one launch of each kernel
 			}
 			ms, err := lt.times(runs, nil, func(st cu.Stream) error {
-				return launch("variant", fn, grid, [3]int{kernels.TileX, ty, 1}, st, a)
+				return kernels.Launch("variant", fn, grid, [3]int{kernels.TileX, ty, 1}, st, a)
 			})
 			if err != nil {
 				return 0, err
@@ -120,7 +120,7 @@ func ffmaPeak(t *testing.T, exp cu.Module, lt *launchTimer) {
 	buf := alloc(t, blocks*threads*4)
 	defer cu.MemFree(buf)
 	ms, err := lt.times(4, nil, func(st cu.Stream) error {
-		return launch("ffma_peak", fn, [3]int{blocks, 1, 1}, [3]int{threads, 1, 1}, st, new(args).ptr(buf).i32(rounds))
+		return kernels.Launch("ffma_peak", fn, [3]int{blocks, 1, 1}, [3]int{threads, 1, 1}, st, new(kernels.Args).Ptr(buf).I32(rounds))
 	})
 	if err != nil {
 		t.Fatal(err)

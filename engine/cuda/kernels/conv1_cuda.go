@@ -27,8 +27,8 @@ func (m *Module) conv1(name string, fn cu.Function, st cu.Stream, in, e cu.Devic
 	if math.IsNaN(float64(scale)) || math.IsNaN(float64(shift)) || math.IsInf(float64(scale), 0) || math.IsInf(float64(shift), 0) {
 		return fmt.Errorf("kernels: %s: normalisation %g, %g not finite", name, scale, shift)
 	}
-	a := new(args).ptr(in).ptr(e).i32(nx).i32(ny).i32(nz).i32(zE0).i32(nzE).i32(ePlanes).f32(scale).f32(shift)
-	return launch(name, fn, [3]int{ceilDiv(nx, TileX), ceilDiv(ny, TileY), ceilDiv(nzE, TileZ)}, [3]int{TileX, TileY, 1}, st, a)
+	a := new(Args).Ptr(in).Ptr(e).I32(nx).I32(ny).I32(nz).I32(zE0).I32(nzE).I32(ePlanes).F32(scale).F32(shift)
+	return Launch(name, fn, [3]int{ceilDiv(nx, TileX), ceilDiv(ny, TileY), ceilDiv(nzE, TileZ)}, [3]int{TileX, TileY, 1}, st, a)
 }
 
 // Conv1I16 launches conv1_i16: e planes [0, nzE) (global z zE0+p) from int16 stored values; in

@@ -27,8 +27,8 @@ func (m *Module) convCC(name string, fn cu.Function, st cu.Stream, e, w, b, out 
 		return fmt.Errorf("kernels: %s: %d output planes need %d e planes and %d output planes; buffers have %d and %d",
 			name, nzOut, EPlanes(nzOut), nzOut, ePlanes, oPlanes)
 	}
-	a := new(args).ptr(e).ptr(w).ptr(b).ptr(out).i32(nx).i32(ny).i32(ePlanes).i32(nzOut).i32(oPlanes)
-	return launch(name, fn, [3]int{ceilDiv(nx, TileX), ceilDiv(ny, TileY), ceilDiv(nzOut, TileZ)}, [3]int{TileX, TileY, 1}, st, a)
+	a := new(Args).Ptr(e).Ptr(w).Ptr(b).Ptr(out).I32(nx).I32(ny).I32(ePlanes).I32(nzOut).I32(oPlanes)
+	return Launch(name, fn, [3]int{ceilDiv(nx, TileX), ceilDiv(ny, TileY), ceilDiv(nzOut, TileZ)}, [3]int{TileX, TileY, 1}, st, a)
 }
 
 // Conv2 launches conv2: s planes [0, nzOut) from e (e plane o+2 is output plane o); w and b are

@@ -53,6 +53,6 @@ func (m *Module) Fused(st cu.Stream, int16Input bool, in, labels, logits, weight
 	if math.IsNaN(float64(scale)) || math.IsNaN(float64(shift)) || math.IsInf(float64(scale), 0) || math.IsInf(float64(shift), 0) {
 		return fmt.Errorf("kernels: %s: normalisation %g, %g not finite", name, scale, shift)
 	}
-	a := new(args).ptr(in).ptr(labels).ptr(logits).ptr(weights).i32(nx).i32(ny).i32(nz).i32(z0).i32(nzOut).i32(zChunk).f32(scale).f32(shift).i32(classes)
-	return launchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, g.Rows), ceilDiv(nzOut, zChunk)}, [3]int{int(g.Threads), 1, 1}, int(g.SharedBytes), st, a)
+	a := new(Args).Ptr(in).Ptr(labels).Ptr(logits).Ptr(weights).I32(nx).I32(ny).I32(nz).I32(z0).I32(nzOut).I32(zChunk).F32(scale).F32(shift).I32(classes)
+	return LaunchShared(name, fn, [3]int{ceilDiv(nx, FusedTileX), ceilDiv(ny, g.Rows), ceilDiv(nzOut, zChunk)}, [3]int{int(g.Threads), 1, 1}, int(g.SharedBytes), st, a)
 }

@@ -31,8 +31,8 @@ func (m *Module) GateHead(st cu.Stream, s, g, labels, conf cu.DevicePtr, nx, ny,
 	}
 	n := int64(nx) * int64(ny) * int64(nzOut)
 	blocks := int(min((n+gateThreads-1)/gateThreads, maxGateBlocks))
-	a := new(args).ptr(s).ptr(g).ptr(labels).ptr(conf).i32(nx).i32(ny).i32(z0).i32(nzOut).i32(sPlanes).i32(classes)
-	return launch(name, m.gateHead, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
+	a := new(Args).Ptr(s).Ptr(g).Ptr(labels).Ptr(conf).I32(nx).I32(ny).I32(z0).I32(nzOut).I32(sPlanes).I32(classes)
+	return Launch(name, m.gateHead, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
 }
 
 // maxCountBlocks caps count_confidence's grid: each thread then loops over several words of
@@ -59,6 +59,6 @@ func (m *Module) CountConfidence(st cu.Stream, labels, logits, conf cu.DevicePtr
 		words = FusedLogitWords(classes)
 	}
 	blocks := int(min((n+4*gateThreads-1)/(4*gateThreads), maxCountBlocks))
-	a := new(args).ptr(labels).ptr(logits).i32(words).ptr(conf).i64(plane).i32(z0).i32(nzOut).i32(classes)
-	return launch(name, m.countConfidence, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
+	a := new(Args).Ptr(labels).Ptr(logits).I32(words).Ptr(conf).I64(plane).I32(z0).I32(nzOut).I32(classes)
+	return Launch(name, m.countConfidence, [3]int{blocks, 1, 1}, [3]int{gateThreads, 1, 1}, st, a)
 }

@@ -14,32 +14,32 @@ import (
 // cu.DevicePtr), checked, then launched on the given stream. Launches are asynchronous; a fault
 // inside a kernel shows at the next synchronisation.
 
-// args holds kernel arguments in 8-byte slots: gorgonia.org/cu's Function.Launch copies 8 bytes
-// from every parameter pointer, so an int32 or float32 gets a whole zeroed slot of its own rather
-// than a pointer to 4 bytes.
-type args struct {
+// Args holds kernel arguments in 8-byte slots, for the launchers here and the lab's kernels:
+// gorgonia.org/cu's Function.Launch copies 8 bytes from every parameter pointer, so an int32 or
+// float32 gets a whole zeroed slot of its own rather than a pointer to 4 bytes.
+type Args struct {
 	slot [16]uint64
 	n    int
 }
 
-func (a *args) ptr(p cu.DevicePtr) *args { a.slot[a.n] = uint64(p); a.n++; return a }
-func (a *args) i32(v int32) *args {
+func (a *Args) Ptr(p cu.DevicePtr) *Args { a.slot[a.n] = uint64(p); a.n++; return a }
+func (a *Args) I32(v int32) *Args {
 	*(*int32)(unsafe.Pointer(&a.slot[a.n])) = v
 	a.n++
 	return a
 }
-func (a *args) i64(v int64) *args {
+func (a *Args) I64(v int64) *Args {
 	*(*int64)(unsafe.Pointer(&a.slot[a.n])) = v
 	a.n++
 	return a
 }
-func (a *args) f32(v float32) *args {
+func (a *Args) F32(v float32) *Args {
 	*(*float32)(unsafe.Pointer(&a.slot[a.n])) = v
 	a.n++
 	return a
 }
 
-func (a *args) params() []unsafe.Pointer {
+func (a *Args) Params() []unsafe.Pointer {
 	p := make([]unsafe.Pointer, a.n)
 	for i := range p {
 		p[i] = unsafe.Pointer(&a.slot[i])
@@ -47,13 +47,14 @@ func (a *args) params() []unsafe.Pointer {
 	return p
 }
 
-func launch(name string, fn cu.Function, grid [3]int, block [3]int, st cu.Stream, a *args) error {
-	return launchShared(name, fn, grid, block, 0, st, a)
+// Launch launches fn on st with a's arguments, the error naming the kernel.
+func Launch(name string, fn cu.Function, grid [3]int, block [3]int, st cu.Stream, a *Args) error {
+	return LaunchShared(name, fn, grid, block, 0, st, a)
 }
 
-// launchShared launches with dynamic shared memory (the fused kernel's VfSmem).
-func launchShared(name string, fn cu.Function, grid [3]int, block [3]int, sharedBytes int, st cu.Stream, a *args) error {
-	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], sharedBytes, st, a.params()); err != nil {
+// LaunchShared launches with dynamic shared memory (the fused kernel's VfSmem).
+func LaunchShared(name string, fn cu.Function, grid [3]int, block [3]int, sharedBytes int, st cu.Stream, a *Args) error {
+	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], sharedBytes, st, a.Params()); err != nil {
 		return fmt.Errorf("kernels: launch %s grid %v block %v: %w", name, grid, block, err)
 	}
 	return nil
