@@ -47,6 +47,11 @@ type Label struct {
 	Value int    `json:"value"`
 	Name  string `json:"name"`
 	Color string `json:"color"` // "#rrggbb"
+	// Category and Type code what the label segments, for DICOM SEG segments (Segmented
+	// Property Category and Type, e.g. SNOMED CT "Morphologically Altered Structure" /
+	// "Lesion"). Added later and optional: a card without them loads.
+	Category *Code `json:"category,omitempty"`
+	Type     *Code `json:"type,omitempty"`
 }
 
 // Domain is the input seen in training.
@@ -158,6 +163,9 @@ func (c *Card) Validate(classes int) error {
 		}
 		if !colorRE.MatchString(l.Color) {
 			return bad("label %d (%s): colour %q, want #rrggbb", i, l.Name, l.Color)
+		}
+		if err := l.validateCodes(); err != nil {
+			return bad("label %d (%s): %v", i, l.Name, err)
 		}
 	}
 	d := c.Domain

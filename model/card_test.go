@@ -12,7 +12,8 @@ func testCard() *Card {
 	return &Card{
 		Name: "test", Version: "1", Modality: "MR T1 (synthetic)",
 		SpacingMM: [3]float64{2.5, 2.5, 3}, Orientation: "RAS", Normalization: NormZScore,
-		Labels:       []Label{{0, "background", "#000000"}, {1, "tissue", "#e6c84b"}, {2, "fluid", "#3c8cf0"}, {3, "lesion", "#f03c3c"}},
+		Labels: []Label{{Value: 0, Name: "background", Color: "#000000"}, {Value: 1, Name: "tissue", Color: "#e6c84b"},
+			{Value: 2, Name: "fluid", Color: "#3c8cf0"}, {Value: 3, Name: "lesion", Color: "#f03c3c"}},
 		TrainingData: "phantoms", IntendedUse: "tests",
 		Domain: Domain{
 			SpacingMinMM: [3]float64{2.5, 2.5, 3}, SpacingMaxMM: [3]float64{2.5, 2.5, 3},
