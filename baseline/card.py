@@ -10,7 +10,13 @@ trains; this is for weights trained before cards existed, or to change the card'
 
     python3 baseline/card.py WEIGHTS --data /tmp/tr/train --name voxpipe-default \\
         --intended-use "..." [--out NEW]      # default: rewrite WEIGHTS in place
+    python3 baseline/card.py WEIGHTS \\
+        --codes 'lesion=SCT:49755003:Morphologically Altered Structure/SCT:52988006:Lesion'
+                                              # only set labels' codes in the existing card
     python3 baseline/card.py WEIGHTS --show   # print the card JSON
+
+A card rewritten from --data keeps the codes (category, type) of its labels of the same value
+and name; --codes replaces those of the labels it names.
 """
 
 import argparse
@@ -50,6 +56,9 @@ def main():
     ap.add_argument("--spacing", type=parse_spacing,
                     help="training spacing XxYxZ mm along R, A, S (default: the data's median)")
     ap.add_argument("--quantile-tolerance", type=float, default=modelcard.QUANTILE_TOLERANCE)
+    ap.add_argument("--codes", default="", help="labels' coded category and type (DICOM SEG):"
+                    " NAME=SCHEME:VALUE:MEANING/SCHEME:VALUE:MEANING, comma-separated, or a JSON"
+                    " object; without --data, only these change in the file's card")
     args = ap.parse_args()
 
     with open(args.weights, "rb") as f:
@@ -60,8 +69,15 @@ def main():
             raise SystemExit(f"{args.weights}: no model card")
         print(json.dumps(json.loads(card), indent=2))
         return
+    try:
+        old = json.loads(safetensors_io.decode(raw, args.weights)[1].get(modelcard.CARD_KEY, "null"))
+    except safetensors_io.SafetensorsError as e:
+        raise SystemExit(f"card.py: {e}") from e
     if not args.data:
-        ap.error("--data is required to write a card")
+        if not args.codes:
+            ap.error("--data is required to write a card (or --codes to set codes in one)")
+        set_codes_only(args, raw, old)
+        return
     try:
         info = D.dataset_info(args.data)
         cases = D.load_cases(info, D.list_cases(info), len(info.label_names))
@@ -74,16 +90,41 @@ def main():
                           intended_use=args.intended_use, colors=args.colors,
                           training_data=args.training_data,
                           quantile_tolerance=args.quantile_tolerance)
+        modelcard.keep_codes(card, old)
+        modelcard.set_codes(card, modelcard.parse_codes(args.codes, info.label_names))
         out = modelcard.stamp(raw, card)
     except (modelcard.CardError, safetensors_io.SafetensorsError) as e:
         raise SystemExit(f"card.py: {args.weights}: {e}") from e
+    path = write(args, out)
+    print(f"wrote {path}: card of {len(cases)} volumes, spacing {card['spacing_mm']} mm RAS,"
+          f" labels {', '.join(info.label_names)}")
+
+
+def set_codes_only(args, raw, card):
+    """--codes without --data: the file's card with the named labels' codes replaced, the rest
+    of it (and the tensors) as it was."""
+    if card is None:
+        raise SystemExit(f"card.py: {args.weights}: no model card to set codes in (give --data)")
+    try:
+        names = [lab["name"] for lab in card["labels"]]
+        modelcard.set_codes(card, modelcard.parse_codes(args.codes, names))
+        out = modelcard.stamp(raw, card)
+    except (modelcard.CardError, safetensors_io.SafetensorsError) as e:
+        raise SystemExit(f"card.py: {args.weights}: {e}") from e
+    path = write(args, out)
+    coded = [f"{lab['value']} {lab['name']}" for lab in card["labels"]
+             if any(f in lab for f in modelcard.CODE_FIELDS)]
+    print(f"wrote {path}: codes on labels {', '.join(coded)}; the rest of the card unchanged")
+
+
+def write(args, data):
+    """Writes data to --out or the weights file itself (through a temporary file); its path."""
     path = args.out or args.weights
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(out)
+        f.write(data)
     os.replace(tmp, path)
-    print(f"wrote {path}: card of {len(cases)} volumes, spacing {card['spacing_mm']} mm RAS,"
-          f" labels {', '.join(info.label_names)}")
+    return path
 
 
 if __name__ == "__main__":

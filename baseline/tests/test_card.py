@@ -8,7 +8,9 @@ folders and training on them in test_dataset.py.
 import json
 import os
 import struct
+import subprocess
 import sys
+import tempfile
 import unittest
 
 try:
@@ -20,8 +22,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BASELINE = os.path.dirname(HERE)
 REPO = os.path.dirname(BASELINE)
 sys.path.insert(0, BASELINE)
+sys.path.insert(0, HERE)
 
 from voxpipe_twin import modelcard, safetensors_io  # noqa: E402
+import phantoms  # noqa: E402
+
+LESION = {"category": {"scheme": "SCT", "value": "49755003", "meaning": "Morphologically Altered Structure"},
+          "type": {"scheme": "SCT", "value": "52988006", "meaning": "Lesion"}}
+LESION_SPEC = "lesion=SCT:49755003:Morphologically Altered Structure/SCT:52988006:Lesion"
+TISSUE_SPEC = "tissue=SCT:91723000:Anatomical Structure/SCT:85756007:Tissue"
 
 
 class CardTest(unittest.TestCase):
@@ -134,6 +143,134 @@ class CardTest(unittest.TestCase):
         self.assertEqual(json.loads(safetensors_io.decode(again)[1]["card"])["name"], "other")
         with self.assertRaisesRegex(modelcard.CardError, "class_names"):
             modelcard.stamp(raw, self.card(label_names=["bg", "b", "c", "d"]))
+
+
+
+class CodesTest(unittest.TestCase):
+    """The labels' coded category and type (model/codes.go), in the card and through card.py."""
+    NAMES = CardTest.NAMES
+
+    def card(self, **over):
+        return CardTest.card(self, **over)
+
+    def test_parse_codes(self):
+        self.assertEqual(modelcard.parse_codes("", self.NAMES), {})
+        tissue = {"category": {"scheme": "SCT", "value": "91723000", "meaning": "Anatomical Structure"},
+                  "type": {"scheme": "SCT", "value": "85756007", "meaning": "Tissue"}}
+        want = {3: LESION, 1: tissue}
+        spec = LESION_SPEC + ", 1=SCT:91723000:Anatomical Structure/SCT:85756007:Tissue"
+        self.assertEqual(modelcard.parse_codes(spec, self.NAMES), want)
+        self.assertEqual(modelcard.parse_codes(json.dumps({"lesion": LESION}), self.NAMES), {3: LESION})
+        # A meaning may hold colons.
+        got = modelcard.parse_codes("fluid=X:1:a:b/X:2:c", self.NAMES)
+        self.assertEqual(got[2]["category"]["meaning"], "a:b")
+        for bad, msg in (("bone=SCT:1:a/SCT:2:b", "no label 'bone'"), ("7=SCT:1:a/SCT:2:b", "outside"),
+                         ("lesion=SCT:1:a", "LABEL=SCHEME"), ("lesion=SCT:1/SCT:2:b", "category 'SCT:1'"),
+                         ("lesion", "LABEL=SCHEME"), ('{"lesion": 1}', "category and/or type"),
+                         ('{"lesion": {"kind": {}}}', "category and/or type"), ("{oops", "not JSON")):
+            with self.assertRaisesRegex(modelcard.CardError, msg):
+                modelcard.parse_codes(bad, self.NAMES)
+
+    def test_card_with_codes(self):
+        c = self.card(codes={3: LESION})
+        self.assertEqual({k: c["labels"][3][k] for k in ("category", "type")}, LESION)
+        self.assertEqual(set(c["labels"][2]), {"value", "name", "color"})
+        # A card without codes (as before they existed) still validates.
+        modelcard.validate(self.card(), 4)
+
+    def test_code_validation(self):
+        # The cases of model/codes_test.go's TestCardCodeRejects, with the same messages.
+        def edit(field, key, v):
+            code = json.loads(json.dumps(LESION))
+            code[field][key] = v
+            return {3: code}
+        for codes, msg in ((edit("category", "scheme", ""), r"label 3 \(lesion\): category: scheme is empty"),
+                           (edit("type", "value", "  "), r"label 3 \(lesion\): type: value is empty"),
+                           (edit("type", "meaning", ""), "type: meaning is empty"),
+                           (edit("category", "scheme", "S" * 17), "has 17 characters, DICOM allows 16"),
+                           (edit("type", "value", "1" * 17), "type: value"),
+                           (edit("type", "meaning", "m" * 65), "65 characters, DICOM allows 64"),
+                           (edit("category", "meaning", "Altered\\Structure"), "no backslash"),
+                           (edit("type", "meaning", "Lesion\n"), "no backslash or control"),
+                           (edit("type", "value", "5298\t8006"), "no backslash or control"),
+                           (edit("category", "scheme", "S\x1bCT"), "no backslash or control"),
+                           (edit("type", "value", 52988006), "want a string"),
+                           ({3: {"type": {"scheme": "SCT"}}}, "type: value is empty"),
+                           ({3: {"type": dict(LESION["type"], designator="x")}}, "want an object")):
+            with self.assertRaisesRegex(modelcard.CardError, msg):
+                self.card(codes=codes)
+        # The limits themselves are allowed, counted in characters.
+        self.card(codes={3: {"type": {"scheme": "S" * 16, "value": "1" * 16, "meaning": "\u00e9" * 64}}})
+        c = self.card()
+        c["labels"][1]["extra"] = 1
+        with self.assertRaisesRegex(modelcard.CardError, "label 1: fields"):
+            modelcard.validate(c, 4)
+
+    def test_keep_codes(self):
+        old = self.card(codes={3: LESION, 2: {"type": LESION["type"]}})
+        new = self.card(label_names=["background", "tissue", "csf", "lesion"])
+        modelcard.keep_codes(new, old)
+        self.assertEqual({k: new["labels"][3][k] for k in ("category", "type")}, LESION)
+        self.assertNotIn("type", new["labels"][2])  # another name at value 2: not kept
+        self.assertNotIn("category", new["labels"][1])
+        modelcard.keep_codes(new, None)
+
+    def weights(self, d, card):
+        rng = np.random.default_rng(0)
+        tensors = {"w": rng.normal(size=(4, 3)).astype(np.float32)}
+        meta = {"format": "voxpipe-attn-gate", "classes": "4", "class_names": ",".join(self.NAMES),
+                "description": "d"}
+        path = os.path.join(d, "m.safetensors")
+        with open(path, "wb") as f:
+            f.write(modelcard.stamp(safetensors_io.encode(tensors, meta), card))
+        return path
+
+    def card_py(self, *args):
+        res = subprocess.run([sys.executable, os.path.join(BASELINE, "card.py"), *args],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        return res.stdout
+
+    @staticmethod
+    def payload(path):
+        with open(path, "rb") as f:
+            raw = f.read()
+        return raw[8 + struct.unpack("<Q", raw[:8])[0]:]
+
+    def test_card_py_sets_codes_only(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.weights(d, self.card())
+            before, data = modelcard.read_card(path), self.payload(path)
+            out = self.card_py(path, "--codes", LESION_SPEC + "," + TISSUE_SPEC)
+            self.assertIn("codes on labels 1 tissue, 3 lesion", out)
+            after = modelcard.read_card(path)
+            self.assertEqual(self.payload(path), data)
+            self.assertEqual(after["labels"][3]["type"], LESION["type"])
+            self.assertEqual(after["labels"][1]["type"]["meaning"], "Tissue")
+            for lab in after["labels"]:
+                for f in modelcard.CODE_FIELDS:
+                    lab.pop(f, None)
+            self.assertEqual(after, before)  # nothing else changed
+            res = subprocess.run([sys.executable, os.path.join(BASELINE, "card.py"), path, "--codes",
+                                  "lesion=SCT:1:a\\b/SCT:2:c"], capture_output=True, text=True, timeout=300)
+            self.assertNotEqual(res.returncode, 0)
+            self.assertIn("no backslash", res.stderr)
+
+    def test_card_py_rewrite_keeps_codes(self):
+        with tempfile.TemporaryDirectory() as d:
+            data = os.path.join(d, "train")
+            phantoms.write_set(data, 2, 16, 14, 10, 1)
+            path = self.weights(d, self.card(codes={3: LESION}))
+            self.card_py(path, "--data", data, "--name", "again")
+            card = modelcard.read_card(path)
+            self.assertEqual(card["name"], "again")
+            self.assertEqual({k: card["labels"][3][k] for k in ("category", "type")}, LESION)
+            self.assertEqual(set(card["labels"][1]), {"value", "name", "color"})
+            # --codes with --data replaces the named labels' codes, keeps the others'.
+            self.card_py(path, "--data", data, "--codes", TISSUE_SPEC)
+            card = modelcard.read_card(path)
+            self.assertEqual(card["labels"][3]["type"], LESION["type"])
+            self.assertEqual(card["labels"][1]["type"]["value"], "85756007")
 
 
 if __name__ == "__main__":

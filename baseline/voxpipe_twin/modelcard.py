@@ -7,6 +7,7 @@ ParseCard, Validate) is the specification, and voxpipe rejects unknown fields. n
 import json
 import re
 import struct
+import unicodedata
 
 import numpy as np
 
@@ -77,6 +78,86 @@ def parse_colors(spec, names):
     return colors
 
 
+# A label's keys: value, name and colour, and the optional codes of what it segments (DICOM SEG's
+# Segmented Property Category and Type; model.Code).
+LABEL_KEYS = ("value", "name", "color")
+CODE_FIELDS = ("category", "type")
+CODE_KEYS = ("scheme", "value", "meaning")
+# The DICOM value representations a code's strings go to: SH (16 characters) for the scheme and
+# the value, LO (64) for the meaning.
+CODE_MAX = {"scheme": 16, "value": 16, "meaning": 64}
+
+
+def _label_value(key, item, names, flag):
+    if key.isdigit():
+        v = int(key)
+    elif key in names:
+        v = names.index(key)
+    else:
+        raise CardError(f"{flag} {item!r}: no label {key!r} (labels: {', '.join(names)})")
+    if not 0 <= v < len(names):
+        raise CardError(f"{flag} {item!r}: label value {v} outside 0..{len(names) - 1}")
+    return v
+
+
+def parse_codes(spec, names):
+    """Codes by label value from "--codes": {value: {"category": code, "type": code}}, a code
+    being {"scheme", "value", "meaning"} (model.Code). spec is comma-separated
+    KEY=SCHEME:VALUE:MEANING/SCHEME:VALUE:MEANING (category, then type; KEY a label value or
+    name; a meaning may hold colons but no comma or slash), or a JSON object
+    {KEY: {"category": {...}, "type": {...}}} for any meaning (either code may be left out).
+    Labels not named get none."""
+    codes = {}
+    spec = (spec or "").strip()
+    if not spec:
+        return codes
+    if spec.startswith("{"):
+        try:
+            obj = json.loads(spec)
+        except ValueError as e:
+            raise CardError(f"--codes: not JSON: {e}") from e
+        for key, entry in obj.items():
+            v = _label_value(str(key), key, names, "--codes")
+            if not isinstance(entry, dict) or not entry or not set(entry) <= set(CODE_FIELDS):
+                raise CardError(f"--codes {key!r}: want an object with category and/or type")
+            codes[v] = {f: entry[f] for f in CODE_FIELDS if f in entry}
+        return codes
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        key, sep, rest = (p.strip() for p in item.partition("="))
+        parts = rest.split("/")
+        if not sep or len(parts) != 2:
+            raise CardError(f"--codes {item!r}: want LABEL=SCHEME:VALUE:MEANING/SCHEME:VALUE:MEANING")
+        entry = {}
+        for field, part in zip(CODE_FIELDS, parts):
+            c = [p.strip() for p in part.split(":", 2)]
+            if len(c) != 3:
+                raise CardError(f"--codes {item!r}: {field} {part!r}, want SCHEME:VALUE:MEANING")
+            entry[field] = dict(zip(CODE_KEYS, c))
+        codes[_label_value(key, item, names, "--codes")] = entry
+    return codes
+
+
+def set_codes(card, codes):
+    """Puts codes (parse_codes) on the card's labels, replacing theirs; returns the card."""
+    for lab in card["labels"]:
+        lab.update(codes.get(lab["value"], {}))
+    return card
+
+
+def keep_codes(card, old):
+    """Copies the codes of old's labels (a card dict, or None) onto card's labels of the same
+    value and name that have none: a card rewritten keeps the codes it had."""
+    was = {(lab.get("value"), lab.get("name")): lab for lab in (old or {}).get("labels", [])}
+    for lab in card["labels"]:
+        prev = was.get((lab["value"], lab["name"]), {})
+        for f in CODE_FIELDS:
+            if f not in lab and f in prev:
+                lab[f] = dict(prev[f])
+    return card
+
+
 def histogram(x):
     """The domain check's histogram of normalised intensities x (segment.VolumeIntensity's):
     the fraction of the finite values in each of HISTOGRAM_BINS bins, values beyond the ends in
@@ -134,8 +215,9 @@ def domain(spacings, quantiles, tolerance=QUANTILE_TOLERANCE, fovs=None, histogr
 
 
 def make_card(*, name, version, modality, spacing_mm, orientation, label_names, colors,
-              training_data, intended_use, domain):
-    """A card dict with exactly segment.Card's fields, checked with validate."""
+              training_data, intended_use, domain, codes=None):
+    """A card dict with exactly segment.Card's fields, checked with validate. codes: by label
+    value, as parse_codes returns them."""
     card = {
         "name": name,
         "version": version,
@@ -149,6 +231,7 @@ def make_card(*, name, version, modality, spacing_mm, orientation, label_names, 
         "intended_use": intended_use,
         "domain": domain,
     }
+    set_codes(card, codes or {})
     validate(card, len(label_names))
     return card
 
@@ -176,8 +259,15 @@ def validate(card, classes):
     if len(labels) != classes:
         bad(f"{len(labels)} labels for a model of {classes} classes")
     for i, lab in enumerate(labels):
+        if not set(LABEL_KEYS) <= set(lab) <= set(LABEL_KEYS + CODE_FIELDS):
+            bad(f"label {i}: fields {sorted(lab)}, want {list(LABEL_KEYS)} and any of {list(CODE_FIELDS)}")
         if lab["value"] != i or not lab["name"].strip() or not _COLOR.match(lab["color"]):
             bad(f"label {i}: {lab}: want value {i}, a name and a #rrggbb colour")
+        for f in CODE_FIELDS:
+            if f in lab:
+                err = _code_error(lab[f])
+                if err:
+                    bad(f"label {i} ({lab['name']}): {f}: {err}")
     d = card["domain"]
     dkeys = {"spacing_min_mm", "spacing_max_mm", "quantile_levels", "quantile_min",
              "quantile_max", "quantile_tolerance"}
@@ -201,6 +291,24 @@ def validate(card, classes):
     if not (np.isfinite(tol) and tol >= 0):
         bad(f"domain quantile_tolerance {tol}: want >= 0")
     _validate_later(d, classes, bad)
+
+
+def _code_error(code):
+    """model.Code.validate: what is wrong with a label's code, or None."""
+    if not isinstance(code, dict) or set(code) - set(CODE_KEYS):
+        return f"{code!r}: want an object of {', '.join(CODE_KEYS)}"
+    for k in CODE_KEYS:
+        v = code.get(k, "")
+        if not isinstance(v, str):
+            return f"{k} {v!r}: want a string"
+        if not v.strip():
+            return f"{k} is empty"
+        if len(v) > CODE_MAX[k]:
+            return f"{k} {v!r} has {len(v)} characters, DICOM allows {CODE_MAX[k]}"
+        bad_ch = [c for c in v if c == "\\" or unicodedata.category(c) == "Cc"]
+        if bad_ch:
+            return f"{k} {v!r} holds {bad_ch[0]!r}: no backslash or control characters"
+    return None
 
 
 def _validate_later(d, classes, bad):
