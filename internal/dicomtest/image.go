@@ -24,6 +24,11 @@ type IDs struct {
 	StudyDate, Description      string // where set
 	PatientName, PatientID      string // where set
 	Echo                        int    // EchoNumbers, where > 0
+	FrameOfReference            string // FrameOfReferenceUID, where set
+	// Complete writes the patient and study attributes a scanner's file carries beyond the
+	// UIDs (birth date, sex, study time and ID, accession number, referring physician), as
+	// fixed values.
+	Complete bool
 }
 
 // Geometry places the image: rows x columns pixels at Position, or, for an enhanced
@@ -89,7 +94,7 @@ func (img Image) Dataset() []byte {
 		e.Str(0x00180086, "IS", fmt.Sprint(img.IDs.Echo))
 	}
 	img.IDs.writeSeries(e)
-	img.Geometry.write(e)
+	img.Geometry.write(e, img.IDs)
 	img.Pixels.writeDescription(e)
 	if img.Geometry.FramePositions != nil {
 		img.Geometry.writeFrames(e)
@@ -103,24 +108,40 @@ func (ids IDs) writeHead(e *Enc) {
 	e.Str(0x00080016, "UI", MRImageStorage)
 	optional(e, 0x00080018, "UI", ids.SOPUID)
 	optional(e, 0x00080020, "DA", ids.StudyDate)
+	if ids.Complete {
+		e.Str(0x00080030, "TM", "101500").Str(0x00080050, "SH", "ACC0001")
+	}
 	e.Str(0x00080060, "CS", "MR")
+	if ids.Complete {
+		e.Str(0x00080090, "PN", "Referring^Doctor")
+	}
 	optional(e, 0x0008103E, "LO", ids.Description)
 	optional(e, 0x00100010, "PN", ids.PatientName)
 	optional(e, 0x00100020, "LO", ids.PatientID)
+	if ids.Complete {
+		e.Str(0x00100030, "DA", "19700101").Str(0x00100040, "CS", "O")
+	}
 }
 
 // writeSeries writes the study and series UIDs and the numbers.
 func (ids IDs) writeSeries(e *Enc) {
 	e.Str(0x0020000D, "UI", ids.StudyUID).Str(0x0020000E, "UI", ids.SeriesUID)
+	if ids.Complete {
+		e.Str(0x00200010, "SH", "STUDY1")
+	}
 	e.Str(0x00200011, "IS", fmt.Sprint(ids.Number)).Str(0x00200013, "IS", fmt.Sprint(ids.Instance))
 }
 
+// writeFrameOfReference writes FrameOfReferenceUID where set (it follows the orientation).
+func (ids IDs) writeFrameOfReference(e *Enc) { optional(e, 0x00200052, "UI", ids.FrameOfReference) }
+
 // write writes the position, orientation and image size.
-func (g Geometry) write(e *Enc) {
+func (g Geometry) write(e *Enc, ids IDs) {
 	if g.FramePositions == nil {
 		e.Str(0x00200032, "DS", ds(g.Position[:]...))
 	}
 	e.Str(0x00200037, "DS", ds(g.Orientation[:]...))
+	ids.writeFrameOfReference(e)
 	e.US(0x00280002, 1).Str(0x00280004, "CS", "MONOCHROME2")
 	if g.Frames > 0 {
 		e.Str(0x00280008, "IS", fmt.Sprint(g.Frames))

@@ -33,6 +33,8 @@ type File struct {
 	SeriesNumber      int
 	InstanceNumber    int
 	EchoNumber        int
+	// Context is what an object derived from the file copies (a SEG).
+	Context Context
 
 	Rows, Columns       int
 	NumberOfFrames      int
@@ -53,6 +55,17 @@ type File struct {
 	// deflateAt is where a deflated data set's stream starts in the file, inflated its
 	// length once inflated (0: not deflated).
 	deflateAt, inflated int64
+}
+
+// Context is what an object derived from an image (a DICOM SEG) copies from it, verbatim: the
+// patient, the study and the frame of reference. PHI: never logged. The strings are the
+// attributes' bytes in the file's CharacterSet, padding trimmed.
+type Context struct {
+	CharacterSet                              string // SpecificCharacterSet
+	PatientName, PatientBirthDate, PatientSex string
+	StudyTime, StudyID, AccessionNumber       string
+	ReferringPhysicianName, StudyDescription  string
+	FrameOfReferenceUID                       string
 }
 
 // Frame is the geometry and value transform of one frame (the whole image of a single-frame
@@ -301,6 +314,13 @@ func (f *File) identity(ds *DataSet) {
 	f.SeriesNumber = ds.integer(tagSeriesNumber, 0)
 	f.InstanceNumber = ds.integer(tagInstanceNumber, 0)
 	f.EchoNumber = ds.integer(tagEchoNumbers, 0)
+	f.Context = Context{
+		CharacterSet: ds.str(tagCharacterSet), PatientName: ds.str(tagPatientName),
+		PatientBirthDate: ds.str(tagPatientBirthDate), PatientSex: ds.str(tagPatientSex),
+		StudyTime: ds.str(tagStudyTime), StudyID: ds.str(tagStudyID), AccessionNumber: ds.str(tagAccessionNumber),
+		ReferringPhysicianName: ds.str(tagReferringName), StudyDescription: ds.str(tagStudyDescription),
+		FrameOfReferenceUID: ds.str(tagFrameOfReferenceUID),
+	}
 }
 
 // fill sets the File's fields from the parsed data set.

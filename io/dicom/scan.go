@@ -95,6 +95,9 @@ func ScanFiles(files []string, workers int) *Scan {
 	var bad []broken
 	for i, f := range parsed {
 		switch err := errs[i]; {
+		case err == nil && f.SOPClassUID == segmentationClass:
+			// a derived object (voxpipe's own output among them), not an image of a series
+			scan.Skipped = append(scan.Skipped, Skipped{files[i], fmt.Errorf("%s: a DICOM Segmentation, not an image: %w", files[i], ErrNoPixels)})
 		case err == nil && f.HasPixels():
 			ok = append(ok, f)
 		case err == nil:

@@ -14,13 +14,21 @@ const (
 	tagMediaStorageSOPClass Tag = 0x00020002
 	tagTransferSyntax       Tag = 0x00020010
 
+	tagCharacterSet      Tag = 0x00080005
 	tagImageType         Tag = 0x00080008
 	tagSOPClassUID       Tag = 0x00080016
 	tagSOPInstanceUID    Tag = 0x00080018
 	tagStudyDate         Tag = 0x00080020
+	tagStudyTime         Tag = 0x00080030
+	tagAccessionNumber   Tag = 0x00080050
 	tagModality          Tag = 0x00080060
+	tagReferringName     Tag = 0x00080090
+	tagStudyDescription  Tag = 0x00081030
 	tagSeriesDescription Tag = 0x0008103E
+	tagPatientName       Tag = 0x00100010
 	tagPatientID         Tag = 0x00100020
+	tagPatientBirthDate  Tag = 0x00100030
+	tagPatientSex        Tag = 0x00100040
 
 	tagSliceThickness        Tag = 0x00180050
 	tagEchoTime              Tag = 0x00180081
@@ -32,10 +40,12 @@ const (
 	tagEffectiveEchoTime     Tag = 0x00189082
 	tagStudyInstanceUID      Tag = 0x0020000D
 	tagSeriesInstanceUID     Tag = 0x0020000E
+	tagStudyID               Tag = 0x00200010
 	tagSeriesNumber          Tag = 0x00200011
 	tagInstanceNumber        Tag = 0x00200013
 	tagImagePosition         Tag = 0x00200032
 	tagImageOrientation      Tag = 0x00200037
+	tagFrameOfReferenceUID   Tag = 0x00200052
 	tagFrameContentSequence  Tag = 0x00209111
 	tagPlanePositionSequence Tag = 0x00209113
 	tagPlaneOrientationSeq   Tag = 0x00209116
@@ -71,6 +81,9 @@ var keptVR = map[Tag]string{
 	tagMediaStorageSOPClass: "UI", tagTransferSyntax: "UI",
 	tagImageType: "CS", tagSOPClassUID: "UI", tagSOPInstanceUID: "UI", tagStudyDate: "DA", tagModality: "CS",
 	tagSeriesDescription: "LO", tagPatientID: "LO",
+	tagCharacterSet: "CS", tagStudyTime: "TM", tagAccessionNumber: "SH", tagReferringName: "PN",
+	tagStudyDescription: "LO", tagPatientName: "PN", tagPatientBirthDate: "DA", tagPatientSex: "CS",
+	tagStudyID: "SH", tagFrameOfReferenceUID: "UI",
 	tagSliceThickness: "DS", tagEchoTime: "DS", tagEchoNumbers: "IS", tagSpacingBetweenSlices: "DS",
 	tagProtocolName: "LO", tagGantryTilt: "DS", tagMREchoSequence: "SQ", tagEffectiveEchoTime: "FD",
 	tagStudyInstanceUID: "UI", tagSeriesInstanceUID: "UI", tagSeriesNumber: "IS",
@@ -156,6 +169,10 @@ func (ts TransferSyntax) Decoded() bool {
 	}
 	return false
 }
+
+// segmentationClass is the Segmentation Storage SOP class: a label mask over a series, not an
+// image to segment.
+const segmentationClass = "1.2.840.10008.5.1.4.1.1.66.4"
 
 // dicomdirClass is the Media Storage Directory SOP class: a DICOMDIR, an index with no image.
 const dicomdirClass = "1.2.840.10008.1.3.10"
