@@ -125,7 +125,13 @@ func (p *segPlan) writeDataSet(e *encoder, mask []byte) {
 	e.str(0x00200010, "SH", ctx.StudyID)
 	e.str(0x00200011, "IS", strconv.Itoa(number))
 	e.str(0x00200013, "IS", "1")
-	e.str(0x00200052, "UI", ctx.FrameOfReferenceUID)
+	for_ := ctx.FrameOfReferenceUID
+	if for_ == "" {
+		// the source names none (Type 1 here): one derived from its series, the same on
+		// every rerun
+		for_ = uid("voxpipe frame of reference", s.StudyUID, s.UID)
+	}
+	e.str(0x00200052, "UI", for_)
 	e.str(0x00201040, "LO", "")
 	e.item1(0x00209221, func() { e.str(0x00209164, "UI", p.dimOrgUID) })
 	p.dimensionIndex(e)
