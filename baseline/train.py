@@ -122,7 +122,7 @@ def build_card(args, info, train_cases, target):
                           version=args.model_version, modality=args.modality,
                           intended_use=args.intended_use, colors=args.colors,
                           training_data=args.training_data, data_desc=args.data_desc,
-                          quantile_tolerance=args.quantile_tolerance)
+                          codes=args.codes, quantile_tolerance=args.quantile_tolerance)
     except modelcard.CardError as e:
         raise SystemExit(f"train.py: {e}") from e
 
@@ -283,6 +283,11 @@ def parse_args():
     cg.add_argument("--training-data", default="",
                     help="description of the training data (default: the folder, the"
                          " dataset.json name and description, and --data-desc)")
+    cg.add_argument("--codes", default="",
+                    help="coded category and type of labels, for DICOM SEG segments:"
+                         " NAME=SCHEME:VALUE:MEANING/SCHEME:VALUE:MEANING, comma-separated, e.g."
+                         " 'lesion=SCT:49755003:Morphologically Altered Structure/SCT:52988006:Lesion',"
+                         " or a JSON object (default: none)")
     cg.add_argument("--quantile-tolerance", type=float, default=modelcard.QUANTILE_TOLERANCE,
                     help="domain check slack around the training quantiles, in normalised units")
     return ap.parse_args()

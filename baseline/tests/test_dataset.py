@@ -212,7 +212,8 @@ class TrainDatasetTest(unittest.TestCase):
             cmd = [sys.executable, os.path.join(BASELINE, "train.py"), "--train-dir", data,
                    "--out", out, "--steps", "2", "--crop", "12", "--batch", "1", "--device", "cpu",
                    "--val-every", "2", "--log-every", "1", "--val-fraction", "0.4",
-                   "--colors", "spot=#ff00ff", "--modality", "T1-weighted MR"]
+                   "--colors", "spot=#ff00ff", "--modality", "T1-weighted MR",
+                   "--codes", "spot=SCT:49755003:Morphologically Altered Structure/SCT:52988006:Lesion"]
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
             self.assertIn("3 train + 2 val volumes (nnunet layout", res.stdout)
@@ -225,6 +226,10 @@ class TrainDatasetTest(unittest.TestCase):
             self.assertEqual(card["orientation"], "RAS")
             self.assertEqual([lab["name"] for lab in card["labels"]], list(labels))
             self.assertEqual(card["labels"][3]["color"], "#ff00ff")
+            self.assertEqual(card["labels"][3]["type"],
+                             {"scheme": "SCT", "value": "52988006", "meaning": "Lesion"})
+            self.assertEqual(card["labels"][3]["category"]["meaning"], "Morphologically Altered Structure")
+            self.assertNotIn("category", card["labels"][1])
             modelcard.validate(card, 4)
             # The same command (same --split-seed) gives the same card and weights.
             res2 = subprocess.run(cmd[:cmd.index("--out") + 1] + [out + "2"] +

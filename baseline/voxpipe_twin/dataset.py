@@ -245,13 +245,14 @@ def field_of_view(case):
 
 
 def card_for(info, cases, spacing, *, name, fallback_name, version, modality, intended_use,
-             colors="", training_data="", data_desc="",
+             colors="", training_data="", data_desc="", codes="",
              quantile_tolerance=modelcard.QUANTILE_TOLERANCE):
     """The model card (modelcard.make_card) of a model trained on cases (RAS) at spacing, the
     domain computed from them: spacing, quantiles, field of view and the histogram envelope (the
     model's confidence needs the model: scripts/domaincal card adds it). Empty texts get defaults: the name from dataset.json, else
     fallback_name; the modality from dataset.json's channel (a voxpipe gen folder: its
-    phantoms); the training data from the folder, dataset.json and data_desc."""
+    phantoms); the training data from the folder, dataset.json and data_desc. codes: the
+    labels' coded category and type (modelcard.parse_codes's spec)."""
     quantiles = [normalized_quantiles(c, modelcard.QUANTILE_LEVELS) for c in cases]
     if not modality:
         modality = info.channel_name or (
@@ -268,7 +269,7 @@ def card_for(info, cases, spacing, *, name, fallback_name, version, modality, in
         name=name or info.name or fallback_name, version=version, modality=modality,
         spacing_mm=spacing, orientation="RAS", label_names=info.label_names,
         colors=modelcard.parse_colors(colors, info.label_names), training_data=training_data,
-        intended_use=intended_use,
+        intended_use=intended_use, codes=modelcard.parse_codes(codes, info.label_names),
         domain=modelcard.domain([c.spacing for c in cases], quantiles, quantile_tolerance,
                                 fovs=[field_of_view(c) for c in cases],
                                 histograms=[normalized_histogram(c) for c in cases]))
