@@ -81,7 +81,7 @@ func printModel(w io.Writer, m *model.Model, name, sha string) {
 		if i == 0 {
 			k = "labels"
 		}
-		row(k, "%d %-12s %s", l.Value, l.Name, l.Color)
+		row(k, "%d %-12s %s%s", l.Value, l.Name, l.Color, labelCodes(l))
 	}
 	row("training data", "%s", card.TrainingData)
 	d := card.Domain
@@ -105,6 +105,20 @@ func printModel(w io.Writer, m *model.Model, name, sha string) {
 		}
 		row("", "label shares: %s", strings.Join(f, " "))
 	}
+}
+
+// labelCodes is what a label's codes add to its line: "  CATEGORY / TYPE", or the one it has,
+// named; nothing without codes.
+func labelCodes(l model.Label) string {
+	switch {
+	case l.Category != nil && l.Type != nil:
+		return "  " + l.Category.String() + " / " + l.Type.String()
+	case l.Category != nil:
+		return "  category " + l.Category.String()
+	case l.Type != nil:
+		return "  type " + l.Type.String()
+	}
+	return ""
 }
 
 func mm3(s [3]float64) string { return fmt.Sprintf("%g x %g x %g", s[0], s[1], s[2]) }

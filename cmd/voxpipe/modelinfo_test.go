@@ -130,3 +130,51 @@ func TestLoadModelIdentity(t *testing.T) {
 		t.Errorf("embedded: identity %+v, name %q, %v", id, name, err)
 	}
 }
+
+// A label's codes (category and type, for DICOM SEG segments) show on its line; a label
+// without them shows none.
+func TestModelInfoShowsLabelCodes(t *testing.T) {
+	t.Parallel()
+	coded := strings.Replace(cardJSON, `"color":"#808080"}`, `"color":"#808080",
+"category":{"scheme":"SCT","value":"91723000","meaning":"Anatomical Structure"},
+"type":{"scheme":"SCT","value":"85756007","meaning":"Tissue"}}`, 1)
+	coded = strings.Replace(coded, `"color":"#ffffff"}`, `"color":"#ffffff","type":{"scheme":"99VOXTEST","value":"W1","meaning":"White matter"}}`, 1)
+	code, out, stderr := cliRun(t, "model", "info", writeModel(t, coded))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(out, "\n")
+	for _, want := range []struct{ label, codes string }{
+		{"1 grey", "#808080  SCT 91723000 Anatomical Structure / SCT 85756007 Tissue"},
+		{"2 white", "#ffffff  type 99VOXTEST W1 White matter"},
+		{"0 background", "#000000"},
+	} {
+		found := false
+		for _, l := range lines {
+			if strings.Contains(l, want.label) {
+				found = true
+				if !strings.HasSuffix(l, want.codes) {
+					t.Errorf("label line %q does not end in %q", l, want.codes)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("model info has no line for %q:\n%s", want.label, out)
+		}
+	}
+
+	// The embedded default model's card codes its three segments in SNOMED CT.
+	code, out, stderr = cliRun(t, "model", "info")
+	for _, want := range []string{
+		"1 tissue       #3cb44b  SCT 91723000 Anatomical Structure / SCT 85756007 Tissue",
+		"2 fluid        #4363d8  SCT 91723000 Anatomical Structure / SCT 35764002 Cerebral ventricle",
+		"3 lesion       #e6194b  SCT 49755003 Morphologically Altered Structure / SCT 52988006 Lesion",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("model info of the default: exit %d, lacks %q:\n%s%s", code, want, out, stderr)
+		}
+	}
+	if strings.Contains(out, "0 background   #000000  ") {
+		t.Errorf("the default's background has codes:\n%s", out)
+	}
+}
