@@ -377,8 +377,8 @@ def render(path, seg, arr, refs, slices, by_key, sources, names, count=4):
     """The PNG of the slices with the most SEG foreground; returns its caption."""
     colours = palette(max(names) if names else 1)
     fg = {k: sum(int(np.count_nonzero(arr[i])) for i in by_key.get(k, [])) for k, _, _, _ in slices}
-    order = sorted(z for z in sorted(range(len(slices)), key=lambda z: -fg[slices[z][0]])[:count] if fg[slices[z][0]])
-    order = order or [len(slices) // 2]
+    zs = [z for z in range(len(slices)) if fg[slices[z][0]]]  # the middle one of each of count runs of them
+    order = [int(part[len(part) // 2]) for part in np.array_split(zs, min(count, len(zs)))] if zs else [len(slices) // 2]
     tiles = []
     for z in order:
         key, geom = slices[z][0], slices[z][1]

@@ -159,8 +159,9 @@ def build_seg(slices, frames, names=None):
     ds = Dataset()
     ds.SpecificCharacterSet = "ISO_IR 100"
     ds.SOPClassUID, ds.SOPInstanceUID = SEG_CLASS, generate_uid()
-    for kw in ("PatientName", "PatientID", "StudyInstanceUID", "StudyDate", "StudyTime", "FrameOfReferenceUID"):
+    for kw in ("PatientName", "PatientID", "StudyInstanceUID", "StudyDate", "StudyTime"):
         setattr(ds, kw, getattr(src, kw, ""))
+    ds.FrameOfReferenceUID = src.get("FrameOfReferenceUID") or generate_uid()  # Type 1 here
     ds.PatientBirthDate = ds.PatientSex = ds.ReferringPhysicianName = ds.StudyID = ds.AccessionNumber = ""
     ds.PositionReferenceIndicator = ""
     ds.Modality, ds.SeriesInstanceUID, ds.SeriesNumber, ds.InstanceNumber = "SEG", generate_uid(), 1007, 1

@@ -19,6 +19,7 @@ import nibabel as nib
 import numpy as np
 import pydicom
 
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "segcheck.py")
 sys.path.insert(0, HERE)
