@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"voxpipe/io/dicomseg"
 
 	"voxpipe/engine/engine"
 	"voxpipe/io/nifti"
@@ -95,6 +96,10 @@ type Output struct {
 	// Analyser, when set, makes each volume's statistics and preview, or removes stale ones,
 	// before its mask is committed (package analysis); nil: none (tests, benchmarks).
 	Analyser Analyser
+	// SEG, when set, makes a DICOM SEG of each DICOM series' mask beside it
+	// (records.SEGPath), before the mask's commit; its Segments describe the model's labels.
+	// nil: none.
+	SEG *dicomseg.Options
 }
 
 // Telemetry is where a run reports: its records, its log and its observers, each may be nil.

@@ -13,6 +13,7 @@ import (
 	"voxpipe/jobs"
 	"voxpipe/store/claim"
 	"voxpipe/store/provenance"
+	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
 
@@ -191,6 +192,11 @@ func (r *producer) removeStaleTemps(w *work) {
 // missingAnalyses names what the analyser is asked for that a volume's up-to-date mask lacks
 // (Analyser.Missing), or is empty.
 func (r *producer) missingAnalyses(job jobs.Job) string {
+	if r.wantsSEG(job) {
+		if _, err := os.Stat(records.SEGPath(job.Output)); err != nil {
+			return "DICOM SEG"
+		}
+	}
 	if r.cfg.Output.Analyser == nil {
 		return ""
 	}

@@ -14,6 +14,7 @@ import (
 	"voxpipe/io/nifti"
 	"voxpipe/stage"
 	"voxpipe/store/claim"
+	"voxpipe/store/records"
 )
 
 // writers is the write stage: Config.Writers workers, each taking the volumes the engines
@@ -124,6 +125,13 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		r.mem.putBack(r.mem.inputs, w.mem.in)
 		w.mem.in = nil
 	}
+	segPath := ""
+	if r.wantsSEG(w.job) {
+		var err error
+		if segPath, err = r.writeSEG(w, mask, track); err != nil {
+			return err
+		}
+	}
 	if w.claim != nil {
 		// Paused past the claim's timeout, this process may have lost the volume to another.
 		if err := w.claim.Check(); err != nil {
@@ -135,6 +143,9 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 	end := time.Now()
 	r.rec.span(w, span{stage: stage.Write, slab: -1, device: stage.Host, track: track, start: start, end: end})
 	if err != nil {
+		if segPath != "" {
+			os.Remove(segPath) // no SEG of a mask that is not there
+		}
 		return err
 	}
 	committed = true
@@ -161,6 +172,9 @@ func (r *writers) createMask(ctx context.Context, w *work) (*nifti.Writer, error
 	rec.Input = w.src.input
 	rec.Input.XXH3 = h.sum
 	rec.Grid = w.prep.plan.String()
+	if r.wantsSEG(w.job) {
+		rec.SEG = filepath.Base(records.SEGPath(w.job.Output))
+	}
 	if err := os.MkdirAll(filepath.Dir(w.job.Output), 0o755); err != nil {
 		return nil, fmt.Errorf("write %s: %w", w.job.Output, err)
 	}

@@ -19,6 +19,8 @@ const (
 	Prepare Stage = "prepare"
 	Restore Stage = "restore"
 	Analyse Stage = "analyse"
+	// SEG is writing the DICOM SEG of a DICOM series' mask (slab -1), before the mask's commit.
+	SEG Stage = "seg"
 )
 
 // The GPU engine's per-slab events, within the segment stage.

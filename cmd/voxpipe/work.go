@@ -48,6 +48,8 @@ func workFlags(readers int) []cli.Flag {
 		&cli.StringFlag{Name: "resample", Value: resampleAuto, Usage: "auto: a volume whose voxel size differs from the model card's by more than 10 % is resampled to it for the model, labels brought back to its grid; off: only reoriented"},
 		&cli.BoolFlag{Name: "strict-domain", Usage: "fail volumes the domain check judges out-of-domain (field of view, spacing or intensity unlike the model's training, a constant volume, the model's confidence or label proportions unlike training), their masks not written; warnings never fail a volume"},
 		&cli.BoolFlag{Name: "statistics", Usage: "write per-label statistics: OUT/statistics/<volume>.json and .csv, merged into OUT/statistics.csv"},
+		&cli.BoolFlag{Name: "seg", Value: true, Usage: "write a DICOM SEG beside the mask of each DICOM series (<mask>.seg.dcm, in the series' study; --seg=false: none)"},
+		&cli.BoolFlag{Name: "seg-empty-frames", Usage: "in the DICOM SEG, also write the frames of slices where a segment has no voxels"},
 		&cli.BoolFlag{Name: "preview", Usage: "write a preview PNG per volume (three planes, labels overlaid): OUT/previews/<volume>.png"},
 		&cli.StringFlag{Name: "max-memory", Value: defaultMaxMemory, Usage: "bound on host buffer memory: a size (8G, 512M), a percentage of RAM (or of the cgroup limit), or 0 for none; a volume that needs more fails alone"},
 		&cli.DurationFlag{Name: "claim-timeout", Value: claim.DefaultTimeout, Usage: "a claim whose heartbeat is older than this, held by another host, is taken over"},
@@ -250,6 +252,9 @@ func workConfig(c *cli.Context, es *setup, claims *claim.Manager, rec *records.R
 			Summary: rec.Summary,
 			Log:     log,
 		},
+	}
+	if c.Bool("seg") {
+		cfg.Output.SEG = segOptions(es.model, es.modelName, es.modelID.SHA256, c.Bool("seg-empty-frames"))
 	}
 	if es.metrics != nil {
 		cfg.Telemetry.Observer = es.metrics

@@ -64,6 +64,9 @@ type Record struct {
 	// when it was reoriented or resampled (summary.csv's grid column). Empty in masks of
 	// versions that segmented every volume as stored.
 	Grid string `json:"grid,omitempty"`
+	// SEG is the file name of the DICOM SEG written beside the mask of a DICOM series
+	// (records.SEGPath), empty when none was.
+	SEG string `json:"seg,omitempty"`
 }
 
 // Model identifies the weights.

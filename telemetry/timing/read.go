@@ -105,7 +105,7 @@ func DecodeSummaries(records [][]string) ([]Summary, error) {
 			Voxels: int64(w.Voxels), Engine: w.Engine, ReadMS: w.ReadMS.v, StatsMS: w.StatsMS.v, SegmentMS: w.SegmentMS.v,
 			H2DMS: w.H2DMS.v, KernelsMS: w.KernelsMS.v, D2HMS: w.D2HMS.v, WriteMS: w.WriteMS.v, WallMS: w.WallMS.v,
 			MVoxPerS: float64(w.MVoxPerS), Output: w.Output, Reason: w.Reason, FinishedAt: w.FinishedAt, Host: w.Host,
-			Shard: w.Shard, QueueMS: w.QueueMS.v, Domain: w.Domain, Grid: w.Grid, DomainEvidence: w.Evidence}
+			Shard: w.Shard, QueueMS: w.QueueMS.v, Domain: w.Domain, Grid: w.Grid, DomainEvidence: w.Evidence, SEG: w.SEG}
 	}
 	return rows, nil
 }
@@ -219,6 +219,7 @@ type summaryRecord struct {
 	Domain     string       `csv:"domain"`
 	Grid       string       `csv:"grid"`
 	Evidence   string       `csv:"domain_evidence"`
+	SEG        string       `csv:"seg"`
 }
 
 // requiredText is a field that may not be empty (or blank).

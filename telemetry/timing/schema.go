@@ -57,11 +57,14 @@ type Summary struct {
 	// distance, the model's confidence ("fov 240x240x192 mm; hist 0.031; margin 6.12; low 4.1 %;
 	// fg 23.5 %", model.DomainInput.Evidence).
 	DomainEvidence string `csv:"domain_evidence"`
+	// SEG is the DICOM SEG written beside the mask of a DICOM series (records.SEGPath), as
+	// the output column shows the mask; empty when none was written.
+	SEG string `csv:"seg"`
 }
 
 // OptionalColumns are the summary.csv columns added after its first schema: files written
 // before them lack them, and readers take them as empty.
-var OptionalColumns = []string{"reason", "finished_at", "host", "shard", "queue_ms", "domain", "grid", "domain_evidence"}
+var OptionalColumns = []string{"reason", "finished_at", "host", "shard", "queue_ms", "domain", "grid", "domain_evidence", "seg"}
 
 // Status is a volume's outcome in summary.csv.
 type Status string
