@@ -20,7 +20,7 @@ func init() {
 		return &cli.Command{
 			Name:      "convert",
 			Usage:     "convert DICOM series to NIfTI volumes with dcm2niix's geometry",
-			ArgsUsage: "DICOMDIR...",
+			ArgsUsage: "DICOMDIR... | SEG.dcm --reference SERIES_DIR",
 			Description: "Reads the DICOM files in the folders (and files) given, groups them into series\n" +
 				"(SeriesInstanceUID, split where orientation, size or echo differ, as dcm2niix splits),\n" +
 				"and writes each series as OUT/<name>.nii.gz: the stored pixel values (masked to BitsStored),\n" +
@@ -32,7 +32,10 @@ func init() {
 				"fail with the reason and the files; exact copies of a file are left out, with a note.\n" +
 				"Lines on stderr name series by ID (a hash of the SeriesInstanceUID) and number, never\n" +
 				"by patient data. Exit status: 0 every series converted, 1 one failed or none found,\n" +
-				"2 usage (a bad flag; an input that does not exist; --out naming a file).",
+				"2 usage (a bad flag; an input that does not exist; --out naming a file).\n" +
+				"A DICOM SEG with --reference SERIES_DIR (and --series UID when the folder holds several\n" +
+				"series): writes the SEG as one uint8 NIfTI label mask, -o OUT.nii.gz, on the grid of that\n" +
+				"series (segment N is label N; where segments overlap, the highest, with a warning).",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output folder (created); required unless --check"},
 				&cli.StringFlag{Name: "dicom-name", Value: dicom.DefaultName, Usage: "file name template (the default holds no patient data): %i PatientID, %t StudyDate, %s SeriesNumber, %d SeriesDescription, %p ProtocolName, %m Modality, %e echo, %j/%k series/study UID, %h series ID"},
@@ -40,6 +43,8 @@ func init() {
 				&cli.IntFlag{Name: "workers", Usage: "threads parsing and reading files (0: all cores; not negative)"},
 				&cli.BoolFlag{Name: "check", Usage: "read every series whole (all pixels) and write nothing: is the folder convertible?"},
 				&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing but errors"},
+				&cli.StringFlag{Name: "reference", Usage: "of a DICOM SEG: the folder of the series it segments; -o then names the mask file"},
+				&cli.StringFlag{Name: "series", Usage: "of a DICOM SEG: SeriesInstanceUID of the reference series, when the folder holds several"},
 			},
 			Action: convertAction,
 		}
@@ -49,6 +54,9 @@ func init() {
 func convertAction(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usageError{errors.New("convert: give at least one DICOM folder or file")}
+	}
+	if isSEGConvert(c) {
+		return convertSEGAction(c)
 	}
 	template, format, out := c.String("dicom-name"), c.String("format"), c.String("out")
 	if out == "" && !c.Bool("check") {

@@ -11,6 +11,7 @@ import (
 
 	"voxpipe/internal/regular"
 	"voxpipe/io/dicom"
+	"voxpipe/io/dicomseg"
 	"voxpipe/jobs"
 )
 
@@ -23,6 +24,9 @@ func printInfoOrSeries(w io.Writer, path string, volume int) error {
 		return printFolder(w, path, volume)
 	}
 	// dicom.Candidate leaves out NIfTI names, the .img of a pair included.
+	if err == nil && st.Mode().IsRegular() && dicom.Candidate(filepath.Base(path)) && dicomseg.IsSEG(path) {
+		return printSEG(w, path)
+	}
 	if err == nil && st.Mode().IsRegular() && dicom.Candidate(filepath.Base(path)) && isDICOMFile(path) {
 		return printSeries(w, path)
 	}
