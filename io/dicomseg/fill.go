@@ -103,13 +103,17 @@ func code(it *dataset) Code {
 // fillFrames reads NumberOfFrames, the shared geometry and each frame's per-frame item.
 func (s *SEG) fillFrames(ds *dataset) error {
 	n := 1
+	perFrame := ds.items(tagPerFrameGroups)
 	if ds.find(tagNumberOfFrames) != nil {
 		var ok bool
 		if n, ok = ds.integer(tagNumberOfFrames); !ok || n < 0 {
 			return fmt.Errorf("%w: NumberOfFrames %q", ErrNotSEG, ds.str(tagNumberOfFrames))
 		}
+	} else if len(perFrame) > 1 {
+		// Without NumberOfFrames the image has one frame (as pydicom and dcmtk read it): the
+		// first per-frame item is its (pydicom's liver_1frame.dcm, a SEG cut to one frame).
+		perFrame = perFrame[:1]
 	}
-	perFrame := ds.items(tagPerFrameGroups)
 	if len(perFrame) != n {
 		return fmt.Errorf("%w: %d frames and %d per-frame functional group items", ErrNotSEG, n, len(perFrame))
 	}
