@@ -293,9 +293,16 @@ func (s *SEG) Frame(i int, dst []byte) error {
 	if len(dst) != plane {
 		return fmt.Errorf("dicomseg: frame buffer of %d bytes for %dx%d pixels", len(dst), s.Rows, s.Columns)
 	}
-	bit := int64(i) * int64(plane)
-	for k := range dst {
-		b := bit + int64(k)
+	b, k := int64(i)*int64(plane), 0
+	for ; k < len(dst) && b&7 != 0; k, b = k+1, b+1 { // up to a byte boundary
+		dst[k] = s.pixels[b>>3] >> (b & 7) & 1
+	}
+	for ; k+8 <= len(dst); k, b = k+8, b+8 { // a byte at a time
+		v, d := s.pixels[b>>3], dst[k:k+8:k+8]
+		d[0], d[1], d[2], d[3] = v&1, v>>1&1, v>>2&1, v>>3&1
+		d[4], d[5], d[6], d[7] = v>>4&1, v>>5&1, v>>6&1, v>>7
+	}
+	for ; k < len(dst); k, b = k+1, b+1 {
 		dst[k] = s.pixels[b>>3] >> (b & 7) & 1
 	}
 	return nil
