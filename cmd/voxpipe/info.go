@@ -39,7 +39,8 @@ func init() {
 				"range (scaled); an integer volume with at most 256 distinct values (a label map) also gets\n" +
 				"each value's voxel count and share.\n" +
 				"A folder: each NIfTI volume in it (and its sub-folders) as above, then the DICOM series\n" +
-				"its other files make, with their geometry (see convert). A DICOM file: its series.\n" +
+				"its other files make, with their geometry (see convert). A DICOM file: its series; a\n" +
+				"DICOM SEG: its UIDs, frames, segments (labels, codes, algorithm) and referenced series.\n" +
 				"Exit status: 0 all files valid, 1 a file failed validation or could not be read, 2 usage\n" +
 				"(no file, a negative --volume, or one past a file's last volume).",
 			Flags: []cli.Flag{
