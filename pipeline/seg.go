@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"voxpipe/io/dicomseg"
@@ -23,17 +22,17 @@ func (s *services) wantsSEG(job jobs.Job) bool {
 func (r *writers) writeSEG(w *work, mask []byte, track string) (string, error) {
 	path := records.SEGPath(w.job.Output)
 	start := time.Now()
-	if _, err := dicomseg.WriteFile(path, w.job.Series, mask, *r.cfg.Output.SEG); err != nil {
+	sum, err := dicomseg.WriteFile(path, w.job.Series, mask, *r.cfg.Output.SEG)
+	if err != nil {
 		return "", fmt.Errorf("write the DICOM SEG %s: %w", path, err)
 	}
-	var size int64
-	if st, err := os.Stat(path); err == nil {
-		size = st.Size()
-	}
 	r.rec.span(w, span{stage: stage.SEG, slab: -1, device: stage.Host, track: track,
-		start: start, end: time.Now(), bytes: size, voxels: int64(len(mask))})
+		start: start, end: time.Now(), bytes: sum.Bytes, voxels: int64(len(mask))})
 	w.rec.mu.Lock()
-	w.rec.sum.SEG = path // named as the volume column names the series (--dicom-name)
+	// The SEG's SOP Instance UID, not its path: the records never hold a DICOM series' mask
+	// name (--dicom-name may put patient data in it); the file lies beside the mask
+	// (records.SEGPath), and the mask's provenance names it.
+	w.rec.sum.SEG = sum.SOPInstanceUID
 	w.rec.mu.Unlock()
 	return path, nil
 }

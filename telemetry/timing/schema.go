@@ -57,8 +57,9 @@ type Summary struct {
 	// distance, the model's confidence ("fov 240x240x192 mm; hist 0.031; margin 6.12; low 4.1 %;
 	// fg 23.5 %", model.DomainInput.Evidence).
 	DomainEvidence string `csv:"domain_evidence"`
-	// SEG is the DICOM SEG written beside the mask of a DICOM series (records.SEGPath), as
-	// the output column shows the mask; empty when none was written.
+	// SEG is the SOP Instance UID of the DICOM SEG written beside the mask of a DICOM series
+	// (records.SEGPath: the mask's path, .nii.gz replaced by .seg.dcm; not the path itself,
+	// which may hold patient data, as output shows no DICOM mask's path); empty when none was.
 	SEG string `csv:"seg"`
 }
 
