@@ -199,23 +199,25 @@ func segmentItem(e *encoder, sg Segment) {
 	e.us(0x00620004, uint16(sg.Number))
 	e.str(0x00620005, "LO", sg.Label)
 	if sg.Algorithm != "" {
+		// Segmentation Algorithm Identification (the Algorithm Identification macro, PS3.3
+		// 10.16): the model, and its version (the weights' digest)
+		e.item1(0x00620007, func() {
+			e.item1(0x0066002F, func() { e.code(Code{"DCM", "123110", "Artificial Intelligence"}) })
+			e.str(0x00660031, "LO", ds0(trunc(sg.AlgorithmVersion, 64)))
+			e.str(0x00660036, "LO", trunc(sg.Algorithm, 64))
+		})
 		e.str(0x00620008, "CS", "AUTOMATIC")
-		e.str(0x00620009, "LO", algorithmName(sg))
+		e.str(0x00620009, "LO", trunc(sg.Algorithm, 64))
 	} else {
 		e.str(0x00620008, "CS", "MANUAL")
 	}
 	e.item1(0x0062000F, func() { e.code(sg.Type) })
 }
 
-// algorithmName is SegmentAlgorithmName: the model's name and its version (the digest),
-// within LO's 64 characters.
-func algorithmName(sg Segment) string {
-	if sg.AlgorithmVersion == "" {
-		return sg.Algorithm
+// ds0 is v, or "0" when empty (AlgorithmVersion is Type 1).
+func ds0(v string) string {
+	if v == "" {
+		return "0"
 	}
-	v := sg.AlgorithmVersion
-	if room := 64 - len(sg.Algorithm) - 3; len(v) > room {
-		v = v[:max(room, 0)]
-	}
-	return trunc(sg.Algorithm+" ("+v+")", 64)
+	return v
 }

@@ -63,7 +63,8 @@ func checkRead(t *testing.T, seg *SEG, sum *Summary, s *dicom.Series, segments i
 	}
 	for i, sg := range seg.Segments {
 		w := want[i]
-		if sg.Number != w.Number || sg.Label != w.Label || sg.Category != w.Category || sg.Type != w.Type || seg.AlgorithmTypes[i] != "AUTOMATIC" || sg.Algorithm == "" {
+		if sg.Number != w.Number || sg.Label != w.Label || sg.Category != w.Category || sg.Type != w.Type || seg.AlgorithmTypes[i] != "AUTOMATIC" ||
+			sg.Algorithm != w.Algorithm || sg.AlgorithmVersion != w.AlgorithmVersion {
 			t.Errorf("segment %d read as %+v (%s), written as %+v", i+1, sg, seg.AlgorithmTypes[i], w)
 		}
 		if n := seg.SegmentFrames(sg.Number); n != sum.FramesOf[sg.Number] {
