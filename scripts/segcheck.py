@@ -108,9 +108,13 @@ def read_mask(path):
         data = data[..., 0]
     if data.ndim != 3:
         raise Failed("mask %s: %d dimensions, want 3" % (path, data.ndim))
-    if not np.all(np.equal(np.mod(data, 1), 0)) or data.min() < 0:
-        raise Failed("mask %s: values not non-negative integers" % path)
-    return data.astype(np.int64), np.linalg.inv(img.affine)
+    if data.dtype.kind not in "iu":
+        if not np.all(np.equal(np.mod(data, 1), 0)):
+            raise Failed("mask %s: values not integers" % path)
+        data = data.astype(np.int32)
+    if data.size and data.min() < 0:
+        raise Failed("mask %s: negative values" % path)
+    return np.ascontiguousarray(data), np.linalg.inv(img.affine)  # C order: reshape(-1) is a view
 
 
 def voxels(inv, ipp, iop, ps, rows, cols):
@@ -118,25 +122,27 @@ def voxels(inv, ipp, iop, ps, rows, cols):
     C.7.6.2.1.1: P = S + c * dc * X + r * dr * Y, with X, Y the row and column direction
     cosines, dr = PixelSpacing[0] (between rows), dc = PixelSpacing[1] (between columns)."""
     x, y = iop[:3], iop[3:]
+    m = inv[:3, :3] * LPS_TO_RAS  # voxel = inv @ RAS(P), RAS(P) = P * LPS_TO_RAS; linear in r and c
+    v0, vc, vr = m @ ipp + inv[:3, 3], m @ (ps[1] * x), m @ (ps[0] * y)
     r = np.arange(rows, dtype=float)[:, None, None]
     c = np.arange(cols, dtype=float)[None, :, None]
-    lps = ipp + c * (ps[1] * x) + r * (ps[0] * y)
-    return (lps * LPS_TO_RAS) @ inv[:3, :3].T + inv[:3, 3]
+    return (v0 + r * vr) + c * vc
 
 
 def gather(mask, inv, geom, rows, cols, what):
-    """The mask's labels at the pixels of a plane, and their voxel indices."""
+    """The mask's labels at the pixels of a plane, and their flat voxel indices."""
     v = voxels(inv, *geom, rows, cols)
     idx = np.rint(v)
-    off = float(np.abs(v - idx).max())
+    off = float(np.abs(np.subtract(v, idx, out=v), out=v).max())
     if off > VOX_TOL:
         raise Failed("%s: pixels fall %.3f voxel off the mask's grid (over %g): the mask does not lie on the series' grid" % (what, off, VOX_TOL))
     idx = idx.astype(np.int64)
-    bad = ((idx < 0) | (idx >= np.array(mask.shape))).any(axis=-1)
-    if bad.any():
+    if idx.min() < 0 or (idx.reshape(-1, 3).max(axis=0) >= mask.shape).any():
+        bad = ((idx < 0) | (idx >= np.array(mask.shape))).any(axis=-1)
         r, c = np.argwhere(bad)[0]
         raise Failed("%s: %d pixels fall outside the mask %s (first: row %d col %d at voxel %s)" % (what, int(bad.sum()), "x".join(map(str, mask.shape)), r, c, tuple(idx[r, c])))
-    return mask[idx[..., 0], idx[..., 1], idx[..., 2]], idx
+    flat = np.ravel_multi_index((idx[..., 0], idx[..., 1], idx[..., 2]), mask.shape)
+    return mask.reshape(-1)[flat], flat
 
 
 def close(a, b, tol):
@@ -282,7 +288,7 @@ def check_frames(seg, arr, refs, sources, mask, inv, rep):
             rep.fail("frames %s refer to frame %d of %s, which that instance lacks" % ([i + 1 for i in by_key[k]], k[1], k[0]))
     check_identity(seg, sources[slices[0][0][0]][0], rep)
     check_references(seg, {k[0] for k in by_key}, sources, rep)
-    covered = np.zeros(mask.shape, bool)
+    covered = np.zeros(mask.size, bool)
     pixels = foreground = 0
     for z, (key, geom, rows, cols) in enumerate(slices):
         what = "slice z=%d (instance %s%s)" % (z, key[0], "" if key[1] == 1 else " frame %d" % key[1])
@@ -290,7 +296,7 @@ def check_frames(seg, arr, refs, sources, mask, inv, rep):
             rep.fail("%s is %dx%d, the SEG's frames %dx%d" % (what, rows, cols, seg.Rows, seg.Columns))
             continue
         labels, idx = gather(mask, inv, geom, rows, cols, what)
-        covered[idx[..., 0], idx[..., 1], idx[..., 2]] = True
+        covered[idx] = True
         pixels += rows * cols
         seen = defaultdict(list)
         for i in by_key.get(key, []):
@@ -313,11 +319,11 @@ def check_frames(seg, arr, refs, sources, mask, inv, rep):
         for s, frames in seen.items():
             if len(frames) > 1:
                 rep.fail("%s: segment %d has %d frames %s" % (what, s, len(frames), [i + 1 for i in frames]))
-        for v in np.unique(labels):
+        for v in np.flatnonzero(np.bincount(labels.reshape(-1))):
             if v != 0 and v not in seen:
                 rep.fail("%s: label %d has %d pixels but the SEG has no frame of segment %d there" % (what, v, int((labels == v).sum()), v))
     if pixels != mask.size or not covered.all():
-        fg = int(np.count_nonzero(mask[~covered]))
+        fg = int(np.count_nonzero(mask.reshape(-1)[~covered]))
         rep.fail("the series' %d slices give %d pixels for the mask's %d voxels, %d voxels (%d foreground) on no slice: mask and series grids differ"
                  % (len(slices), pixels, mask.size, int((~covered).sum()), fg))
     return slices, by_key, foreground
