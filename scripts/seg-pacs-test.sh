@@ -63,11 +63,11 @@ fi
 seg=${mask%.nii.gz}.seg.dcm
 [ -s "$seg" ] || fail "voxpipe run wrote no $seg beside the mask (ls: $(ls "$work/out"))"
 timeout 300 "$py" scripts/segcheck.py "$seg" "$mask" "$work/series" --expect-segments 3 || fail "segcheck: the SEG of voxpipe run does not match its mask"
-dciodvfy "$seg" >"$work/dciodvfy.log" 2>&1 || true
+timeout 120 dciodvfy "$seg" >"$work/dciodvfy.log" 2>&1 || true
 if grep '^Error' "$work/dciodvfy.log"; then fail "dciodvfy finds errors in $seg (above)"; fi
 if [ -f "$work/export.seg.dcm" ]; then
 	timeout 300 "$py" scripts/segcheck.py "$work/export.seg.dcm" "$mask" "$work/series" --expect-segments 3 || fail "segcheck: the SEG of voxpipe export-seg does not match the mask"
-	dciodvfy "$work/export.seg.dcm" >"$work/dciodvfy-export.log" 2>&1 || true
+	timeout 120 dciodvfy "$work/export.seg.dcm" >"$work/dciodvfy-export.log" 2>&1 || true
 	if grep '^Error' "$work/dciodvfy-export.log"; then fail "dciodvfy finds errors in export-seg's SEG (above)"; fi
 fi
 read -r study series seguid segseries < <(timeout 60 "$py" -c '

@@ -62,7 +62,7 @@ timeout 300 "$py" scripts/segcheck.py "$seg" "$mask" "$work/series" --expect-seg
 	--png "$work/page/overlay.png" --html "$work/page/index.html" || fail "segcheck: the SEG does not match its mask"
 
 echo "== screenshot"
-"$chromium" --version 2>/dev/null || true
+timeout 60 "$chromium" --version 2>/dev/null || true
 mkdir -p "$(dirname "$shot")"
 rm -f "$shot"
 # Chromium may exit non-zero over D-Bus noise in containers; the file decides.
