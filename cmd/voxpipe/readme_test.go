@@ -87,7 +87,7 @@ func documentedFlags(app *cli.App) []string {
 // flag, which in-process runs of the app (in parallel tests) write to.
 func TestREADMEFlagTables(t *testing.T) {
 	app := newApp()
-	section := regexp.MustCompile("(?s)<!-- flags: ([a-z]+) -->\n(.*?)<!-- /flags -->")
+	section := regexp.MustCompile("(?s)<!-- flags: ([a-z-]+) -->\n(.*?)<!-- /flags -->")
 	found := map[string]bool{}
 	for _, path := range flagDocs(t) {
 		data, err := os.ReadFile(path)
