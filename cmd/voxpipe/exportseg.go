@@ -148,18 +148,26 @@ func readLabelSpecs(path string) (map[int]labelSpec, error) {
 	return out, nil
 }
 
-// exportSegments describes every label present in the mask and every one --labels names.
+// exportSegments describes labels 1 to the highest one the mask holds or --labels names: a
+// SEG numbers its segments 1, 2, ... without a gap (PS3.3 C.8.20.2.4), so a label between
+// them that the mask lacks is a segment with no voxels.
 func exportSegments(mask []byte, names map[int]labelSpec, algorithm string) []dicomseg.Segment {
+	top := 0
+	for n := range names {
+		top = max(top, n)
+	}
 	var present [256]bool
 	for _, v := range mask {
 		present[v] = true
 	}
-	var segs []dicomseg.Segment
-	for n := 1; n <= dicomseg.MaxSegments; n++ {
-		spec, named := names[n]
-		if !present[n] && !named {
-			continue
+	for n := 255; n > top; n-- {
+		if present[n] {
+			top = n
 		}
+	}
+	var segs []dicomseg.Segment
+	for n := 1; n <= top; n++ {
+		spec := names[n]
 		segs = append(segs, dicomseg.Segment{Number: n, Label: spec.Name, Category: spec.Category, Type: spec.Type, Algorithm: algorithm})
 	}
 	return segs

@@ -18,9 +18,9 @@ import (
 
 // Options says what a SEG holds beyond the mask and its source.
 type Options struct {
-	// Segments describes every label the mask may hold (segment N is label N); a label in
-	// the mask without one fails (ErrLabels). Segments with no voxels are still written, so
-	// that their absence is explicit.
+	// Segments describes every label the mask may hold (segment N is label N), numbered 1 to
+	// N without a gap (PS3.3 C.8.20.2.4); a label in the mask without one fails (ErrLabels).
+	// Segments with no voxels are still written, so that their absence is explicit.
 	Segments []Segment
 	// EmptyFrames writes the frames of every segment on every slice, foreground or not
 	// (highdicom's omit_empty_frames=False); by default frames with no foreground are left out.
@@ -199,6 +199,10 @@ func checkSegments(in []Segment) ([]Segment, error) {
 		}
 		if i > 0 && segs[i-1].Number == sg.Number {
 			return nil, fmt.Errorf("%w: segment %d described twice", ErrLabels, sg.Number)
+		}
+		if sg.Number != i+1 {
+			// PS3.3 C.8.20.2.4: segment numbers start at 1 and increase by 1
+			return nil, fmt.Errorf("%w: segment %d is not described (segments run 1, 2, ..., %d without a gap; describe the labels absent from the mask too)", ErrLabels, i+1, segs[len(segs)-1].Number)
 		}
 		if sg.Category == (Code{}) {
 			segs[i].Category = TissueCategory

@@ -170,6 +170,8 @@ func TestRefusesWhatItCannotWrite(t *testing.T) {
 		{"segment 0", mask, append(testSegments(3), Segment{Number: 0}), ErrLabels},
 		{"segment 256", mask, append(testSegments(3), Segment{Number: 256}), ErrLabels},
 		{"segment twice", mask, append(testSegments(3), Segment{Number: 3}), ErrLabels},
+		{"segment 4 missing", mask, append(testSegments(3), Segment{Number: 5}), ErrLabels},
+		{"segment 2 missing", mask, []Segment{testSegments(3)[0], testSegments(3)[2]}, ErrLabels},
 		{"label too long", mask, append(testSegments(2), Segment{Number: 3, Label: string(bytes.Repeat([]byte("x"), 65))}), ErrLabels},
 		{"mask of another size", mask[:len(mask)-1], testSegments(3), ErrGrid},
 	}
