@@ -67,7 +67,7 @@ func (r *recorder) record(w *work, s timing.Span) {
 		w.rec.sum.D2HMS += s.DurationMS
 	case stage.Segment:
 		// the summary's segment time is the engine call's wall time, set by segment()
-	case stage.Prepare, stage.Restore, stage.Analyse:
+	case stage.Prepare, stage.Restore, stage.Analyse, stage.SEG:
 		// in timings.csv only
 	default: // kernels, or finer kernel groups
 		// Time with a kernel running: the CUDA fp16 engine's kernels of consecutive slabs
