@@ -13,4 +13,10 @@
 // the columns, y along the rows reversed (dcm2niix's flip), z along the series' slices
 // (Series.Slices, ascending along the slice normal). Align brings a NIfTI mask in any
 // orientation onto that grid, when it lies on it.
+//
+// The reader (ReadFile, Read) parses a BINARY SEG in explicit or implicit VR little endian with
+// a small, bounded element-tree parser of its own: io/dicom keeps only the attributes of
+// images, and a SEG's are all in nested sequences. Every length is checked against the bytes
+// left before anything is read or sized, so a damaged or hostile file fails with ErrNotSEG.
+// SEG.Mask places the frames back on a series' grid, by source instance or position.
 package dicomseg

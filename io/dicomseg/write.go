@@ -3,7 +3,6 @@ package dicomseg
 import (
 	"bufio"
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -113,8 +112,11 @@ type segPlan struct {
 
 // plan checks the inputs and scans the mask once: which labels lie on which slices.
 func plan(s *dicom.Series, mask []byte, o Options) (*segPlan, error) {
-	if s == nil || s.Err != nil {
-		return nil, fmt.Errorf("dicomseg: the reference series cannot be read: %w", errors.Join(errNilSeries(s), seriesErr(s)))
+	if s == nil {
+		return nil, fmt.Errorf("%w: no reference series", ErrReference)
+	}
+	if s.Err != nil {
+		return nil, fmt.Errorf("dicomseg: the reference series cannot be read: %w", s.Err)
 	}
 	rows, cols, nz := s.Rows, s.Columns, len(s.Slices)
 	if nz == 0 || rows < 1 || cols < 1 {
@@ -159,6 +161,10 @@ func plan(s *dicom.Series, mask []byte, o Options) (*segPlan, error) {
 		}
 	}
 	p.sum.Frames = len(p.frames)
+	if bits := int64(len(p.frames)) * int64(plane); (bits+7)/8 > 0xFFFFFFFE {
+		// the pixel data's length is a 32-bit field (PS3.5 7.1.2)
+		return nil, fmt.Errorf("%w: %d frames of %dx%d pixels exceed the 4 GiB a SEG's pixel data may hold", ErrLabels, len(p.frames), cols, rows)
+	}
 	maskHash := xxh3.Hash128(mask).Bytes()
 	segKey := fmt.Sprintf("%+v/%v", segs, o.EmptyFrames)
 	p.seriesUID = uid("voxpipe SEG series", s.UID, strconv.Itoa(s.Part), o.Digest)
@@ -166,20 +172,6 @@ func plan(s *dicom.Series, mask []byte, o Options) (*segPlan, error) {
 	p.dimOrgUID = uid("voxpipe SEG dimensions", p.instanceUID)
 	p.sum.SeriesInstanceUID, p.sum.SOPInstanceUID = p.seriesUID, p.instanceUID
 	return p, nil
-}
-
-func errNilSeries(s *dicom.Series) error {
-	if s == nil {
-		return errors.New("no series")
-	}
-	return nil
-}
-
-func seriesErr(s *dicom.Series) error {
-	if s == nil {
-		return nil
-	}
-	return s.Err
 }
 
 // checkSegments sorts the segments by number and refuses numbers outside 1..MaxSegments,
