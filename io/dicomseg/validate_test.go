@@ -26,15 +26,16 @@ func requireTool(t *testing.T, name string) string {
 	return p
 }
 
-// python is Debian's python3, which has pydicom and nibabel (the one first on PATH may not).
+// python is Debian's python3 (debianPython), which has pydicom and nibabel (the one first on
+// PATH may not); missing, the test skips, or fails under VOXPIPE_REQUIRE_SEG_TOOLS=1.
 func python(t *testing.T) string {
 	t.Helper()
-	p := requireTool(t, "/usr/bin/python3")
-	if err := testexec.Cmd(t, p, "-c", "import pydicom, nibabel, numpy").Run(); err != nil {
+	p := requireTool(t, debianPython)
+	if out, err := testexec.Cmd(t, p, "-c", "import pydicom, nibabel, numpy").CombinedOutput(); err != nil {
 		if os.Getenv("VOXPIPE_REQUIRE_SEG_TOOLS") == "1" {
-			t.Fatalf("/usr/bin/python3 lacks pydicom, nibabel or numpy: %v", err)
+			t.Fatalf("%s lacks pydicom, nibabel or numpy: %v %s", p, err, out)
 		}
-		t.Skip("/usr/bin/python3 lacks pydicom, nibabel or numpy")
+		t.Skipf("%s lacks pydicom, nibabel or numpy (apt-get install python3-pydicom python3-nibabel): %v", p, err)
 	}
 	return p
 }
