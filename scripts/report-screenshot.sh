@@ -65,14 +65,9 @@ for f in report.md report.csv report.html; do
 done
 
 echo "== chromium"
-chromium=$(command -v chromium || command -v chromium-browser || true)
-if [[ -z "$chromium" ]]; then
-	sudo=""
-	if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
-	chromium=$(command -v chromium) || fail "chromium did not install"
-fi
+# shellcheck source=lib/debian.sh
+. scripts/lib/debian.sh
+find_chromium || fail "no chromium"
 "$chromium" --version 2>/dev/null || true
 
 echo "== screenshot"

@@ -31,19 +31,10 @@ fail() {
 	exit 1
 }
 
-need=()
-for p in orthanc orthanc-dicomweb python3-pydicom python3-pil python3-numpy curl; do
-	dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-chromium=$(command -v chromium || command -v chromium-browser || true)
-if [[ -z "$chromium" ]]; then need+=(chromium); fi
-if [[ ${#need[@]} -gt 0 ]]; then
-	sudo=""
-	if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
-	timeout 600 $sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive timeout 1200 $sudo apt-get install -y -qq "${need[@]}" >/dev/null
-	chromium=$(command -v chromium) || fail "chromium did not install"
-fi
+# shellcheck source=lib/debian.sh
+. scripts/lib/debian.sh
+apt_need orthanc orthanc-dicomweb python3-pydicom python3-pil python3-numpy curl
+find_chromium || fail "no chromium"
 plugin=/usr/share/orthanc/plugins/libOrthancDicomWeb.so
 [[ -f "$plugin" ]] || fail "no DICOMweb plugin at $plugin"
 command -v npm >/dev/null || fail "npm is missing (the OHIF bundle comes from the npm registry)"

@@ -17,13 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 py=/usr/bin/python3 # Debian's, which has pydicom and nibabel
 
-need=()
-for p in orthanc orthanc-dicomweb dicom3tools curl python3-pydicom python3-nibabel python3-numpy; do
-	dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-	timeout 600 apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+# shellcheck source=lib/debian.sh
+. scripts/lib/debian.sh
+apt_need orthanc orthanc-dicomweb dicom3tools curl python3-pydicom python3-nibabel python3-numpy
 
 work=$(mktemp -d)
 opid=""

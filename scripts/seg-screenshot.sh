@@ -24,17 +24,10 @@ fail() {
 	exit 1
 }
 
-need=()
-for p in python3-pydicom python3-nibabel python3-numpy; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
-chromium=$(command -v chromium || command -v chromium-browser || true)
-if [[ -z "$chromium" ]]; then need+=(chromium); fi
-if [[ ${#need[@]} -gt 0 ]]; then
-	sudo=""
-	if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
-	timeout 600 $sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive timeout 1200 $sudo apt-get install -y -qq "${need[@]}" >/dev/null
-	chromium=$(command -v chromium) || fail "chromium did not install"
-fi
+# shellcheck source=lib/debian.sh
+. scripts/lib/debian.sh
+apt_need python3-pydicom python3-nibabel python3-numpy
+find_chromium || fail "no chromium"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
