@@ -158,6 +158,10 @@ func (r *producer) take(ctx context.Context, job jobs.Job) *work {
 	case verdict != provenance.Redo:
 		why = "--overwrite: " + why
 	}
+	if r.segInTheWay(job) && !r.cfg.Output.Overwrite {
+		r.end.conclude(w, timing.StatusConflict, "a file voxpipe did not write is where the mask's DICOM SEG goes (the mask's name with .seg.dcm; kept: --overwrite replaces it)")
+		return nil
+	}
 	w.src.reason = why
 	w.rec.sum.Reason = why
 	if why != "new" {

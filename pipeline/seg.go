@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"voxpipe/io/dicomseg"
@@ -13,6 +14,17 @@ import (
 // wantsSEG reports whether the job's mask gets a DICOM SEG: a DICOM series, with SEG output on.
 func (s *services) wantsSEG(job jobs.Job) bool {
 	return s.cfg.Output.SEG != nil && job.Series != nil
+}
+
+// segInTheWay reports a file at the job's SEG path that voxpipe did not write (a user's file,
+// another tool's SEG): writing the SEG would replace it.
+func (s *services) segInTheWay(job jobs.Job) bool {
+	if !s.wantsSEG(job) {
+		return false
+	}
+	path := records.SEGPath(job.Output)
+	_, err := os.Lstat(path)
+	return err == nil && !dicomseg.WrittenHere(path)
 }
 
 // writeSEG is the SEG step, in the writer once the mask is whole on the input's grid (the

@@ -9,6 +9,7 @@ import (
 	"voxpipe/io/dicom"
 	"voxpipe/io/dicomseg"
 	"voxpipe/io/nifti"
+	"voxpipe/jobs"
 	"voxpipe/store/provenance"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
@@ -83,5 +84,46 @@ func TestRunDICOMWritesSEG(t *testing.T) {
 	}
 	if _, err := os.Stat(segPath); err != nil {
 		t.Errorf("the rerun did not make the SEG again: %v", err)
+	}
+}
+
+// TestRunDICOMSEGConflict: a file voxpipe did not write at the SEG's path is a conflict (kept,
+// neither mask nor SEG written) unless --overwrite, which replaces it with the SEG.
+func TestRunDICOMSEGConflict(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	dcmSeries{uid: "1.2.4", n: 4, rows: 5, cols: 6, bits: 16, value: ramp}.write(t, in)
+	out := filepath.Join(dir, "out")
+	withSEG := func(c *Config) {
+		c.Output.SEG = &dicomseg.Options{Segments: []dicomseg.Segment{{Number: 1}, {Number: 2}}}
+	}
+	found, err := jobs.Discover([]string{in}, false, out, "{name}_mask.nii.gz")
+	if err != nil || len(found.Jobs) != 1 {
+		t.Fatalf("discover: %v", err)
+	}
+	segPath := records.SEGPath(found.Jobs[0].Output)
+	os.MkdirAll(out, 0o755)
+	os.WriteFile(segPath, []byte("a radiologist's notes"), 0o644)
+	_, rows := runInputs(t, []string{in}, out, withSEG)
+	for name, r := range rows {
+		if r.Status != timing.StatusConflict {
+			t.Errorf("%s: %s %q, want a conflict", name, r.Status, r.Reason)
+		}
+	}
+	if data, _ := os.ReadFile(segPath); string(data) != "a radiologist's notes" {
+		t.Fatal("the file at the SEG's path was replaced")
+	}
+	if _, err := os.Stat(found.Jobs[0].Output); err == nil {
+		t.Error("the mask was written beside a conflict")
+	}
+	_, rows = runInputs(t, []string{in}, out, func(c *Config) { withSEG(c); c.Output.Overwrite = true })
+	for name, r := range rows {
+		if r.Status != timing.StatusOK {
+			t.Errorf("--overwrite: %s %s %q", name, r.Status, r.Error)
+		}
+	}
+	if !dicomseg.WrittenHere(segPath) {
+		t.Error("--overwrite did not put the SEG there")
 	}
 }

@@ -259,3 +259,21 @@ func TestPackFrameMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// TestWrittenHere tells this writer's SEGs from other files at a SEG's path.
+func TestWrittenHere(t *testing.T) {
+	t.Parallel()
+	dir, s := writeSeries(t, geometries[0])
+	seg := filepath.Join(t.TempDir(), "x.seg.dcm")
+	if _, err := WriteFile(seg, s, testMask(s, 3), Options{Segments: testSegments(3)}); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "notes.seg.dcm")
+	os.WriteFile(other, []byte("a user's notes"), 0o644)
+	source := filepath.Join(dir, "IM0001") // a DICOM file of another writer
+	for path, want := range map[string]bool{seg: true, other: false, source: false, filepath.Join(dir, "missing"): false} {
+		if got := WrittenHere(path); got != want {
+			t.Errorf("WrittenHere(%s) = %v, want %v", path, got, want)
+		}
+	}
+}
