@@ -10,6 +10,7 @@ import (
 
 	"voxpipe/internal/dicomtest"
 	"voxpipe/io/dicom"
+	"voxpipe/io/dicomseg"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 	"voxpipe/store/provenance"
@@ -76,6 +77,10 @@ func TestWatchDICOMSeries(t *testing.T) {
 	}
 	if len(rec.Input.Files) != slices || rec.Input.DICOM == nil || rec.Input.DICOM.SeriesInstanceUID != s.SeriesUID {
 		t.Fatalf("provenance input: %+v", rec.Input)
+	}
+	// the watch service writes the series' DICOM SEG too, before the mask appears
+	if seg := records.SEGPath(mask); rec.SEG != filepath.Base(seg) || !dicomseg.IsSEG(seg) {
+		t.Errorf("watch: no DICOM SEG beside the mask (provenance seg %q)", rec.SEG)
 	}
 
 	// An instance that arrives after the series was segmented.
