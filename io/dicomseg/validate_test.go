@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,11 +58,16 @@ func TestSEGsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range geometries {
+	empty := geometries[0]
+	empty.name = "empty-mask" // no foreground at all: one empty frame
+	for _, g := range append(slices.Clone(geometries), empty) {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
 			dir, s := writeSeries(t, g)
 			mask := testMask(s, g.segments)
+			if g.name == empty.name {
+				clear(mask)
+			}
 			work := t.TempDir()
 			seg := filepath.Join(work, "seg.dcm")
 			if _, err := WriteFile(seg, s, mask, Options{Segments: testSegments(g.segments), Digest: "test"}); err != nil {
@@ -86,6 +92,9 @@ func TestSEGsValidate(t *testing.T) {
 				t.Errorf("segcheck: %v\n%s", err, out)
 			}
 
+			if g.name == empty.name {
+				return // no foreground pixel to get wrong
+			}
 			// one pixel wrong: the independent check must see it
 			data, err := os.ReadFile(seg)
 			if err != nil {

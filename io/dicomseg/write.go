@@ -160,6 +160,12 @@ func plan(s *dicom.Series, mask []byte, o Options) (*segPlan, error) {
 			}
 		}
 	}
+	if len(p.frames) == 0 {
+		// A mask with no foreground at all: one empty frame (segment 1 on the first slice),
+		// as highdicom writes, for a SEG has at least one frame; its segments say the rest.
+		p.frames = append(p.frames, frame{segs[0].Number, 0})
+		p.sum.FramesOf[segs[0].Number] = 1
+	}
 	p.sum.Frames = len(p.frames)
 	if bits := int64(len(p.frames)) * int64(plane); (bits+7)/8 > 0xFFFFFFFE {
 		// the pixel data's length is a 32-bit field (PS3.5 7.1.2)

@@ -149,6 +149,10 @@ func TestEmptyFramesAndAbsentSegments(t *testing.T) {
 	if sum.FramesOf[1] >= len(s.Slices) {
 		t.Fatalf("slice 0 has no foreground, yet segment 1 has %d frames of %d slices", sum.FramesOf[1], len(s.Slices))
 	}
+	_, none := writeSEG(t, s, make([]byte, len(mask)), Options{Segments: testSegments(3)})
+	if none.Frames != 1 || none.FramesOf[1] != 1 {
+		t.Fatalf("a mask without foreground: %d frames (%v), want one empty frame of segment 1", none.Frames, none.FramesOf)
+	}
 	_, all := writeSEG(t, s, mask, Options{Segments: testSegments(3), EmptyFrames: true})
 	if all.Frames != 3*len(s.Slices) {
 		t.Fatalf("with empty frames: %d frames, want %d", all.Frames, 3*len(s.Slices))
