@@ -92,8 +92,8 @@ func (p *segPlan) writeDataSet(e *encoder, mask []byte) {
 		software = "voxpipe"
 	}
 
-	if ctx.CharacterSet != "" {
-		e.str(0x00080005, "CS", ctx.CharacterSet)
+	if p.charset != "" {
+		e.str(0x00080005, "CS", p.charset)
 	}
 	e.str(0x00080008, "CS", `DERIVED\PRIMARY`)
 	e.str(0x00080016, "UI", SOPClass)

@@ -107,6 +107,7 @@ type segPlan struct {
 	seriesUID, instanceUID string
 	dimOrgUID              string
 	rows, cols             int
+	charset                string // SpecificCharacterSet
 	sum                    Summary
 }
 
@@ -147,7 +148,11 @@ func plan(s *dicom.Series, mask []byte, o Options) (*segPlan, error) {
 			}
 		}
 	}
-	p := &segPlan{s: s, o: o, segments: segs, rows: rows, cols: cols}
+	charset, err := characterSet(s, segs, o)
+	if err != nil {
+		return nil, err
+	}
+	p := &segPlan{s: s, o: o, segments: segs, rows: rows, cols: cols, charset: charset}
 	p.sum.FramesOf, p.sum.VoxelsOf = map[int]int{}, map[int]int64{}
 	for _, sg := range segs {
 		p.sum.FramesOf[sg.Number], p.sum.VoxelsOf[sg.Number] = 0, 0
@@ -216,4 +221,37 @@ func checkSegments(in []Segment) ([]Segment, error) {
 		}
 	}
 	return segs, nil
+}
+
+// characterSet is the SEG's SpecificCharacterSet: the source's, whose bytes the patient and
+// study attributes are copied in. Text of voxpipe's own (segment labels, codes' meanings,
+// descriptions) outside ASCII needs UTF-8: with a source in the default repertoire (ASCII, a
+// subset of UTF-8) the SEG says ISO_IR 192; with a source in another character set, such
+// text cannot be written beside the copied attributes (ErrLabels).
+func characterSet(s *dicom.Series, segs []Segment, o Options) (string, error) {
+	cs := s.Slices[0].File.Context.CharacterSet
+	texts := []string{o.SeriesDescription, o.Software}
+	for _, sg := range segs {
+		texts = append(texts, sg.Label, sg.Algorithm, sg.AlgorithmVersion, sg.Category.Meaning, sg.Type.Meaning)
+	}
+	for _, t := range texts {
+		if !isASCII(t) {
+			switch cs {
+			case "", "ISO_IR 192":
+				return "ISO_IR 192", nil
+			default:
+				return "", fmt.Errorf("%w: %q is not ASCII and the source series is in character set %q: write it in ASCII", ErrLabels, t, cs)
+			}
+		}
+	}
+	return cs, nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

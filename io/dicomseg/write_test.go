@@ -3,6 +3,7 @@ package dicomseg
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -279,5 +280,34 @@ func TestWrittenHere(t *testing.T) {
 		if got := WrittenHere(path); got != want {
 			t.Errorf("WrittenHere(%s) = %v, want %v", path, got, want)
 		}
+	}
+}
+
+// TestCharacterSet: a segment label outside ASCII makes the SEG UTF-8 (ISO_IR 192) over a
+// source in the default repertoire, and is refused over a source in another character set,
+// whose bytes the patient's name is copied in.
+func TestCharacterSet(t *testing.T) {
+	t.Parallel()
+	segs := []Segment{{Number: 1, Label: "Läsion"}}
+	mask := make([]byte, 4*4*2)
+	mask[3] = 1
+	s := syntheticSeries(4, 4, 2)
+	seg, _ := writeSEG(t, s, mask, Options{Segments: segs})
+	if !bytes.Contains(seg, []byte("ISO_IR 192")) || !bytes.Contains(seg, []byte("Läsion")) {
+		t.Error("a non-ASCII label over an ASCII source: no ISO_IR 192, or the label not in UTF-8")
+	}
+	if ascii, _ := writeSEG(t, s, mask, Options{Segments: []Segment{{Number: 1, Label: "lesion"}}}); bytes.Contains(ascii, []byte("\x08\x00\x05\x00CS")) {
+		t.Error("an ASCII SEG over an ASCII source names a character set")
+	}
+	latin := syntheticSeries(4, 4, 2)
+	for _, sl := range latin.Slices {
+		sl.File.Context.CharacterSet = "ISO_IR 100"
+	}
+	if _, err := Write(io.Discard, latin, mask, Options{Segments: segs}); !errors.Is(err, ErrLabels) {
+		t.Errorf("a non-ASCII label over a Latin-1 source: %v, want ErrLabels", err)
+	}
+	seg, _ = writeSEG(t, latin, mask, Options{Segments: []Segment{{Number: 1, Label: "lesion"}}})
+	if !bytes.Contains(seg, []byte("ISO_IR 100")) {
+		t.Error("the source's character set is not carried over")
 	}
 }
