@@ -8,12 +8,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"voxpipe/internal/dicomtest"
-	"voxpipe/internal/testexec"
 	"voxpipe/io/dicom"
 )
 
@@ -243,12 +241,12 @@ func TestDICOMSweepDeflateBombs(t *testing.T) {
 		args = append(args, filepath.Dir(b))
 	}
 	start := time.Now()
-	cmd := testexec.Cmd(t, bin, args...)
+	cmd := measuredCmd(t, bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Run()
 	took := time.Since(start)
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB
+	rss := cmd.peakRSS(t) // KiB
 	t.Logf("8 bombs and a series: exit %d in %v, peak RSS %d MiB", cmd.ProcessState.ExitCode(), took, rss>>10)
 	if code := cmd.ProcessState.ExitCode(); code != exitFailed {
 		t.Errorf("exit %d, want %d\n%s", code, exitFailed, stderr.String())

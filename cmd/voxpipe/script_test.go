@@ -58,7 +58,7 @@ import (
 // copy named voxpipe on their PATH, and run as voxpipe it calls run, as main does. Every other
 // test of the package runs as before.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"voxpipe": scriptVoxpipe})
+	testscript.Main(m, map[string]func(){"voxpipe": scriptVoxpipe, relayName: relayPeakRSS})
 }
 
 const (

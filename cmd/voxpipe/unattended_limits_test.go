@@ -38,19 +38,19 @@ func TestRunGzipBombFailsAlone(t *testing.T) {
 	out := t.TempDir()
 	// One reader: the volume gets both cores, so the parallel inflate takes it.
 	assertFailsAlone(t, out, "r", "bomb", "more than",
-		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--readers", "1", "--run-id", "r", in, "-o", out))
+		measuredCmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--readers", "1", "--run-id", "r", in, "-o", out))
 }
 
 // assertFailsAlone runs cmd (a run with id over the two phantoms of smallVolumes and a hostile
 // volume bad, into out) and checks that bad alone failed, its error containing errFrag, and
 // that the process stayed below 400 MiB.
-func assertFailsAlone(t *testing.T, out, id, bad, errFrag string, cmd *exec.Cmd) {
+func assertFailsAlone(t *testing.T, out, id, bad, errFrag string, cmd *measured) {
 	t.Helper()
 	start := time.Now()
 	if b, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
 		t.Fatalf("exit %d, want %d\n%s", cmd.ProcessState.ExitCode(), exitFailed, b)
 	}
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss
+	rss := cmd.peakRSS(t)
 	t.Logf("%s: run took %v, peak RSS %d KiB", bad, time.Since(start), rss)
 	s := statusByVolume(runSummary(t, out, id))
 	if s[bad].Status != timing.StatusFailed || !strings.Contains(s[bad].Error, errFrag) {
@@ -120,7 +120,7 @@ func TestRunSparseHugeHeaderFailsAlone(t *testing.T) {
 	sparse("huge.nii", nifti.Int16, 16, 1024) // 2 GiB of int16 + 1 GiB of mask
 	out := t.TempDir()
 	assertFailsAlone(t, out, "r", "huge", "--max-memory",
-		testexec.Cmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--max-memory", "1G", "--run-id", "r", in, "-o", out))
+		measuredCmd(t, bin, "run", "-q", "--engine", "cpu", "--model", modelPath, "--max-memory", "1G", "--run-id", "r", in, "-o", out))
 
 	// The default budget (half the memory) refuses a header that needs ~80 GiB.
 	total, err := usableMemory()
