@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -53,7 +54,9 @@ func (m *measured) peakRSS(t *testing.T) int64 {
 // passed through, killed when the relay dies), writes its peak RSS in KiB to FILE and exits
 // with its status.
 func relayPeakRSS() {
-	cmd := exec.Command(os.Args[2], os.Args[3:]...)
+	ctx, cancel := context.WithTimeout(context.Background(), testexec.Limit) // the relay's own parent has the test's deadline
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[2], os.Args[3:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err := cmd.Run()
