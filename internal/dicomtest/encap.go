@@ -43,3 +43,66 @@ func Fragments(file []byte) (offsets []uint32, frags [][]byte, err error) {
 		p += n
 	}
 }
+
+// Encapsulated is encapsulated pixel data (PS3.5 A.4) as a test writes it: an optional basic
+// offset table, fragments, and optionally the Extended Offset Table.
+type Encapsulated struct {
+	Offsets   []uint32 // the basic offset table (nil: an empty first item)
+	Fragments [][]byte // each padded to even length when written
+	// ExtendedOffsets and ExtendedLengths, where set, are written as (7FE0,0001) and
+	// (7FE0,0002).
+	ExtendedOffsets, ExtendedLengths []uint64
+}
+
+// Encapsulate splits each frame's compressed bytes into up to split fragments of even length
+// (the last padded with a zero byte, as PS3.5 A.4 allows after a JPEG's EOI), with a basic
+// offset table when bot, and the Extended Offset Table when eot.
+func Encapsulate(frames [][]byte, split int, bot, eot bool) *Encapsulated {
+	enc := &Encapsulated{}
+	pos := uint64(0)
+	for _, fr := range frames {
+		if len(fr)%2 == 1 {
+			fr = append(fr[:len(fr):len(fr)], 0)
+		}
+		if bot {
+			enc.Offsets = append(enc.Offsets, uint32(pos))
+		}
+		if eot {
+			enc.ExtendedOffsets = append(enc.ExtendedOffsets, pos)
+			enc.ExtendedLengths = append(enc.ExtendedLengths, uint64(len(fr)))
+		}
+		size := (len(fr)/max(split, 1) + 1) &^ 1
+		for len(fr) > 0 {
+			n := min(size, len(fr))
+			enc.Fragments = append(enc.Fragments, fr[:n])
+			pos += 8 + uint64(n)
+			fr = fr[n:]
+		}
+	}
+	return enc
+}
+
+// write writes the extended offset table, when set, and the pixel data.
+func (enc *Encapsulated) write(e *Enc) {
+	if enc.ExtendedOffsets != nil {
+		var off, n []byte
+		for i := range enc.ExtendedOffsets {
+			off = binary.LittleEndian.AppendUint64(off, enc.ExtendedOffsets[i])
+			n = binary.LittleEndian.AppendUint64(n, enc.ExtendedLengths[i])
+		}
+		e.Elem(0x7FE00001, "OV", off).Elem(0x7FE00002, "OV", n)
+	}
+	e.Header(0x7FE00010, "OB", UndefinedLength)
+	var bot []byte
+	for _, o := range enc.Offsets {
+		bot = binary.LittleEndian.AppendUint32(bot, o)
+	}
+	e.Tag(TagItem).U32(uint32(len(bot))).Raw(bot)
+	for _, f := range enc.Fragments {
+		if len(f)%2 == 1 {
+			f = append(f[:len(f):len(f)], 0)
+		}
+		e.Tag(TagItem).U32(uint32(len(f))).Raw(f)
+	}
+	e.Tag(TagSequenceDelim).U32(0)
+}

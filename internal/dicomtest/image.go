@@ -51,6 +51,9 @@ type Pixels struct {
 	Slope, Intercept float64  // rescale, where Slope != 0
 	Values           []uint32 // written in BitsAllocated bits each
 	Raw              []byte   // where set, the pixel data as it is, instead of Values
+	// Encapsulated, where set, is the pixel data as encapsulated fragments (a compressed
+	// syntax's), instead of Values or Raw; the data set is then explicit VR little endian.
+	Encapsulated *Encapsulated
 }
 
 // File encodes img as a Part 10 file (its data set deflated for the deflated syntax).
@@ -76,7 +79,7 @@ func (img Image) syntax() string {
 func (img Image) Dataset() []byte {
 	syntax := img.syntax()
 	body := syntax
-	if syntax == DeflatedExplicitVRLE || syntax == RLELossless {
+	if syntax == DeflatedExplicitVRLE || syntax == RLELossless || img.Pixels.Encapsulated != nil {
 		body = ExplicitVRLittleEndian
 	}
 	e := NewEnc(body)
@@ -190,6 +193,8 @@ func (p Pixels) writeDescription(e *Enc) {
 // fragments, one per frame (16 bits allocated).
 func (p Pixels) writeData(e *Enc, rle bool, frames int) {
 	switch {
+	case p.Encapsulated != nil:
+		p.Encapsulated.write(e)
 	case rle:
 		e.Header(0x7FE00010, "OB", UndefinedLength)
 		e.Tag(TagItem).U32(0) // empty basic offset table
