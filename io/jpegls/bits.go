@@ -110,6 +110,14 @@ func (br *bitReader) unary(most int) (q int, ok bool) {
 // q = LIMIT-qbpp-1: the next qbpp bits + 1. ok is false for more zeros than that.
 func (br *bitReader) golomb(k, limit, qbpp int) (v int, ok bool) {
 	escape := limit - qbpp - 1
+	br.refill()
+	// The common case at once: the zeros, the 1 and the k bits all in the cache.
+	if lz := bits.LeadingZeros64(br.cache); lz < escape && uint(lz+1+k) <= br.n {
+		v = lz<<k | int(br.cache<<uint(lz)<<1>>1>>uint(63-k))
+		br.cache <<= uint(lz + 1 + k)
+		br.n -= uint(lz + 1 + k)
+		return v, true
+	}
 	q, ok := br.unary(escape)
 	if !ok {
 		return 0, false

@@ -106,8 +106,8 @@ func (f *fastDecoder) put(y int) {
 		return
 	}
 	out := f.dst[2*y*f.w : 2*(y+1)*f.w]
-	for i, v := range row {
-		binary.NativeEndian.PutUint16(out[2*i:], uint16(v))
+	for i := range out[:len(out)/2] {
+		binary.NativeEndian.PutUint16(out[2*i:2*i+2], uint16(row[i]))
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 
 // requireTool returns the path of an encoder or decoder, skipping the test where it is not
 // installed, unless VOXPIPE_REQUIRE_SEG_TOOLS=1 (CI) makes its absence a failure.
-func requireTool(t *testing.T, name string) string {
+func requireTool(t testing.TB, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
@@ -88,7 +88,7 @@ func (p picture) file(v []uint32) []byte {
 }
 
 // run runs a tool under the test's deadline, failing the test on an error.
-func run(t *testing.T, name string, args ...string) {
+func run(t testing.TB, name string, args ...string) {
 	t.Helper()
 	out, err := testexec.Cmd(t, requireTool(t, name), args...).CombinedOutput()
 	if err != nil {
@@ -98,7 +98,7 @@ func run(t *testing.T, name string, args ...string) {
 
 // dcmtkEncode encodes the file with dcmcjpls and the given options and returns the
 // JPEG-LS stream of its one frame and the encoded file.
-func dcmtkEncode(t *testing.T, file []byte, opts ...string) (stream, encoded []byte) {
+func dcmtkEncode(t testing.TB, file []byte, opts ...string) (stream, encoded []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.dcm"), filepath.Join(dir, "out.dcm")
@@ -114,7 +114,7 @@ func dcmtkEncode(t *testing.T, file []byte, opts ...string) (stream, encoded []b
 }
 
 // frameStream concatenates the fragments of a one-frame encapsulated file.
-func frameStream(t *testing.T, encoded []byte) []byte {
+func frameStream(t testing.TB, encoded []byte) []byte {
 	t.Helper()
 	_, frags, err := dicomtest.Fragments(encoded)
 	if err != nil {
@@ -124,7 +124,7 @@ func frameStream(t *testing.T, encoded []byte) []byte {
 }
 
 // dcmtkDecode decodes an encapsulated JPEG-LS file with dcmdjpls and returns its pixel data.
-func dcmtkDecode(t *testing.T, encoded []byte) []byte {
+func dcmtkDecode(t testing.TB, encoded []byte) []byte {
 	t.Helper()
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.dcm"), filepath.Join(dir, "out.dcm")
