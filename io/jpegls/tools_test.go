@@ -125,20 +125,31 @@ func frameStream(t testing.TB, encoded []byte) []byte {
 
 // dcmtkDecode decodes an encapsulated JPEG-LS file with dcmdjpls and returns its pixel data.
 func dcmtkDecode(t testing.TB, encoded []byte) []byte {
+	return toolDecode(t, encoded, "dcmdjpls", "+te")
+}
+
+// gdcmDecode decodes an encapsulated JPEG-LS file with gdcmconv (CharLS 2) and returns its
+// pixel data.
+func gdcmDecode(t testing.TB, encoded []byte) []byte {
+	return toolDecode(t, encoded, "gdcmconv", "--raw")
+}
+
+// toolDecode decodes an encapsulated file with a tool and returns the native pixel data.
+func toolDecode(t testing.TB, encoded []byte, tool string, opts ...string) []byte {
 	t.Helper()
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.dcm"), filepath.Join(dir, "out.dcm")
 	if err := os.WriteFile(in, encoded, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run(t, "dcmdjpls", "+te", in, out)
+	run(t, tool, append(opts, in, out)...)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	px, ok := pixelData(b)
 	if !ok {
-		t.Fatal("no native pixel data in dcmdjpls's output")
+		t.Fatalf("no native pixel data in %s's output", tool)
 	}
 	return px
 }
