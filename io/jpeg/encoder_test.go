@@ -48,24 +48,15 @@ func (w *bitWriter) flush() {
 	}
 }
 
-// encPredict is Table H.1, written apart from the decoder's predict.
-func encPredict(sel, ra, rb, rc int) int {
-	switch sel {
-	case 1:
-		return ra
-	case 2:
-		return rb
-	case 3:
-		return rc
-	case 4:
-		return ra + rb - rc
-	case 5:
-		return ra + ((rb - rc) >> 1)
-	case 6:
-		return rb + ((ra - rc) >> 1)
-	default:
-		return (ra + rb) >> 1
-	}
+// encPredictors is Table H.1 by selection, written apart from the decoder's predict.
+var encPredictors = [8]func(ra, rb, rc int) int{
+	1: func(ra, _, _ int) int { return ra },
+	2: func(_, rb, _ int) int { return rb },
+	3: func(_, _, rc int) int { return rc },
+	4: func(ra, rb, rc int) int { return ra + rb - rc },
+	5: func(ra, rb, rc int) int { return ra + ((rb - rc) >> 1) },
+	6: func(ra, rb, rc int) int { return rb + ((ra - rc) >> 1) },
+	7: func(ra, rb, _ int) int { return (ra + rb) >> 1 },
 }
 
 // differences returns each sample's difference modulo 2^16 (0-65535) after the point
@@ -85,7 +76,7 @@ func differences(px []uint16, o encOpts) []int {
 			case x == 0:
 				p = at(x, y-1)
 			default:
-				p = encPredict(o.predictor, at(x-1, y), at(x, y-1), at(x-1, y-1))
+				p = encPredictors[o.predictor](at(x-1, y), at(x, y-1), at(x-1, y-1))
 			}
 			d[y*o.w+x] = (at(x, y) - p) & 0xFFFF
 		}

@@ -42,13 +42,10 @@ func (s *scan) lossless(r *bitReader, dc *huffTable) error {
 	var b rowChunk
 	var dt diffTable
 	dt.build(dc)
-	first := true // the first row of the scan or of a restart interval
 	for y := range f.h {
-		if y > 0 && s.rowsPerInterval > 0 && y%s.rowsPerInterval == 0 {
-			if err := s.restart(r, y); err != nil {
-				return err
-			}
-			first = true
+		first, err := s.rowStart(r, y)
+		if err != nil {
+			return err
 		}
 		ra := s.initial
 		for x0 := 0; x0 < f.w; x0 += chunk {
@@ -80,9 +77,20 @@ func (s *scan) lossless(r *bitReader, dc *huffTable) error {
 		if r.overrun() {
 			return fmt.Errorf("%w: the entropy-coded data ends at byte %d (row %d)", ErrTruncated, r.pos, y)
 		}
-		first = false
 	}
 	return nil
+}
+
+// rowStart begins row y of a lossless scan: where a restart interval starts, it reads the
+// RSTm marker. first: the row is the scan's or an interval's first (predicted from the left).
+func (s *scan) rowStart(r entropyReader, y int) (first bool, err error) {
+	if y == 0 {
+		return true, nil
+	}
+	if s.rowsPerInterval == 0 || y%s.rowsPerInterval != 0 {
+		return false, nil
+	}
+	return true, s.restart(r, y)
 }
 
 // undiffLeft reconstructs samples predicted from the left (Px = Ra), the predictor of the

@@ -3,7 +3,6 @@ package jpeg
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -34,14 +33,25 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
-// samples converts decoded bytes back to values.
-func samples(b []byte, sb int) []uint16 {
-	v := make([]uint16, len(b)/sb)
+// iterations is n, or short under -short.
+func iterations(n, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return n
+}
+
+// samples converts decoded bytes (host order) back to values.
+func samples(b []byte, sb int) []uint16 { return values(b, len(b)/sb, sb, binary.NativeEndian) }
+
+// values reads n samples of sb bytes in the given byte order.
+func values(b []byte, n, sb int, order binary.ByteOrder) []uint16 {
+	v := make([]uint16, n)
 	for i := range v {
 		if sb == 1 {
 			v[i] = uint16(b[i])
 		} else {
-			v[i] = binary.NativeEndian.Uint16(b[2*i:])
+			v[i] = order.Uint16(b[2*i:])
 		}
 	}
 	return v
@@ -83,11 +93,7 @@ func randomOpts(rng *rand.Rand) encOpts {
 func TestLosslessRandom(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
-	n := 3000
-	if testing.Short() {
-		n = 500
-	}
-	for i := range n {
+	for i := range iterations(3000, 500) {
 		o := randomOpts(rng)
 		var px []uint16
 		if rng.IntN(2) == 0 {
@@ -160,5 +166,3 @@ func BenchmarkDecodeLossless(b *testing.B) {
 		})
 	}
 }
-
-var _ = errors.Is

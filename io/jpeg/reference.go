@@ -106,13 +106,10 @@ func predict(sel int, ra, rb, rc int32) int32 {
 func (s *scan) losslessReference(r entropyReader, dc *huffTable) error {
 	f := s.f
 	out := sampleIO{dst: f.dst, sb: f.sb, pt: uint(f.pt)}
-	first := true // the first row of the scan or of a restart interval
 	for y := range f.h {
-		if y > 0 && s.rowsPerInterval > 0 && y%s.rowsPerInterval == 0 {
-			if err := s.restart(r, y); err != nil {
-				return err
-			}
-			first = true
+		first, err := s.rowStart(r, y)
+		if err != nil {
+			return err
 		}
 		for x := range f.w {
 			d, err := losslessDiff(r, dc)
@@ -133,7 +130,6 @@ func (s *scan) losslessReference(r entropyReader, dc *huffTable) error {
 			}
 			out.set(i, (px+d)&s.mask)
 		}
-		first = false
 	}
 	return nil
 }

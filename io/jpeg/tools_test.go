@@ -1,0 +1,123 @@
+package jpeg
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"voxpipe/internal/dicomtest"
+	"voxpipe/internal/testexec"
+)
+
+// requireTool returns the path of an external tool; missing, the test skips, or fails where
+// VOXPIPE_REQUIRE_SEG_TOOLS=1 (CI).
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("VOXPIPE_REQUIRE_SEG_TOOLS") == "1" {
+			t.Fatalf("%s is not installed (Debian: dcmtk, libgdcm-tools)", name)
+		}
+		t.Skipf("%s is not installed", name)
+	}
+	return p
+}
+
+// runTool runs a tool under the test's deadline, failing the test on an error.
+func runTool(t *testing.T, name string, args ...string) {
+	t.Helper()
+	out, err := testexec.Cmd(t, requireTool(t, name), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+}
+
+// image is a test picture to hand to the encoders.
+type image struct {
+	w, h, frames      int
+	allocated, stored int
+	signed            bool
+	values            []uint32 // frame after frame
+	syntax            string   // "": native
+	encapsulated      [][]byte // frames' streams, where syntax is set
+}
+
+// file writes the image as a Part 10 file.
+func (im image) file() []byte {
+	px := dicomtest.Pixels{BitsAllocated: im.allocated, BitsStored: im.stored, Signed: im.signed, Values: im.values}
+	if im.encapsulated != nil {
+		px.Values = nil
+		px.Encapsulated = dicomtest.Encapsulate(im.encapsulated, 1, true, false)
+	}
+	frames := 0
+	if im.frames > 1 {
+		frames = im.frames
+	}
+	return dicomtest.Image{
+		Syntax:   im.syntax,
+		IDs:      dicomtest.IDs{StudyUID: "1.2.3", SeriesUID: "1.2.3.4", SOPUID: "1.2.3.4.5", Number: 1, Instance: 1},
+		Geometry: dicomtest.Geometry{Rows: im.h, Columns: im.w, Frames: frames, Orientation: [6]float64{1, 0, 0, 0, 1, 0}, Spacing: [2]float64{1, 1}},
+		Pixels:   px,
+	}.File()
+}
+
+// convert writes file, runs tool on it (args, then the input and output paths) and returns
+// the output file.
+func convert(t *testing.T, file []byte, tool string, args ...string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.dcm"), filepath.Join(dir, "out.dcm")
+	if err := os.WriteFile(in, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runTool(t, tool, append(args, in, out)...)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// frameStreams returns each frame's JPEG stream of an encapsulated file (a frame's
+// fragments joined; frames told apart by the basic offset table).
+func frameStreams(t *testing.T, encoded []byte) [][]byte {
+	t.Helper()
+	offsets, frags, err := dicomtest.Fragments(encoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offsets) <= 1 {
+		return [][]byte{bytes.Join(frags, nil)}
+	}
+	var frames [][]byte
+	pos := uint32(0)
+	for _, f := range frags {
+		if len(frames) < len(offsets) && pos == offsets[len(frames)] {
+			frames = append(frames, nil)
+		}
+		frames[len(frames)-1] = append(frames[len(frames)-1], f...)
+		pos += 8 + uint32(len(f))
+	}
+	return frames
+}
+
+// nativePixels finds the last (7FE0,0010) OW or OB element of defined length in an explicit
+// VR little endian file (dcmdjpeg's output) and returns its value.
+func nativePixels(t *testing.T, file []byte) []byte {
+	t.Helper()
+	at := -1
+	for _, vr := range []string{"OW", "OB"} {
+		at = max(at, bytes.LastIndex(file, append([]byte{0xE0, 0x7F, 0x10, 0x00}, vr...)))
+	}
+	if at >= 0 && at+12 <= len(file) {
+		n := int(binary.LittleEndian.Uint32(file[at+8:]))
+		if n >= 0 && at+12+n <= len(file) {
+			return file[at+12 : at+12+n]
+		}
+	}
+	t.Fatal("no native pixel data in the decoded file")
+	return nil
+}
