@@ -172,13 +172,16 @@ func pixelData(file []byte) ([]byte, bool) {
 }
 
 // samples reads n samples of sb bytes in little endian (DICOM's) order.
-func samples(b []byte, n, sb int) []int {
+func samples(b []byte, n, sb int) []int { return samplesIn(binary.LittleEndian, b, n, sb) }
+
+// samplesIn reads n samples of sb bytes in the given order.
+func samplesIn(order binary.ByteOrder, b []byte, n, sb int) []int {
 	s := make([]int, n)
 	for i := range s {
 		if sb == 1 {
 			s[i] = int(b[i])
 		} else {
-			s[i] = int(binary.LittleEndian.Uint16(b[2*i:]))
+			s[i] = int(order.Uint16(b[2*i:]))
 		}
 	}
 	return s
@@ -198,15 +201,7 @@ func decodeBoth(t *testing.T, stream []byte, w, h, sb int) []int {
 	if !bytes.Equal(fast, ref) {
 		t.Fatalf("Decode and the reference differ at byte %d", firstDiff(fast, ref))
 	}
-	s := make([]int, w*h)
-	for i := range s {
-		if sb == 1 {
-			s[i] = int(fast[i])
-		} else {
-			s[i] = int(binary.NativeEndian.Uint16(fast[2*i:]))
-		}
-	}
-	return s
+	return samplesIn(binary.NativeEndian, fast, w*h, sb)
 }
 
 func firstDiff(a, b []byte) int {
