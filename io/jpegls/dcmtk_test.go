@@ -19,6 +19,8 @@ var losslessCases = []picture{
 	{w: 33, h: 17, allocated: 16, stored: 10, noise: 2, background: 0, seed: 9},
 	{w: 1, h: 20, allocated: 8, stored: 8, noise: 1, seed: 10},
 	{w: 20, h: 1, allocated: 16, stored: 12, noise: 1, seed: 11},
+	{w: 30, h: 20, allocated: 8, stored: 6, noise: 2, seed: 12},
+	{w: 30, h: 20, allocated: 8, stored: 4, noise: 1, seed: 13},
 }
 
 func (p picture) String() string {
