@@ -119,6 +119,9 @@ func (hd *header) checkLossless() error {
 func (hd *header) checkDCT() error {
 	in := hd.info
 	switch {
+	case in.Precision == 16 && in.Process == Extended:
+		// Outside T.81, but gdcm writes it for 16-bit samples (IJG's 16-bit build).
+		return fmt.Errorf("%w: 16-bit %s", ErrUnsupported, in.Process)
 	case in.Precision != 8 && (in.Precision != 12 || in.Process == Baseline):
 		return fmt.Errorf("%w: %s precision %d", ErrCorrupt, in.Process, in.Precision)
 	case in.Predictor != 0 || hd.se != 63 || hd.ah != 0 || in.PointTransform != 0:

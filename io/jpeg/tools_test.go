@@ -81,21 +81,21 @@ func convert(t *testing.T, file []byte, tool string, args ...string) []byte {
 	return b
 }
 
-// frameStreams returns each frame's JPEG stream of an encapsulated file (a frame's
-// fragments joined; frames told apart by the basic offset table).
+// frameStreams returns each frame's JPEG stream of an encapsulated file: a frame's fragments
+// joined, frames told apart by the basic offset table, or where it is empty by the SOI marker
+// that starts a frame's first fragment.
 func frameStreams(t *testing.T, encoded []byte) [][]byte {
 	t.Helper()
 	offsets, frags, err := dicomtest.Fragments(encoded)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(offsets) <= 1 {
-		return [][]byte{bytes.Join(frags, nil)}
-	}
 	var frames [][]byte
 	pos := uint32(0)
 	for _, f := range frags {
-		if len(frames) < len(offsets) && pos == offsets[len(frames)] {
+		starts := len(frames) == 0 || len(offsets) == 0 && bytes.HasPrefix(f, []byte{0xFF, 0xD8}) ||
+			len(frames) < len(offsets) && pos == offsets[len(frames)]
+		if starts {
 			frames = append(frames, nil)
 		}
 		frames[len(frames)-1] = append(frames[len(frames)-1], f...)
