@@ -3,20 +3,24 @@
 //
 //   - the lossless process 14 (SOF3; DICOM 1.2.840.10008.1.2.4.57 and .70, SV1): the seven
 //     predictors of Table H.1, precision 2 to 16 bits, point transforms, restart intervals;
-//   - the sequential DCT processes 1 and 4 (SOF0 baseline, SOF1 extended; DICOM .50 and .51),
-//     8 or 12 bits, with an integer IDCT bit-identical to IJG libjpeg's jpeg_idct_islow, which
-//     is what dcmtk's dcmdjpeg decodes with, so that both give the same samples.
+//   - the sequential DCT processes 1, 2 and 4 (SOF0 baseline, SOF1 extended; DICOM .50 and
+//     .51), 8 or 12 bits, with an integer IDCT bit-identical to IJG libjpeg's jpeg_idct_islow,
+//     which is what dcmtk's dcmdjpeg decodes with, so that both give the same samples.
 //
 // It refuses (ErrUnsupported, naming it) progressive, arithmetic-coded and hierarchical
-// streams, and frames of more than one component. It is written by hand because no Go module
+// streams, frames of more than one component, 16-bit DCT (outside T.81; gdcm writes it) and
+// lossless restart intervals that are not whole rows. It is written by hand because no Go module
 // decodes lossless or 12-bit JPEG (the standard library's image/jpeg decodes 8-bit baseline and
 // progressive only).
 //
-// Every stage has a plain reference beside its fast path, as io/inflate does: the reference
-// reads one bit at a time and decodes Huffman codes as T.81 F.2.2.3 DECODE does, with a
-// generic predictor; the fast path reads through a 64-bit bit buffer, decodes codes of up to
-// lookupBits bits with one table look-up and reconstructs rows with a loop per predictor. The
-// tests hold the two equal on random streams, on real encoders' streams and under fuzzing.
+// The entropy decoding has a plain reference beside its fast path, as io/inflate does: the
+// reference (reference.go) reads one bit at a time and decodes Huffman codes as T.81 F.2.2.3
+// DECODE does, and reconstructs lossless samples one by one with a generic predictor; the fast
+// path reads through a 64-bit bit buffer (bits.go), decodes a lossless difference, code and
+// extra bits, with one table look-up (lossless.go) and reconstructs a row in chunks with a
+// loop per predictor. The DCT path shares its block decoding and IDCT (dct.go, idct.go)
+// between the two readers. The tests hold the two equal on random streams, on real encoders'
+// streams and under fuzzing.
 //
 // Hostile input costs O(width*height + len(src)) time and no allocation beyond small tables;
 // the frame header is checked against the caller's dimensions before any decoding.
