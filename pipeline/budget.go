@@ -28,9 +28,10 @@ var ErrMemoryBudget = errors.New("pipeline: volume needs more host memory than t
 // memory a gzipped file is inflated into when it cannot be inflated straight into the input
 // buffer, and the model's view of it when it is reoriented or resampled (prepare.go). files
 // are the input's files (work.src.files: the data file last), p its plan (work.prep.plan).
-// A DICOM series (its header is the one dcm2niix would write) takes its input buffer and mask
-// only: it is read, deflated files inflated, straight into the input buffer and widened there
-// (decodeDICOM).
+// A DICOM series (its header is the one dcm2niix would write) takes its input buffer and mask,
+// and as scratch the compressed frames its read threads hold (admit): it is read, deflated
+// files inflated and compressed frames decoded, straight into the input buffer and widened
+// there (decodeDICOM).
 func (m *memory) volumeNeeds(h *nifti.Header, files []string, p *gridPlan) (in, mask, scratch, prep int64) {
 	prep = p.prepareBytes(h)
 	voxels := int64(h.NX()) * int64(h.NY()) * int64(h.NZ())
@@ -62,8 +63,11 @@ func (m *memory) admit(ctx context.Context, w *work) error {
 		return nil
 	}
 	in, mask, scratch, prep := m.volumeNeeds(w.src.hdr, w.src.files, w.prep.plan)
+	if w.job.Series != nil { // compressed frames, one per read thread at most (dicom.ReadRaw)
+		scratch = w.job.Series.DecodeScratch(m.readThreads)
+	}
 	if need := in + mask + scratch + prep; need > b.Limit() {
-		return fmt.Errorf("read %s: %w: its buffers need %s (input %s, mask %s, inflate %s, model's view %s), the budget is %s",
+		return fmt.Errorf("read %s: %w: its buffers need %s (input %s, mask %s, inflate or decode %s, model's view %s), the budget is %s",
 			w.job.Input, ErrMemoryBudget, gib(need), gib(in), gib(mask), gib(scratch), gib(prep), gib(b.Limit()))
 	}
 	growth := max(0, in-int64(w.mem.in.Allocated())) + mask + scratch + prep

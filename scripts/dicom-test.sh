@@ -3,12 +3,14 @@
 # orientation, slice order, pixel sign, rescale and transfer syntax (scripts/dicom_gen.py);
 # Debian's dcm2niix and `voxpipe convert` both convert each one, and the volumes must match
 # voxel for voxel with affines within 1e-4 mm (scripts/dicom_compare.py). A series with a
-# missing slice must be refused with the reason.
+# missing slice must be refused with the reason. Compressed copies of some of them, written by
+# dcmtk and gdcm (scripts/dicom-codecs.sh: JPEG lossless, JPEG-LS, split fragments, multi-frame),
+# against dcm2niix on the same files or on dcmtk's decoding of them; JPEG 2000 is refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for p in dcm2niix python3-pydicom python3-nibabel python3-numpy; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+for p in dcm2niix python3-pydicom python3-nibabel python3-numpy dcmtk libgdcm-tools; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
@@ -18,6 +20,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/voxpipe" ./cmd/voxpipe
 "$py" scripts/dicom_gen.py "$work/series"
+# shellcheck source=scripts/dicom-codecs.sh
+. scripts/dicom-codecs.sh
+codec_cases "$work/series"
 
 failed=0 cases=0
 while read -r name want ref; do
@@ -43,6 +48,8 @@ while read -r name want ref; do
 	esac
 done <"$work/series/cases.txt"
 "$py" scripts/dicom_compare.py "$work/pairs" || failed=$((failed + 1))
+mkdir -p "$work/out"
+codec_refusals "$work/voxpipe" "$work/series" "$work/out" || failed=$((failed + 1))
 
 # voxpipe run on a DICOM series must give the labels and affine it gives on dcm2niix's NIfTI of
 # the series, and print, record and name nothing with patient data (the series' PatientID,

@@ -106,3 +106,21 @@ func (enc *Encapsulated) write(e *Enc) {
 	}
 	e.Tag(TagSequenceDelim).U32(0)
 }
+
+// NativePixels returns the value of the last (7FE0,0010) OW or OB element of defined length in
+// an explicit VR little endian file (a decoder's output: dcmdjpeg, dcmdjpls, gdcmconv --raw).
+// A test helper, not a parser.
+func NativePixels(file []byte) ([]byte, bool) {
+	at := -1
+	for _, vr := range []string{"OW", "OB"} {
+		at = max(at, bytes.LastIndex(file, append([]byte{0xE0, 0x7F, 0x10, 0x00}, vr...)))
+	}
+	if at < 0 || at+12 > len(file) {
+		return nil, false
+	}
+	n := int(binary.LittleEndian.Uint32(file[at+8:]))
+	if n < 0 || at+12+n > len(file) {
+		return nil, false
+	}
+	return file[at+12 : at+12+n], true
+}

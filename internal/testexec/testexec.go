@@ -6,6 +6,7 @@ package testexec
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -53,4 +54,23 @@ func deadlineOf(t testing.TB) (time.Time, bool) {
 		return d.Deadline()
 	}
 	return time.Time{}, false
+}
+
+// RequireToolsEnv, set to 1 (CI sets it), makes a missing external tool fail the tests that
+// use it instead of skipping them.
+const RequireToolsEnv = "VOXPIPE_REQUIRE_TOOLS"
+
+// Tool returns the path of an external tool the test runs (an encoder, a validator). Where it
+// is not installed the test skips, naming the Debian packages that have it, or fails where
+// RequireToolsEnv is 1.
+func Tool(t testing.TB, name, debian string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv(RequireToolsEnv) == "1" {
+			t.Fatalf("%s is not installed (Debian: %s)", name, debian)
+		}
+		t.Skipf("%s is not installed (Debian: %s)", name, debian)
+	}
+	return p
 }

@@ -2,10 +2,20 @@
 // dcm2niix gives, so that hospital exports can be segmented without a conversion step.
 //
 // It is written by hand: no Go DICOM library is available to the project, and what voxpipe
-// needs is small: the meta group, five transfer syntaxes (implicit VR little endian, explicit VR
-// little and big endian, deflated explicit VR little endian, RLE Lossless), a few dozen
-// attributes, and the series geometry. Other encapsulated syntaxes (JPEG, JPEG-LS, JPEG 2000,
-// video) are parsed but their pixels refused with ErrUnsupported, naming the syntax.
+// needs is small: the meta group, the native syntaxes (implicit VR little endian, explicit VR
+// little and big endian, deflated explicit VR little endian), the encapsulated ones it decodes
+// (codec.go: RLE Lossless, encapsulated uncompressed, JPEG lossless, baseline and extended
+// through io/jpeg, JPEG-LS through io/jpegls), a few dozen attributes, and the series
+// geometry. Other encapsulated syntaxes (JPEG 2000, HTJ2K, video) are parsed but their pixels
+// refused with ErrUnsupported, naming the syntax and the way out (Explicit VR Little Endian
+// from the PACS, or a transcoder).
+//
+// Encapsulated frames (encap.go) are found by the Extended Offset Table, the basic offset
+// table, one fragment per frame, or the SOI marker that opens each frame's first fragment;
+// each frame's fragments are read into one buffer per reading goroutine (at most four times
+// the frame's pixel bytes plus 1 MiB: Series.DecodeScratch is what a read holds) and decoded
+// straight into the frame's place in the volume. The frames of a multi-frame file are decoded
+// in parallel like the files of a series.
 //
 // Parsing (ParseFile, Parse) reads only the bytes it needs through a window over the file, keeps
 // the attributes it uses, skips everything else (private tags, undefined-length sequences and

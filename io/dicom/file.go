@@ -174,6 +174,7 @@ func parse(r io.ReaderAt, size int64) (*File, error) {
 	}
 	f.order = d.order
 	f.pixels = d.pixels
+	f.pixels.extended = extendedOffsets(ds)
 	f.fill(ds)
 	return f, nil
 }

@@ -13,7 +13,7 @@ func (f *File) checkPixels() error {
 	case !f.pixels.found:
 		return ErrNoPixels
 	case !f.Syntax.Decoded():
-		return fmt.Errorf("%w: transfer syntax %v", ErrUnsupported, f.Syntax)
+		return refuse(f.Syntax)
 	case f.NumberOfFrames < 1:
 		return fmt.Errorf("%w: Number of Frames is not a positive integer", ErrCorrupt)
 	case f.Rows == 0 || f.Columns == 0 || f.BitsAllocated == 0:
@@ -30,6 +30,9 @@ func (f *File) checkPixels() error {
 		return fmt.Errorf("%w: %dx%d pixels", ErrCorrupt, f.Columns, f.Rows)
 	}
 	if f.pixels.encapsulated {
+		if len(f.pixels.fragments) < f.NumberOfFrames {
+			return fmt.Errorf("%w: %d fragments of encapsulated pixel data for %d frames", ErrCorrupt, len(f.pixels.fragments), f.NumberOfFrames)
+		}
 		return nil
 	}
 	if fb := f.frameBytes(); int64(f.NumberOfFrames) > f.pixels.native.n/fb {
@@ -50,8 +53,16 @@ func (f *File) readFrames(r io.ReaderAt, dst []byte) error {
 // readFramesTo reads the frames' samples, in host byte order and BitsAllocated wide, unmasked,
 // frame i into to(i) (frameBytes long; nil: frame i is not wanted), in frame order. r is the
 // file (ignored when the File keeps its own source). A deflated file is inflated as it is
-// read: each frame straight into its place, nothing else kept.
+// read: each frame straight into its place, nothing else kept; an encapsulated frame's
+// compressed bytes are read into one buffer, reused, and decoded into its place.
 func (f *File) readFramesTo(r io.ReaderAt, to func(frame int) []byte) error {
+	var buf []byte
+	return f.readFramesWith(r, nil, to, &buf)
+}
+
+// readFramesWith is readFramesTo with the encapsulated fragments grouped by frame already
+// (nil: grouped here) and the caller's scratch for compressed frames.
+func (f *File) readFramesWith(r io.ReaderAt, frames [][]fragment, to func(frame int) []byte, buf *[]byte) error {
 	if err := f.checkPixels(); err != nil {
 		return err
 	}
@@ -62,7 +73,13 @@ func (f *File) readFramesTo(r io.ReaderAt, to func(frame int) []byte) error {
 	case f.deflateAt > 0:
 		return f.readDeflated(r, to)
 	case f.pixels.encapsulated:
-		return f.readRLE(r, to)
+		if frames == nil {
+			var err error
+			if frames, err = f.frameFragments(r); err != nil {
+				return err
+			}
+		}
+		return f.readEncapsulated(r, frames, to, buf)
 	}
 	fb := f.frameBytes()
 	for i := range f.NumberOfFrames {

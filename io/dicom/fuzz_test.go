@@ -13,10 +13,15 @@ import (
 // when it accepts them: nothing may panic, every error must wrap one of the package's
 // sentinels (or be an I/O error of the reader), and nothing is allocated beyond what the file
 // holds (the decode buffer is sized from the parsed, checked attributes, capped here). The
-// corpus (testdata/fuzz/FuzzParse) holds small files of each syntax, multi-frame and RLE.
+// corpus (testdata/fuzz/FuzzParse) holds small files of each syntax, multi-frame and RLE;
+// encapsulated multi-frame files (split fragments, offset tables) are added here.
 func FuzzParse(f *testing.F) {
 	for _, sp := range fuzzSeeds() {
 		f.Add(sp.file())
+	}
+	for _, c := range []encapCase{uncompressedCase(3, 4, 2), baselineCase(f, 8, 8, 2)} { // encapsulated
+		c.split, c.eot = 2, c.syntax == string(EncapsulatedUncompressed)
+		f.Add(c.images()[0].File())
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		file, err := Parse(bytes.NewReader(b), int64(len(b)))

@@ -55,6 +55,7 @@ type pixelLoc struct {
 	encapsulated bool
 	native       fragment
 	offsets      []uint32 // basic offset table, empty when absent
+	extended     []uint64 // the Extended Offset Table, nil when absent
 	fragments    []fragment
 }
 

@@ -3,7 +3,6 @@ package dicom
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 )
 
 // hostOrder is this machine's byte order, which decoded samples are given in.
@@ -22,67 +21,6 @@ func swap(b []byte, size int) {
 			b[l], b[r] = b[r], b[l]
 		}
 	}
-}
-
-// frameFragments groups the encapsulated fragments by frame (PS3.5 A.4): by the basic offset
-// table when it has one entry per frame, else one fragment per frame, else (one frame) all of
-// them.
-func (f *File) frameFragments() ([][]fragment, error) {
-	n, frags := f.NumberOfFrames, f.pixels.fragments
-	switch {
-	case len(f.pixels.offsets) == n && n > 1:
-		out := make([][]fragment, n)
-		pos := int64(0) // offset of the fragment's item tag from the first fragment's
-		for _, fr := range frags {
-			i := n - 1
-			for i > 0 && int64(f.pixels.offsets[i]) > pos {
-				i--
-			}
-			out[i] = append(out[i], fr)
-			pos += 8 + fr.n
-		}
-		return out, nil
-	case len(frags) == n:
-		out := make([][]fragment, n)
-		for i := range frags {
-			out[i] = frags[i : i+1]
-		}
-		return out, nil
-	case n == 1 && len(frags) > 0:
-		return [][]fragment{frags}, nil
-	}
-	return nil, fmt.Errorf("%w: %d fragments for %d frames and a basic offset table of %d entries", ErrCorrupt, len(frags), n, len(f.pixels.offsets))
-}
-
-// readRLE decodes RLE Lossless frames (PS3.5 annex G), frame i into to(i) (nil: skipped),
-// host byte order.
-func (f *File) readRLE(r io.ReaderAt, to func(frame int) []byte) error {
-	if f.Syntax != RLELossless {
-		return fmt.Errorf("%w: encapsulated pixel data in transfer syntax %v", ErrUnsupported, f.Syntax)
-	}
-	frames, err := f.frameFragments()
-	if err != nil {
-		return err
-	}
-	var buf []byte
-	for i, frags := range frames {
-		dst := to(i)
-		if dst == nil {
-			continue
-		}
-		buf = buf[:0]
-		for _, fr := range frags {
-			at := len(buf)
-			buf = append(buf, make([]byte, fr.n)...)
-			if err := readFull(r, buf[at:], fr.off); err != nil {
-				return err
-			}
-		}
-		if err := decodeRLE(dst, buf, f.BitsAllocated/8); err != nil {
-			return fmt.Errorf("RLE frame %d: %w", i, err)
-		}
-	}
-	return nil
 }
 
 // decodeRLE decodes one RLE frame of greyscale samples, width bytes each, into dst in host

@@ -145,6 +145,15 @@ func (s *Series) assemble(sl []Slice) error {
 // read, and a volume over MaxVoxels.
 func (s *Series) checkSlices(sl []Slice, first Frame) error {
 	s.Slope, s.Intercept = first.Slope, first.Intercept
+	checked := map[*File]bool{}
+	for _, x := range sl { // first: a file whose pixels do not make its frames has no frame geometry either
+		if !checked[x.File] {
+			checked[x.File] = true
+			if err := x.File.checkPixels(); err != nil {
+				return fmt.Errorf("%s: %w", x.File.Path, err)
+			}
+		}
+	}
 	for _, x := range sl {
 		fr := x.File.Frames[x.Frame]
 		if fr.Slope != s.Slope || fr.Intercept != s.Intercept {
@@ -152,15 +161,6 @@ func (s *Series) checkSlices(sl []Slice, first Frame) error {
 		}
 		if !fr.HasPosition || !fr.HasOrientation {
 			return fmt.Errorf("%w: %s has no ImagePositionPatient or ImageOrientationPatient", ErrGeometry, x.name())
-		}
-	}
-	checked := map[*File]bool{}
-	for _, x := range sl {
-		if !checked[x.File] {
-			checked[x.File] = true
-			if err := x.File.checkPixels(); err != nil {
-				return fmt.Errorf("%s: %w", x.File.Path, err)
-			}
 		}
 	}
 	if v := int64(s.Rows) * int64(s.Columns) * int64(len(sl)); v > MaxVoxels {

@@ -67,6 +67,7 @@ const (
 	tagPixelValueTransform  Tag = 0x00289145
 	tagSharedFunctionalSeq  Tag = 0x52009229
 	tagPerFrameFunctionalSq Tag = 0x52009230
+	tagExtendedOffsets      Tag = 0x7FE00001
 	tagPixelData            Tag = 0x7FE00010
 
 	tagItem          Tag = 0xFFFEE000
@@ -94,7 +95,7 @@ var keptVR = map[Tag]string{
 	tagColumns: "US", tagPixelSpacing: "DS", tagBitsAllocated: "US", tagBitsStored: "US",
 	tagHighBit: "US", tagPixelRepresentation: "US", tagRescaleIntercept: "DS", tagRescaleSlope: "DS",
 	tagPixelMeasuresSeq: "SQ", tagPixelValueTransform: "SQ", tagSharedFunctionalSeq: "SQ",
-	tagPerFrameFunctionalSq: "SQ",
+	tagPerFrameFunctionalSq: "SQ", tagExtendedOffsets: "OV",
 }
 
 // longLengthVR are the explicit VRs with two reserved bytes and a 32-bit length (PS3.5 7.1.2).
@@ -116,6 +117,14 @@ const (
 	DeflatedExplicitVRLE   TransferSyntax = "1.2.840.10008.1.2.1.99"
 	ExplicitVRBigEndian    TransferSyntax = "1.2.840.10008.1.2.2"
 	RLELossless            TransferSyntax = "1.2.840.10008.1.2.5"
+	// EncapsulatedUncompressed holds native frames, one per fragment.
+	EncapsulatedUncompressed TransferSyntax = "1.2.840.10008.1.2.1.98"
+	JPEGBaseline             TransferSyntax = "1.2.840.10008.1.2.4.50"
+	JPEGExtended             TransferSyntax = "1.2.840.10008.1.2.4.51"
+	JPEGLossless             TransferSyntax = "1.2.840.10008.1.2.4.57"
+	JPEGLosslessSV1          TransferSyntax = "1.2.840.10008.1.2.4.70"
+	JPEGLSLossless           TransferSyntax = "1.2.840.10008.1.2.4.80"
+	JPEGLSNearLossless       TransferSyntax = "1.2.840.10008.1.2.4.81"
 )
 
 // syntaxNames names the transfer syntaxes (PS3.6 annex A), for errors about the ones not
@@ -164,10 +173,11 @@ func (ts TransferSyntax) String() string {
 // Decoded reports whether this package reads the syntax's pixel data.
 func (ts TransferSyntax) Decoded() bool {
 	switch ts {
-	case ImplicitVRLittleEndian, ExplicitVRLittleEndian, DeflatedExplicitVRLE, ExplicitVRBigEndian, RLELossless:
+	case ImplicitVRLittleEndian, ExplicitVRLittleEndian, DeflatedExplicitVRLE, ExplicitVRBigEndian:
 		return true
 	}
-	return false
+	_, ok := codecs[ts]
+	return ok
 }
 
 // segmentationClass is the Segmentation Storage SOP class: a label mask over a series, not an

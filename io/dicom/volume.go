@@ -3,6 +3,8 @@ package dicom
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
+	"runtime"
 	"unsafe"
 
 	"voxpipe/internal/regular"
@@ -49,8 +51,11 @@ func (s *Series) ReadRaw(dst []byte, workers int) (nifti.DataType, error) {
 	if int64(len(dst)) != s.Voxels()*int64(size) {
 		return 0, fmt.Errorf("dicom: ReadRaw: buffer of %d bytes for %d voxels of %d bytes", len(dst), s.Voxels(), size)
 	}
-	var order []*File
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	targets := map[*File]map[int]int{} // file -> frame -> z
+	var order []*File
 	for z, sl := range s.Slices {
 		if targets[sl.File] == nil {
 			order = append(order, sl.File)
@@ -58,23 +63,31 @@ func (s *Series) ReadRaw(dst []byte, workers int) (nifti.DataType, error) {
 		}
 		targets[sl.File][sl.Frame] = z
 	}
+	units, frames, err := readUnits(order, targets)
+	if err != nil {
+		return 0, err
+	}
 	sample := s.BitsAllocated / 8
-	err := forEach(len(order), workers, func(_, i int) error {
-		f := order[i]
-		ts := targets[f]
+	bufs := make([][]byte, workers) // each worker's compressed frame
+	err = forEach(len(units), workers, func(w, i int) error {
+		u := units[i]
+		f, ts := u.f, targets[u.f]
 		frame := int(f.frameBytes())
 		slot := func(z int) []byte { return dst[z*plane*size : (z+1)*plane*size] }
 		to := func(fr int) []byte {
 			z, ok := ts[fr]
-			if !ok {
-				return nil // a frame of another series (split by orientation or echo)
+			if !ok || u.frame >= 0 && fr != u.frame {
+				return nil // a frame of another unit, or of another series (split by orientation or echo)
 			}
 			return slot(z)[:frame]
 		}
-		if err := readFile(f, to); err != nil {
+		if err := readFile(f, frames[f], to, &bufs[w]); err != nil {
 			return fmt.Errorf("%s: %w", f.Path, err)
 		}
 		for fr, z := range ts {
+			if u.frame >= 0 && fr != u.frame {
+				continue
+			}
 			raw := slot(z)[:frame]
 			s.maskBits(raw)
 			flipRows(raw, s.Columns*sample, s.Rows)
@@ -103,17 +116,69 @@ func (s *Series) ReadRaw(dst []byte, workers int) (nifti.DataType, error) {
 	return dt, nil
 }
 
-// readFile reads the frames of f, frame i into to(i) (nil: not wanted).
-func readFile(f *File, to func(frame int) []byte) error {
+// readUnit is a piece of ReadRaw's work: a file, or one frame of a multi-frame file whose
+// frames are compressed (decoded on every core).
+type readUnit struct {
+	f     *File
+	frame int // -1: every frame of f
+}
+
+// readUnits splits the files' reading into units, and groups the fragments of the
+// multi-frame encapsulated files by frame once for all their units.
+func readUnits(order []*File, targets map[*File]map[int]int) ([]readUnit, map[*File][][]fragment, error) {
+	var units []readUnit
+	frames := map[*File][][]fragment{}
+	for _, f := range order {
+		if !f.pixels.encapsulated || len(targets[f]) < 2 || f.checkPixels() != nil {
+			units = append(units, readUnit{f, -1}) // its error, if any, comes from the read
+			continue
+		}
+		err := withFile(f, func(r io.ReaderAt) (err error) {
+			frames[f], err = f.frameFragments(r)
+			return err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", f.Path, err)
+		}
+		for fr := range targets[f] {
+			units = append(units, readUnit{f, fr})
+		}
+	}
+	return units, frames, nil
+}
+
+// readFile reads the frames of f, frame i into to(i) (nil: not wanted); frames are its
+// fragments grouped by frame (nil: grouped as it is read), buf the scratch for a compressed
+// frame.
+func readFile(f *File, frames [][]fragment, to func(frame int) []byte, buf *[]byte) error {
+	return withFile(f, func(r io.ReaderAt) error { return f.readFramesWith(r, frames, to, buf) })
+}
+
+// withFile calls fn with f's bytes: its own source, or the file opened (regular files only).
+func withFile(f *File, fn func(r io.ReaderAt) error) error {
 	if f.src != nil {
-		return f.readFramesTo(nil, to)
+		return fn(f.src)
 	}
 	fh, _, err := regular.Open(f.Path)
 	if err != nil {
 		return err
 	}
 	defer fh.Close()
-	return f.readFramesTo(fh, to)
+	return fn(fh)
+}
+
+// DecodeScratch is what ReadRaw on workers goroutines (0: GOMAXPROCS) holds besides the
+// volume: at most one compressed frame per goroutine, each at most maxCompressed bytes; 0 for
+// series without compressed frames.
+func (s *Series) DecodeScratch(workers int) int64 {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var most int64
+	for _, sl := range s.Slices {
+		most = max(most, sl.File.compressedBound())
+	}
+	return int64(min(workers, len(s.Slices))) * most
 }
 
 // maskBits keeps the BitsStored low bits of each sample (PS3.5 8.1.1), sign-extended when

@@ -19,7 +19,7 @@ import (
 const debianPython = "/usr/bin/python3"
 
 // needPydicom skips the test when Debian's pydicom (and nibabel) cannot be imported, unless
-// VOXPIPE_REQUIRE_SEG_TOOLS=1 (CI) makes that a failure (validate_test.go's python).
+// VOXPIPE_REQUIRE_TOOLS=1 (CI) makes that a failure (validate_test.go's python).
 func needPydicom(t *testing.T) { python(t) }
 
 // TestPydicomLiverSEG reads the SEG pydicom ships (a dcmqi liver segmentation cut to one

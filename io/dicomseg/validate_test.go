@@ -3,7 +3,6 @@ package dicomseg
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,27 +12,19 @@ import (
 	"voxpipe/io/nifti"
 )
 
-// requireTool returns the path of a validator, skipping the test where it is not installed,
-// unless VOXPIPE_REQUIRE_SEG_TOOLS=1 (CI) makes its absence a failure.
+// requireTool returns the path of a validator (testexec.Tool).
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("VOXPIPE_REQUIRE_SEG_TOOLS") == "1" {
-			t.Fatalf("%s is not installed (Debian: dicom3tools, python3-pydicom, python3-nibabel)", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return p
+	return testexec.Tool(t, name, "dicom3tools, python3-pydicom, python3-nibabel")
 }
 
 // python is Debian's python3 (debianPython), which has pydicom and nibabel (the one first on
-// PATH may not); missing, the test skips, or fails under VOXPIPE_REQUIRE_SEG_TOOLS=1.
+// PATH may not); missing, the test skips, or fails under testexec.RequireToolsEnv=1.
 func python(t *testing.T) string {
 	t.Helper()
 	p := requireTool(t, debianPython)
 	if out, err := testexec.Cmd(t, p, "-c", "import pydicom, nibabel, numpy").CombinedOutput(); err != nil {
-		if os.Getenv("VOXPIPE_REQUIRE_SEG_TOOLS") == "1" {
+		if os.Getenv(testexec.RequireToolsEnv) == "1" {
 			t.Fatalf("%s lacks pydicom, nibabel or numpy: %v %s", p, err, out)
 		}
 		t.Skipf("%s lacks pydicom, nibabel or numpy (apt-get install python3-pydicom python3-nibabel): %v", p, err)

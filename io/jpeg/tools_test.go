@@ -2,9 +2,7 @@ package jpeg
 
 import (
 	"bytes"
-	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -12,18 +10,10 @@ import (
 	"voxpipe/internal/testexec"
 )
 
-// requireTool returns the path of an external tool; missing, the test skips, or fails where
-// VOXPIPE_REQUIRE_SEG_TOOLS=1 (CI).
-func requireTool(t *testing.T, name string) string {
+// requireTool returns the path of an encoder or decoder (testexec.Tool).
+func requireTool(t testing.TB, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("VOXPIPE_REQUIRE_SEG_TOOLS") == "1" {
-			t.Fatalf("%s is not installed (Debian: dcmtk, libgdcm-tools)", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return p
+	return testexec.Tool(t, name, "dcmtk, libgdcm-tools")
 }
 
 // runTool runs a tool under the test's deadline, failing the test on an error.
@@ -104,20 +94,12 @@ func frameStreams(t *testing.T, encoded []byte) [][]byte {
 	return frames
 }
 
-// nativePixels finds the last (7FE0,0010) OW or OB element of defined length in an explicit
-// VR little endian file (dcmdjpeg's output) and returns its value.
+// nativePixels returns the native pixel data of a decoder's output file.
 func nativePixels(t *testing.T, file []byte) []byte {
 	t.Helper()
-	at := -1
-	for _, vr := range []string{"OW", "OB"} {
-		at = max(at, bytes.LastIndex(file, append([]byte{0xE0, 0x7F, 0x10, 0x00}, vr...)))
+	px, ok := dicomtest.NativePixels(file)
+	if !ok {
+		t.Fatal("no native pixel data in the decoded file")
 	}
-	if at >= 0 && at+12 <= len(file) {
-		n := int(binary.LittleEndian.Uint32(file[at+8:]))
-		if n >= 0 && at+12+n <= len(file) {
-			return file[at+12 : at+12+n]
-		}
-	}
-	t.Fatal("no native pixel data in the decoded file")
-	return nil
+	return px
 }

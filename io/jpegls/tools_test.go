@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -14,18 +13,10 @@ import (
 	"voxpipe/internal/testexec"
 )
 
-// requireTool returns the path of an encoder or decoder, skipping the test where it is not
-// installed, unless VOXPIPE_REQUIRE_SEG_TOOLS=1 (CI) makes its absence a failure.
+// requireTool returns the path of an encoder or decoder (testexec.Tool).
 func requireTool(t testing.TB, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("VOXPIPE_REQUIRE_SEG_TOOLS") == "1" {
-			t.Fatalf("%s is not installed (Debian: dcmtk, libgdcm-tools)", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return p
+	return testexec.Tool(t, name, "dcmtk, libgdcm-tools")
 }
 
 // picture describes a test image: an MR-like smooth object with noise inside an ellipse,
@@ -154,22 +145,8 @@ func toolDecode(t testing.TB, encoded []byte, tool string, opts ...string) []byt
 	return px
 }
 
-// pixelData finds the last (7FE0,0010) OW or OB element of defined length in an explicit
-// VR little endian file and returns its value.
-func pixelData(file []byte) ([]byte, bool) {
-	at := -1
-	for _, vr := range []string{"OW", "OB"} {
-		at = max(at, bytes.LastIndex(file, append([]byte{0xE0, 0x7F, 0x10, 0x00}, vr...)))
-	}
-	if at < 0 || at+12 > len(file) {
-		return nil, false
-	}
-	n := int(binary.LittleEndian.Uint32(file[at+8:]))
-	if n < 0 || at+12+n > len(file) {
-		return nil, false
-	}
-	return file[at+12 : at+12+n], true
-}
+// pixelData returns the native pixel data of a decoder's output file.
+func pixelData(file []byte) ([]byte, bool) { return dicomtest.NativePixels(file) }
 
 // samples reads n samples of sb bytes in little endian (DICOM's) order.
 func samples(b []byte, n, sb int) []int { return samplesIn(binary.LittleEndian, b, n, sb) }
