@@ -3,14 +3,18 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 	"voxpipe/engine/engine"
+	"voxpipe/internal/dicomtest"
 	"voxpipe/internal/hostmem"
 
+	"voxpipe/io/dicom"
 	"voxpipe/io/nifti"
 	"voxpipe/jobs"
 	"voxpipe/telemetry/timing"
@@ -150,5 +154,44 @@ func TestQueueTime(t *testing.T) {
 	}
 	if queued < 2 {
 		t.Errorf("%d volumes queued behind the engine, want at least 2 of 4", queued)
+	}
+}
+
+// A compressed DICOM series reserves, besides its buffers, the compressed frames its read
+// threads hold (dicom.Series.DecodeScratch): a budget one byte short of that fails it.
+func TestAdmitCountsDecodeScratch(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var paths []string
+	for k := range 4 {
+		frame := make([]byte, 2*24*16)
+		img := dicomtest.Image{
+			Syntax:   "1.2.840.10008.1.2.1.98", // encapsulated uncompressed: frames in fragments
+			IDs:      dicomtest.IDs{StudyUID: "1.2", SeriesUID: "1.2.3", SOPUID: fmt.Sprintf("1.2.3.%d", k), Number: 1, Instance: k + 1},
+			Geometry: dicomtest.Geometry{Rows: 16, Columns: 24, Position: [3]float64{0, 0, float64(k)}, Orientation: dicomtest.Axial, Spacing: [2]float64{1, 1}},
+			Pixels:   dicomtest.Pixels{Encapsulated: dicomtest.Encapsulate([][]byte{frame}, 2, false, false)},
+		}
+		p := filepath.Join(dir, dicomtest.FileName(k))
+		if err := os.WriteFile(p, img.File(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	s := dicom.ScanFiles(paths, 1).Series[0]
+	scratch := s.DecodeScratch(2)
+	if scratch != 2*(2*24*16) {
+		t.Fatalf("DecodeScratch(2) = %d, want two frames' fragments, %d", scratch, 2*2*24*16)
+	}
+	h := s.Header(s.StoredType())
+	for _, short := range []int64{1, 0} {
+		m := &memory{readThreads: 2, log: discardLogger}
+		in, mask, _, prep := m.volumeNeeds(h, nil, nil)
+		m.budget = hostmem.NewBudget(in + mask + prep + scratch - short)
+		w := &work{job: jobs.Job{Input: dir, Series: s}, mem: held{in: hostmem.NewBuffer(nil, inputHeadroom)}}
+		w.src.hdr = h
+		err := m.admit(context.Background(), w)
+		if short == 1 && !errors.Is(err, ErrMemoryBudget) || short == 0 && (err != nil || w.mem.scratch != scratch) {
+			t.Errorf("budget %d short: admit %v, scratch %d of %d", short, err, w.mem.scratch, scratch)
+		}
 	}
 }

@@ -30,6 +30,7 @@ package main
 //	nii pair IN OUT.hdr          rewrite IN as a NIfTI-1 .hdr/.img pair
 //	nii stack OUT IN...          stack 3D volumes of one size into a 4D file
 //	nii slope FILE VALUE         rewrite FILE with scl_slope VALUE (NaN, Inf, 0, 2.5...)
+//	transcode IN OUT TOOL ARG... every file of IN through a DICOM encoder into OUT
 
 import (
 	"bytes"
@@ -120,6 +121,7 @@ func TestScript(t *testing.T) {
 			"truncate":    cmdTruncate,
 			"dicomseries": cmdDicomSeries,
 			"nii":         cmdNii,
+			"transcode":   cmdTranscode,
 		},
 	})
 }

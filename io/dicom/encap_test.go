@@ -273,3 +273,43 @@ func TestRefusedSyntaxesNameTheWayOut(t *testing.T) {
 		})
 	}
 }
+
+// A damaged compressed frame fails its series, naming the file and the frame: a stream cut
+// short (ErrTruncated), one whose frame header declares another size, however large (refused
+// before anything is decoded), one whose entropy-coded data is noise (corrupt or cut short,
+// whichever the decoder meets first).
+func TestCompressedFrameDamage(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		damage func(b []byte) []byte
+		want   error
+	}{
+		"cut short": {func(b []byte) []byte { return b[:len(b)/2] }, ErrTruncated},
+		"65535 rows": {func(b []byte) []byte {
+			at := bytes.Index(b, []byte{0xFF, 0xC0}) // SOF0: length, precision, then the height
+			b[at+5], b[at+6] = 0xFF, 0xFF
+			return b
+		}, ErrCorrupt},
+		"noise": {func(b []byte) []byte {
+			sos := bytes.Index(b, []byte{0xFF, 0xDA})
+			for i := sos + 20; i < len(b)-2; i++ {
+				b[i] = byte(i * 37 % 255) // never 0xFF: no marker
+			}
+			return b
+		}, nil},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			base := baselineCase(t, 16, 24, 3)
+			base.frames[1] = c.damage(bytes.Clone(base.frames[1]))
+			base.split = 1
+			paths := base.write(t, t.TempDir())
+			_, _, err := readSeries(t, paths, 2)
+			classed := errors.Is(err, c.want) || c.want == nil && (errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTruncated))
+			if !classed || !strings.Contains(err.Error(), paths[0]) || !strings.Contains(err.Error(), "frame 1") {
+				t.Fatalf("got %v, want %v naming %s and frame 1", err, c.want, paths[0])
+			}
+		})
+	}
+}
