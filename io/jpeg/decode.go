@@ -116,6 +116,10 @@ func (hd *header) checkLossless() error {
 	return nil
 }
 
+// checkDCT refuses what a sequential DCT frame cannot be. A scan's spectral selection and
+// successive approximation (T.81 wants Ss 0, Se 63, Ah and Al 0) are ignored, as IJG's
+// libjpeg ignores them with a warning (JWRN_NOT_SEQUENTIAL): real encoders write Se 0, and
+// dcmtk decodes such files.
 func (hd *header) checkDCT() error {
 	in := hd.info
 	switch {
@@ -124,8 +128,6 @@ func (hd *header) checkDCT() error {
 		return fmt.Errorf("%w: 16-bit %s", ErrUnsupported, in.Process)
 	case in.Precision != 8 && (in.Precision != 12 || in.Process == Baseline):
 		return fmt.Errorf("%w: %s precision %d", ErrCorrupt, in.Process, in.Precision)
-	case in.Predictor != 0 || hd.se != 63 || hd.ah != 0 || in.PointTransform != 0:
-		return fmt.Errorf("%w: sequential scan with spectral selection %d-%d, approximation %d/%d", ErrCorrupt, in.Predictor, hd.se, hd.ah, in.PointTransform)
 	case hd.tq > 3 || !hd.quantOK[hd.tq]:
 		return fmt.Errorf("%w: quantization table %d is not defined", ErrCorrupt, hd.tq)
 	}

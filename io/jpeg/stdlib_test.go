@@ -55,3 +55,33 @@ func TestBaselineAgainstImageJPEG(t *testing.T) {
 		}
 	}
 }
+
+// A sequential scan that declares spectral selection 0-0 (written by real encoders; pydicom's
+// JPEG-lossy.dcm has one) decodes as the same scan declaring 0-63, as IJG's libjpeg (and so
+// dcmtk) decodes it.
+func TestSequentialScanIgnoresSpectralSelection(t *testing.T) {
+	t.Parallel()
+	img := goimage.NewGray(goimage.Rect(0, 0, 40, 24))
+	for i, v := range mrImage(40, 24, 8, rand.New(rand.NewPCG(5, 6))) {
+		img.Pix[i] = byte(v)
+	}
+	var b bytes.Buffer
+	if err := stdjpeg.Encode(&b, img, &stdjpeg.Options{Quality: 80}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := decodeBoth(t, b.Bytes(), 40, 24, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := bytes.Clone(b.Bytes())
+	sos := bytes.Index(odd, []byte{0xFF, 0xDA})
+	n := int(odd[sos+4]) // components in the scan; Ss, Se, AhAl follow their selectors
+	if odd[sos+5+2*n+1] != 63 {
+		t.Fatalf("Se is %d, want 63 from image/jpeg", odd[sos+5+2*n+1])
+	}
+	odd[sos+5+2*n+1] = 0
+	got, err := decodeBoth(t, odd, 40, 24, 1)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Se 0: %v, same samples %v", err, bytes.Equal(got, want))
+	}
+}
