@@ -2,8 +2,6 @@ package jpeg
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"voxpipe/internal/dicomtest"
@@ -14,15 +12,6 @@ import (
 func requireTool(t testing.TB, name string) string {
 	t.Helper()
 	return testexec.Tool(t, name, "dcmtk, libgdcm-tools")
-}
-
-// runTool runs a tool under the test's deadline, failing the test on an error.
-func runTool(t *testing.T, name string, args ...string) {
-	t.Helper()
-	out, err := testexec.Cmd(t, requireTool(t, name), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-	}
 }
 
 // image is a test picture to hand to the encoders.
@@ -54,21 +43,10 @@ func (im image) file() []byte {
 	}.File()
 }
 
-// convert writes file, runs tool on it (args, then the input and output paths) and returns
-// the output file.
+// convert runs tool on file (dicomtest.Transcode) and returns the output file.
 func convert(t *testing.T, file []byte, tool string, args ...string) []byte {
 	t.Helper()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.dcm"), filepath.Join(dir, "out.dcm")
-	if err := os.WriteFile(in, file, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	runTool(t, tool, append(args, in, out)...)
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return dicomtest.Transcode(t, file, tool, args...)
 }
 
 // frameStreams returns each frame's JPEG stream of an encapsulated file: a frame's fragments

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"voxpipe/internal/dicomtest"
@@ -78,29 +76,11 @@ func (p picture) file(v []uint32) []byte {
 	}.File()
 }
 
-// run runs a tool under the test's deadline, failing the test on an error.
-func run(t testing.TB, name string, args ...string) {
-	t.Helper()
-	out, err := testexec.Cmd(t, requireTool(t, name), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-	}
-}
-
 // dcmtkEncode encodes the file with dcmcjpls and the given options and returns the
 // JPEG-LS stream of its one frame and the encoded file.
 func dcmtkEncode(t testing.TB, file []byte, opts ...string) (stream, encoded []byte) {
 	t.Helper()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.dcm"), filepath.Join(dir, "out.dcm")
-	if err := os.WriteFile(in, file, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run(t, "dcmcjpls", append(opts, in, out)...)
-	encoded, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	encoded = dicomtest.Transcode(t, file, "dcmcjpls", opts...)
 	return frameStream(t, encoded), encoded
 }
 
@@ -128,17 +108,7 @@ func gdcmDecode(t testing.TB, encoded []byte) []byte {
 // toolDecode decodes an encapsulated file with a tool and returns the native pixel data.
 func toolDecode(t testing.TB, encoded []byte, tool string, opts ...string) []byte {
 	t.Helper()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.dcm"), filepath.Join(dir, "out.dcm")
-	if err := os.WriteFile(in, encoded, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run(t, tool, append(opts, in, out)...)
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px, ok := pixelData(b)
+	px, ok := pixelData(dicomtest.Transcode(t, encoded, tool, opts...))
 	if !ok {
 		t.Fatalf("no native pixel data in %s's output", tool)
 	}
