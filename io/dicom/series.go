@@ -75,10 +75,17 @@ type Series struct {
 // ID identifies the series without patient information: the first 12 hex digits of the
 // SHA-256 of its SeriesInstanceUID (and part), for logs and records.
 func (s *Series) ID() string {
-	key := s.UID + "/" + strconv.Itoa(s.Part)
 	if s.folder != "" {
-		key = "folder:" + s.folder
+		return shortHash("folder:" + s.folder)
 	}
+	return SeriesID(s.UID, s.Part)
+}
+
+// SeriesID is the ID of part part of the series with SeriesInstanceUID uid (Series.ID), known
+// before any file of it is read (a PACS lists the UID): 12 hex digits of a SHA-256, no PHI.
+func SeriesID(uid string, part int) string { return shortHash(uid + "/" + strconv.Itoa(part)) }
+
+func shortHash(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:6])
 }
