@@ -57,10 +57,24 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	return runBatch(c, ws, shard, batchInput{inputs: c.Args().Slice(), dicomName: c.String("dicom-name")})
+}
+
+// batchInput is what a batch is made of besides the flags: `run`'s arguments, or the series
+// `pacs sync` retrieved (named by their IDs, each volume's end seen by observe).
+type batchInput struct {
+	inputs    []string
+	dicomName string
+	observe   pipeline.Progress // nil: none
+}
+
+// runBatch is `run` once its flags are checked: it discovers the inputs' volumes, segments
+// them and returns the run's exit.
+func runBatch(c *cli.Context, ws workSettings, shard jobs.Shard, in batchInput) error {
 	// Bars on a terminal, log lines otherwise; logs print above the bars.
 	logOut := &switchWriter{w: c.App.ErrWriter}
 	log := newLogger(logOut, c.String("log-format"), c.Bool("quiet"))
-	found, batch, err := findBatch(c, ws.outDir, ws.maskName, shard, log)
+	found, batch, err := findBatch(c, in, ws.outDir, ws.maskName, shard, log)
 	if err != nil || len(batch) == 0 {
 		return err
 	}
@@ -90,6 +104,9 @@ func runAction(c *cli.Context) error {
 	reporter, restoreLog := runProgress(c, log, logOut)
 	cl.add(restoreLog) // the bars are gone once the run returns
 	cfg.Input.Jobs, cfg.Telemetry.Shard, cfg.Telemetry.Progress = batch, shard.String(), es.withMetrics(reporter)
+	if in.observe != nil {
+		cfg.Telemetry.Progress = progress.Multi(cfg.Telemetry.Progress, in.observe)
+	}
 	cfg.Output.Overwrite, cfg.FailFast = c.Bool("overwrite"), c.Bool("fail-fast")
 	cfg.Workers.MaxMemory = ws.maxMemory
 	if c.String("trace") != "" {
@@ -171,11 +188,11 @@ func checkRunFlags(c *cli.Context) (workSettings, jobs.Shard, error) {
 
 // findBatch discovers the volumes of the inputs and keeps this shard's; an empty batch with
 // no error is nothing to do (logged).
-func findBatch(c *cli.Context, outDir, maskName string, shard jobs.Shard, log *slog.Logger) (*jobs.Discovery, []jobs.Job, error) {
-	found, err := jobs.DiscoverDICOM(c.Args().Slice(), c.Bool("recursive"), outDir, maskName, c.String("dicom-name"))
+func findBatch(c *cli.Context, in batchInput, outDir, maskName string, shard jobs.Shard, log *slog.Logger) (*jobs.Discovery, []jobs.Job, error) {
+	found, err := jobs.DiscoverDICOM(in.inputs, c.Bool("recursive"), outDir, maskName, in.dicomName)
 	if errors.Is(err, jobs.ErrNoInputs) {
 		noteDiscovery(log, found)
-		log.Info("nothing to do: no NIfTI volumes or DICOM series in the inputs", "inputs", c.Args().Slice())
+		log.Info("nothing to do: no NIfTI volumes or DICOM series in the inputs", "inputs", in.inputs)
 		return found, nil, nil
 	}
 	if err != nil {

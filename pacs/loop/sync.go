@@ -65,16 +65,25 @@ var ErrSearch = errors.New("loop: search failed")
 // Key is the work folder's name of a series: its ID (io/dicom.SeriesID, part 0).
 func Key(seriesUID string) string { return dicom.SeriesID(seriesUID, 0) }
 
-// Plan searches the source for series new since the last completed sync and claims the ones
+// Lookback is how far before the last completed search a search starts: QIDO matches a
+// series by its study's date, and a study begun before midnight gets series after it.
+const Lookback = 24 * time.Hour
+
+// Plan searches the source for series new since the last completed sync (a first one: since
+// today), Lookback before, and claims the ones
 // not done yet: SEG series are left out, series in the ledger are done, series another live
 // sync holds are busy. The caller releases every item (Finish or Abandon).
 func (s *Sync) Plan(ctx context.Context) (*Plan, error) {
 	p := &Plan{started: s.now()}
-	since, err := s.lastSearch()
+	last, err := s.lastSearch()
 	if err != nil {
 		return nil, err
 	}
-	found, err := s.Source.Search(ctx, since)
+	if last.IsZero() {
+		last = p.started // a first sync starts from today, not from the PACS's whole past
+	}
+	// A day before: a study begun before midnight whose series arrive after it.
+	found, err := s.Source.Search(ctx, last.Add(-Lookback))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSearch, err)
 	}

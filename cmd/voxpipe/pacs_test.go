@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"voxpipe/internal/dicomtest"
+	"voxpipe/internal/orthanctest"
+	"voxpipe/internal/testexec"
+)
+
+// voxpipe runs this test binary as voxpipe with args, within limit; it returns stderr and
+// the exit code.
+func voxpipe(t *testing.T, limit time.Duration, env []string, args ...string) (string, int) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := testexec.CmdWithin(t, limit, exe, args...)
+	cmd.Args[0] = "voxpipe" // testscript.Main runs the command named by argv[0]
+	cmd.Env = append(append(os.Environ(), env...), deadlineEnv+"="+strconv.FormatInt(time.Now().Add(limit).UnixNano(), 10))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return stderr.String(), ee.ExitCode()
+	case err != nil:
+		t.Fatalf("voxpipe %v: %v", args, err)
+	}
+	return stderr.String(), 0
+}
+
+// pacsFixture is an Orthanc holding small MR series, and the flags to sync from it.
+type pacsFixture struct {
+	pacs *orthanctest.Server
+	work string
+	args []string // --url, credentials, -o WORK, CPU engine
+}
+
+func newPACSFixture(t *testing.T, series ...dicomtest.Series) *pacsFixture {
+	t.Helper()
+	f := &pacsFixture{pacs: orthanctest.Start(t, orthanctest.Options{}), work: filepath.Join(t.TempDir(), "work")}
+	pw := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pw, []byte(f.pacs.Password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.args = []string{"--url", f.pacs.DICOMweb, "--user", f.pacs.User, "--password-file", pw, "-o", f.work,
+		"--engine", "cpu", "--resample", "off", "--log-format", "json", "--progress-interval", "0",
+		"--all"} // the series are dated 2024: a sync without --all searches from today
+	for _, s := range series {
+		f.store(t, s, 0, 12)
+	}
+	return f
+}
+
+// store writes slices [from, to) of s and stores them in the PACS.
+func (f *pacsFixture) store(t *testing.T, s dicomtest.Series, from, to int) {
+	t.Helper()
+	paths, err := s.Write(t.TempDir(), from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pacs.Store(t, paths...)
+}
+
+// sync runs `voxpipe pacs sync` with the fixture's flags and more.
+func (f *pacsFixture) sync(t *testing.T, more ...string) (string, int) {
+	t.Helper()
+	return voxpipe(t, 3*time.Minute, nil, append(append([]string{"pacs", "sync"}, f.args...), more...)...)
+}
+
+// segs counts the SEG instances the PACS holds, by study.
+func (f *pacsFixture) segs(t *testing.T) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, s := range f.pacs.Series(t) {
+		if s.Modality == "SEG" {
+			n[s.StudyInstanceUID] += s.Instances
+		}
+	}
+	return n
+}
+
+func mrSeries(k int) dicomtest.Series {
+	return dicomtest.Series{StudyUID: fmt.Sprintf("1.2.826.0.1.3680043.10.543.35.%d", k), SeriesUID: fmt.Sprintf("1.2.826.0.1.3680043.10.543.35.%d.1", k),
+		Number: k + 1, Rows: 32, Columns: 32, Description: "T1", PatientID: "PID35"}
+}
+
+// The whole loop against a real Orthanc: a sync segments each MR series and stores its SEG
+// into the series' study, once; a second sync finds them done and stores nothing; the masks
+// and SEGs in WORKDIR are named by the series ID (no patient data).
+func TestPACSSyncLoop(t *testing.T) {
+	t.Parallel()
+	f := newPACSFixture(t, mrSeries(1), mrSeries(2))
+	stderr, code := f.sync(t)
+	if code != 0 {
+		t.Fatalf("sync: exit %d\n%s", code, stderr)
+	}
+	segs := f.segs(t)
+	if len(segs) != 2 || segs[mrSeries(1).StudyUID] != 1 || segs[mrSeries(2).StudyUID] != 1 {
+		t.Fatalf("SEGs in the PACS by study: %v, want one in each of the two studies", segs)
+	}
+	done, _ := filepath.Glob(filepath.Join(f.work, "pacs", "done", "*.json"))
+	masks, _ := filepath.Glob(filepath.Join(f.work, "*_mask.seg.dcm"))
+	if len(done) != 2 || len(masks) != 2 {
+		t.Fatalf("ledger %v, SEGs %v", done, masks)
+	}
+	for _, m := range masks {
+		if strings.Contains(m, "PID35") || strings.Contains(m, "T1") {
+			t.Errorf("%s: patient data in a file name", m)
+		}
+	}
+	if stderr, code = f.sync(t); code != 0 || !strings.Contains(stderr, `"done":2`) {
+		t.Fatalf("second sync: exit %d, want the two series done\n%s", code, stderr)
+	}
+	if again := f.segs(t); again[mrSeries(1).StudyUID] != 1 || again[mrSeries(2).StudyUID] != 1 {
+		t.Errorf("a second sync stored again: %v", again)
+	}
+}
+
+// Concurrent syncs on one work folder store exactly one SEG per series.
+func TestPACSConcurrentSyncs(t *testing.T) {
+	t.Parallel()
+	f := newPACSFixture(t, mrSeries(3), mrSeries(4), mrSeries(5))
+	var wg sync.WaitGroup
+	codes := make([]int, 3)
+	logs := make([]string, 3)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			logs[i], codes[i] = f.sync(t, "--run-id", fmt.Sprintf("sync%d", i))
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 0 {
+			t.Errorf("sync %d: exit %d\n%s", i, c, logs[i])
+		}
+	}
+	segs := f.segs(t)
+	for _, k := range []int{3, 4, 5} {
+		if segs[mrSeries(k).StudyUID] != 1 {
+			t.Errorf("study %d: %d SEGs, want 1 (%v)", k, segs[mrSeries(k).StudyUID], segs)
+		}
+	}
+}
+
+// A series that cannot be segmented (a slice missing) fails the sync (exit 1) and stores
+// nothing, while the other series is done; once its slice arrives the next sync does it.
+func TestPACSFailedSeriesRetried(t *testing.T) {
+	t.Parallel()
+	f := newPACSFixture(t, mrSeries(6))
+	broken := mrSeries(7)
+	f.store(t, broken, 0, 5)
+	f.store(t, broken, 6, 12)
+	stderr, code := f.sync(t)
+	if code != 1 || !strings.Contains(stderr, "1 of 2 new series failed") {
+		t.Fatalf("sync: exit %d, want 1 naming one failed series\n%s", code, stderr)
+	}
+	if segs := f.segs(t); segs[mrSeries(6).StudyUID] != 1 || segs[broken.StudyUID] != 0 {
+		t.Fatalf("SEGs %v: want the good series' only", segs)
+	}
+	f.store(t, broken, 5, 6)
+	if stderr, code = f.sync(t); code != 0 {
+		t.Fatalf("sync after the slice arrived: exit %d\n%s", code, stderr)
+	}
+	if segs := f.segs(t); segs[broken.StudyUID] != 1 || segs[mrSeries(6).StudyUID] != 1 {
+		t.Fatalf("SEGs %v after the retry", segs)
+	}
+}
+
+// Wrong credentials exit 1 with a message about them (the password never printed); a PACS that
+// cannot be reached exits 1 naming its URL.
+func TestPACSCredentialsAndUnreachable(t *testing.T) {
+	t.Parallel()
+	f := newPACSFixture(t)
+	bad := filepath.Join(t.TempDir(), "bad")
+	if err := os.WriteFile(bad, []byte("not-the-password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr, code := voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", f.pacs.DICOMweb, "--user", f.pacs.User, "--password-file", bad, "-o", f.work)
+	if code != 1 || !strings.Contains(stderr, "credentials") || strings.Contains(stderr, "not-the-password") {
+		t.Errorf("wrong password: exit %d\n%s", code, stderr)
+	}
+	url := f.pacs.DICOMweb
+	if err := f.pacs.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stderr, code = voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", url, "--retries", "1", "--user", f.pacs.User, "--password-file", bad, "-o", f.work)
+	if code != 1 || !strings.Contains(stderr, strings.TrimSuffix(url, "/dicom-web")) {
+		t.Errorf("unreachable PACS: exit %d, want 1 naming %s\n%s", code, url, stderr)
+	}
+}
+
+// A series sent to the PACS over DIMSE (C-STORE by storescu) is picked up like any other.
+func TestPACSDIMSESeriesPickedUp(t *testing.T) {
+	t.Parallel()
+	f := newPACSFixture(t)
+	paths, err := mrSeries(8).Write(t.TempDir(), 0, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pacs.StoreSCU(t, paths...)
+	if stderr, code := f.sync(t); code != 0 {
+		t.Fatalf("sync: exit %d\n%s", code, stderr)
+	}
+	if segs := f.segs(t); segs[mrSeries(8).StudyUID] != 1 {
+		t.Fatalf("SEGs %v", segs)
+	}
+}
