@@ -21,6 +21,7 @@ type call struct {
 	kind        Kind
 	method      string
 	url         string
+	show        string // the URL in messages and Observe, when shorter than url (no includefield)
 	accept      string
 	contentType string
 	// body makes a fresh request body and its length for each attempt; nil: none.
@@ -30,6 +31,14 @@ type call struct {
 	// handle reads an answer; the body stalls are watched. On error, the attempt is retried
 	// when the body broke off or stalled, and fails otherwise.
 	handle func(resp *http.Response) error
+}
+
+// shown is the URL to name in messages.
+func (cl *call) shown() string {
+	if cl.show != "" {
+		return cl.show
+	}
+	return cl.url
 }
 
 // outcome is how one attempt ended.
@@ -50,14 +59,14 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		start := time.Now()
 		o := c.attempt(ctx, cl)
 		if c.observe != nil {
-			c.observe(Request{Kind: cl.kind, Method: cl.method, URL: cl.url, Status: o.status,
+			c.observe(Request{Kind: cl.kind, Method: cl.method, URL: cl.shown(), Status: o.status,
 				Duration: time.Since(start), Attempt: attempt, Class: o.class})
 		}
 		if o.err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("dicomweb: %s %s: %w", cl.method, cl.url, context.Cause(ctx))
+			return fmt.Errorf("dicomweb: %s %s: %w", cl.method, cl.shown(), context.Cause(ctx))
 		}
 		if !o.retry || attempt > c.retries {
 			return c.final(cl, o, attempt)
@@ -67,7 +76,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			wait = c.backoffFor(attempt)
 		}
 		if err := c.sleep(ctx, wait); err != nil {
-			return fmt.Errorf("dicomweb: %s %s: waiting to retry: %w", cl.method, cl.url, err)
+			return fmt.Errorf("dicomweb: %s %s: waiting to retry: %w", cl.method, cl.shown(), err)
 		}
 	}
 }
@@ -79,7 +88,7 @@ func (c *Client) final(cl *call, o outcome, attempts int) error {
 	case errors.As(o.err, &se) && o.class == ClassStatus:
 		return statusFailure(se, attempts)
 	case o.class == ClassConnect || o.class == ClassTLS || o.class == ClassTimeout || o.class == ClassStream:
-		return fmt.Errorf("%w: %s %s (%d attempts): %w", ErrUnreachable, cl.method, cl.url, attempts, o.err)
+		return fmt.Errorf("%w: %s %s (%s): %w", ErrUnreachable, cl.method, cl.shown(), plural(attempts, "attempt"), o.err)
 	}
 	return o.err
 }
@@ -104,7 +113,7 @@ func (c *Client) attempt(parent context.Context, cl *call) outcome {
 	defer wd.stop()
 	req, err := http.NewRequestWithContext(ctx, cl.method, cl.url, nil)
 	if err != nil {
-		return outcome{err: fmt.Errorf("dicomweb: %s %s: %w", cl.method, cl.url, err), class: ClassLocal}
+		return outcome{err: fmt.Errorf("dicomweb: %s %s: %w", cl.method, cl.shown(), err), class: ClassLocal}
 	}
 	var body *watchedBody
 	if cl.body != nil {
@@ -125,7 +134,7 @@ func (c *Client) attempt(parent context.Context, cl *call) outcome {
 		if body != nil && body.failed() != nil { // our file failed, not the network
 			return outcome{err: body.failed(), class: ClassLocal}
 		}
-		return c.transportFailure(ctx, cl, err)
+		return c.transportFailure(ctx, err)
 	}
 	wd.kick()
 	rb := &watchedBody{rc: resp.Body, wd: wd}
@@ -134,7 +143,7 @@ func (c *Client) attempt(parent context.Context, cl *call) outcome {
 	o := outcome{status: resp.StatusCode, retryAfter: -1}
 	ok := cl.answer == nil && resp.StatusCode/100 == 2 || cl.answer != nil && cl.answer(resp.StatusCode)
 	if !ok {
-		se := &StatusError{Method: cl.method, URL: cl.url, Code: resp.StatusCode}
+		se := &StatusError{Method: cl.method, URL: cl.shown(), Code: resp.StatusCode}
 		b, _ := io.ReadAll(io.LimitReader(rb, 4*snippetLen))
 		se.Body = snippet(b, c.secrets)
 		o.err, o.class, o.retry = se, ClassStatus, se.retryable()
@@ -154,13 +163,16 @@ func (c *Client) attempt(parent context.Context, cl *call) outcome {
 func (c *Client) handleFailure(ctx context.Context, rb *watchedBody, o outcome) outcome {
 	var se *StatusError
 	switch {
+	// A body that stalled or broke: the handler's error (a part cut short) says less than
+	// the body's own.
 	case ctx.Err() != nil && context.Cause(ctx) == errStalled:
 		o.class, o.retry = ClassTimeout, true
-		o.err = fmt.Errorf("the answer stalled for %v: %w", c.timeout, o.err)
+		o.err = fmt.Errorf("the answer stalled for %v", c.timeout)
 	case ctx.Err() != nil:
 		o.class = ClassCanceled
 	case rb.failed() != nil:
 		o.class, o.retry = ClassStream, true
+		o.err = fmt.Errorf("the answer broke off: %w", rb.failed())
 	case errors.Is(o.err, ErrMalformed):
 		o.class = ClassMalformed
 	case errors.Is(o.err, ErrStoreFailed):
@@ -174,7 +186,7 @@ func (c *Client) handleFailure(ctx context.Context, rb *watchedBody, o outcome) 
 }
 
 // transportFailure classes an error from sending the request.
-func (c *Client) transportFailure(ctx context.Context, cl *call, err error) outcome {
+func (c *Client) transportFailure(ctx context.Context, err error) outcome {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // its text repeats the URL
@@ -282,3 +294,11 @@ func (b *watchedBody) failed() error {
 }
 
 func (b *watchedBody) Close() error { return b.rc.Close() }
+
+// plural is "1 attempt", "2 attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -55,7 +55,7 @@ func statusFailure(se *StatusError, attempts int) error {
 		return fmt.Errorf("%w: %w", ErrNotFound, se)
 	}
 	if attempts > 1 {
-		return fmt.Errorf("dicomweb: %w (after %d attempts)", se, attempts)
+		return fmt.Errorf("dicomweb: %w (after %s)", se, plural(attempts, "attempt"))
 	}
 	return fmt.Errorf("dicomweb: %w", se)
 }

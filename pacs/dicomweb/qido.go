@@ -57,13 +57,15 @@ func (c *Client) SearchSeries(ctx context.Context, q SeriesQuery) ([]Series, err
 	if !q.Since.IsZero() {
 		params.Set("StudyDate", q.Since.Format("20060102")+"-")
 	}
-	params.Set("includefield", strings.Join(seriesFields, ","))
 	params.Set("limit", strconv.Itoa(limit))
 	var out []Series
 	seen := map[string]bool{}
 	for offset := 0; ; {
 		params.Set("offset", strconv.Itoa(offset))
-		page, err := c.searchPage(ctx, c.endpoint(params, segments...))
+		show := c.endpoint(params, segments...)
+		params.Set("includefield", strings.Join(seriesFields, ","))
+		page, err := c.searchPage(ctx, c.endpoint(params, segments...), show)
+		params.Del("includefield")
 		if err != nil {
 			return out, err
 		}
@@ -83,14 +85,15 @@ func (c *Client) SearchSeries(ctx context.Context, q SeriesQuery) ([]Series, err
 }
 
 // searchPage runs one QIDO-RS request and decodes its series.
-func (c *Client) searchPage(ctx context.Context, u string) ([]Series, error) {
+// show is u without its includefield, for messages.
+func (c *Client) searchPage(ctx context.Context, u, show string) ([]Series, error) {
 	var page []Series
-	err := c.do(ctx, &call{kind: QIDO, method: http.MethodGet, url: u, accept: "application/dicom+json",
+	err := c.do(ctx, &call{kind: QIDO, method: http.MethodGet, url: u, show: show, accept: "application/dicom+json",
 		handle: func(resp *http.Response) error {
 			var err error
 			page, err = decodeSeries(resp)
 			if err != nil {
-				return fmt.Errorf("%w: GET %s: %w", ErrMalformed, u, err)
+				return fmt.Errorf("%w: GET %s: %w", ErrMalformed, show, err)
 			}
 			return nil
 		}})

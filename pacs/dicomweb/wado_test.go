@@ -193,3 +193,24 @@ func TestParseMediaType(t *testing.T) {
 		}
 	}
 }
+
+func TestRetrieveSeriesAlwaysBroken(t *testing.T) {
+	t.Parallel()
+	body := multipartBody(t, "b0undary", "application/dicom", instances(3))
+	srv := server(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", `multipart/related; type="application/dicom"; boundary=b0undary`)
+		w.Write(body[:len(body)-2000])
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	c, rec := testClient(t, srv.URL+"/dicom-web", func(o *Options) { o.Retries = 2 })
+	dir := t.TempDir()
+	paths, err := c.RetrieveSeries(context.Background(), "1.2.3", "1.2.3.4", dir)
+	if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "broke off") || paths != nil {
+		t.Errorf("paths %q, err %v; want ErrUnreachable, the answer broke off", paths, err)
+	}
+	checkFiles(t, dir, nil, nil)
+	if n := len(rec.requests()); n != 3 {
+		t.Errorf("%d attempts, want 3", n)
+	}
+}
