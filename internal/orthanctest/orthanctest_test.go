@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -188,4 +189,27 @@ func TestCleanupStops(t *testing.T) {
 		t.Skip("no Orthanc was started (the subtest says why)")
 	}
 	gone(t, pid, url)
+}
+
+// An Orthanc whose HTTP port another Orthanc holds is not taken for ready because the other
+// one answers: Start would then try other ports.
+func TestPortHeldByAnotherOrthanc(t *testing.T) {
+	t.Parallel()
+	a, b := Start(t, Options{}), Start(t, Options{})
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(strings.TrimPrefix(a.URL, "http://127.0.0.1:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.configure(port, b.DicomPort, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.launch(t); !errors.Is(err, errPortInUse) {
+		t.Errorf("Orthanc on the HTTP port of another: %v, want errPortInUse", err)
+	}
+	if b.PID() != 0 {
+		t.Errorf("the Orthanc that could not start still runs as pid %d", b.PID())
+	}
 }
