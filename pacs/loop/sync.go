@@ -39,8 +39,11 @@ type Sync struct {
 	Source   Source
 	Store    Store
 	StoreURL string // for the ledger
-	Log      *slog.Logger
-	Now      func() time.Time // default time.Now
+	// Keep, when set, is asked of each series that is not done before it is claimed: false
+	// leaves it for a later search (one still arriving: Settler).
+	Keep func(Series) bool
+	Log  *slog.Logger
+	Now  func() time.Time // default time.Now
 }
 
 // Item is a new series this sync holds the claim of.
@@ -54,9 +57,9 @@ type Item struct {
 
 // Plan is what a search found: the series to do (claimed), and how many were left alone.
 type Plan struct {
-	Todo                   []*Item
-	Done, SEGs, Busy, Seen int
-	started                time.Time
+	Todo                            []*Item
+	Done, SEGs, Busy, Waiting, Seen int
+	started                         time.Time
 }
 
 // ErrSearch wraps a failed search: nothing was claimed.
@@ -101,6 +104,8 @@ func (s *Sync) Plan(ctx context.Context) (*Plan, error) {
 		}
 		it, err := s.claim(sr, key)
 		switch {
+		case errors.Is(err, errWait):
+			p.Waiting++
 		case errors.Is(err, claim.ErrBusy):
 			p.Busy++
 		case errors.Is(err, errDone):
@@ -118,10 +123,16 @@ func (s *Sync) Plan(ctx context.Context) (*Plan, error) {
 // errDone: the series is in the ledger.
 var errDone = errors.New("loop: series done")
 
+// errWait: Keep left the series for later.
+var errWait = errors.New("loop: series left for later")
+
 // claim claims a series not in the ledger, reading the ledger again under the claim.
 func (s *Sync) claim(sr Series, key string) (*Item, error) {
 	if r, err := s.Done(key); err != nil || r != nil {
 		return nil, orDone(err)
+	}
+	if s.Keep != nil && !s.Keep(sr) {
+		return nil, errWait
 	}
 	if err := os.MkdirAll(s.pacsDir()+"/series", 0o755); err != nil {
 		return nil, fmt.Errorf("loop: %w", err)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"voxpipe/store/claim"
@@ -216,4 +217,49 @@ func TestBusyAndDone(t *testing.T) {
 		t.Fatalf("plan %+v: %v", plan, err)
 	}
 	other.Abandon(held.Todo[1])
+}
+
+// A series is taken once its instance count has not changed for Settle, seen by successive
+// searches; one that grows starts over. Timing in a synctest bubble.
+func TestSettler(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st := &Settler{Settle: 10 * time.Second}
+		s := Series{SeriesUID: "1.2.3", Instances: 5}
+		if st.Ready(s) {
+			t.Fatal("settled at first sight")
+		}
+		time.Sleep(6 * time.Second)
+		if st.Ready(s) {
+			t.Fatal("settled after 6 s of 10")
+		}
+		s.Instances = 7 // grew
+		if st.Ready(s) {
+			t.Fatal("settled as it grew")
+		}
+		time.Sleep(9 * time.Second)
+		if st.Ready(s) {
+			t.Fatal("settled 9 s after it grew")
+		}
+		time.Sleep(time.Second)
+		if !st.Ready(s) {
+			t.Fatal("not settled 10 s after its last change")
+		}
+	})
+}
+
+// Keep leaves a series for a later search without claiming it.
+func TestKeepLeavesSeriesUnclaimed(t *testing.T) {
+	t.Parallel()
+	dir, p := t.TempDir(), &fakePACS{series: threeSeries()[:2]}
+	s := newSync(t, dir, p, "a")
+	s.Keep = func(sr Series) bool { return sr.SeriesUID == "1.2.1" }
+	plan, err := s.Plan(context.Background())
+	if err != nil || len(plan.Todo) != 1 || plan.Waiting != 1 {
+		t.Fatalf("plan %+v: %v", plan, err)
+	}
+	other := newSync(t, dir, p, "b")
+	if again, err := other.Plan(context.Background()); err != nil || len(again.Todo) != 1 || again.Busy != 1 {
+		t.Fatalf("the series left waiting was claimed: %+v %v", again, err)
+	}
 }
