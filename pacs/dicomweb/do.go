@@ -153,6 +153,8 @@ func (c *Client) attempt(parent context.Context, cl *call) outcome {
 		return o
 	}
 	if o.err = cl.handle(resp); o.err == nil {
+		// Drain what a parser left (a trailing newline) so that the connection is reused.
+		io.Copy(io.Discard, io.LimitReader(rb, 64<<10))
 		o.class = ClassNone
 		return o
 	}

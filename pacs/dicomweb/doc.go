@@ -4,16 +4,17 @@
 // instances.
 //
 // It is written on the standard library (net/http, mime/multipart, encoding/json, crypto/tls)
-// because no Go module served to this project speaks DICOMweb: the served lists hold DICOMweb
-// clients for Python only, none for Go. The three transactions are plain HTTP with DICOM JSON
-// and multipart/related bodies, a few hundred lines here.
+// because no served Go module fits: the project's list of Go modules known to be served names no
+// DICOMweb client (the DICOMweb clients listed are Python packages). The three transactions are
+// plain HTTP with DICOM JSON and multipart/related bodies, a few hundred lines here.
 //
 // Policy, the same for every request:
 //   - Timeout (default 30 s) bounds each stall, not the whole transfer: from sending the request
 //     until the response headers, and any pause while a body flows in either direction. A large
 //     series may take minutes to stream; a server that stops sending fails within Timeout.
 //   - Retries (default 4 further attempts) on 5xx, 429, connection errors, timeouts and answers
-//     that break off midway; never on other 4xx, nor on an untrusted certificate. The wait is
+//     that break off midway; never on other 4xx, on an untrusted certificate, on an answer that
+//     does not parse, nor on a local file error. The wait is
 //     exponential backoff with full jitter (a random wait up to Backoff·2^(n-1), capped at 30 s),
 //     or what the server's Retry-After asks (seconds or an HTTP date, capped at 5 min).
 //   - A retrieve that breaks is retried whole; the files of the failed attempt are removed, so

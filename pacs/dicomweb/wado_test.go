@@ -214,3 +214,27 @@ func TestRetrieveSeriesAlwaysBroken(t *testing.T) {
 		t.Errorf("%d attempts, want 3", n)
 	}
 }
+
+func TestRetrieveSeriesCanceledMidway(t *testing.T) {
+	t.Parallel()
+	parts := instances(3)
+	body := multipartBody(t, "b0undary", "application/dicom", parts)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := server(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", `multipart/related; type="application/dicom"; boundary=b0undary`)
+		w.Write(body[:len(parts[0])+len(parts[1])+400]) // two whole parts
+		w.(http.Flusher).Flush()
+		cancel()
+		<-r.Context().Done()
+	})
+	c, rec := testClient(t, srv.URL+"/dicom-web", nil)
+	dir := t.TempDir()
+	paths, err := c.RetrieveSeries(ctx, "1.2.3", "1.2.3.4", dir)
+	if !errors.Is(err, context.Canceled) || paths != nil {
+		t.Errorf("paths %q, err %v; want context.Canceled", paths, err)
+	}
+	checkFiles(t, dir, nil, nil)
+	if reqs := rec.requests(); len(reqs) != 1 || reqs[0].Class != ClassCanceled {
+		t.Errorf("attempts %+v, want one, canceled", reqs)
+	}
+}
