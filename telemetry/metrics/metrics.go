@@ -23,6 +23,13 @@
 //	                                          younger), in [0, 1]
 //	voxpipe_volumes_waiting                   gauge: volumes waiting to be read, from the function
 //	                                          given to SetQueueDepth (absent until then)
+//
+// and, once a PACS command reports its first request or series (pacs.go; absent until then):
+//
+//	voxpipe_pacs_requests_total{kind,class}   counter: DICOMweb attempts (qido, wado, stow) by
+//	                                          how they ended (none: success)
+//	voxpipe_pacs_request_duration_seconds{kind} histogram: one observation per attempt
+//	voxpipe_pacs_series_total{outcome}        counter: series by outcome (stored, failed, busy, done)
 package metrics
 
 import (
@@ -71,6 +78,8 @@ type Metrics struct {
 
 	queueOnce  sync.Once
 	queueDepth atomic.Pointer[func() float64]
+
+	pacs pacsMetrics // registered on first use (pacs.go)
 }
 
 // Option changes a default of New.
