@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks the systemd units in deploy/systemd/ (voxpipe-watch.service, voxpipe-batch.service,
-# voxpipe-batch.timer):
+# Checks the systemd units in deploy/systemd/ (voxpipe-watch.service, voxpipe-pacs.service,
+# voxpipe-batch.service, voxpipe-batch.timer):
 #   1. `systemd-analyze verify` reports nothing about them: no error and no warning (unknown
 #      keys, bad values, a timer without its service, ...). verify exits 0 on most warnings, so
 #      its output is read: any line not about some other unit's file fails the check.
@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MAX_EXPOSURE=${MAX_EXPOSURE:-40}
-units=(voxpipe-watch.service voxpipe-batch.service voxpipe-batch.timer)
+units=(voxpipe-watch.service voxpipe-pacs.service voxpipe-batch.service voxpipe-batch.timer)
 
 if ! command -v systemd-analyze >/dev/null 2>&1; then
 	echo "check-units: installing Debian's systemd package (systemd-analyze)"
@@ -61,7 +61,7 @@ verify_quiet() {
 echo "check-units: systemd-analyze verify ${units[*]}"
 (cd "$tmp/units" && verify_quiet "${units[@]}") || { echo "check-units: FAIL: systemd-analyze verify complained (above)"; exit 1; }
 
-for u in voxpipe-watch.service voxpipe-batch.service; do
+for u in voxpipe-watch.service voxpipe-pacs.service voxpipe-batch.service; do
 	score=$(cd "$tmp/units" && systemd-analyze security --offline=yes "$u" 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
 	echo "check-units: $u exposure $score (at most $MAX_EXPOSURE/10)"
 	(cd "$tmp/units" && systemd-analyze security --offline=yes --threshold="$MAX_EXPOSURE" "$u" >"$tmp/security.txt" 2>&1) || {
