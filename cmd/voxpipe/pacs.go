@@ -41,7 +41,7 @@ func init() {
 					"130/143 stopped by SIGINT/SIGTERM.",
 				Flags:  append(append(pacsFlags(), engineFlags("all")...), workFlags(2)...),
 				Action: pacsSyncAction,
-			}},
+			}, pacsWatchCommand()},
 		}
 	})
 }
@@ -179,6 +179,9 @@ func (p pacsStore) Store(ctx context.Context, files ...string) ([]string, error)
 	res, err := p.client.Store(ctx, files...)
 	if err != nil {
 		return nil, err
+	}
+	if len(res.Referenced) != len(files) {
+		return nil, fmt.Errorf("the PACS answered %d stored instances for %d files sent", len(res.Referenced), len(files))
 	}
 	uids := make([]string, len(res.Referenced))
 	for i, r := range res.Referenced {

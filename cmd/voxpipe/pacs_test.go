@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,7 +52,12 @@ type pacsFixture struct {
 
 func newPACSFixture(t *testing.T, series ...dicomtest.Series) *pacsFixture {
 	t.Helper()
-	f := &pacsFixture{pacs: orthanctest.Start(t, orthanctest.Options{}), work: filepath.Join(t.TempDir(), "work")}
+	return newPACSFixtureWith(t, orthanctest.Options{}, series...)
+}
+
+func newPACSFixtureWith(t *testing.T, o orthanctest.Options, series ...dicomtest.Series) *pacsFixture {
+	t.Helper()
+	f := &pacsFixture{pacs: orthanctest.Start(t, o), work: filepath.Join(t.TempDir(), "work")}
 	pw := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pw, []byte(f.pacs.Password+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -219,5 +225,49 @@ func TestPACSDIMSESeriesPickedUp(t *testing.T) {
 	}
 	if segs := f.segs(t); segs[mrSeries(8).StudyUID] != 1 {
 		t.Fatalf("SEGs %v", segs)
+	}
+}
+
+// pacs watch takes a series once settled and stores its SEG within seconds; the same series
+// re-sent (Orthanc stores each instance again) gets no second SEG; SIGTERM ends it at once
+// with exit 0.
+func TestPACSWatch(t *testing.T) {
+	t.Parallel()
+	f := newPACSFixtureWith(t, orthanctest.Options{Overwrite: true})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := 2 * time.Minute
+	cmd := testexec.CmdWithin(t, limit, exe, append([]string{"pacs", "watch", "--interval", "1s", "--settle", "2s"}, f.args...)...)
+	cmd.Args[0] = "voxpipe"
+	cmd.Env = append(os.Environ(), deadlineEnv+"="+strconv.FormatInt(time.Now().Add(limit).UnixNano(), 10))
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := mrSeries(9)
+	start := time.Now()
+	f.store(t, s, 0, 12)
+	if !poll(time.Now().Add(time.Minute), func() bool { return f.segs(t)[s.StudyUID] == 1 }) {
+		cmd.Process.Kill()
+		t.Fatalf("no SEG a minute after the series was stored\n%s", stderr.String())
+	}
+	t.Logf("stored to SEG in the PACS: %v", time.Since(start).Round(100*time.Millisecond))
+	f.store(t, s, 0, 12) // re-sent
+	poll(time.Now().Add(5*time.Second), func() bool { return f.segs(t)[s.StudyUID] > 1 })
+	if n := f.segs(t)[s.StudyUID]; n != 1 {
+		t.Errorf("%d SEGs after the series was re-sent, want 1", n)
+	}
+	stop := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("watch after SIGTERM: %v, want exit 0\n%s", err, stderr.String())
+	}
+	if d := time.Since(stop); d > 5*time.Second {
+		t.Errorf("watch took %v to stop", d)
 	}
 }
