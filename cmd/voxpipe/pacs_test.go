@@ -271,3 +271,50 @@ func TestPACSWatch(t *testing.T) {
 		t.Errorf("watch took %v to stop", d)
 	}
 }
+
+// pacs watch --orthanc takes each series at Orthanc's StableSeries event and stores its SEG
+// once: a series stored over DIMSE after the watch started, then re-sent (StableSeries fires
+// again), gets one SEG.
+func TestPACSWatchOrthancFeed(t *testing.T) {
+	t.Parallel()
+	f := newPACSFixtureWith(t, orthanctest.Options{Overwrite: true, StableAge: 1})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := 2 * time.Minute
+	cmd := testexec.CmdWithin(t, limit, exe, append([]string{"pacs", "watch", "--orthanc", "--interval", "500ms"}, f.args...)...)
+	cmd.Args[0] = "voxpipe"
+	cmd.Env = append(os.Environ(), deadlineEnv+"="+strconv.FormatInt(time.Now().Add(limit).UnixNano(), 10))
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(time.Now().Add(30*time.Second), func() bool { return strings.Contains(stderr.String(), "following Orthanc") }) {
+		cmd.Process.Kill()
+		t.Fatalf("the watch did not start following the feed\n%s", stderr.String())
+	}
+	s := mrSeries(10)
+	paths, err := s.Write(t.TempDir(), 0, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pacs.StoreSCU(t, paths...)
+	if !poll(time.Now().Add(time.Minute), func() bool { return f.segs(t)[s.StudyUID] == 1 }) {
+		cmd.Process.Kill()
+		t.Fatalf("no SEG a minute after the series was sent\n%s", stderr.String())
+	}
+	f.pacs.StoreSCU(t, paths...) // re-sent: a second StableSeries
+	f.pacs.WaitStable(t, s.SeriesUID)
+	poll(time.Now().Add(3*time.Second), func() bool { return f.segs(t)[s.StudyUID] > 1 })
+	if n := f.segs(t)[s.StudyUID]; n != 1 {
+		t.Errorf("%d SEGs after the series was re-sent, want 1", n)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("watch after SIGTERM: %v\n%s", err, stderr.String())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ func pacsWatchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "interval", Value: 10 * time.Second, Usage: "search the PACS this often"},
 			&cli.DurationFlag{Name: "settle", Value: 10 * time.Second, Usage: "take a series once its instance count has not changed this long"},
 			&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "on SIGTERM, time to finish the series in flight"},
+			&cli.BoolFlag{Name: "orthanc", Usage: "follow Orthanc's /changes feed (its REST API at --url's parent) and take each series at its StableSeries event, instead of searching with QIDO-RS; --settle does not apply"},
 		),
 		Action: pacsWatchAction,
 	}
@@ -53,7 +55,14 @@ type pacsWatch struct {
 
 	mu      sync.Mutex
 	pending map[string]*inFlight // by SeriesInstanceUID
-	failing map[string]time.Time // series that failed, by SeriesInstanceUID: when
+	failing map[string]failure   // series that failed, by SeriesInstanceUID
+	feed    *orthancFeed         // with --orthanc
+}
+
+// failure is when a series failed, and what to search for to try it again.
+type failure struct {
+	at     time.Time
+	series loop.Series
 }
 
 // retryFailed is how long a failed series waits before it is tried again (at least --settle).
@@ -62,9 +71,9 @@ const retryFailed = time.Minute
 // keep takes a series once it has settled, and a failed one not before retryFailed.
 func (w *pacsWatch) keep(s loop.Series) bool {
 	w.mu.Lock()
-	at, failed := w.failing[s.SeriesUID]
+	f, failed := w.failing[s.SeriesUID]
 	w.mu.Unlock()
-	if failed && time.Since(at) < max(retryFailed, w.settler.Settle) {
+	if failed && time.Since(f.at) < max(retryFailed, w.settler.Settle) {
 		return false
 	}
 	return w.settler.Ready(s)
@@ -126,11 +135,17 @@ func pacsWatchAction(c *cli.Context) error {
 	}
 	cl.add(stopClaims)
 	w := &pacsWatch{log: log, outDir: ws.outDir, runID: ws.runID, jobs: make(chan jobs.Job), ended: make(chan volumeEnd, 16),
-		pending: map[string]*inFlight{}, failing: map[string]time.Time{}, settler: &loop.Settler{Settle: c.Duration("settle")}}
+		pending: map[string]*inFlight{}, failing: map[string]failure{}, settler: &loop.Settler{Settle: c.Duration("settle")}}
 	w.sy = &loop.Sync{Dir: ws.outDir, Claims: claims, Log: log, StoreURL: orDefault(c.String("store-url"), c.String("url")),
 		Source: pacsSource{client: src, modality: c.String("modality"), studies: c.StringSlice("study"), all: c.Bool("all")},
 		Store:  pacsStore{client: dst}}
 	w.sy.Keep = w.keep
+	if c.Bool("orthanc") { // Orthanc says when a series is stable
+		w.settler.Settle = 0
+		w.feed = &orthancFeed{client: src, modality: c.String("modality"), log: log, retry: w.retryDue,
+			seqFile: filepath.Join(ws.outDir, "pacs", "orthanc-seq")}
+		w.sy.Source = w.feed
+	}
 	cfg := workConfig(c, es, claims, rec, log)
 	cfg.Input.Source, cfg.Workers.MaxMemory = w.jobs, ws.maxMemory
 	cfg.Telemetry.Progress = es.withMetrics(progress.Multi(progressLog(c, log), w))
@@ -211,6 +226,9 @@ func (w *pacsWatch) search(ctx context.Context) {
 		if err := w.sy.Searched(plan); err != nil {
 			w.log.Warn("remember the search", "err", err)
 		}
+		if w.feed != nil {
+			w.feed.covered()
+		}
 	}
 }
 
@@ -281,7 +299,7 @@ func (w *pacsWatch) finish(ctx context.Context, f *inFlight) {
 	}
 	uid := f.item.Series.SeriesUID
 	if err := w.sy.Finish(ctx, f.item, segs, masks, w.runID); err != nil {
-		w.failed(uid)
+		w.failed(f.item.Series)
 		w.log.Error("series failed", "series", f.item.Key, "err", err)
 		return
 	}
@@ -295,14 +313,29 @@ func (w *pacsWatch) finish(ctx context.Context, f *inFlight) {
 // fail lets a series go without storing: a later search takes it again.
 func (w *pacsWatch) fail(it *loop.Item, err error) {
 	w.sy.Abandon(it)
-	w.failed(it.Series.SeriesUID)
+	w.failed(it.Series)
 	w.log.Error("series failed", "series", it.Key, "err", err)
 }
 
 // failed notes a series' failure: it settles again, not before retryFailed.
-func (w *pacsWatch) failed(uid string) {
+func (w *pacsWatch) failed(s loop.Series) {
+	uid := s.SeriesUID
 	w.settler.Forget(uid)
 	w.mu.Lock()
-	w.failing[uid] = time.Now()
+	w.failing[uid] = failure{time.Now(), s}
 	w.mu.Unlock()
+}
+
+// retryDue lists the failed series due for another try (the --orthanc feed reports a series
+// once; a QIDO search lists it again by itself).
+func (w *pacsWatch) retryDue() []loop.Series {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var due []loop.Series
+	for _, f := range w.failing {
+		if time.Since(f.at) >= retryFailed {
+			due = append(due, f.series)
+		}
+	}
+	return due
 }

@@ -54,6 +54,8 @@ const (
 	QIDO Kind = "qido" // search
 	WADO Kind = "wado" // retrieve
 	STOW Kind = "stow" // store
+	// REST is Orthanc's own REST API (its /changes feed), beside its DICOMweb root.
+	REST Kind = "rest"
 )
 
 // ErrorClass says how an attempt failed, a label in metrics.
