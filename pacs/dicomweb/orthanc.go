@@ -56,7 +56,9 @@ func (c *Client) OrthancSeries(ctx context.Context, id string) (Series, error) {
 	if err := c.restJSON(ctx, nil, &se, "series", id); err != nil {
 		return Series{}, err
 	}
-	var st struct{ MainDicomTags struct{ StudyInstanceUID string } }
+	var st struct {
+		MainDicomTags struct{ StudyInstanceUID string }
+	}
 	if err := c.restJSON(ctx, nil, &st, "studies", se.ParentStudy); err != nil {
 		return Series{}, err
 	}
