@@ -280,12 +280,14 @@ func syncOnce(c *cli.Context, sd *session.Shutdown, sy *loop.Sync, ws workSettin
 	failed := 0
 	var got []*loop.Item
 	for _, it := range plan.Todo {
+		t := time.Now()
 		if err := sy.Retrieve(ctx, it); err != nil {
 			log.Error("series failed", "series", it.Key, "err", err)
 			sy.Abandon(it)
 			failed++
 			continue
 		}
+		log.Info("series retrieved", "series", it.Key, "files", len(it.Files), "retrieve_ms", ms(time.Since(t)))
 		got = append(got, it)
 	}
 	outcomes := &seriesOutcomes{}
@@ -300,6 +302,7 @@ func syncOnce(c *cli.Context, sd *session.Shutdown, sy *loop.Sync, ws workSettin
 	stored := 0
 	for _, it := range got {
 		segs, masks, err := outcomes.segs(it.Series.SeriesUID)
+		t := time.Now()
 		if err == nil && ctx.Err() == nil {
 			err = sy.Finish(ctx, it, segs, masks, ws.runID)
 		} else {
@@ -311,7 +314,7 @@ func syncOnce(c *cli.Context, sd *session.Shutdown, sy *loop.Sync, ws workSettin
 			continue
 		}
 		stored++
-		log.Info("series done: SEG stored", "series", it.Key, "segs", len(segs))
+		log.Info("series done: SEG stored", "series", it.Key, "segs", len(segs), "store_ms", ms(time.Since(t)))
 	}
 	if sig := sd.Signal(); sig != nil {
 		return runExit(sig, nil, pipeline.Result{}, 0, "")
@@ -327,3 +330,6 @@ func syncOnce(c *cli.Context, sd *session.Shutdown, sy *loop.Sync, ws workSettin
 	}
 	return nil
 }
+
+// ms is a duration in milliseconds, for logs.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -235,7 +235,11 @@ func (w *pacsWatch) search(ctx context.Context) {
 // take retrieves a series and hands its volumes to the pipeline.
 func (w *pacsWatch) take(ctx context.Context, it *loop.Item) {
 	uid := it.Series.SeriesUID
+	t := time.Now()
 	err := w.sy.Retrieve(ctx, it)
+	if err == nil {
+		w.log.Info("series retrieved", "series", it.Key, "files", len(it.Files), "retrieve_ms", ms(time.Since(t)))
+	}
 	var found *jobs.Discovery
 	if err == nil {
 		found, err = jobs.DiscoverDICOM([]string{it.Dir}, false, w.outDir, "{name}_mask.nii.gz", "%h")
@@ -298,6 +302,7 @@ func (w *pacsWatch) finish(ctx context.Context, f *inFlight) {
 		return
 	}
 	uid := f.item.Series.SeriesUID
+	t := time.Now()
 	if err := w.sy.Finish(ctx, f.item, segs, masks, w.runID); err != nil {
 		w.failed(f.item.Series)
 		w.log.Error("series failed", "series", f.item.Key, "err", err)
@@ -307,7 +312,7 @@ func (w *pacsWatch) finish(ctx context.Context, f *inFlight) {
 	w.mu.Lock()
 	delete(w.failing, uid)
 	w.mu.Unlock()
-	w.log.Info("series done: SEG stored", "series", f.item.Key, "segs", len(segs))
+	w.log.Info("series done: SEG stored", "series", f.item.Key, "segs", len(segs), "store_ms", ms(time.Since(t)))
 }
 
 // fail lets a series go without storing: a later search takes it again.
