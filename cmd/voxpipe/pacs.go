@@ -65,7 +65,7 @@ func pacsFlags() []cli.Flag {
 
 // pacsClients checks the PACS flags and makes the clients to search and to store with
 // (usage errors: nothing is contacted yet).
-func pacsClients(c *cli.Context) (src, dst *dicomweb.Client, err error) {
+func pacsClients(c *cli.Context, observe func(dicomweb.Request)) (src, dst *dicomweb.Client, err error) {
 	auth, err := pacsAuth(c)
 	if err != nil {
 		return nil, nil, err
@@ -73,7 +73,7 @@ func pacsClients(c *cli.Context) (src, dst *dicomweb.Client, err error) {
 	if c.Int("retries") < 0 || c.Duration("timeout") <= 0 {
 		return nil, nil, usageError{errors.New("pacs: --retries must be 0 or more and --timeout positive")}
 	}
-	opts := dicomweb.Options{URL: c.String("url"), Auth: auth, CAFile: c.String("ca-file"), Timeout: c.Duration("timeout"), Retries: c.Int("retries")}
+	opts := dicomweb.Options{URL: c.String("url"), Auth: auth, CAFile: c.String("ca-file"), Timeout: c.Duration("timeout"), Retries: c.Int("retries"), Observe: observe}
 	if opts.Retries == 0 {
 		opts.Retries = -1 // the flag's 0 is none; the client's 0 is its default
 	}
@@ -248,7 +248,7 @@ func pacsSyncAction(c *cli.Context) error {
 	if c.IsSet("dicom-name") || !c.Bool("seg") {
 		return usageError{errors.New("pacs sync: masks are named by the series ID and every series gets its SEG: --dicom-name and --seg=false do not apply")}
 	}
-	src, dst, err := pacsClients(c)
+	src, dst, err := pacsClients(c, nil)
 	if err != nil {
 		return err
 	}
@@ -319,7 +319,7 @@ func syncOnce(c *cli.Context, sd *session.Shutdown, sy *loop.Sync, ws workSettin
 	if sig := sd.Signal(); sig != nil {
 		return runExit(sig, nil, pipeline.Result{}, 0, "")
 	}
-	if failed == 0 && runErr == nil {
+	if failed == 0 && runErr == nil && plan.Busy == 0 { // a busy series may yet fail: search it again
 		if err := sy.Searched(plan); err != nil {
 			log.Warn("remember the search", "err", err)
 		}

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -229,8 +234,8 @@ func TestPACSDIMSESeriesPickedUp(t *testing.T) {
 }
 
 // pacs watch takes a series once settled and stores its SEG within seconds; the same series
-// re-sent (Orthanc stores each instance again) gets no second SEG; SIGTERM ends it at once
-// with exit 0.
+// re-sent (Orthanc stores each instance again) gets no second SEG; its metrics count the
+// series, the PACS requests and the volumes; SIGTERM ends it at once with exit 0.
 func TestPACSWatch(t *testing.T) {
 	t.Parallel()
 	f := newPACSFixtureWith(t, orthanctest.Options{Overwrite: true})
@@ -238,8 +243,14 @@ func TestPACSWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
 	limit := 2 * time.Minute
-	cmd := testexec.CmdWithin(t, limit, exe, append([]string{"pacs", "watch", "--interval", "1s", "--settle", "2s"}, f.args...)...)
+	cmd := testexec.CmdWithin(t, limit, exe, append([]string{"pacs", "watch", "--interval", "1s", "--settle", "2s", "--metrics-addr", addr}, f.args...)...)
 	cmd.Args[0] = "voxpipe"
 	cmd.Env = append(os.Environ(), deadlineEnv+"="+strconv.FormatInt(time.Now().Add(limit).UnixNano(), 10))
 	var stderr syncBuffer
@@ -259,6 +270,18 @@ func TestPACSWatch(t *testing.T) {
 	poll(time.Now().Add(5*time.Second), func() bool { return f.segs(t)[s.StudyUID] > 1 })
 	if n := f.segs(t)[s.StudyUID]; n != 1 {
 		t.Errorf("%d SEGs after the series was re-sent, want 1", n)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`voxpipe_pacs_series_total{outcome="stored"} 1`, `voxpipe_pacs_requests_total{class="none",kind="stow"} 1`,
+		`voxpipe_pacs_request_duration_seconds_count{kind="qido"}`, `voxpipe_volumes_total{status="ok"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 	stop := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -316,5 +339,50 @@ func TestPACSWatchOrthancFeed(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("watch after SIGTERM: %v\n%s", err, stderr.String())
+	}
+}
+
+// A PACS that answers a retrieve with a malformed multipart body fails the series (exit 1),
+// and nothing is stored or recorded; one that never answers fails within --timeout (small
+// fake DICOMweb servers).
+func TestPACSMalformedAndSlowServers(t *testing.T) {
+	t.Parallel()
+	series := `[{"0020000D":{"vr":"UI","Value":["1.2.3"]},"0020000E":{"vr":"UI","Value":["1.2.3.4"]},"00080060":{"vr":"CS","Value":["MR"]},"00201209":{"vr":"IS","Value":[2]}}]`
+	var stores atomic.Int32
+	malformed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost:
+			stores.Add(1)
+		case strings.HasSuffix(r.URL.Path, "/series"):
+			w.Header().Set("Content-Type", "application/dicom+json")
+			io.WriteString(w, series)
+		default: // the retrieve: a multipart body cut inside its first part, without its end
+			w.Header().Set("Content-Type", `multipart/related; type="application/dicom"; boundary=xyz`)
+			io.WriteString(w, "--xyz\r\nContent-Type: application/dicom\r\n\r\nDICM-but-not-quite\r\n--xy")
+		}
+	}))
+	defer malformed.Close()
+	work := filepath.Join(t.TempDir(), "work")
+	stderr, code := voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", malformed.URL+"/dicom-web", "--all", "--retries", "0", "-o", work, "--engine", "cpu")
+	if code != 1 || !strings.Contains(stderr, "malformed") || stores.Load() != 0 {
+		t.Errorf("malformed retrieve: exit %d, %d stores\n%s", code, stores.Load(), stderr)
+	}
+	if done, _ := filepath.Glob(filepath.Join(work, "pacs", "done", "*")); len(done) != 0 {
+		t.Errorf("recorded done: %v", done)
+	}
+
+	stall := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // answers nothing until the client gives up or the test ends
+		case <-r.Context().Done():
+		case <-stall:
+		}
+	}))
+	defer slow.Close()
+	defer close(stall)
+	start := time.Now()
+	stderr, code = voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", slow.URL+"/dicom-web", "--timeout", "300ms", "--retries", "1", "-o", work)
+	if code != 1 || !strings.Contains(stderr, slow.URL) || time.Since(start) > 20*time.Second {
+		t.Errorf("stalled PACS: exit %d after %v\n%s", code, time.Since(start), stderr)
 	}
 }

@@ -13,10 +13,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"voxpipe/jobs"
+	"voxpipe/pacs/dicomweb"
 	"voxpipe/pacs/loop"
 	"voxpipe/pipeline"
 	"voxpipe/session"
 	"voxpipe/store/records"
+	"voxpipe/telemetry/metrics"
 	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
 )
@@ -57,6 +59,7 @@ type pacsWatch struct {
 	pending map[string]*inFlight // by SeriesInstanceUID
 	failing map[string]failure   // series that failed, by SeriesInstanceUID
 	feed    *orthancFeed         // with --orthanc
+	metrics *metrics.Metrics     // nil without --metrics-addr
 }
 
 // failure is when a series failed, and what to search for to try it again.
@@ -109,8 +112,7 @@ func pacsWatchAction(c *cli.Context) error {
 	if c.Duration("interval") <= 0 || c.Duration("settle") < 0 || c.Duration("grace") < 0 {
 		return usageError{errors.New("pacs watch: --interval must be positive, --settle and --grace not negative")}
 	}
-	src, dst, err := pacsClients(c)
-	if err != nil {
+	if _, _, err := pacsClients(c, nil); err != nil { // usage errors before anything is opened
 		return err
 	}
 	if err := checkWritable(ws.outDir); err != nil {
@@ -134,7 +136,14 @@ func pacsWatchAction(c *cli.Context) error {
 		return fmt.Errorf("pacs watch: %w", err)
 	}
 	cl.add(stopClaims)
-	w := &pacsWatch{log: log, outDir: ws.outDir, runID: ws.runID, jobs: make(chan jobs.Job), ended: make(chan volumeEnd, 16),
+	es.metrics.EnablePACS()
+	src, dst, err := pacsClients(c, func(r dicomweb.Request) {
+		es.metrics.PACSRequest(string(r.Kind), r.Status, string(r.Class), r.Duration)
+	})
+	if err != nil {
+		return err
+	}
+	w := &pacsWatch{metrics: es.metrics, log: log, outDir: ws.outDir, runID: ws.runID, jobs: make(chan jobs.Job), ended: make(chan volumeEnd, 16),
 		pending: map[string]*inFlight{}, failing: map[string]failure{}, settler: &loop.Settler{Settle: c.Duration("settle")}}
 	w.sy = &loop.Sync{Dir: ws.outDir, Claims: claims, Log: log, StoreURL: orDefault(c.String("store-url"), c.String("url")),
 		Source: pacsSource{client: src, modality: c.String("modality"), studies: c.StringSlice("study"), all: c.Bool("all")},
@@ -312,6 +321,7 @@ func (w *pacsWatch) finish(ctx context.Context, f *inFlight) {
 	w.mu.Lock()
 	delete(w.failing, uid)
 	w.mu.Unlock()
+	w.metrics.PACSSeries("stored")
 	w.log.Info("series done: SEG stored", "series", f.item.Key, "segs", len(segs), "store_ms", ms(time.Since(t)))
 }
 
@@ -329,6 +339,7 @@ func (w *pacsWatch) failed(s loop.Series) {
 	w.mu.Lock()
 	w.failing[uid] = failure{time.Now(), s}
 	w.mu.Unlock()
+	w.metrics.PACSSeries("failed")
 }
 
 // retryDue lists the failed series due for another try (the --orthanc feed reports a series
