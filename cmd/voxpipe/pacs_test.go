@@ -144,6 +144,9 @@ func TestPACSSyncLoop(t *testing.T) {
 // Concurrent syncs on one work folder store exactly one SEG per series.
 func TestPACSConcurrentSyncs(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("a real Orthanc and several voxpipe processes: the full suite only")
+	}
 	f := newPACSFixture(t, mrSeries(3), mrSeries(4), mrSeries(5))
 	var wg sync.WaitGroup
 	codes := make([]int, 3)
@@ -173,6 +176,9 @@ func TestPACSConcurrentSyncs(t *testing.T) {
 // nothing, while the other series is done; once its slice arrives the next sync does it.
 func TestPACSFailedSeriesRetried(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("a real Orthanc and several voxpipe processes: the full suite only")
+	}
 	f := newPACSFixture(t, mrSeries(6))
 	broken := mrSeries(7)
 	f.store(t, broken, 0, 5)
@@ -197,6 +203,9 @@ func TestPACSFailedSeriesRetried(t *testing.T) {
 // cannot be reached exits 1 naming its URL.
 func TestPACSCredentialsAndUnreachable(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("a real Orthanc and several voxpipe processes: the full suite only")
+	}
 	f := newPACSFixture(t)
 	bad := filepath.Join(t.TempDir(), "bad")
 	if err := os.WriteFile(bad, []byte("not-the-password\n"), 0o600); err != nil {
@@ -219,6 +228,9 @@ func TestPACSCredentialsAndUnreachable(t *testing.T) {
 // A series sent to the PACS over DIMSE (C-STORE by storescu) is picked up like any other.
 func TestPACSDIMSESeriesPickedUp(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("a real Orthanc and several voxpipe processes: the full suite only")
+	}
 	f := newPACSFixture(t)
 	paths, err := mrSeries(8).Write(t.TempDir(), 0, 12)
 	if err != nil {
