@@ -355,8 +355,9 @@ func TestPACSWatchOrthancFeed(t *testing.T) {
 }
 
 // A PACS that answers a retrieve with a malformed multipart body fails the series (exit 1),
-// and nothing is stored or recorded; one that never answers fails within --timeout (small
-// fake DICOMweb servers).
+// and nothing is stored or recorded; so does one that goes away in the middle of the answer
+// (nothing of it kept); one that never answers fails within --timeout (small fake DICOMweb
+// servers).
 func TestPACSMalformedAndSlowServers(t *testing.T) {
 	t.Parallel()
 	series := `[{"0020000D":{"vr":"UI","Value":["1.2.3"]},"0020000E":{"vr":"UI","Value":["1.2.3.4"]},"00080060":{"vr":"CS","Value":["MR"]},"00201209":{"vr":"IS","Value":[2]}}]`
@@ -381,6 +382,30 @@ func TestPACSMalformedAndSlowServers(t *testing.T) {
 	}
 	if done, _ := filepath.Glob(filepath.Join(work, "pacs", "done", "*")); len(done) != 0 {
 		t.Errorf("recorded done: %v", done)
+	}
+
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/series") {
+			w.Header().Set("Content-Type", "application/dicom+json")
+			io.WriteString(w, series)
+			return
+		}
+		// the retrieve: the server goes away in the middle of the answer
+		w.Header().Set("Content-Type", `multipart/related; type="application/dicom"; boundary=xyz`)
+		io.WriteString(w, "--xyz\r\nContent-Type: application/dicom\r\n\r\nDICM")
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer gone.Close()
+	stderr, code = voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", gone.URL+"/dicom-web", "--all", "--retries", "1", "-o", work, "--engine", "cpu")
+	if code != 1 || !strings.Contains(stderr, "1 of 1 new series failed") {
+		t.Errorf("PACS gone mid-retrieve: exit %d\n%s", code, stderr)
+	}
+	if left, _ := os.ReadDir(filepath.Join(work, "pacs", "incoming")); len(left) != 0 {
+		t.Errorf("files of the broken retrieve left: %v", left)
 	}
 
 	stall := make(chan struct{})
