@@ -47,13 +47,14 @@ func pacsWatchCommand() *cli.Command {
 // pacsWatch is a running `pacs watch`: the searches hand jobs to one pipeline that runs for
 // the service's life (engine open), and each series' outcome comes back to store its SEG.
 type pacsWatch struct {
-	sy      *loop.Sync
-	settler *loop.Settler
-	log     *slog.Logger
-	outDir  string
-	runID   string
-	jobs    chan jobs.Job
-	ended   chan volumeEnd
+	sy       *loop.Sync
+	settler  *loop.Settler
+	log      *slog.Logger
+	outDir   string
+	runID    string
+	maskName string // --mask-name
+	jobs     chan jobs.Job
+	ended    chan volumeEnd
 
 	mu      sync.Mutex
 	pending map[string]*inFlight // by SeriesInstanceUID
@@ -143,7 +144,7 @@ func pacsWatchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	w := &pacsWatch{metrics: es.metrics, log: log, outDir: ws.outDir, runID: ws.runID, jobs: make(chan jobs.Job), ended: make(chan volumeEnd, 16),
+	w := &pacsWatch{metrics: es.metrics, maskName: ws.maskName, log: log, outDir: ws.outDir, runID: ws.runID, jobs: make(chan jobs.Job), ended: make(chan volumeEnd, 16),
 		pending: map[string]*inFlight{}, failing: map[string]failure{}, settler: &loop.Settler{Settle: c.Duration("settle")}}
 	w.sy = &loop.Sync{Dir: ws.outDir, Claims: claims, Log: log, StoreURL: orDefault(c.String("store-url"), c.String("url")),
 		Source: pacsSource{client: src, modality: c.String("modality"), studies: c.StringSlice("study"), all: c.Bool("all")},
@@ -251,7 +252,7 @@ func (w *pacsWatch) take(ctx context.Context, it *loop.Item) {
 	}
 	var found *jobs.Discovery
 	if err == nil {
-		found, err = jobs.DiscoverDICOM([]string{it.Dir}, false, w.outDir, "{name}_mask.nii.gz", "%h")
+		found, err = jobs.DiscoverDICOM([]string{it.Dir}, false, w.outDir, w.maskName, "%h")
 	}
 	if err == nil && len(found.Jobs) == 0 {
 		err = errors.New("no DICOM series in what the PACS sent")
