@@ -114,6 +114,9 @@ func mrSeries(k int) dicomtest.Series {
 // and SEGs in WORKDIR are named by the series ID (no patient data).
 func TestPACSSyncLoop(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("a real Orthanc and several voxpipe processes: the full suite only")
+	}
 	f := newPACSFixture(t, mrSeries(1), mrSeries(2))
 	stderr, code := f.sync(t)
 	if code != 0 {
@@ -250,6 +253,9 @@ func TestPACSDIMSESeriesPickedUp(t *testing.T) {
 // series, the PACS requests and the volumes; SIGTERM ends it at once with exit 0.
 func TestPACSWatch(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("a real Orthanc and several voxpipe processes: the full suite only")
+	}
 	f := newPACSFixtureWith(t, orthanctest.Options{Overwrite: true})
 	exe, err := os.Executable()
 	if err != nil {
@@ -312,6 +318,9 @@ func TestPACSWatch(t *testing.T) {
 // again), gets one SEG.
 func TestPACSWatchOrthancFeed(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("a real Orthanc and several voxpipe processes: the full suite only")
+	}
 	f := newPACSFixtureWith(t, orthanctest.Options{Overwrite: true, StableAge: 1})
 	exe, err := os.Executable()
 	if err != nil {
