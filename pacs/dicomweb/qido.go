@@ -63,9 +63,9 @@ func (c *Client) SearchSeries(ctx context.Context, q SeriesQuery) ([]Series, err
 	for offset := 0; ; {
 		params.Set("offset", strconv.Itoa(offset))
 		show := c.endpoint(params, segments...)
-		params.Set("includefield", strings.Join(seriesFields, ","))
-		page, err := c.searchPage(ctx, c.endpoint(params, segments...), show)
-		params.Del("includefield")
+		// The fields comma-separated as they are: Orthanc's plugin reads an escaped comma
+		// (%2C) as part of one unknown tag and falls back to its default fields.
+		page, err := c.searchPage(ctx, show+"&includefield="+strings.Join(seriesFields, ","), show)
 		if err != nil {
 			return out, err
 		}

@@ -79,7 +79,7 @@ func TestSearchSeriesPages(t *testing.T) {
 	}
 	for i, q := range queries {
 		for _, want := range []string{"Modality=MR", "StudyDate=20261201-", "limit=3",
-			fmt.Sprintf("offset=%d", 3*i), "includefield=0020000D%2C0020000E%2C00080060"} {
+			fmt.Sprintf("offset=%d", 3*i), "includefield=0020000D,0020000E,00080060"} { // commas as they are: Orthanc reads %2C as one tag
 			if !strings.Contains(q, want) {
 				t.Errorf("query %d %q lacks %q", i, q, want)
 			}

@@ -6,7 +6,8 @@ import (
 )
 
 // Settler tells when a series has stopped growing: once the instance count a search gives
-// has not changed for Settle, as seen by successive searches. A series is first seen
+// has not changed for Settle (less a twentieth, at most 250 ms), as seen by successive
+// searches. A series is first seen
 // unsettled, so it is taken at the earliest Settle after the first search that lists it.
 type Settler struct {
 	Settle time.Duration
@@ -37,8 +38,12 @@ func (st *Settler) Ready(s Series) bool {
 		st.seen[s.SeriesUID] = sighting{instances: s.Instances, since: now}
 		return st.Settle <= 0
 	}
-	return now.Sub(prev.since) >= st.Settle
+	return now.Sub(prev.since) >= st.Settle-slack(st.Settle)
 }
+
+// slack forgives searches that come a little early (a ticker's period, measured from when a
+// search began): without it a series settled for --settle = --interval waited an interval more.
+func slack(settle time.Duration) time.Duration { return min(settle/20, 250*time.Millisecond) }
 
 // Forget drops what is known of a series (done, or failed: a later search starts it over).
 func (st *Settler) Forget(seriesUID string) {
