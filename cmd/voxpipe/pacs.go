@@ -302,8 +302,11 @@ func syncOnce(c *cli.Context, sd *session.Shutdown, sy *loop.Sync, ws workSettin
 	stored := 0
 	for _, it := range got {
 		segs, masks, err := outcomes.segs(it.Series.SeriesUID)
+		if err == nil && ctx.Err() != nil {
+			err = fmt.Errorf("stopped before its SEG was stored: %w", context.Cause(ctx))
+		}
 		t := time.Now()
-		if err == nil && ctx.Err() == nil {
+		if err == nil {
 			err = sy.Finish(ctx, it, segs, masks, ws.runID)
 		} else {
 			sy.Abandon(it)
