@@ -173,6 +173,7 @@ func pacsWatchAction(c *cli.Context) error {
 		_, runErr = pipeline.Run(sd.Aborted(), cfg)
 		close(w.ended)
 		<-stored
+		w.abandonPending()
 		if err := rec.Close(); err != nil && runErr == nil {
 			runErr = err
 		}
@@ -193,15 +194,37 @@ func pacsWatchAction(c *cli.Context) error {
 	return nil
 }
 
-// searchLoop searches every interval until ctx ends, then closes the jobs channel.
+// abandonPending lets go of the series whose volumes did not all end (the watch was stopped):
+// the next sync or watch does them.
+func (w *pacsWatch) abandonPending() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for uid, f := range w.pending {
+		w.sy.Abandon(f.item)
+		delete(w.pending, uid)
+	}
+}
+
+// searchLoop searches every interval until ctx ends, then closes the jobs channel. systemd's
+// watchdog is pinged on its own ticker: a search waits while the pipeline is busy.
 func (w *pacsWatch) searchLoop(ctx context.Context, interval time.Duration) {
 	defer close(w.jobs)
-	ping := watchdogPing()
+	go func() {
+		ping, tick := watchdogPing(), time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			ping()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		w.search(ctx)
-		ping()
 		select {
 		case <-ctx.Done():
 			return
