@@ -1,5 +1,3 @@
-// Package cpu is the CPU engine: the network in pure Go (float32, the same sums in the same
-// order as the specification in package model), slabs of rows on every core.
 package cpu
 
 import (
@@ -16,12 +14,13 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// block is how many output channels the convolution kernels keep in registers at once: 8
-// float32 accumulators plus the input value and a temporary fit amd64's 15 usable XMM
-// registers; 16 would spill.
+// block is how many output channels the convolution kernels keep in registers at once: in Go,
+// 8 float32 accumulators plus the input value and a temporary fit amd64's 15 usable XMM
+// registers (16 would spill); in the vector kernels, 8 float32s are one YMM register.
 const block = 8
 
 //go:generate go run gen_kernels.go
+//go:generate go run ./asm -out kernels_amd64.s -stubs kernels_amd64.go
 
 // Engine is the pure-Go reference engine. It computes a slab's output from the input slices
 // within Halo of it; every voxel's arithmetic is the same whatever the slab boundaries (float32,
@@ -33,6 +32,7 @@ type Engine struct {
 
 	c, cp, k, gate int // channels, channels rounded up to a block, classes, gate width
 	chunk          int // input values per kernel chunk: 16 when cp allows, else 8
+	kern           kernels
 
 	// Convolution weights transposed for the kernels, output and input channels zero-padded to
 	// cp: w1 [block of 8 outputs][tap][8] for voxelConv1; w2, wg3 [block][chunk][i][8] for
@@ -73,7 +73,7 @@ func New(m *model.Model, workers int) *Engine {
 	}
 	c := m.Channels
 	cp := (c + block - 1) / block * block
-	e := &Engine{m: m, workers: workers, c: c, cp: cp, k: m.Classes, gate: m.Gate(), chunk: block}
+	e := &Engine{m: m, workers: workers, c: c, cp: cp, k: m.Classes, gate: m.Gate(), chunk: block, kern: defaultKernels}
 	if cp%16 == 0 {
 		e.chunk = 16
 	}
@@ -381,14 +381,19 @@ func normRow(dst []float32, vol *model.Volume, from int, norm model.Norm) {
 }
 
 // convChunks computes one block of 8 output channels of a C -> C convolution at nx
-// consecutive voxels: dst[x*cp+k] from in at offsets offs shifted by x*cp (see voxelChunks16).
+// consecutive voxels: dst[x*cp+k] from in at offsets offs shifted by x*cp (see voxelChunks16),
+// with the engine's vector kernels where it has them, else (or for what they leave) in Go.
 func (e *Engine) convChunks(dst []float32, nx int, in []float32, offs []int, w [][block]float32, bias *[block]float32) {
 	cp := e.cp
+	x0 := 0
+	if e.kern != kernelsGo {
+		x0 = convVector(e.kern, e.chunk, dst, nx, in, offs, w, bias, cp)
+	}
 	kernel := voxelChunks8
 	if e.chunk == 16 {
 		kernel = voxelChunks16
 	}
-	for x := range nx {
+	for x := x0; x < nx; x++ {
 		kernel((*[block]float32)(dst[x*cp:]), in[x*cp:], offs, w, bias)
 	}
 }

@@ -1,0 +1,205 @@
+// Command asm generates the CPU engine's amd64 convolution kernels with avo
+// (github.com/mmcloughlin/avo): ../kernels_amd64.s and its Go declarations ../kernels_amd64.go.
+// `go generate ./engine/cpu` runs it; TestGeneratedIsCurrent fails when the committed files
+// differ from its output. It is a separate main package so that avo stays out of the voxpipe
+// binary's dependency graph.
+//
+// Each kernel computes one block of 8 output channels (one YMM register) of a C -> C convolution
+// at n consecutive voxels, 12 at a time (then 4, then 1) so that every weight row loaded is used
+// by 12 voxels: for chunk c (in offs order) and value i, the weights w[c*chunk+i] are one YMM
+// load and each voxel's input value a VBROADCASTSS. The AVX2 kernels round each product
+// (VMULPS) before adding it (VADDPS) in the reference's order, so they equal the pure-Go kernels
+// bit for bit; the FMA kernels fuse the two (VFMADD231PS).
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/pass"
+	"github.com/mmcloughlin/avo/printer"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+func main() {
+	// Not flag.CommandLine: importing avo's build package registers its own flags there.
+	fs := flag.NewFlagSet("asm", flag.ExitOnError)
+	out := fs.String("out", "kernels_amd64.s", "assembly output")
+	stubs := fs.String("stubs", "kernels_amd64.go", "Go declarations output")
+	_ = fs.Parse(os.Args[1:])
+	s, g, err := Generate()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(*out, s, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(*stubs, g, 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Generate returns the assembly and the Go declarations of the kernels.
+func Generate() (asm, stubs []byte, err error) {
+	c := build.NewContext()
+	c.ConstraintExpr("!purego")
+	for _, chunk := range []int{8, 16} {
+		kernel(c, fmt.Sprintf("convAVX2x%d", chunk), chunk, false)
+		kernel(c, fmt.Sprintf("convFMAx%d", chunk), chunk, true)
+	}
+	f, err := c.Result()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := pass.Compile.Execute(f); err != nil {
+		return nil, nil, err
+	}
+	cfg := printer.Config{Argv: []string{"go", "run", "./asm"}, Pkg: "cpu"}
+	if asm, err = printer.NewGoAsm(cfg).Print(f); err != nil {
+		return nil, nil, err
+	}
+	if stubs, err = printer.NewStubs(cfg).Print(f); err != nil {
+		return nil, nil, err
+	}
+	return bytes.Clone(asm), bytes.Clone(stubs), nil
+}
+
+// Registers. The kernels name physical registers: 12 accumulators, the weight row and three
+// temporaries are all 16 YMM registers, and the 14 general registers below are all there are
+// besides SP and BP (R14 and R15 are free in ABI0 functions: the ABI wrapper restores them).
+var (
+	dst, in, offs, offsEnd = reg.RDI, reg.RSI, reg.RBX, reg.RCX // row pointers; offs and its end
+	wBase, bias, n         = reg.R8, reg.R9, reg.RDX            // weights, bias, voxels left
+	s1, s3                 = reg.R10, reg.R11                   // the voxel stride in bytes, and 3 times it
+	cur, wp                = reg.R12, reg.R13                   // the offs cursor, the weight cursor
+	p0, p4, p8             = reg.RAX, reg.R14, reg.R15          // voxels 0, 4 and 8 of a chunk (or of dst)
+	yw                     = reg.Y12                            // a weight row
+	tmp                    = []reg.VecPhysical{reg.Y13, reg.Y14, reg.Y15}
+	acc                    = []reg.VecPhysical{reg.Y0, reg.Y1, reg.Y2, reg.Y3, reg.Y4, reg.Y5, reg.Y6, reg.Y7, reg.Y8, reg.Y9, reg.Y10, reg.Y11}
+)
+
+// kernel emits one function: the loads of its arguments, then groups of 12, 4 and 1 voxels.
+func kernel(c *build.Context, name string, chunk int, fma bool) {
+	c.Function(name)
+	c.Attributes(attr.NOSPLIT)
+	c.SignatureExpr("func(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)")
+	op := "VMULPS then VADDPS, each product rounded: bit-identical to it"
+	if fma {
+		op = "VFMADD231PS, products not rounded: not bit-identical to it"
+	}
+	c.Doc(
+		fmt.Sprintf("%s is voxelChunks%d at n consecutive voxels, stride float32s apart in", name, chunk),
+		fmt.Sprintf("dst and in (%s).", op),
+		"len(offs) must be > 0 and every index in bounds: convVector checks them.",
+	)
+	c.Pragma("noescape")
+	c.Load(c.Param("dst"), dst)
+	c.Load(c.Param("in"), in)
+	c.Load(c.Param("offs").Base(), offs)
+	c.Load(c.Param("offs").Len(), offsEnd)
+	c.LEAQ(operand.Mem{Base: offs, Index: offsEnd, Scale: 8}, offsEnd)
+	c.Load(c.Param("w"), wBase)
+	c.Load(c.Param("bias"), bias)
+	c.Load(c.Param("n"), n)
+	c.Load(c.Param("stride"), s1)
+	c.SHLQ(operand.U8(2), s1)
+	c.LEAQ(operand.Mem{Base: s1, Index: s1, Scale: 2}, s3)
+	for _, r := range []int{12, 4, 1} {
+		group(c, name, chunk, r, fma)
+	}
+	c.Label(name + "_done")
+	c.VZEROUPPER()
+	c.RET()
+}
+
+// voxel is the address of voxel v (0..11) of the row at p0, plus disp bytes.
+func voxel(v, disp int) operand.Mem {
+	base := []reg.Register{p0, p4, p8}[v/4]
+	switch v % 4 {
+	case 0:
+		return operand.Mem{Base: base, Disp: disp}
+	case 3:
+		return operand.Mem{Base: base, Index: s3, Scale: 1, Disp: disp}
+	default:
+		return operand.Mem{Base: base, Index: s1, Scale: uint8(v % 4), Disp: disp}
+	}
+}
+
+// bases sets p4 and p8 from p0 for a group of r voxels.
+func bases(c *build.Context, r int) {
+	if r > 4 {
+		c.LEAQ(operand.Mem{Base: p0, Index: s1, Scale: 4}, p4)
+		c.LEAQ(operand.Mem{Base: p0, Index: s1, Scale: 8}, p8)
+	}
+}
+
+// group emits the loop over groups of r voxels: accumulators from the bias, every chunk's
+// multiply-adds, relu, the stores, and the step to the next group.
+func group(c *build.Context, name string, chunk, r int, fma bool) {
+	loop := fmt.Sprintf("%s_group%d", name, r)
+	next := fmt.Sprintf("%s_end%d", name, r)
+	chunks := fmt.Sprintf("%s_chunks%d", name, r)
+	c.Label(loop)
+	c.CMPQ(n, operand.Imm(uint64(r)))
+	c.JL(operand.LabelRef(next))
+	c.VMOVUPS(operand.Mem{Base: bias}, acc[0])
+	for v := 1; v < r; v++ {
+		c.VMOVAPS(acc[0], acc[v])
+	}
+	c.MOVQ(offs, cur)
+	c.MOVQ(wBase, wp)
+	c.Label(chunks)
+	c.MOVQ(operand.Mem{Base: cur}, p0)
+	c.LEAQ(operand.Mem{Base: in, Index: p0, Scale: 4}, p0)
+	bases(c, r)
+	for i := range chunk {
+		c.VMOVUPS(operand.Mem{Base: wp, Disp: 32 * i}, yw)
+		for v := range r {
+			t := tmp[v%len(tmp)]
+			c.VBROADCASTSS(voxel(v, 4*i), t)
+			if fma {
+				c.VFMADD231PS(yw, t, acc[v])
+			} else {
+				c.VMULPS(yw, t, t)
+				c.VADDPS(t, acc[v], acc[v])
+			}
+		}
+	}
+	c.ADDQ(operand.U32(32*chunk), wp)
+	c.ADDQ(operand.U8(8), cur)
+	c.CMPQ(cur, offsEnd)
+	c.JB(operand.LabelRef(chunks))
+	// relu as max(a, +0): VMAXPS returns its second source (here +0) unless a > 0, so NaN and
+	// -0 become +0 as in relu.
+	c.VXORPS(tmp[0], tmp[0], tmp[0])
+	c.MOVQ(dst, p0)
+	bases(c, r)
+	for v := range r {
+		c.VMAXPS(tmp[0], acc[v], acc[v])
+		c.VMOVUPS(acc[v], voxel(v, 0))
+	}
+	step(c, r)
+	c.SUBQ(operand.Imm(uint64(r)), n)
+	c.JMP(operand.LabelRef(loop))
+	c.Label(next)
+}
+
+// step advances in and dst by r voxels.
+func step(c *build.Context, r int) {
+	for _, p := range []reg.Register{in, dst} {
+		switch r {
+		case 12:
+			c.LEAQ(operand.Mem{Base: p, Index: s3, Scale: 4}, p)
+		case 4:
+			c.LEAQ(operand.Mem{Base: p, Index: s1, Scale: 4}, p)
+		default:
+			c.ADDQ(s1, p)
+		}
+	}
+}
