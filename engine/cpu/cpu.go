@@ -279,7 +279,11 @@ func (e *Engine) conv1Pass(ctx context.Context, vol *model.Volume, l slabLayout)
 		}
 		for b := 0; b < cp; b += block {
 			w, bias := e.w1[b/block*27:][:27], (*[block]float32)(e.b1[b:])
-			for x := range nx {
+			x0 := 0
+			if e.kern != kernelsGo {
+				x0 = convVector(e.kern, 3, row[2*cp+b:], nx, xbuf, offs, w, bias, 1, cp)
+			}
+			for x := x0; x < nx; x++ {
 				voxelConv1((*[block]float32)(row[(2+x)*cp+b:]), xbuf[x:], offs, w, bias)
 			}
 		}
@@ -387,7 +391,7 @@ func (e *Engine) convChunks(dst []float32, nx int, in []float32, offs []int, w [
 	cp := e.cp
 	x0 := 0
 	if e.kern != kernelsGo {
-		x0 = convVector(e.kern, e.chunk, dst, nx, in, offs, w, bias, cp)
+		x0 = convVector(e.kern, e.chunk, dst, nx, in, offs, w, bias, cp, cp)
 	}
 	kernel := voxelChunks8
 	if e.chunk == 16 {

@@ -4,30 +4,44 @@
 
 package cpu
 
-// convAVX2x8 is voxelChunks8 at n consecutive voxels, stride float32s apart in
-// dst and in (VMULPS then VADDPS, each product rounded: bit-identical to it).
+// convAVX2x3 is voxelConv1 at n consecutive voxels, stride float32s apart in in and
+// dstStride in dst (VMULPS then VADDPS, each product rounded: bit-identical to it).
 // len(offs) must be > 0 and every index in bounds: convVector checks them.
 //
 //go:noescape
-func convAVX2x8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)
+func convAVX2x3(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 
-// convFMAx8 is voxelChunks8 at n consecutive voxels, stride float32s apart in
-// dst and in (VFMADD231PS, products not rounded: not bit-identical to it).
+// convFMAx3 is voxelConv1 at n consecutive voxels, stride float32s apart in in and
+// dstStride in dst (VFMADD231PS, products not rounded: not bit-identical to it).
 // len(offs) must be > 0 and every index in bounds: convVector checks them.
 //
 //go:noescape
-func convFMAx8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)
+func convFMAx3(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 
-// convAVX2x16 is voxelChunks16 at n consecutive voxels, stride float32s apart in
-// dst and in (VMULPS then VADDPS, each product rounded: bit-identical to it).
+// convAVX2x8 is voxelChunks8 at n consecutive voxels, stride float32s apart in in and
+// dstStride in dst (VMULPS then VADDPS, each product rounded: bit-identical to it).
 // len(offs) must be > 0 and every index in bounds: convVector checks them.
 //
 //go:noescape
-func convAVX2x16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)
+func convAVX2x8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 
-// convFMAx16 is voxelChunks16 at n consecutive voxels, stride float32s apart in
-// dst and in (VFMADD231PS, products not rounded: not bit-identical to it).
+// convFMAx8 is voxelChunks8 at n consecutive voxels, stride float32s apart in in and
+// dstStride in dst (VFMADD231PS, products not rounded: not bit-identical to it).
 // len(offs) must be > 0 and every index in bounds: convVector checks them.
 //
 //go:noescape
-func convFMAx16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)
+func convFMAx8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
+
+// convAVX2x16 is voxelChunks16 at n consecutive voxels, stride float32s apart in in and
+// dstStride in dst (VMULPS then VADDPS, each product rounded: bit-identical to it).
+// len(offs) must be > 0 and every index in bounds: convVector checks them.
+//
+//go:noescape
+func convAVX2x16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
+
+// convFMAx16 is voxelChunks16 at n consecutive voxels, stride float32s apart in in and
+// dstStride in dst (VFMADD231PS, products not rounded: not bit-identical to it).
+// len(offs) must be > 0 and every index in bounds: convVector checks them.
+//
+//go:noescape
+func convFMAx16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)

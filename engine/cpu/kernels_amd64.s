@@ -4,9 +4,572 @@
 
 #include "textflag.h"
 
-// func convAVX2x8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)
+// func convAVX2x3(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 // Requires: AVX
-TEXT ·convAVX2x8(SB), NOSPLIT, $0-72
+TEXT ·convAVX2x3(SB), NOSPLIT, $0-80
+	MOVQ dst+0(FP), DI
+	MOVQ in+8(FP), SI
+	MOVQ offs_base+16(FP), BX
+	MOVQ offs_len+24(FP), CX
+	LEAQ (BX)(CX*8), CX
+	MOVQ w+40(FP), R8
+	MOVQ bias+48(FP), R9
+	MOVQ n+56(FP), DX
+	MOVQ stride+64(FP), R10
+	SHLQ $0x02, R10
+	LEAQ (R10)(R10*2), R11
+
+convAVX2x3_group12:
+	CMPQ    DX, $0x0c
+	JL      convAVX2x3_end12
+	VMOVUPS (R9), Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VMOVAPS Y0, Y4
+	VMOVAPS Y0, Y5
+	VMOVAPS Y0, Y6
+	VMOVAPS Y0, Y7
+	VMOVAPS Y0, Y8
+	VMOVAPS Y0, Y9
+	VMOVAPS Y0, Y10
+	VMOVAPS Y0, Y11
+	MOVQ    BX, R12
+	MOVQ    R8, R13
+
+convAVX2x3_chunks12:
+	MOVQ         (R12), AX
+	LEAQ         (SI)(AX*4), AX
+	LEAQ         (AX)(R10*4), R14
+	LEAQ         (AX)(R10*8), R15
+	VMOVUPS      (R13), Y12
+	VBROADCASTSS (AX), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y0, Y0
+	VBROADCASTSS (AX)(R10*1), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y1, Y1
+	VBROADCASTSS (AX)(R10*2), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y2, Y2
+	VBROADCASTSS (AX)(R11*1), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VBROADCASTSS (R14), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y4, Y4
+	VBROADCASTSS (R14)(R10*1), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y5, Y5
+	VBROADCASTSS (R14)(R10*2), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y6, Y6
+	VBROADCASTSS (R14)(R11*1), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y7, Y7
+	VBROADCASTSS (R15), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y8, Y8
+	VBROADCASTSS (R15)(R10*1), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y9, Y9
+	VBROADCASTSS (R15)(R10*2), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y10, Y10
+	VBROADCASTSS (R15)(R11*1), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y11, Y11
+	VMOVUPS      32(R13), Y12
+	VBROADCASTSS 4(AX), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y0, Y0
+	VBROADCASTSS 4(AX)(R10*1), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y1, Y1
+	VBROADCASTSS 4(AX)(R10*2), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y2, Y2
+	VBROADCASTSS 4(AX)(R11*1), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VBROADCASTSS 4(R14), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y4, Y4
+	VBROADCASTSS 4(R14)(R10*1), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y5, Y5
+	VBROADCASTSS 4(R14)(R10*2), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y6, Y6
+	VBROADCASTSS 4(R14)(R11*1), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y7, Y7
+	VBROADCASTSS 4(R15), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y8, Y8
+	VBROADCASTSS 4(R15)(R10*1), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y9, Y9
+	VBROADCASTSS 4(R15)(R10*2), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y10, Y10
+	VBROADCASTSS 4(R15)(R11*1), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y11, Y11
+	VMOVUPS      64(R13), Y12
+	VBROADCASTSS 8(AX), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y0, Y0
+	VBROADCASTSS 8(AX)(R10*1), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y1, Y1
+	VBROADCASTSS 8(AX)(R10*2), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y2, Y2
+	VBROADCASTSS 8(AX)(R11*1), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VBROADCASTSS 8(R14), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y4, Y4
+	VBROADCASTSS 8(R14)(R10*1), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y5, Y5
+	VBROADCASTSS 8(R14)(R10*2), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y6, Y6
+	VBROADCASTSS 8(R14)(R11*1), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y7, Y7
+	VBROADCASTSS 8(R15), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y8, Y8
+	VBROADCASTSS 8(R15)(R10*1), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y9, Y9
+	VBROADCASTSS 8(R15)(R10*2), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y10, Y10
+	VBROADCASTSS 8(R15)(R11*1), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y11, Y11
+	ADDQ         $0x00000060, R13
+	ADDQ         $0x08, R12
+	CMPQ         R12, CX
+	JB           convAVX2x3_chunks12
+	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
+	MOVQ         DI, AX
+	LEAQ         (AX)(R12*4), R14
+	LEAQ         (AX)(R12*8), R15
+	VMAXPS       Y13, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMAXPS       Y13, Y1, Y1
+	VMOVUPS      Y1, (AX)(R12*1)
+	VMAXPS       Y13, Y2, Y2
+	VMOVUPS      Y2, (AX)(R12*2)
+	VMAXPS       Y13, Y3, Y3
+	VMOVUPS      Y3, (AX)(R13*1)
+	VMAXPS       Y13, Y4, Y4
+	VMOVUPS      Y4, (R14)
+	VMAXPS       Y13, Y5, Y5
+	VMOVUPS      Y5, (R14)(R12*1)
+	VMAXPS       Y13, Y6, Y6
+	VMOVUPS      Y6, (R14)(R12*2)
+	VMAXPS       Y13, Y7, Y7
+	VMOVUPS      Y7, (R14)(R13*1)
+	VMAXPS       Y13, Y8, Y8
+	VMOVUPS      Y8, (R15)
+	VMAXPS       Y13, Y9, Y9
+	VMOVUPS      Y9, (R15)(R12*1)
+	VMAXPS       Y13, Y10, Y10
+	VMOVUPS      Y10, (R15)(R12*2)
+	VMAXPS       Y13, Y11, Y11
+	VMOVUPS      Y11, (R15)(R13*1)
+	LEAQ         (SI)(R11*4), SI
+	LEAQ         (DI)(R13*4), DI
+	SUBQ         $0x0c, DX
+	JMP          convAVX2x3_group12
+
+convAVX2x3_end12:
+convAVX2x3_group4:
+	CMPQ    DX, $0x04
+	JL      convAVX2x3_end4
+	VMOVUPS (R9), Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	MOVQ    BX, R12
+	MOVQ    R8, R13
+
+convAVX2x3_chunks4:
+	MOVQ         (R12), AX
+	LEAQ         (SI)(AX*4), AX
+	VMOVUPS      (R13), Y12
+	VBROADCASTSS (AX), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y0, Y0
+	VBROADCASTSS (AX)(R10*1), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y1, Y1
+	VBROADCASTSS (AX)(R10*2), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y2, Y2
+	VBROADCASTSS (AX)(R11*1), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VMOVUPS      32(R13), Y12
+	VBROADCASTSS 4(AX), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y0, Y0
+	VBROADCASTSS 4(AX)(R10*1), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y1, Y1
+	VBROADCASTSS 4(AX)(R10*2), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y2, Y2
+	VBROADCASTSS 4(AX)(R11*1), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VMOVUPS      64(R13), Y12
+	VBROADCASTSS 8(AX), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y0, Y0
+	VBROADCASTSS 8(AX)(R10*1), Y14
+	VMULPS       Y12, Y14, Y14
+	VADDPS       Y14, Y1, Y1
+	VBROADCASTSS 8(AX)(R10*2), Y15
+	VMULPS       Y12, Y15, Y15
+	VADDPS       Y15, Y2, Y2
+	VBROADCASTSS 8(AX)(R11*1), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	ADDQ         $0x00000060, R13
+	ADDQ         $0x08, R12
+	CMPQ         R12, CX
+	JB           convAVX2x3_chunks4
+	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
+	MOVQ         DI, AX
+	VMAXPS       Y13, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMAXPS       Y13, Y1, Y1
+	VMOVUPS      Y1, (AX)(R12*1)
+	VMAXPS       Y13, Y2, Y2
+	VMOVUPS      Y2, (AX)(R12*2)
+	VMAXPS       Y13, Y3, Y3
+	VMOVUPS      Y3, (AX)(R13*1)
+	LEAQ         (SI)(R10*4), SI
+	LEAQ         (DI)(R12*4), DI
+	SUBQ         $0x04, DX
+	JMP          convAVX2x3_group4
+
+convAVX2x3_end4:
+convAVX2x3_group1:
+	CMPQ    DX, $0x01
+	JL      convAVX2x3_end1
+	VMOVUPS (R9), Y0
+	MOVQ    BX, R12
+	MOVQ    R8, R13
+
+convAVX2x3_chunks1:
+	MOVQ         (R12), AX
+	LEAQ         (SI)(AX*4), AX
+	VMOVUPS      (R13), Y12
+	VBROADCASTSS (AX), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y0, Y0
+	VMOVUPS      32(R13), Y12
+	VBROADCASTSS 4(AX), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y0, Y0
+	VMOVUPS      64(R13), Y12
+	VBROADCASTSS 8(AX), Y13
+	VMULPS       Y12, Y13, Y13
+	VADDPS       Y13, Y0, Y0
+	ADDQ         $0x00000060, R13
+	ADDQ         $0x08, R12
+	CMPQ         R12, CX
+	JB           convAVX2x3_chunks1
+	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
+	MOVQ         DI, AX
+	VMAXPS       Y13, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         R10, SI
+	ADDQ         R12, DI
+	SUBQ         $0x01, DX
+	JMP          convAVX2x3_group1
+
+convAVX2x3_end1:
+	VZEROUPPER
+	RET
+
+// func convFMAx3(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
+// Requires: AVX, FMA3
+TEXT ·convFMAx3(SB), NOSPLIT, $0-80
+	MOVQ dst+0(FP), DI
+	MOVQ in+8(FP), SI
+	MOVQ offs_base+16(FP), BX
+	MOVQ offs_len+24(FP), CX
+	LEAQ (BX)(CX*8), CX
+	MOVQ w+40(FP), R8
+	MOVQ bias+48(FP), R9
+	MOVQ n+56(FP), DX
+	MOVQ stride+64(FP), R10
+	SHLQ $0x02, R10
+	LEAQ (R10)(R10*2), R11
+
+convFMAx3_group12:
+	CMPQ    DX, $0x0c
+	JL      convFMAx3_end12
+	VMOVUPS (R9), Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VMOVAPS Y0, Y4
+	VMOVAPS Y0, Y5
+	VMOVAPS Y0, Y6
+	VMOVAPS Y0, Y7
+	VMOVAPS Y0, Y8
+	VMOVAPS Y0, Y9
+	VMOVAPS Y0, Y10
+	VMOVAPS Y0, Y11
+	MOVQ    BX, R12
+	MOVQ    R8, R13
+
+convFMAx3_chunks12:
+	MOVQ         (R12), AX
+	LEAQ         (SI)(AX*4), AX
+	LEAQ         (AX)(R10*4), R14
+	LEAQ         (AX)(R10*8), R15
+	VMOVUPS      (R13), Y12
+	VBROADCASTSS (AX), Y13
+	VFMADD231PS  Y12, Y13, Y0
+	VBROADCASTSS (AX)(R10*1), Y14
+	VFMADD231PS  Y12, Y14, Y1
+	VBROADCASTSS (AX)(R10*2), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VBROADCASTSS (AX)(R11*1), Y13
+	VFMADD231PS  Y12, Y13, Y3
+	VBROADCASTSS (R14), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VBROADCASTSS (R14)(R10*1), Y15
+	VFMADD231PS  Y12, Y15, Y5
+	VBROADCASTSS (R14)(R10*2), Y13
+	VFMADD231PS  Y12, Y13, Y6
+	VBROADCASTSS (R14)(R11*1), Y14
+	VFMADD231PS  Y12, Y14, Y7
+	VBROADCASTSS (R15), Y15
+	VFMADD231PS  Y12, Y15, Y8
+	VBROADCASTSS (R15)(R10*1), Y13
+	VFMADD231PS  Y12, Y13, Y9
+	VBROADCASTSS (R15)(R10*2), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VBROADCASTSS (R15)(R11*1), Y15
+	VFMADD231PS  Y12, Y15, Y11
+	VMOVUPS      32(R13), Y12
+	VBROADCASTSS 4(AX), Y13
+	VFMADD231PS  Y12, Y13, Y0
+	VBROADCASTSS 4(AX)(R10*1), Y14
+	VFMADD231PS  Y12, Y14, Y1
+	VBROADCASTSS 4(AX)(R10*2), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VBROADCASTSS 4(AX)(R11*1), Y13
+	VFMADD231PS  Y12, Y13, Y3
+	VBROADCASTSS 4(R14), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VBROADCASTSS 4(R14)(R10*1), Y15
+	VFMADD231PS  Y12, Y15, Y5
+	VBROADCASTSS 4(R14)(R10*2), Y13
+	VFMADD231PS  Y12, Y13, Y6
+	VBROADCASTSS 4(R14)(R11*1), Y14
+	VFMADD231PS  Y12, Y14, Y7
+	VBROADCASTSS 4(R15), Y15
+	VFMADD231PS  Y12, Y15, Y8
+	VBROADCASTSS 4(R15)(R10*1), Y13
+	VFMADD231PS  Y12, Y13, Y9
+	VBROADCASTSS 4(R15)(R10*2), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VBROADCASTSS 4(R15)(R11*1), Y15
+	VFMADD231PS  Y12, Y15, Y11
+	VMOVUPS      64(R13), Y12
+	VBROADCASTSS 8(AX), Y13
+	VFMADD231PS  Y12, Y13, Y0
+	VBROADCASTSS 8(AX)(R10*1), Y14
+	VFMADD231PS  Y12, Y14, Y1
+	VBROADCASTSS 8(AX)(R10*2), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VBROADCASTSS 8(AX)(R11*1), Y13
+	VFMADD231PS  Y12, Y13, Y3
+	VBROADCASTSS 8(R14), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VBROADCASTSS 8(R14)(R10*1), Y15
+	VFMADD231PS  Y12, Y15, Y5
+	VBROADCASTSS 8(R14)(R10*2), Y13
+	VFMADD231PS  Y12, Y13, Y6
+	VBROADCASTSS 8(R14)(R11*1), Y14
+	VFMADD231PS  Y12, Y14, Y7
+	VBROADCASTSS 8(R15), Y15
+	VFMADD231PS  Y12, Y15, Y8
+	VBROADCASTSS 8(R15)(R10*1), Y13
+	VFMADD231PS  Y12, Y13, Y9
+	VBROADCASTSS 8(R15)(R10*2), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VBROADCASTSS 8(R15)(R11*1), Y15
+	VFMADD231PS  Y12, Y15, Y11
+	ADDQ         $0x00000060, R13
+	ADDQ         $0x08, R12
+	CMPQ         R12, CX
+	JB           convFMAx3_chunks12
+	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
+	MOVQ         DI, AX
+	LEAQ         (AX)(R12*4), R14
+	LEAQ         (AX)(R12*8), R15
+	VMAXPS       Y13, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMAXPS       Y13, Y1, Y1
+	VMOVUPS      Y1, (AX)(R12*1)
+	VMAXPS       Y13, Y2, Y2
+	VMOVUPS      Y2, (AX)(R12*2)
+	VMAXPS       Y13, Y3, Y3
+	VMOVUPS      Y3, (AX)(R13*1)
+	VMAXPS       Y13, Y4, Y4
+	VMOVUPS      Y4, (R14)
+	VMAXPS       Y13, Y5, Y5
+	VMOVUPS      Y5, (R14)(R12*1)
+	VMAXPS       Y13, Y6, Y6
+	VMOVUPS      Y6, (R14)(R12*2)
+	VMAXPS       Y13, Y7, Y7
+	VMOVUPS      Y7, (R14)(R13*1)
+	VMAXPS       Y13, Y8, Y8
+	VMOVUPS      Y8, (R15)
+	VMAXPS       Y13, Y9, Y9
+	VMOVUPS      Y9, (R15)(R12*1)
+	VMAXPS       Y13, Y10, Y10
+	VMOVUPS      Y10, (R15)(R12*2)
+	VMAXPS       Y13, Y11, Y11
+	VMOVUPS      Y11, (R15)(R13*1)
+	LEAQ         (SI)(R11*4), SI
+	LEAQ         (DI)(R13*4), DI
+	SUBQ         $0x0c, DX
+	JMP          convFMAx3_group12
+
+convFMAx3_end12:
+convFMAx3_group4:
+	CMPQ    DX, $0x04
+	JL      convFMAx3_end4
+	VMOVUPS (R9), Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	MOVQ    BX, R12
+	MOVQ    R8, R13
+
+convFMAx3_chunks4:
+	MOVQ         (R12), AX
+	LEAQ         (SI)(AX*4), AX
+	VMOVUPS      (R13), Y12
+	VBROADCASTSS (AX), Y13
+	VFMADD231PS  Y12, Y13, Y0
+	VBROADCASTSS (AX)(R10*1), Y14
+	VFMADD231PS  Y12, Y14, Y1
+	VBROADCASTSS (AX)(R10*2), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VBROADCASTSS (AX)(R11*1), Y13
+	VFMADD231PS  Y12, Y13, Y3
+	VMOVUPS      32(R13), Y12
+	VBROADCASTSS 4(AX), Y13
+	VFMADD231PS  Y12, Y13, Y0
+	VBROADCASTSS 4(AX)(R10*1), Y14
+	VFMADD231PS  Y12, Y14, Y1
+	VBROADCASTSS 4(AX)(R10*2), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VBROADCASTSS 4(AX)(R11*1), Y13
+	VFMADD231PS  Y12, Y13, Y3
+	VMOVUPS      64(R13), Y12
+	VBROADCASTSS 8(AX), Y13
+	VFMADD231PS  Y12, Y13, Y0
+	VBROADCASTSS 8(AX)(R10*1), Y14
+	VFMADD231PS  Y12, Y14, Y1
+	VBROADCASTSS 8(AX)(R10*2), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VBROADCASTSS 8(AX)(R11*1), Y13
+	VFMADD231PS  Y12, Y13, Y3
+	ADDQ         $0x00000060, R13
+	ADDQ         $0x08, R12
+	CMPQ         R12, CX
+	JB           convFMAx3_chunks4
+	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
+	MOVQ         DI, AX
+	VMAXPS       Y13, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMAXPS       Y13, Y1, Y1
+	VMOVUPS      Y1, (AX)(R12*1)
+	VMAXPS       Y13, Y2, Y2
+	VMOVUPS      Y2, (AX)(R12*2)
+	VMAXPS       Y13, Y3, Y3
+	VMOVUPS      Y3, (AX)(R13*1)
+	LEAQ         (SI)(R10*4), SI
+	LEAQ         (DI)(R12*4), DI
+	SUBQ         $0x04, DX
+	JMP          convFMAx3_group4
+
+convFMAx3_end4:
+convFMAx3_group1:
+	CMPQ    DX, $0x01
+	JL      convFMAx3_end1
+	VMOVUPS (R9), Y0
+	MOVQ    BX, R12
+	MOVQ    R8, R13
+
+convFMAx3_chunks1:
+	MOVQ         (R12), AX
+	LEAQ         (SI)(AX*4), AX
+	VMOVUPS      (R13), Y12
+	VBROADCASTSS (AX), Y13
+	VFMADD231PS  Y12, Y13, Y0
+	VMOVUPS      32(R13), Y12
+	VBROADCASTSS 4(AX), Y13
+	VFMADD231PS  Y12, Y13, Y0
+	VMOVUPS      64(R13), Y12
+	VBROADCASTSS 8(AX), Y13
+	VFMADD231PS  Y12, Y13, Y0
+	ADDQ         $0x00000060, R13
+	ADDQ         $0x08, R12
+	CMPQ         R12, CX
+	JB           convFMAx3_chunks1
+	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
+	MOVQ         DI, AX
+	VMAXPS       Y13, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         R10, SI
+	ADDQ         R12, DI
+	SUBQ         $0x01, DX
+	JMP          convFMAx3_group1
+
+convFMAx3_end1:
+	VZEROUPPER
+	RET
+
+// func convAVX2x8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
+// Requires: AVX
+TEXT ·convAVX2x8(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
 	MOVQ in+8(FP), SI
 	MOVQ offs_base+16(FP), BX
@@ -343,35 +906,38 @@ convAVX2x8_chunks12:
 	CMPQ         R12, CX
 	JB           convAVX2x8_chunks12
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
-	LEAQ         (AX)(R10*4), R14
-	LEAQ         (AX)(R10*8), R15
+	LEAQ         (AX)(R12*4), R14
+	LEAQ         (AX)(R12*8), R15
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMAXPS       Y13, Y1, Y1
-	VMOVUPS      Y1, (AX)(R10*1)
+	VMOVUPS      Y1, (AX)(R12*1)
 	VMAXPS       Y13, Y2, Y2
-	VMOVUPS      Y2, (AX)(R10*2)
+	VMOVUPS      Y2, (AX)(R12*2)
 	VMAXPS       Y13, Y3, Y3
-	VMOVUPS      Y3, (AX)(R11*1)
+	VMOVUPS      Y3, (AX)(R13*1)
 	VMAXPS       Y13, Y4, Y4
 	VMOVUPS      Y4, (R14)
 	VMAXPS       Y13, Y5, Y5
-	VMOVUPS      Y5, (R14)(R10*1)
+	VMOVUPS      Y5, (R14)(R12*1)
 	VMAXPS       Y13, Y6, Y6
-	VMOVUPS      Y6, (R14)(R10*2)
+	VMOVUPS      Y6, (R14)(R12*2)
 	VMAXPS       Y13, Y7, Y7
-	VMOVUPS      Y7, (R14)(R11*1)
+	VMOVUPS      Y7, (R14)(R13*1)
 	VMAXPS       Y13, Y8, Y8
 	VMOVUPS      Y8, (R15)
 	VMAXPS       Y13, Y9, Y9
-	VMOVUPS      Y9, (R15)(R10*1)
+	VMOVUPS      Y9, (R15)(R12*1)
 	VMAXPS       Y13, Y10, Y10
-	VMOVUPS      Y10, (R15)(R10*2)
+	VMOVUPS      Y10, (R15)(R12*2)
 	VMAXPS       Y13, Y11, Y11
-	VMOVUPS      Y11, (R15)(R11*1)
+	VMOVUPS      Y11, (R15)(R13*1)
 	LEAQ         (SI)(R11*4), SI
-	LEAQ         (DI)(R11*4), DI
+	LEAQ         (DI)(R13*4), DI
 	SUBQ         $0x0c, DX
 	JMP          convAVX2x8_group12
 
@@ -498,17 +1064,20 @@ convAVX2x8_chunks4:
 	CMPQ         R12, CX
 	JB           convAVX2x8_chunks4
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMAXPS       Y13, Y1, Y1
-	VMOVUPS      Y1, (AX)(R10*1)
+	VMOVUPS      Y1, (AX)(R12*1)
 	VMAXPS       Y13, Y2, Y2
-	VMOVUPS      Y2, (AX)(R10*2)
+	VMOVUPS      Y2, (AX)(R12*2)
 	VMAXPS       Y13, Y3, Y3
-	VMOVUPS      Y3, (AX)(R11*1)
+	VMOVUPS      Y3, (AX)(R13*1)
 	LEAQ         (SI)(R10*4), SI
-	LEAQ         (DI)(R10*4), DI
+	LEAQ         (DI)(R12*4), DI
 	SUBQ         $0x04, DX
 	JMP          convAVX2x8_group4
 
@@ -560,11 +1129,14 @@ convAVX2x8_chunks1:
 	CMPQ         R12, CX
 	JB           convAVX2x8_chunks1
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	ADDQ         R10, SI
-	ADDQ         R10, DI
+	ADDQ         R12, DI
 	SUBQ         $0x01, DX
 	JMP          convAVX2x8_group1
 
@@ -572,9 +1144,9 @@ convAVX2x8_end1:
 	VZEROUPPER
 	RET
 
-// func convFMAx8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)
+// func convFMAx8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 // Requires: AVX, FMA3
-TEXT ·convFMAx8(SB), NOSPLIT, $0-72
+TEXT ·convFMAx8(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
 	MOVQ in+8(FP), SI
 	MOVQ offs_base+16(FP), BX
@@ -815,35 +1387,38 @@ convFMAx8_chunks12:
 	CMPQ         R12, CX
 	JB           convFMAx8_chunks12
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
-	LEAQ         (AX)(R10*4), R14
-	LEAQ         (AX)(R10*8), R15
+	LEAQ         (AX)(R12*4), R14
+	LEAQ         (AX)(R12*8), R15
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMAXPS       Y13, Y1, Y1
-	VMOVUPS      Y1, (AX)(R10*1)
+	VMOVUPS      Y1, (AX)(R12*1)
 	VMAXPS       Y13, Y2, Y2
-	VMOVUPS      Y2, (AX)(R10*2)
+	VMOVUPS      Y2, (AX)(R12*2)
 	VMAXPS       Y13, Y3, Y3
-	VMOVUPS      Y3, (AX)(R11*1)
+	VMOVUPS      Y3, (AX)(R13*1)
 	VMAXPS       Y13, Y4, Y4
 	VMOVUPS      Y4, (R14)
 	VMAXPS       Y13, Y5, Y5
-	VMOVUPS      Y5, (R14)(R10*1)
+	VMOVUPS      Y5, (R14)(R12*1)
 	VMAXPS       Y13, Y6, Y6
-	VMOVUPS      Y6, (R14)(R10*2)
+	VMOVUPS      Y6, (R14)(R12*2)
 	VMAXPS       Y13, Y7, Y7
-	VMOVUPS      Y7, (R14)(R11*1)
+	VMOVUPS      Y7, (R14)(R13*1)
 	VMAXPS       Y13, Y8, Y8
 	VMOVUPS      Y8, (R15)
 	VMAXPS       Y13, Y9, Y9
-	VMOVUPS      Y9, (R15)(R10*1)
+	VMOVUPS      Y9, (R15)(R12*1)
 	VMAXPS       Y13, Y10, Y10
-	VMOVUPS      Y10, (R15)(R10*2)
+	VMOVUPS      Y10, (R15)(R12*2)
 	VMAXPS       Y13, Y11, Y11
-	VMOVUPS      Y11, (R15)(R11*1)
+	VMOVUPS      Y11, (R15)(R13*1)
 	LEAQ         (SI)(R11*4), SI
-	LEAQ         (DI)(R11*4), DI
+	LEAQ         (DI)(R13*4), DI
 	SUBQ         $0x0c, DX
 	JMP          convFMAx8_group12
 
@@ -938,17 +1513,20 @@ convFMAx8_chunks4:
 	CMPQ         R12, CX
 	JB           convFMAx8_chunks4
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMAXPS       Y13, Y1, Y1
-	VMOVUPS      Y1, (AX)(R10*1)
+	VMOVUPS      Y1, (AX)(R12*1)
 	VMAXPS       Y13, Y2, Y2
-	VMOVUPS      Y2, (AX)(R10*2)
+	VMOVUPS      Y2, (AX)(R12*2)
 	VMAXPS       Y13, Y3, Y3
-	VMOVUPS      Y3, (AX)(R11*1)
+	VMOVUPS      Y3, (AX)(R13*1)
 	LEAQ         (SI)(R10*4), SI
-	LEAQ         (DI)(R10*4), DI
+	LEAQ         (DI)(R12*4), DI
 	SUBQ         $0x04, DX
 	JMP          convFMAx8_group4
 
@@ -992,11 +1570,14 @@ convFMAx8_chunks1:
 	CMPQ         R12, CX
 	JB           convFMAx8_chunks1
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	ADDQ         R10, SI
-	ADDQ         R10, DI
+	ADDQ         R12, DI
 	SUBQ         $0x01, DX
 	JMP          convFMAx8_group1
 
@@ -1004,9 +1585,9 @@ convFMAx8_end1:
 	VZEROUPPER
 	RET
 
-// func convAVX2x16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)
+// func convAVX2x16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 // Requires: AVX
-TEXT ·convAVX2x16(SB), NOSPLIT, $0-72
+TEXT ·convAVX2x16(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
 	MOVQ in+8(FP), SI
 	MOVQ offs_base+16(FP), BX
@@ -1639,35 +2220,38 @@ convAVX2x16_chunks12:
 	CMPQ         R12, CX
 	JB           convAVX2x16_chunks12
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
-	LEAQ         (AX)(R10*4), R14
-	LEAQ         (AX)(R10*8), R15
+	LEAQ         (AX)(R12*4), R14
+	LEAQ         (AX)(R12*8), R15
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMAXPS       Y13, Y1, Y1
-	VMOVUPS      Y1, (AX)(R10*1)
+	VMOVUPS      Y1, (AX)(R12*1)
 	VMAXPS       Y13, Y2, Y2
-	VMOVUPS      Y2, (AX)(R10*2)
+	VMOVUPS      Y2, (AX)(R12*2)
 	VMAXPS       Y13, Y3, Y3
-	VMOVUPS      Y3, (AX)(R11*1)
+	VMOVUPS      Y3, (AX)(R13*1)
 	VMAXPS       Y13, Y4, Y4
 	VMOVUPS      Y4, (R14)
 	VMAXPS       Y13, Y5, Y5
-	VMOVUPS      Y5, (R14)(R10*1)
+	VMOVUPS      Y5, (R14)(R12*1)
 	VMAXPS       Y13, Y6, Y6
-	VMOVUPS      Y6, (R14)(R10*2)
+	VMOVUPS      Y6, (R14)(R12*2)
 	VMAXPS       Y13, Y7, Y7
-	VMOVUPS      Y7, (R14)(R11*1)
+	VMOVUPS      Y7, (R14)(R13*1)
 	VMAXPS       Y13, Y8, Y8
 	VMOVUPS      Y8, (R15)
 	VMAXPS       Y13, Y9, Y9
-	VMOVUPS      Y9, (R15)(R10*1)
+	VMOVUPS      Y9, (R15)(R12*1)
 	VMAXPS       Y13, Y10, Y10
-	VMOVUPS      Y10, (R15)(R10*2)
+	VMOVUPS      Y10, (R15)(R12*2)
 	VMAXPS       Y13, Y11, Y11
-	VMOVUPS      Y11, (R15)(R11*1)
+	VMOVUPS      Y11, (R15)(R13*1)
 	LEAQ         (SI)(R11*4), SI
-	LEAQ         (DI)(R11*4), DI
+	LEAQ         (DI)(R13*4), DI
 	SUBQ         $0x0c, DX
 	JMP          convAVX2x16_group12
 
@@ -1898,17 +2482,20 @@ convAVX2x16_chunks4:
 	CMPQ         R12, CX
 	JB           convAVX2x16_chunks4
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMAXPS       Y13, Y1, Y1
-	VMOVUPS      Y1, (AX)(R10*1)
+	VMOVUPS      Y1, (AX)(R12*1)
 	VMAXPS       Y13, Y2, Y2
-	VMOVUPS      Y2, (AX)(R10*2)
+	VMOVUPS      Y2, (AX)(R12*2)
 	VMAXPS       Y13, Y3, Y3
-	VMOVUPS      Y3, (AX)(R11*1)
+	VMOVUPS      Y3, (AX)(R13*1)
 	LEAQ         (SI)(R10*4), SI
-	LEAQ         (DI)(R10*4), DI
+	LEAQ         (DI)(R12*4), DI
 	SUBQ         $0x04, DX
 	JMP          convAVX2x16_group4
 
@@ -1992,11 +2579,14 @@ convAVX2x16_chunks1:
 	CMPQ         R12, CX
 	JB           convAVX2x16_chunks1
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	ADDQ         R10, SI
-	ADDQ         R10, DI
+	ADDQ         R12, DI
 	SUBQ         $0x01, DX
 	JMP          convAVX2x16_group1
 
@@ -2004,9 +2594,9 @@ convAVX2x16_end1:
 	VZEROUPPER
 	RET
 
-// func convFMAx16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)
+// func convFMAx16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 // Requires: AVX, FMA3
-TEXT ·convFMAx16(SB), NOSPLIT, $0-72
+TEXT ·convFMAx16(SB), NOSPLIT, $0-80
 	MOVQ dst+0(FP), DI
 	MOVQ in+8(FP), SI
 	MOVQ offs_base+16(FP), BX
@@ -2447,35 +3037,38 @@ convFMAx16_chunks12:
 	CMPQ         R12, CX
 	JB           convFMAx16_chunks12
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
-	LEAQ         (AX)(R10*4), R14
-	LEAQ         (AX)(R10*8), R15
+	LEAQ         (AX)(R12*4), R14
+	LEAQ         (AX)(R12*8), R15
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMAXPS       Y13, Y1, Y1
-	VMOVUPS      Y1, (AX)(R10*1)
+	VMOVUPS      Y1, (AX)(R12*1)
 	VMAXPS       Y13, Y2, Y2
-	VMOVUPS      Y2, (AX)(R10*2)
+	VMOVUPS      Y2, (AX)(R12*2)
 	VMAXPS       Y13, Y3, Y3
-	VMOVUPS      Y3, (AX)(R11*1)
+	VMOVUPS      Y3, (AX)(R13*1)
 	VMAXPS       Y13, Y4, Y4
 	VMOVUPS      Y4, (R14)
 	VMAXPS       Y13, Y5, Y5
-	VMOVUPS      Y5, (R14)(R10*1)
+	VMOVUPS      Y5, (R14)(R12*1)
 	VMAXPS       Y13, Y6, Y6
-	VMOVUPS      Y6, (R14)(R10*2)
+	VMOVUPS      Y6, (R14)(R12*2)
 	VMAXPS       Y13, Y7, Y7
-	VMOVUPS      Y7, (R14)(R11*1)
+	VMOVUPS      Y7, (R14)(R13*1)
 	VMAXPS       Y13, Y8, Y8
 	VMOVUPS      Y8, (R15)
 	VMAXPS       Y13, Y9, Y9
-	VMOVUPS      Y9, (R15)(R10*1)
+	VMOVUPS      Y9, (R15)(R12*1)
 	VMAXPS       Y13, Y10, Y10
-	VMOVUPS      Y10, (R15)(R10*2)
+	VMOVUPS      Y10, (R15)(R12*2)
 	VMAXPS       Y13, Y11, Y11
-	VMOVUPS      Y11, (R15)(R11*1)
+	VMOVUPS      Y11, (R15)(R13*1)
 	LEAQ         (SI)(R11*4), SI
-	LEAQ         (DI)(R11*4), DI
+	LEAQ         (DI)(R13*4), DI
 	SUBQ         $0x0c, DX
 	JMP          convFMAx16_group12
 
@@ -2642,17 +3235,20 @@ convFMAx16_chunks4:
 	CMPQ         R12, CX
 	JB           convFMAx16_chunks4
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMAXPS       Y13, Y1, Y1
-	VMOVUPS      Y1, (AX)(R10*1)
+	VMOVUPS      Y1, (AX)(R12*1)
 	VMAXPS       Y13, Y2, Y2
-	VMOVUPS      Y2, (AX)(R10*2)
+	VMOVUPS      Y2, (AX)(R12*2)
 	VMAXPS       Y13, Y3, Y3
-	VMOVUPS      Y3, (AX)(R11*1)
+	VMOVUPS      Y3, (AX)(R13*1)
 	LEAQ         (SI)(R10*4), SI
-	LEAQ         (DI)(R10*4), DI
+	LEAQ         (DI)(R12*4), DI
 	SUBQ         $0x04, DX
 	JMP          convFMAx16_group4
 
@@ -2720,11 +3316,14 @@ convFMAx16_chunks1:
 	CMPQ         R12, CX
 	JB           convFMAx16_chunks1
 	VXORPS       Y13, Y13, Y13
+	MOVQ         dstStride+72(FP), R12
+	SHLQ         $0x02, R12
+	LEAQ         (R12)(R12*2), R13
 	MOVQ         DI, AX
 	VMAXPS       Y13, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	ADDQ         R10, SI
-	ADDQ         R10, DI
+	ADDQ         R12, DI
 	SUBQ         $0x01, DX
 	JMP          convFMAx16_group1
 

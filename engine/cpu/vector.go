@@ -8,7 +8,7 @@ import "os"
 // (AMD EPYC with AVX-512, 2 cores: BenchmarkConvKernels, one C=16 block over 96 voxels,
 // 70-81 GFLOP/s a core for AVX2 against 60-73 for FMA, six runs each; the engine benchmark
 // 29.5-32 against 30.8-31.2), since this core has separate multiply and add pipes, and the
-// fused sums are not the reference's: up to 1.41 u times the sum of the terms' magnitudes away
+// fused sums are not the reference's: up to 2.85 u times the sum of the terms' magnitudes away
 // (thousands of ulps where a sum nearly cancels; TestFMAKernelsBound), so masks could differ
 // from the golden ones by near-ties. VOXPIPE_CPU_KERNELS=fma keeps them for measuring.
 type kernels uint8

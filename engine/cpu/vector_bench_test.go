@@ -12,7 +12,7 @@ import (
 func BenchmarkConvKernels(b *testing.B) {
 	const nx, cp, chunk = 96, 16, 16
 	rng := rand.New(rand.NewPCG(37, 3))
-	c := newKernelCase(rng, cp, chunk, nx, 27, 1, ordinary)
+	c := newKernelCase(rng, kernelShape{cp, cp, chunk}, nx, 27, 1, ordinary)
 	// conv2's offsets: 9 rows (dz, dy) of 3 voxels, each row its own stretch of memory.
 	rowLen := (nx + 4) * cp
 	for i := range c.offs {

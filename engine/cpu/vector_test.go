@@ -21,7 +21,8 @@ const pad = 64
 // kernelCase is one call of a vector kernel: buffers with canaries around them, and the pure-Go
 // kernels' results.
 type kernelCase struct {
-	cp, chunk, nx int
+	kernelShape
+	nx            int
 	offs          []int
 	w             [][block]float32
 	bias          [block]float32
@@ -32,10 +33,27 @@ type kernelCase struct {
 func (c *kernelCase) in() []float32  { return c.inBuf[pad : len(c.inBuf)-pad] }
 func (c *kernelCase) dst() []float32 { return c.dstBuf[pad : len(c.dstBuf)-pad] }
 
+// kernelShape is where a kernel's voxels lie: cp float32s apart in dst, inStride in in, chunk
+// values read at each offset.
+type kernelShape struct{ cp, inStride, chunk int }
+
+// kernelShapes are those the engine can have: C -> C convolutions and conv1 (chunk 3).
+var kernelShapes = []kernelShape{{8, 8, 8}, {16, 16, 16}, {24, 24, 8}, {32, 32, 16}, {48, 48, 16}, {8, 1, 3}, {16, 1, 3}, {24, 1, 3}}
+
+// chunks is how many offsets the engine gives a kernel of this shape: 27 taps of cp values,
+// or conv1's 9 rows of 3.
+func (s kernelShape) chunks() int {
+	if s.chunk == 3 {
+		return 9
+	}
+	return 27 * s.cp / s.chunk
+}
+
 // newKernelCase draws chunk offsets (up to span float32s from a voxel), weights and inputs for
-// nx voxels cp float32s apart, from values(rng), and computes the pure-Go kernels' output.
-func newKernelCase(rng *rand.Rand, cp, chunk, nx, chunks, span int, value func(*rand.Rand) float32) *kernelCase {
-	c := &kernelCase{cp: cp, chunk: chunk, nx: nx, offs: make([]int, chunks), w: make([][block]float32, chunks*chunk)}
+// nx voxels, from values(rng), and computes the pure-Go kernels' output.
+func newKernelCase(rng *rand.Rand, s kernelShape, nx, chunks, span int, value func(*rand.Rand) float32) *kernelCase {
+	cp, chunk := s.cp, s.chunk
+	c := &kernelCase{kernelShape: s, nx: nx, offs: make([]int, chunks), w: make([][block]float32, chunks*chunk)}
 	for i := range c.offs {
 		c.offs[i] = rng.IntN(span)
 	}
@@ -47,7 +65,7 @@ func newKernelCase(rng *rand.Rand, cp, chunk, nx, chunks, span int, value func(*
 	for k := range block {
 		c.bias[k] = value(rng)
 	}
-	inLen := (nx-1)*cp + slices.Max(c.offs) + chunk
+	inLen := (nx-1)*s.inStride + slices.Max(c.offs) + chunk
 	dstLen := (nx-1)*cp + block
 	c.inBuf = canaries(inLen + 2*pad)
 	for i := range c.in() {
@@ -55,12 +73,10 @@ func newKernelCase(rng *rand.Rand, cp, chunk, nx, chunks, span int, value func(*
 	}
 	c.dstBuf = canaries(dstLen + 2*pad)
 	c.want = canaries(dstLen)
-	kernel := voxelChunks8
-	if chunk == 16 {
-		kernel = voxelChunks16
-	}
+	kernel := map[int]func(*[block]float32, []float32, []int, [][block]float32, *[block]float32){
+		3: voxelConv1, 8: voxelChunks8, 16: voxelChunks16}[chunk]
 	for x := range nx {
-		kernel((*[block]float32)(c.want[x*cp:]), c.in()[x*cp:], c.offs, c.w, &c.bias)
+		kernel((*[block]float32)(c.want[x*cp:]), c.in()[x*s.inStride:], c.offs, c.w, &c.bias)
 	}
 	return c
 }
@@ -107,7 +123,7 @@ func ordinary(rng *rand.Rand) float32 { return float32(rng.NormFloat64()) }
 // cmp; the canaries around in and dst, and between dst's blocks, must be unchanged.
 func (c *kernelCase) check(t *testing.T, k kernels, cmp func(i int, got, want float32)) {
 	t.Helper()
-	if n := convVector(k, c.chunk, c.dst(), c.nx, c.in(), c.offs, c.w, &c.bias, c.cp); n != c.nx {
+	if n := convVector(k, c.chunk, c.dst(), c.nx, c.in(), c.offs, c.w, &c.bias, c.inStride, c.cp); n != c.nx {
 		t.Fatalf("convVector did %d voxels of %d", n, c.nx)
 	}
 	for i, v := range c.dstBuf {
@@ -127,11 +143,9 @@ func (c *kernelCase) check(t *testing.T, k kernels, cmp func(i int, got, want fl
 	}
 }
 
-// kernelShapes are the (cp, chunk) pairs the engine can have.
-var kernelShapes = [][2]int{{8, 8}, {16, 16}, {24, 8}, {32, 16}, {48, 16}}
-
-// TestAVX2KernelsMatchGo: the AVX2 kernels equal the pure-Go kernels bit for bit, for every
-// remainder of x modulo the 12- and 4-voxel groups, on awkward values, touching nothing else.
+// TestAVX2KernelsMatchGo: the AVX2 kernels equal the pure-Go kernels (voxelChunks8/16,
+// voxelConv1) bit for bit, for every remainder of x modulo the 12- and 4-voxel groups, on
+// awkward values, touching nothing else.
 func TestAVX2KernelsMatchGo(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2 kernels on this CPU or GOARCH")
@@ -139,10 +153,10 @@ func TestAVX2KernelsMatchGo(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(37, 1))
 	for _, s := range kernelShapes {
-		cp, chunk := s[0], s[1]
+		cp, chunk := s.cp, s.chunk
 		for nx := 1; nx <= 30; nx++ {
-			for _, chunks := range []int{1, 3, 27 * cp / chunk} {
-				c := newKernelCase(rng, cp, chunk, nx, chunks, 5*cp, special)
+			for _, chunks := range []int{1, 3, s.chunks()} {
+				c := newKernelCase(rng, s, nx, chunks, 5*cp, special)
 				c.check(t, kernelsAVX2, func(i int, got, want float32) {
 					if math.Float32bits(got) != math.Float32bits(want) {
 						t.Fatalf("cp %d chunk %d nx %d chunks %d: dst[%d] = %v (%#x), Go kernel %v (%#x)",
@@ -166,16 +180,16 @@ func TestFMAKernelsBound(t *testing.T) {
 	var maxUlps uint32
 	var maxU float64 // the largest difference in units of u times the terms' magnitudes
 	for _, s := range kernelShapes {
-		cp, chunk := s[0], s[1]
+		cp, chunk := s.cp, s.chunk
 		for nx := 1; nx <= 30; nx++ {
-			chunks := 27 * cp / chunk
-			c := newKernelCase(rng, cp, chunk, nx, chunks, 5*cp, ordinary)
+			chunks := s.chunks()
+			c := newKernelCase(rng, s, nx, chunks, 5*cp, ordinary)
 			c.check(t, kernelsFMA, func(i int, got, want float32) {
 				x, k := i/cp, i%cp
 				n, mag := chunks*chunk+1, math.Abs(float64(c.bias[k]))
 				for ci, off := range c.offs {
 					for j := range chunk {
-						mag += math.Abs(float64(c.w[ci*chunk+j][k]) * float64(c.in()[x*cp+off+j]))
+						mag += math.Abs(float64(c.w[ci*chunk+j][k]) * float64(c.in()[x*c.inStride+off+j]))
 					}
 				}
 				bound := 2 * float64(n+1) * 0x1p-24 * mag

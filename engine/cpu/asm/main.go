@@ -4,8 +4,8 @@
 // differ from its output. It is a separate main package so that avo stays out of the voxpipe
 // binary's dependency graph.
 //
-// Each kernel computes one block of 8 output channels (one YMM register) of a C -> C convolution
-// at n consecutive voxels, 12 at a time (then 4, then 1) so that every weight row loaded is used
+// Each kernel computes one block of 8 output channels (one YMM register) of a convolution (C ->
+// C in chunks of 8 or 16 values, or conv1's rows of 3) at n consecutive voxels, 12 at a time (then 4, then 1) so that every weight row loaded is used
 // by 12 voxels: for chunk c (in offs order) and value i, the weights w[c*chunk+i] are one YMM
 // load and each voxel's input value a VBROADCASTSS. The AVX2 kernels round each product
 // (VMULPS) before adding it (VADDPS) in the reference's order, so they equal the pure-Go kernels
@@ -49,7 +49,7 @@ func main() {
 func Generate() (asm, stubs []byte, err error) {
 	c := build.NewContext()
 	c.ConstraintExpr("!purego")
-	for _, chunk := range []int{8, 16} {
+	for _, chunk := range []int{3, 8, 16} {
 		kernel(c, fmt.Sprintf("convAVX2x%d", chunk), chunk, false)
 		kernel(c, fmt.Sprintf("convFMAx%d", chunk), chunk, true)
 	}
@@ -77,7 +77,7 @@ var (
 	dst, in, offs, offsEnd = reg.RDI, reg.RSI, reg.RBX, reg.RCX // row pointers; offs and its end
 	wBase, bias, n         = reg.R8, reg.R9, reg.RDX            // weights, bias, voxels left
 	s1, s3                 = reg.R10, reg.R11                   // the voxel stride in bytes, and 3 times it
-	cur, wp                = reg.R12, reg.R13                   // the offs cursor, the weight cursor
+	cur, wp                = reg.R12, reg.R13                   // the offs and weight cursors; at the stores, the dst stride in bytes and 3 times it
 	p0, p4, p8             = reg.RAX, reg.R14, reg.R15          // voxels 0, 4 and 8 of a chunk (or of dst)
 	yw                     = reg.Y12                            // a weight row
 	tmp                    = []reg.VecPhysical{reg.Y13, reg.Y14, reg.Y15}
@@ -88,14 +88,18 @@ var (
 func kernel(c *build.Context, name string, chunk int, fma bool) {
 	c.Function(name)
 	c.Attributes(attr.NOSPLIT)
-	c.SignatureExpr("func(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int)")
+	c.SignatureExpr("func(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)")
 	op := "VMULPS then VADDPS, each product rounded: bit-identical to it"
 	if fma {
 		op = "VFMADD231PS, products not rounded: not bit-identical to it"
 	}
+	ref := fmt.Sprintf("voxelChunks%d", chunk)
+	if chunk == 3 {
+		ref = "voxelConv1"
+	}
 	c.Doc(
-		fmt.Sprintf("%s is voxelChunks%d at n consecutive voxels, stride float32s apart in", name, chunk),
-		fmt.Sprintf("dst and in (%s).", op),
+		fmt.Sprintf("%s is %s at n consecutive voxels, stride float32s apart in in and", name, ref),
+		fmt.Sprintf("dstStride in dst (%s).", op),
 		"len(offs) must be > 0 and every index in bounds: convVector checks them.",
 	)
 	c.Pragma("noescape")
@@ -118,24 +122,25 @@ func kernel(c *build.Context, name string, chunk int, fma bool) {
 	c.RET()
 }
 
-// voxel is the address of voxel v (0..11) of the row at p0, plus disp bytes.
-func voxel(v, disp int) operand.Mem {
+// voxel is the address of voxel v (0..11) of the row at p0 whose voxels are x1 bytes apart (x3
+// holding 3*x1), plus disp bytes.
+func voxel(v, disp int, x1, x3 reg.Register) operand.Mem {
 	base := []reg.Register{p0, p4, p8}[v/4]
 	switch v % 4 {
 	case 0:
 		return operand.Mem{Base: base, Disp: disp}
 	case 3:
-		return operand.Mem{Base: base, Index: s3, Scale: 1, Disp: disp}
+		return operand.Mem{Base: base, Index: x3, Scale: 1, Disp: disp}
 	default:
-		return operand.Mem{Base: base, Index: s1, Scale: uint8(v % 4), Disp: disp}
+		return operand.Mem{Base: base, Index: x1, Scale: uint8(v % 4), Disp: disp}
 	}
 }
 
-// bases sets p4 and p8 from p0 for a group of r voxels.
-func bases(c *build.Context, r int) {
+// bases sets p4 and p8 from p0 for a group of r voxels x1 bytes apart.
+func bases(c *build.Context, r int, x1 reg.Register) {
 	if r > 4 {
-		c.LEAQ(operand.Mem{Base: p0, Index: s1, Scale: 4}, p4)
-		c.LEAQ(operand.Mem{Base: p0, Index: s1, Scale: 8}, p8)
+		c.LEAQ(operand.Mem{Base: p0, Index: x1, Scale: 4}, p4)
+		c.LEAQ(operand.Mem{Base: p0, Index: x1, Scale: 8}, p8)
 	}
 }
 
@@ -157,12 +162,12 @@ func group(c *build.Context, name string, chunk, r int, fma bool) {
 	c.Label(chunks)
 	c.MOVQ(operand.Mem{Base: cur}, p0)
 	c.LEAQ(operand.Mem{Base: in, Index: p0, Scale: 4}, p0)
-	bases(c, r)
+	bases(c, r, s1)
 	for i := range chunk {
 		c.VMOVUPS(operand.Mem{Base: wp, Disp: 32 * i}, yw)
 		for v := range r {
 			t := tmp[v%len(tmp)]
-			c.VBROADCASTSS(voxel(v, 4*i), t)
+			c.VBROADCASTSS(voxel(v, 4*i, s1, s3), t)
 			if fma {
 				c.VFMADD231PS(yw, t, acc[v])
 			} else {
@@ -178,28 +183,30 @@ func group(c *build.Context, name string, chunk, r int, fma bool) {
 	// relu as max(a, +0): VMAXPS returns its second source (here +0) unless a > 0, so NaN and
 	// -0 become +0 as in relu.
 	c.VXORPS(tmp[0], tmp[0], tmp[0])
+	c.Load(c.Param("dstStride"), cur)
+	c.SHLQ(operand.U8(2), cur)
+	c.LEAQ(operand.Mem{Base: cur, Index: cur, Scale: 2}, wp)
 	c.MOVQ(dst, p0)
-	bases(c, r)
+	bases(c, r, cur)
 	for v := range r {
 		c.VMAXPS(tmp[0], acc[v], acc[v])
-		c.VMOVUPS(acc[v], voxel(v, 0))
+		c.VMOVUPS(acc[v], voxel(v, 0, cur, wp))
 	}
-	step(c, r)
+	step(c, r, in, s1, s3)
+	step(c, r, dst, cur, wp)
 	c.SUBQ(operand.Imm(uint64(r)), n)
 	c.JMP(operand.LabelRef(loop))
 	c.Label(next)
 }
 
-// step advances in and dst by r voxels.
-func step(c *build.Context, r int) {
-	for _, p := range []reg.Register{in, dst} {
-		switch r {
-		case 12:
-			c.LEAQ(operand.Mem{Base: p, Index: s3, Scale: 4}, p)
-		case 4:
-			c.LEAQ(operand.Mem{Base: p, Index: s1, Scale: 4}, p)
-		default:
-			c.ADDQ(s1, p)
-		}
+// step advances p by r voxels x1 bytes apart (x3 holding 3*x1).
+func step(c *build.Context, r int, p, x1, x3 reg.Register) {
+	switch r {
+	case 12:
+		c.LEAQ(operand.Mem{Base: p, Index: x3, Scale: 4}, p)
+	case 4:
+		c.LEAQ(operand.Mem{Base: p, Index: x1, Scale: 4}, p)
+	default:
+		c.ADDQ(x1, p)
 	}
 }
