@@ -1,7 +1,7 @@
 // Package cpu is the CPU engine: the network in float32, the same sums in the same order as the
 // specification in package model, slabs of rows on every core.
 //
-// The C -> C convolutions (conv2 and the dilated gate conv, almost all the work) run, on amd64
+// The convolutions (conv1, conv2 and the dilated gate conv, almost all the work) run, on amd64
 // CPUs with AVX2, assembly kernels (kernels_amd64.s) that compute a block of 8 output channels
 // (one YMM register) at 12 consecutive voxels at once; the pure-Go kernels (kernels_gen.go) are
 // the reference, and run everywhere else (other GOARCHes, the purego tag,
