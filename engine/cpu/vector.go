@@ -5,12 +5,13 @@ import "os"
 // kernels names the convolution kernels an engine runs for conv2 and the gate conv.
 //
 // The AVX2 kernels are the default, not the FMA ones: fused multiply-adds were no faster here
-// (AMD EPYC with AVX-512, 2 cores: BenchmarkConvKernels, one C=16 block over 96 voxels,
-// 70-81 GFLOP/s a core for AVX2 against 60-73 for FMA, six runs each; the engine benchmark
-// 29.5-32 against 30.8-31.2), since this core has separate multiply and add pipes, and the
-// fused sums are not the reference's: up to 2.85 u times the sum of the terms' magnitudes away
-// (thousands of ulps where a sum nearly cancels; TestFMAKernelsBound), so masks could differ
-// from the golden ones by near-ties. VOXPIPE_CPU_KERNELS=fma keeps them for measuring.
+// (AMD EPYC with AVX-512, 2 cores, a noisy VM: BenchmarkConvKernels, one C=16 block over 96
+// voxels, 65-84 GFLOP/s a core for AVX2 against 60-94 for FMA; BenchmarkCPUEngine with one
+// worker 34-51 against 36-45; ranges over 3 to 6 interleaved runs), since this core has
+// separate multiply and add pipes, and the fused sums are not the reference's: up to 2.85 u
+// times the sum of the terms' magnitudes away (thousands of ulps where a sum nearly cancels;
+// TestFMAKernelsBound), so masks may differ from the golden ones at near-ties.
+// VOXPIPE_CPU_KERNELS=fma keeps them for measuring.
 type kernels uint8
 
 const (
