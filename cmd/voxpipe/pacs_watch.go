@@ -120,6 +120,8 @@ func pacsWatchAction(c *cli.Context) error {
 		return usageError{fmt.Errorf("pacs watch: %w", err)}
 	}
 	log := newLogger(c.App.ErrWriter, c.String("log-format"), c.Bool("quiet"))
+	sd := session.Start(context.Background(), watchStages(c.Duration("grace"), log)) // as watch: from here on
+	defer sd.Close()
 	var cl closers
 	defer cl.close()
 	es, closeSetup, err := openSetup(c, log)
@@ -160,8 +162,6 @@ func pacsWatchAction(c *cli.Context) error {
 	cfg.Input.Source, cfg.Workers.MaxMemory = w.jobs, ws.maxMemory
 	cfg.Telemetry.Progress = es.withMetrics(progress.Multi(progressLog(c, log), w))
 
-	sd := session.Start(context.Background(), watchStages(c.Duration("grace"), log))
-	defer sd.Close()
 	log.Info("pacs watch", "run_id", ws.runID, "url", c.String("url"), "interval", c.Duration("interval").String(),
 		"settle", c.Duration("settle").String(), "engines", engineNames(es.engines), "output", ws.outDir)
 	daemon.SdNotify(false, daemon.SdNotifyReady)

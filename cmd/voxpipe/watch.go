@@ -59,6 +59,11 @@ func watchAction(c *cli.Context) error {
 		return err
 	}
 	log := newLogger(c.App.ErrWriter, c.String("log-format"), c.Bool("quiet"))
+	// SIGTERM/SIGINT: stop taking volumes at once, abandon those in flight after --grace, and
+	// end by force if even that does not end the work (as run does). Handled from here on, so
+	// that a signal while the engine opens ends the watch cleanly too (exit 0, nothing done).
+	sd := session.Start(context.Background(), watchStages(c.Duration("grace"), log))
+	defer sd.Close()
 	var cl closers
 	defer cl.close()
 	es, closeSetup, err := openSetup(c, log)
@@ -85,10 +90,6 @@ func watchAction(c *cli.Context) error {
 	cl.add(refresh.stop)
 	cfg := watchConfig(c, ws, es, box, claims, rec, log, refresh)
 
-	// SIGTERM/SIGINT: stop taking volumes at once, abandon those in flight after --grace, and
-	// end by force if even that does not end the work (as run does).
-	sd := session.Start(context.Background(), watchStages(c.Duration("grace"), log))
-	defer sd.Close()
 	intake, stopIntake := context.WithCancel(sd.Drained())
 	defer stopIntake()
 	inboxDone := make(chan error, 1)
