@@ -3,7 +3,6 @@ package cpu
 import (
 	"context"
 	"fmt"
-	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -30,9 +29,9 @@ type Engine struct {
 	m       *model.Model
 	workers int
 
-	c, cp, k, gate int // channels, channels rounded up to a block, classes, gate width
-	chunk          int // input values per kernel chunk: 16 when cp allows, else 8
-	kern           kernels
+	c, cp, k int // channels, channels rounded up to a block, classes
+	chunk    int // input values per kernel chunk: 16 when cp allows, else 8
+	kern     kernels
 
 	// Convolution weights transposed for the kernels, output and input channels zero-padded to
 	// cp: w1 [block of 8 outputs][tap][8] for voxelConv1; w2, wg3 [block][chunk][i][8] for
@@ -50,18 +49,31 @@ var _ engine.Engine = (*Engine)(nil)
 // workerScratch is one worker's reusable memory for a row of output.
 type workerScratch struct {
 	s, g []float32        // one row of s and g, [x][cp]
+	t    []float32        // gateHeadRowVector's transposed rows (vector kernels only)
 	f    []float32        // f at one voxel
 	offs []int            // offsets of the input segments or chunks of the row being computed
 	conf model.Confidence // the worker's share of the volume's confidence (gateHeadRow)
 }
 
+// rowVoxels is how many voxels a row of s or g holds: nx, or with the vector kernels nx rounded
+// up to 8 (gateHeadRowVector transposes whole blocks of 8).
+func (e *Engine) rowVoxels(nx int) int {
+	if e.vectorHead() {
+		return (nx + 7) &^ 7
+	}
+	return nx
+}
+
 // ScratchBytes is the memory the engine holds for slabs of the given size on NX x NY slices:
 // x and e for the slab and its halo (e is 4*C bytes a voxel, so about 64*(slab+4)*NX*NY bytes
-// for C=16) plus two rows per worker.
+// for C=16) plus two rows per worker (and, with the vector kernels, their transposes).
 func (e *Engine) ScratchBytes(nx, ny, slab int) int64 {
 	x := int64(slab+6) * int64(ny+2) * int64(nx+2)
 	ev := int64(slab+4) * int64(ny+4) * int64(nx+4) * int64(e.cp)
-	rows := int64(e.workers) * 2 * int64(nx) * int64(e.cp)
+	rows := int64(e.workers) * 2 * int64(e.rowVoxels(nx)) * int64(e.cp)
+	if e.vectorHead() {
+		rows += int64(e.workers) * int64(e.transposedLen(nx))
+	}
 	return 4 * (x + ev + rows)
 }
 
@@ -73,7 +85,7 @@ func New(m *model.Model, workers int) *Engine {
 	}
 	c := m.Channels
 	cp := (c + block - 1) / block * block
-	e := &Engine{m: m, workers: workers, c: c, cp: cp, k: m.Classes, gate: m.Gate(), chunk: block, kern: defaultKernels}
+	e := &Engine{m: m, workers: workers, c: c, cp: cp, k: m.Classes, chunk: block, kern: defaultKernels}
 	if cp%16 == 0 {
 		e.chunk = 16
 	}
@@ -218,8 +230,11 @@ func (e *Engine) slab(ctx context.Context, vol *model.Volume, z0, z1 int, out []
 	e.xbuf = grow(e.xbuf, l.xPlanes*l.xpy*l.xpx)
 	e.ebuf = grow(e.ebuf, l.ePlanes*l.epy*l.epx*e.cp)
 	for _, ws := range e.scratch {
-		ws.s = grow(ws.s, nx*e.cp)
-		ws.g = grow(ws.g, nx*e.cp)
+		ws.s = grow(ws.s, e.rowVoxels(nx)*e.cp)
+		ws.g = grow(ws.g, e.rowVoxels(nx)*e.cp)
+		if e.vectorHead() {
+			ws.t = grow(ws.t, e.transposedLen(nx))
+		}
 	}
 	if err := e.normPass(ctx, vol, l); err != nil {
 		return err
@@ -332,7 +347,12 @@ func (e *Engine) headPass(ctx context.Context, vol *model.Volume, l slabLayout, 
 			nb := b / block
 			e.convChunks(ws.g[b:], nx, ebuf, offs, e.wg3[nb*nw:(nb+1)*nw], (*[block]float32)(e.bg3[b:]))
 		}
-		e.gateHeadRow(out[(zi*ny+y)*nx:(zi*ny+y+1)*nx], ws, model.MarginPlane(z))
+		row := out[(zi*ny+y)*nx : (zi*ny+y+1)*nx]
+		if e.vectorHead() {
+			e.gateHeadRowVector(row, ws, model.MarginPlane(z))
+		} else {
+			e.gateHeadRow(row, ws, model.MarginPlane(z))
+		}
 	})
 }
 
@@ -399,74 +419,5 @@ func (e *Engine) convChunks(dst []float32, nx int, in []float32, offs []int, w [
 	}
 	for x := x0; x < nx; x++ {
 		kernel((*[block]float32)(dst[x*cp:]), in[x*cp:], offs, w, bias)
-	}
-}
-
-func relu(v float32) float32 {
-	if v > 0 {
-		return v
-	}
-	return 0
-}
-
-// dotAdd returns acc + sum of w[i]*v[i] over v, in order, each product rounded.
-func dotAdd(acc float32, w, v []float32) float32 {
-	w = w[:len(v)]
-	for i, x := range v {
-		acc += float32(w[i] * x)
-	}
-	return acc
-}
-
-// sigmoid is computed in float64 and rounded once, so it is as exact as float32 allows.
-func sigmoid(v float32) float32 {
-	return float32(1 / (1 + math.Exp(-float64(v))))
-}
-
-// gateHeadRow finishes a row from s and g: q = relu(wx(s) + wg(g)), a = sigmoid(psi(q)),
-// f = a*s + g, logits = head(f), label = first argmax; the labels, and on a sampled plane
-// (MarginPlane) the foreground's margins, go to the worker's Confidence.
-func (e *Engine) gateHeadRow(out []uint8, ws *workerScratch, sampled bool) {
-	m := e.m
-	c, cp := e.c, e.cp
-	f := ws.f[:c]
-	conf := &ws.conf
-	conf.Voxels += int64(len(out))
-	for x := range out {
-		sv := ws.s[x*cp : x*cp+c]
-		gv := ws.g[x*cp : x*cp+c]
-		p := m.PsiB[0]
-		for j := range e.gate {
-			ax := dotAdd(m.WXB[j], m.WXW[j*c:], sv)
-			ag := dotAdd(m.WGB[j], m.WGW[j*c:], gv)
-			p += float32(m.PsiW[j] * relu(ax+ag))
-		}
-		a := sigmoid(p)
-		gv = gv[:len(sv)]
-		for i, v := range sv {
-			f[i] = float32(a*v) + gv[i]
-		}
-		best, second, label := float32(0), float32(math.Inf(-1)), 0
-		for k := range e.k {
-			l := dotAdd(m.HeadB[k], m.HeadW[k*c:], f)
-			switch {
-			case k == 0:
-				best = l
-			case l > best:
-				best, second, label = l, best, k
-			case l > second:
-				second = l
-			}
-		}
-		out[x] = uint8(label)
-		conf.Labels[label]++
-		if sampled && label > 0 {
-			u := model.MarginUnits(best - second)
-			conf.MarginVoxels++
-			conf.MarginSum += u
-			if u < model.LowMarginUnits {
-				conf.LowMargin++
-			}
-		}
 	}
 }

@@ -320,7 +320,7 @@ func TestCPUScratchBytes(t *testing.T) {
 	enginetest.SegmentWhole(t, e, vol, 4)
 	held := 4 * (cap(e.xbuf) + cap(e.ebuf))
 	for _, ws := range e.scratch {
-		held += 4 * (cap(ws.s) + cap(ws.g))
+		held += 4 * (cap(ws.s) + cap(ws.g) + cap(ws.t))
 	}
 	if got := e.ScratchBytes(9, 7, 4); got != int64(held) {
 		t.Errorf("ScratchBytes = %d, buffers hold %d", got, held)

@@ -45,3 +45,26 @@ func convAVX2x16(dst *float32, in *float32, offs []int, w *float32, bias *float3
 //
 //go:noescape
 func convFMAx16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
+
+// gateAVX2 is, for each of n voxels x (a multiple of 8), the pre-sigmoid value of the gate:
+// p[x] = psib + sum over j of psiw[j]*relu((bx[j] + sum over i of wx[j*c+i]*sv[i*stride+x]) +
+// (bg[j] + sum over i of wg[j*c+i]*gv[i*stride+x])), in that order, each product rounded:
+// bit-identical to gateHeadRow. Every index must be in bounds: gateVector checks them.
+//
+//go:noescape
+func gateAVX2(p *float32, sv *float32, gv *float32, wx *float32, bx *float32, wg *float32, bg *float32, psiw *float32, psib *float32, c int, gate int, n int, stride int)
+
+// headAVX2 is, for each of n voxels x (a multiple of 8), the gated features and the head:
+// sv[i*stride+x] = a[x]*sv[i*stride+x] + gv[i*stride+x], then l[k*stride+x] = hb[k] + sum over i
+// of hw[k*c+i]*sv[i*stride+x], in that order, each product rounded: bit-identical to
+// gateHeadRow. Every index must be in bounds: headVector checks them.
+//
+//go:noescape
+func headAVX2(l *float32, sv *float32, gv *float32, a *float32, hw *float32, hb *float32, c int, k int, n int, stride int)
+
+// transposeAVX2 copies 8*groups voxels of cp channels each (cp a multiple of 8) from src,
+// [x][cp], to dst, [channel][x] with channels stride float32s apart: dst[i*stride+x] =
+// src[x*cp+i]. Every index must be in bounds: transposeVector checks them.
+//
+//go:noescape
+func transposeAVX2(dst *float32, src *float32, cp int, groups int, stride int)

@@ -3330,3 +3330,369 @@ convFMAx16_chunks1:
 convFMAx16_end1:
 	VZEROUPPER
 	RET
+
+// func gateAVX2(p *float32, sv *float32, gv *float32, wx *float32, bx *float32, wg *float32, bg *float32, psiw *float32, psib *float32, c int, gate int, n int, stride int)
+// Requires: AVX
+TEXT ·gateAVX2(SB), NOSPLIT, $0-104
+	MOVQ sv+8(FP), AX
+	MOVQ gv+16(FP), CX
+	MOVQ p+0(FP), DX
+	MOVQ n+88(FP), BX
+	MOVQ stride+96(FP), SI
+	SHLQ $0x02, SI
+
+gate_group4:
+	CMPQ         BX, $0x20
+	JL           gate_end4
+	MOVQ         psib+64(FP), DI
+	VBROADCASTSS (DI), Y0
+	VBROADCASTSS (DI), Y1
+	VBROADCASTSS (DI), Y2
+	VBROADCASTSS (DI), Y3
+	MOVQ         wx+24(FP), DI
+	MOVQ         wg+40(FP), R8
+	MOVQ         bx+32(FP), R9
+	MOVQ         bg+48(FP), R10
+	MOVQ         psiw+56(FP), R11
+	MOVQ         gate+80(FP), R12
+
+gate_j4:
+	VBROADCASTSS (R9), Y4
+	VBROADCASTSS (R9), Y5
+	VBROADCASTSS (R9), Y6
+	VBROADCASTSS (R9), Y7
+	MOVQ         AX, R13
+	MOVQ         c+72(FP), R14
+
+gate_x4:
+	VBROADCASTSS (DI), Y8
+	VMULPS       (R13), Y8, Y9
+	VADDPS       Y9, Y4, Y4
+	VMULPS       32(R13), Y8, Y9
+	VADDPS       Y9, Y5, Y5
+	VMULPS       64(R13), Y8, Y9
+	VADDPS       Y9, Y6, Y6
+	VMULPS       96(R13), Y8, Y9
+	VADDPS       Y9, Y7, Y7
+	ADDQ         $0x04, DI
+	ADDQ         SI, R13
+	DECQ         R14
+	JNZ          gate_x4
+	VBROADCASTSS (R10), Y8
+	VBROADCASTSS (R10), Y9
+	VBROADCASTSS (R10), Y10
+	VBROADCASTSS (R10), Y11
+	MOVQ         CX, R13
+	MOVQ         c+72(FP), R14
+
+gate_g4:
+	VBROADCASTSS (R8), Y12
+	VMULPS       (R13), Y12, Y13
+	VADDPS       Y13, Y8, Y8
+	VMULPS       32(R13), Y12, Y13
+	VADDPS       Y13, Y9, Y9
+	VMULPS       64(R13), Y12, Y13
+	VADDPS       Y13, Y10, Y10
+	VMULPS       96(R13), Y12, Y13
+	VADDPS       Y13, Y11, Y11
+	ADDQ         $0x04, R8
+	ADDQ         SI, R13
+	DECQ         R14
+	JNZ          gate_g4
+	VXORPS       Y12, Y12, Y12
+	VBROADCASTSS (R11), Y13
+	VADDPS       Y8, Y4, Y4
+	VMAXPS       Y12, Y4, Y4
+	VMULPS       Y13, Y4, Y4
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y9, Y5, Y5
+	VMAXPS       Y12, Y5, Y5
+	VMULPS       Y13, Y5, Y5
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y10, Y6, Y6
+	VMAXPS       Y12, Y6, Y6
+	VMULPS       Y13, Y6, Y6
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y11, Y7, Y7
+	VMAXPS       Y12, Y7, Y7
+	VMULPS       Y13, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          gate_j4
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y2, 64(DX)
+	VMOVUPS      Y3, 96(DX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, DX
+	SUBQ         $0x20, BX
+	JMP          gate_group4
+
+gate_end4:
+gate_group1:
+	CMPQ         BX, $0x08
+	JL           gate_end1
+	MOVQ         psib+64(FP), DI
+	VBROADCASTSS (DI), Y0
+	MOVQ         wx+24(FP), DI
+	MOVQ         wg+40(FP), R8
+	MOVQ         bx+32(FP), R9
+	MOVQ         bg+48(FP), R10
+	MOVQ         psiw+56(FP), R11
+	MOVQ         gate+80(FP), R12
+
+gate_j1:
+	VBROADCASTSS (R9), Y1
+	MOVQ         AX, R13
+	MOVQ         c+72(FP), R14
+
+gate_x1:
+	VBROADCASTSS (DI), Y2
+	VMULPS       (R13), Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	ADDQ         $0x04, DI
+	ADDQ         SI, R13
+	DECQ         R14
+	JNZ          gate_x1
+	VBROADCASTSS (R10), Y2
+	MOVQ         CX, R13
+	MOVQ         c+72(FP), R14
+
+gate_g1:
+	VBROADCASTSS (R8), Y3
+	VMULPS       (R13), Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	ADDQ         $0x04, R8
+	ADDQ         SI, R13
+	DECQ         R14
+	JNZ          gate_g1
+	VXORPS       Y3, Y3, Y3
+	VBROADCASTSS (R11), Y4
+	VADDPS       Y2, Y1, Y1
+	VMAXPS       Y3, Y1, Y1
+	VMULPS       Y4, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JNZ          gate_j1
+	VMOVUPS      Y0, (DX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, DX
+	SUBQ         $0x08, BX
+	JMP          gate_group1
+
+gate_end1:
+	VZEROUPPER
+	RET
+
+// func headAVX2(l *float32, sv *float32, gv *float32, a *float32, hw *float32, hb *float32, c int, k int, n int, stride int)
+// Requires: AVX
+TEXT ·headAVX2(SB), NOSPLIT, $0-80
+	MOVQ sv+8(FP), AX
+	MOVQ gv+16(FP), CX
+	MOVQ a+24(FP), DX
+	MOVQ l+0(FP), BX
+	MOVQ n+64(FP), SI
+	MOVQ stride+72(FP), DI
+	SHLQ $0x02, DI
+
+head_group4:
+	CMPQ    SI, $0x20
+	JL      head_end4
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	MOVQ    AX, R8
+	MOVQ    CX, R9
+	MOVQ    c+48(FP), R10
+
+head_f4:
+	VMULPS  (R8), Y0, Y4
+	VADDPS  (R9), Y4, Y4
+	VMOVUPS Y4, (R8)
+	VMULPS  32(R8), Y1, Y4
+	VADDPS  32(R9), Y4, Y4
+	VMOVUPS Y4, 32(R8)
+	VMULPS  64(R8), Y2, Y4
+	VADDPS  64(R9), Y4, Y4
+	VMOVUPS Y4, 64(R8)
+	VMULPS  96(R8), Y3, Y4
+	VADDPS  96(R9), Y4, Y4
+	VMOVUPS Y4, 96(R8)
+	ADDQ    DI, R8
+	ADDQ    DI, R9
+	DECQ    R10
+	JNZ     head_f4
+	MOVQ    hw+32(FP), R8
+	MOVQ    hb+40(FP), R9
+	MOVQ    BX, R10
+	MOVQ    k+56(FP), R11
+
+head_k4:
+	VBROADCASTSS (R9), Y0
+	VBROADCASTSS (R9), Y1
+	VBROADCASTSS (R9), Y2
+	VBROADCASTSS (R9), Y3
+	MOVQ         AX, R12
+	MOVQ         c+48(FP), R13
+
+head_i4:
+	VBROADCASTSS (R8), Y4
+	VMULPS       (R12), Y4, Y5
+	VADDPS       Y5, Y0, Y0
+	VMULPS       32(R12), Y4, Y5
+	VADDPS       Y5, Y1, Y1
+	VMULPS       64(R12), Y4, Y5
+	VADDPS       Y5, Y2, Y2
+	VMULPS       96(R12), Y4, Y5
+	VADDPS       Y5, Y3, Y3
+	ADDQ         $0x04, R8
+	ADDQ         DI, R12
+	DECQ         R13
+	JNZ          head_i4
+	VMOVUPS      Y0, (R10)
+	VMOVUPS      Y1, 32(R10)
+	VMOVUPS      Y2, 64(R10)
+	VMOVUPS      Y3, 96(R10)
+	ADDQ         $0x04, R9
+	ADDQ         DI, R10
+	DECQ         R11
+	JNZ          head_k4
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x00000080, BX
+	SUBQ         $0x20, SI
+	JMP          head_group4
+
+head_end4:
+head_group1:
+	CMPQ    SI, $0x08
+	JL      head_end1
+	VMOVUPS (DX), Y0
+	MOVQ    AX, R8
+	MOVQ    CX, R9
+	MOVQ    c+48(FP), R10
+
+head_f1:
+	VMULPS  (R8), Y0, Y1
+	VADDPS  (R9), Y1, Y1
+	VMOVUPS Y1, (R8)
+	ADDQ    DI, R8
+	ADDQ    DI, R9
+	DECQ    R10
+	JNZ     head_f1
+	MOVQ    hw+32(FP), R8
+	MOVQ    hb+40(FP), R9
+	MOVQ    BX, R10
+	MOVQ    k+56(FP), R11
+
+head_k1:
+	VBROADCASTSS (R9), Y0
+	MOVQ         AX, R12
+	MOVQ         c+48(FP), R13
+
+head_i1:
+	VBROADCASTSS (R8), Y1
+	VMULPS       (R12), Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $0x04, R8
+	ADDQ         DI, R12
+	DECQ         R13
+	JNZ          head_i1
+	VMOVUPS      Y0, (R10)
+	ADDQ         $0x04, R9
+	ADDQ         DI, R10
+	DECQ         R11
+	JNZ          head_k1
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	SUBQ         $0x08, SI
+	JMP          head_group1
+
+head_end1:
+	VZEROUPPER
+	RET
+
+// func transposeAVX2(dst *float32, src *float32, cp int, groups int, stride int)
+// Requires: AVX
+TEXT ·transposeAVX2(SB), NOSPLIT, $0-40
+	MOVQ src+8(FP), AX
+	MOVQ dst+0(FP), CX
+	MOVQ groups+24(FP), DX
+	MOVQ cp+16(FP), BX
+	SHLQ $0x02, BX
+	LEAQ (BX)(BX*2), SI
+	MOVQ stride+32(FP), DI
+	SHLQ $0x02, DI
+	LEAQ (DI)(DI*2), R8
+
+transpose_group:
+	MOVQ cp+16(FP), R11
+	SHRQ $0x03, R11
+	MOVQ AX, R9
+	MOVQ CX, R10
+
+transpose_block:
+	LEAQ       (R9)(BX*4), R12
+	VMOVUPS    (R9), Y0
+	VMOVUPS    (R9)(BX*1), Y1
+	VMOVUPS    (R9)(BX*2), Y2
+	VMOVUPS    (R9)(SI*1), Y3
+	VMOVUPS    (R12), Y4
+	VMOVUPS    (R12)(BX*1), Y5
+	VMOVUPS    (R12)(BX*2), Y6
+	VMOVUPS    (R12)(SI*1), Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y0
+	VUNPCKLPS  Y3, Y2, Y1
+	VUNPCKHPS  Y3, Y2, Y2
+	VUNPCKLPS  Y5, Y4, Y3
+	VUNPCKHPS  Y5, Y4, Y4
+	VUNPCKLPS  Y7, Y6, Y5
+	VUNPCKHPS  Y7, Y6, Y6
+	VSHUFPS    $0x44, Y1, Y8, Y7
+	VSHUFPS    $0xee, Y1, Y8, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y0
+	VSHUFPS    $0x44, Y5, Y3, Y2
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VSHUFPS    $0x44, Y6, Y4, Y5
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VPERM2F128 $0x20, Y2, Y7, Y6
+	VPERM2F128 $0x31, Y2, Y7, Y7
+	VPERM2F128 $0x20, Y3, Y1, Y2
+	VPERM2F128 $0x31, Y3, Y1, Y3
+	VPERM2F128 $0x20, Y5, Y8, Y1
+	VPERM2F128 $0x31, Y5, Y8, Y8
+	VPERM2F128 $0x20, Y4, Y0, Y5
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	LEAQ       (R10)(DI*4), R12
+	VMOVUPS    Y6, (R10)
+	VMOVUPS    Y2, (R10)(DI*1)
+	VMOVUPS    Y1, (R10)(DI*2)
+	VMOVUPS    Y5, (R10)(R8*1)
+	VMOVUPS    Y7, (R12)
+	VMOVUPS    Y3, (R12)(DI*1)
+	VMOVUPS    Y8, (R12)(DI*2)
+	VMOVUPS    Y0, (R12)(R8*1)
+	ADDQ       $0x20, R9
+	LEAQ       (R10)(DI*8), R10
+	DECQ       R11
+	JNZ        transpose_block
+	LEAQ       (AX)(BX*8), AX
+	ADDQ       $0x20, CX
+	DECQ       DX
+	JNZ        transpose_group
+	VZEROUPPER
+	RET

@@ -2,7 +2,8 @@ package cpu
 
 import "os"
 
-// kernels names the convolution kernels an engine runs for conv2 and the gate conv.
+// kernels names the convolution kernels an engine runs for conv1, conv2 and the gate conv; with
+// either vector set, the gate and head run gateAVX2 and headAVX2 (bit-identical) too.
 //
 // The AVX2 kernels are the default, not the FMA ones: fused multiply-adds were no faster here
 // (AMD EPYC with AVX-512, 2 cores, a noisy VM: BenchmarkConvKernels, one C=16 block over 96

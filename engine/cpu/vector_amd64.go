@@ -4,6 +4,7 @@ package cpu
 
 import (
 	"slices"
+	"voxpipe/model"
 
 	"golang.org/x/sys/cpu"
 )
@@ -39,4 +40,39 @@ func convVector(k kernels, chunk int, dst []float32, nx int, in []float32, offs 
 	}
 	vectorKernels[k][i](&dst[0], &in[0], offs, &w[0][0], &bias[0], nx, inStride, dstStride)
 	return nx
+}
+
+// gateVector is gateAVX2 on n voxels (a multiple of 8) of rows transposed to [channel][x],
+// stride float32s apart: p[x] is the gate's value before the sigmoid. It checks every index
+// the assembly will touch.
+func gateVector(p, s, g []float32, m *model.Model, n, stride int) {
+	c, gate := m.Channels, m.Gate()
+	rows := (c-1)*stride + n
+	if n <= 0 || n%8 != 0 || stride < n || len(p) < n || len(s) < rows || len(g) < rows ||
+		len(m.WXW) < gate*c || len(m.WGW) < gate*c || len(m.WXB) < gate || len(m.WGB) < gate || len(m.PsiW) < gate || len(m.PsiB) < 1 {
+		panic("cpu: gateVector: an index out of range")
+	}
+	gateAVX2(&p[0], &s[0], &g[0], &m.WXW[0], &m.WXB[0], &m.WGW[0], &m.WGB[0], &m.PsiW[0], &m.PsiB[0], c, gate, n, stride)
+}
+
+// headVector is headAVX2 on n voxels (a multiple of 8) of rows transposed to [channel][x]
+// (and l to [class][x]), stride float32s apart: s becomes f = a*s + g, l the logits. It checks
+// every index the assembly will touch.
+func headVector(l, s, g, a []float32, m *model.Model, n, stride int) {
+	c, k := m.Channels, m.Classes
+	rows := (c-1)*stride + n
+	if n <= 0 || n%8 != 0 || stride < n || len(a) < n || len(s) < rows || len(g) < rows || len(l) < (k-1)*stride+n ||
+		len(m.HeadW) < k*c || len(m.HeadB) < k {
+		panic("cpu: headVector: an index out of range")
+	}
+	headAVX2(&l[0], &s[0], &g[0], &a[0], &m.HeadW[0], &m.HeadB[0], c, k, n, stride)
+}
+
+// transposeVector is transposeAVX2 on n voxels (a multiple of 8) of cp channels (a multiple of
+// 8): dst[i*stride+x] = src[x*cp+i]. It checks every index the assembly will touch.
+func transposeVector(dst, src []float32, cp, n, stride int) {
+	if n <= 0 || n%8 != 0 || cp <= 0 || cp%8 != 0 || stride < n || len(src) < n*cp || len(dst) < (cp-1)*stride+n {
+		panic("cpu: transposeVector: an index out of range")
+	}
+	transposeAVX2(&dst[0], &src[0], cp, n/8, stride)
 }

@@ -147,11 +147,7 @@ func (c *kernelCase) check(t *testing.T, k kernels, cmp func(i int, got, want fl
 // voxelConv1) bit for bit, for every remainder of x modulo the 12- and 4-voxel groups, on
 // awkward values, touching nothing else.
 func TestAVX2KernelsMatchGo(t *testing.T) {
-	if !hasAVX2 {
-		t.Skip("no AVX2 kernels on this CPU or GOARCH")
-	}
-	t.Parallel()
-	rng := rand.New(rand.NewPCG(37, 1))
+	rng := avx2Test(t, 1)
 	for _, s := range kernelShapes {
 		cp, chunk := s.cp, s.chunk
 		for nx := 1; nx <= 30; nx++ {

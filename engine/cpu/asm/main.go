@@ -1,15 +1,17 @@
-// Command asm generates the CPU engine's amd64 convolution kernels with avo
-// (github.com/mmcloughlin/avo): ../kernels_amd64.s and its Go declarations ../kernels_amd64.go.
+// Command asm generates the CPU engine's amd64 convolution, gate, head and transpose kernels
+// with avo (github.com/mmcloughlin/avo): ../kernels_amd64.s and its Go declarations
+// ../kernels_amd64.go.
 // `go generate ./engine/cpu` runs it; TestGeneratedIsCurrent fails when the committed files
 // differ from its output. It is a separate main package so that avo stays out of the voxpipe
 // binary's dependency graph.
 //
-// Each kernel computes one block of 8 output channels (one YMM register) of a convolution (C ->
+// Each convolution kernel computes one block of 8 output channels (one YMM register) of a convolution (C ->
 // C in chunks of 8 or 16 values, or conv1's rows of 3) at n consecutive voxels, 12 at a time (then 4, then 1) so that every weight row loaded is used
 // by 12 voxels: for chunk c (in offs order) and value i, the weights w[c*chunk+i] are one YMM
 // load and each voxel's input value a VBROADCASTSS. The AVX2 kernels round each product
 // (VMULPS) before adding it (VADDPS) in the reference's order, so they equal the pure-Go kernels
-// bit for bit; the FMA kernels fuse the two (VFMADD231PS).
+// bit for bit; the FMA kernels fuse the two (VFMADD231PS). The gate, head and transpose kernels
+// are in gatehead.go and transpose.go.
 package main
 
 import (
@@ -53,6 +55,9 @@ func Generate() (asm, stubs []byte, err error) {
 		kernel(c, fmt.Sprintf("convAVX2x%d", chunk), chunk, false)
 		kernel(c, fmt.Sprintf("convFMAx%d", chunk), chunk, true)
 	}
+	gateKernel(c)
+	headKernel(c)
+	transposeKernel(c)
 	f, err := c.Result()
 	if err != nil {
 		return nil, nil, err
