@@ -17,7 +17,6 @@ import (
 	"voxpipe/pacs/loop"
 	"voxpipe/pipeline"
 	"voxpipe/session"
-	"voxpipe/store/records"
 	"voxpipe/telemetry/metrics"
 	"voxpipe/telemetry/progress"
 	"voxpipe/telemetry/timing"
@@ -129,16 +128,10 @@ func pacsWatchAction(c *cli.Context) error {
 		return err
 	}
 	cl.add(closeSetup)
-	rec, err := records.Create(ws.outDir, ws.runID)
+	rec, claims, err := openServiceRecords(c, ws, &cl, "pacs watch")
 	if err != nil {
-		return usageError{fmt.Errorf("pacs watch: %w", err)}
+		return err
 	}
-	cl.add(func() { rec.Close() })
-	claims, stopClaims, err := startClaims(ws.outDir, ws.runID, c.Duration("claim-timeout"))
-	if err != nil {
-		return fmt.Errorf("pacs watch: %w", err)
-	}
-	cl.add(stopClaims)
 	es.metrics.EnablePACS()
 	src, dst, err := pacsClients(c, func(r dicomweb.Request) {
 		es.metrics.PACSRequest(string(r.Kind), r.Status, string(r.Class), r.Duration)

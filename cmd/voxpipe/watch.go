@@ -75,16 +75,10 @@ func watchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := records.Create(ws.outDir, ws.runID)
+	rec, claims, err := openServiceRecords(c, ws, &cl, "watch")
 	if err != nil {
-		return usageError{fmt.Errorf("watch: %w", err)}
+		return err
 	}
-	cl.add(func() { rec.Close() })
-	claims, stopClaims, err := startClaims(ws.outDir, ws.runID, c.Duration("claim-timeout"))
-	if err != nil {
-		return fmt.Errorf("watch: %w", err)
-	}
-	cl.add(stopClaims)
 
 	refresh := newVolumesRefresher(ws.outDir, log)
 	cl.add(refresh.stop)
@@ -126,6 +120,22 @@ func watchAction(c *cli.Context) error {
 		return cli.Exit(runErr.Error(), exitFailed)
 	}
 	return nil
+}
+
+// openServiceRecords creates a service's records (one run folder for its life) and starts its
+// claims' heartbeat; cl closes both.
+func openServiceRecords(c *cli.Context, ws workSettings, cl *closers, cmd string) (*records.Run, *claim.Manager, error) {
+	rec, err := records.Create(ws.outDir, ws.runID)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("%s: %w", cmd, err)}
+	}
+	cl.add(func() { rec.Close() })
+	claims, stopClaims, err := startClaims(ws.outDir, ws.runID, c.Duration("claim-timeout"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	cl.add(stopClaims)
+	return rec, claims, nil
 }
 
 // checkWatchFlags checks the arguments and flags of watch (usage errors).
