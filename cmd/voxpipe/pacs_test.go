@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,28 +21,25 @@ import (
 	"voxpipe/internal/testexec"
 )
 
-// voxpipe runs this test binary as voxpipe with args, within limit; it returns stderr and
+// pacsSync runs the built voxpipe (testBinary, as cliRun) with args; it returns stderr and
 // the exit code.
-func voxpipe(t *testing.T, limit time.Duration, env []string, args ...string) (string, int) {
+func pacsSync(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
+	code, _, stderr := cliRun(t, append([]string{"pacs", "sync"}, args...)...)
+	return stderr, code
+}
+
+// startPACSWatch starts `voxpipe pacs watch` with the fixture's flags and more; the test
+// stops it (SIGTERM), or the test's end kills it.
+func (f *pacsFixture) startPACSWatch(t *testing.T, more ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := testexec.Cmd(t, testBinary(t), append(append([]string{"pacs", "watch"}, more...), f.args...)...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := testexec.CmdWithin(t, limit, exe, args...)
-	cmd.Args[0] = "voxpipe" // testscript.Main runs the command named by argv[0]
-	cmd.Env = append(append(os.Environ(), env...), deadlineEnv+"="+strconv.FormatInt(time.Now().Add(limit).UnixNano(), 10))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err = cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return stderr.String(), ee.ExitCode()
-	case err != nil:
-		t.Fatalf("voxpipe %v: %v", args, err)
-	}
-	return stderr.String(), 0
+	return cmd, stderr
 }
 
 // pacsFixture is an Orthanc holding small MR series, and the flags to sync from it.
@@ -89,7 +83,7 @@ func (f *pacsFixture) store(t *testing.T, s dicomtest.Series, from, to int) {
 // sync runs `voxpipe pacs sync` with the fixture's flags and more.
 func (f *pacsFixture) sync(t *testing.T, more ...string) (string, int) {
 	t.Helper()
-	return voxpipe(t, 3*time.Minute, nil, append(append([]string{"pacs", "sync"}, f.args...), more...)...)
+	return pacsSync(t, append(f.args, more...)...)
 }
 
 // segs counts the SEG instances the PACS holds, by study.
@@ -214,7 +208,7 @@ func TestPACSCredentialsAndUnreachable(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not-the-password\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stderr, code := voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", f.pacs.DICOMweb, "--user", f.pacs.User, "--password-file", bad, "-o", f.work)
+	stderr, code := pacsSync(t, "--url", f.pacs.DICOMweb, "--user", f.pacs.User, "--password-file", bad, "-o", f.work)
 	if code != 1 || !strings.Contains(stderr, "credentials") || strings.Contains(stderr, "not-the-password") {
 		t.Errorf("wrong password: exit %d\n%s", code, stderr)
 	}
@@ -222,7 +216,7 @@ func TestPACSCredentialsAndUnreachable(t *testing.T) {
 	if err := f.pacs.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	stderr, code = voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", url, "--retries", "1", "--user", f.pacs.User, "--password-file", bad, "-o", f.work)
+	stderr, code = pacsSync(t, "--url", url, "--retries", "1", "--user", f.pacs.User, "--password-file", bad, "-o", f.work)
 	if code != 1 || !strings.Contains(stderr, strings.TrimSuffix(url, "/dicom-web")) {
 		t.Errorf("unreachable PACS: exit %d, want 1 naming %s\n%s", code, url, stderr)
 	}
@@ -257,25 +251,13 @@ func TestPACSWatch(t *testing.T) {
 		t.Skip("a real Orthanc and several voxpipe processes: the full suite only")
 	}
 	f := newPACSFixtureWith(t, orthanctest.Options{Overwrite: true})
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	limit := 2 * time.Minute
-	cmd := testexec.CmdWithin(t, limit, exe, append([]string{"pacs", "watch", "--interval", "1s", "--settle", "2s", "--metrics-addr", addr}, f.args...)...)
-	cmd.Args[0] = "voxpipe"
-	cmd.Env = append(os.Environ(), deadlineEnv+"="+strconv.FormatInt(time.Now().Add(limit).UnixNano(), 10))
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stderr := f.startPACSWatch(t, "--interval", "1s", "--settle", "2s", "--metrics-addr", addr)
 	s := mrSeries(9)
 	start := time.Now()
 	f.store(t, s, 0, 12)
@@ -322,19 +304,7 @@ func TestPACSWatchOrthancFeed(t *testing.T) {
 		t.Skip("a real Orthanc and several voxpipe processes: the full suite only")
 	}
 	f := newPACSFixtureWith(t, orthanctest.Options{Overwrite: true, StableAge: 1})
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	limit := 2 * time.Minute
-	cmd := testexec.CmdWithin(t, limit, exe, append([]string{"pacs", "watch", "--orthanc", "--interval", "500ms"}, f.args...)...)
-	cmd.Args[0] = "voxpipe"
-	cmd.Env = append(os.Environ(), deadlineEnv+"="+strconv.FormatInt(time.Now().Add(limit).UnixNano(), 10))
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stderr := f.startPACSWatch(t, "--orthanc", "--interval", "500ms")
 	if !poll(time.Now().Add(30*time.Second), func() bool { return strings.Contains(stderr.String(), "following Orthanc") }) {
 		cmd.Process.Kill()
 		t.Fatalf("the watch did not start following the feed\n%s", stderr.String())
@@ -385,7 +355,7 @@ func TestPACSMalformedAndSlowServers(t *testing.T) {
 	}))
 	defer malformed.Close()
 	work := filepath.Join(t.TempDir(), "work")
-	stderr, code := voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", malformed.URL+"/dicom-web", "--all", "--retries", "0", "-o", work, "--engine", "cpu")
+	stderr, code := pacsSync(t, "--url", malformed.URL+"/dicom-web", "--all", "--retries", "0", "-o", work, "--engine", "cpu")
 	if code != 1 || !strings.Contains(stderr, "malformed") || stores.Load() != 0 {
 		t.Errorf("malformed retrieve: exit %d, %d stores\n%s", code, stores.Load(), stderr)
 	}
@@ -409,7 +379,7 @@ func TestPACSMalformedAndSlowServers(t *testing.T) {
 		}
 	}))
 	defer gone.Close()
-	stderr, code = voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", gone.URL+"/dicom-web", "--all", "--retries", "1", "-o", work, "--engine", "cpu")
+	stderr, code = pacsSync(t, "--url", gone.URL+"/dicom-web", "--all", "--retries", "1", "-o", work, "--engine", "cpu")
 	if code != 1 || !strings.Contains(stderr, "1 of 1 new series failed") {
 		t.Errorf("PACS gone mid-retrieve: exit %d\n%s", code, stderr)
 	}
@@ -427,7 +397,7 @@ func TestPACSMalformedAndSlowServers(t *testing.T) {
 	defer slow.Close()
 	defer close(stall)
 	start := time.Now()
-	stderr, code = voxpipe(t, time.Minute, nil, "pacs", "sync", "--url", slow.URL+"/dicom-web", "--timeout", "300ms", "--retries", "1", "-o", work)
+	stderr, code = pacsSync(t, "--url", slow.URL+"/dicom-web", "--timeout", "300ms", "--retries", "1", "-o", work)
 	if code != 1 || !strings.Contains(stderr, slow.URL) || time.Since(start) > 20*time.Second {
 		t.Errorf("stalled PACS: exit %d after %v\n%s", code, time.Since(start), stderr)
 	}
