@@ -17,6 +17,7 @@ import (
 	"voxpipe/pacs/loop"
 	"voxpipe/pipeline"
 	"voxpipe/session"
+	"voxpipe/store/claim"
 	"voxpipe/store/records"
 	"voxpipe/telemetry/timing"
 )
@@ -218,11 +219,15 @@ func (o *seriesOutcomes) VolumeDone(job jobs.Job, status timing.Status) {
 	o.out[job.Series.UID] = append(o.out[job.Series.UID], volumeOutcome{status, job.Output})
 }
 
-// segs are the SEGs of a series whose every volume is ok or up to date, and its masks.
+// segs are the SEGs of the series uid (seriesSEGs).
 func (o *seriesOutcomes) segs(uid string) (segs, masks []string, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	vols := o.out[uid]
+	return seriesSEGs(o.out[uid])
+}
+
+// seriesSEGs are the SEGs of a series whose every volume is ok or up to date, and its masks.
+func seriesSEGs(vols []volumeOutcome) (segs, masks []string, err error) {
 	if len(vols) == 0 {
 		return nil, nil, errors.New("no volume of it was segmented (see the run's records)")
 	}
@@ -245,8 +250,8 @@ func pacsSyncAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.IsSet("dicom-name") || !c.Bool("seg") {
-		return usageError{errors.New("pacs sync: masks are named by the series ID and every series gets its SEG: --dicom-name and --seg=false do not apply")}
+	if err := checkPACSOutputs(c, "pacs sync"); err != nil {
+		return err
 	}
 	src, dst, err := pacsClients(c, nil)
 	if err != nil {
@@ -263,10 +268,23 @@ func pacsSyncAction(c *cli.Context) error {
 	defer stopClaims()
 	sd := session.Start(context.Background(), runStages(log))
 	defer sd.Close()
-	sy := &loop.Sync{Dir: ws.outDir, Claims: claims, Log: log, StoreURL: orDefault(c.String("store-url"), c.String("url")),
+	return syncOnce(c, sd, newPACSSync(c, ws.outDir, claims, log, src, dst), ws, log)
+}
+
+// checkPACSOutputs refuses the work flags the PACS commands do not take (usage errors).
+func checkPACSOutputs(c *cli.Context, cmd string) error {
+	if c.IsSet("dicom-name") || !c.Bool("seg") {
+		return usageError{fmt.Errorf("%s: masks are named by the series ID and every series gets its SEG: --dicom-name and --seg=false do not apply", cmd)}
+	}
+	return nil
+}
+
+// newPACSSync is the loop over the work folder dir: searched and retrieved through src, the
+// SEGs stored through dst.
+func newPACSSync(c *cli.Context, dir string, claims *claim.Manager, log *slog.Logger, src, dst *dicomweb.Client) *loop.Sync {
+	return &loop.Sync{Dir: dir, Claims: claims, Log: log, StoreURL: orDefault(c.String("store-url"), c.String("url")),
 		Source: pacsSource{client: src, modality: c.String("modality"), studies: c.StringSlice("study"), all: c.Bool("all")},
 		Store:  pacsStore{client: dst}}
-	return syncOnce(c, sd, sy, ws, log)
 }
 
 // syncOnce searches, retrieves, segments and stores, and says how it went.

@@ -106,8 +106,8 @@ func pacsWatchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.IsSet("dicom-name") || !c.Bool("seg") {
-		return usageError{errors.New("pacs watch: masks are named by the series ID and every series gets its SEG: --dicom-name and --seg=false do not apply")}
+	if err := checkPACSOutputs(c, "pacs watch"); err != nil {
+		return err
 	}
 	if c.Duration("interval") <= 0 || c.Duration("settle") < 0 || c.Duration("grace") < 0 {
 		return usageError{errors.New("pacs watch: --interval must be positive, --settle and --grace not negative")}
@@ -141,9 +141,7 @@ func pacsWatchAction(c *cli.Context) error {
 	}
 	w := &pacsWatch{metrics: es.metrics, maskName: ws.maskName, log: log, outDir: ws.outDir, runID: ws.runID, jobs: make(chan jobs.Job), ended: make(chan volumeEnd, 16),
 		pending: map[string]*inFlight{}, failing: map[string]failure{}, settler: &loop.Settler{Settle: c.Duration("settle")}}
-	w.sy = &loop.Sync{Dir: ws.outDir, Claims: claims, Log: log, StoreURL: orDefault(c.String("store-url"), c.String("url")),
-		Source: pacsSource{client: src, modality: c.String("modality"), studies: c.StringSlice("study"), all: c.Bool("all")},
-		Store:  pacsStore{client: dst}}
+	w.sy = newPACSSync(c, ws.outDir, claims, log, src, dst)
 	w.sy.Keep = w.keep
 	if c.Bool("orthanc") { // Orthanc says when a series is stable
 		w.settler.Settle = 0
@@ -321,8 +319,7 @@ func (w *pacsWatch) storeLoop(ctx context.Context) {
 
 // finish stores a series' SEGs and records it done, or lets it go for a later search.
 func (w *pacsWatch) finish(ctx context.Context, f *inFlight) {
-	o := &seriesOutcomes{out: map[string][]volumeOutcome{f.item.Series.SeriesUID: f.ends}}
-	segs, masks, err := o.segs(f.item.Series.SeriesUID)
+	segs, masks, err := seriesSEGs(f.ends)
 	if err != nil {
 		w.fail(f.item, err)
 		return
