@@ -30,6 +30,8 @@ interval=2s settle=2s stable_age=2
 
 # shellcheck source=lib/debian.sh
 . scripts/lib/debian.sh
+# shellcheck source=lib/orthanc.sh
+. scripts/lib/orthanc.sh
 apt_need orthanc orthanc-dicomweb curl python3-pydicom python3-nibabel python3-numpy
 
 W=$(mktemp -d /tmp/pacs-perf.XXXXXX)
@@ -77,52 +79,15 @@ nfiles=$(find "$W/series" -type f | wc -l)
 echo "$nfiles files, $(du -sh "$W/series" | cut -f1)"
 
 echo "== Orthanc"
-read -r hport dport < <(timeout 30 "$py" -c '
-import socket
-a, b = socket.socket(), socket.socket()
-a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
-print(a.getsockname()[1], b.getsockname()[1])')
-mkdir -p "$W/db"
-cat >"$W/orthanc.json" <<EOF
-{
-  "Name": "voxpipe-pacs-perf", "HttpPort": $hport, "DicomPort": $dport, "DicomAet": "VOXPERF",
-  "StorageDirectory": "$W/db", "IndexDirectory": "$W/db",
-  "RemoteAccessAllowed": false,
-  "AuthenticationEnabled": true, "RegisteredUsers": { "voxpipe": "secret" },
-  "StableAge": $stable_age, "OverwriteInstances": true, "SaveJobs": false,
-  "OrthancExplorerEnabled": false, "WebDavEnabled": false,
-  "Plugins": [ "/usr/share/orthanc/plugins/libOrthancDicomWeb.so" ],
-  "DicomWeb": { "Enable": true, "Root": "/dicom-web/" }
-}
-EOF
-setsid timeout 3600 Orthanc "$W/orthanc.json" >"$W/orthanc.log" 2>&1 </dev/null &
-opid=$!
-auth=voxpipe:secret
+orthanc_start "$W" voxpipe-pacs-perf VOXPERF "$stable_age" 3600 || fail "Orthanc did not answer"
 printf 'secret\n' >"$W/password"
-base=http://127.0.0.1:$hport
-dw=$base/dicom-web
-for _ in $(seq 200); do
-	timeout 5 curl -sf -u "$auth" "$base/system" >/dev/null && break
-	kill -0 "$opid" 2>/dev/null || fail "Orthanc exited"
-	sleep 0.1
-done
-timeout 5 curl -sf -u "$auth" "$base/system" >/dev/null || fail "Orthanc did not answer on port $hport"
 echo "Orthanc $(timeout 5 curl -sf -u "$auth" "$base/system" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["Version"])') on 127.0.0.1:$hport, StableAge $stable_age s"
 pacs=(--url "$dw" --user voxpipe --password-file "$W/password" --all --engine cpu)
 
 # stow DIR: the series in DIR in one STOW-RS request; fails unless Orthanc answers 200.
 stow() {
-	local b="vp$RANDOM$RANDOM" code f
-	code=$({
-		for f in "$1"/*; do
-			printf -- '--%s\r\nContent-Type: application/dicom\r\n\r\n' "$b"
-			cat "$f"
-			printf '\r\n'
-		done
-		printf -- '--%s--\r\n' "$b"
-	} | timeout 300 curl -sS -o "$W/stow.json" -w '%{http_code}' -u "$auth" --data-binary @- \
-		-H 'Accept: application/dicom+json' \
-		-H "Content-Type: multipart/related; type=\"application/dicom\"; boundary=$b" "$dw/studies")
+	local code
+	code=$(orthanc_stow "$dw" "$auth" "$W/stow.json" "$1"/*)
 	[ "$code" = 200 ] || fail "STOW of $1 answered $code: $(head -c 400 "$W/stow.json")"
 }
 # segs: how many SEG series Orthanc holds (QIDO-RS); "err" when the search fails.

@@ -19,6 +19,8 @@ py=/usr/bin/python3 # Debian's, which has pydicom and nibabel
 
 # shellcheck source=lib/debian.sh
 . scripts/lib/debian.sh
+# shellcheck source=lib/orthanc.sh
+. scripts/lib/orthanc.sh
 apt_need orthanc orthanc-dicomweb dicom3tools curl python3-pydicom python3-nibabel python3-numpy
 
 work=$(mktemp -d)
@@ -75,51 +77,14 @@ print(s.StudyInstanceUID, s.SeriesInstanceUID, g.SOPInstanceUID, g.SeriesInstanc
 nslices=$(ls "$work/series" | wc -l)
 
 echo "== Orthanc"
-read -r hport dport < <(timeout 30 "$py" -c '
-import socket
-a, b = socket.socket(), socket.socket()
-a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
-print(a.getsockname()[1], b.getsockname()[1])')
-mkdir -p "$work/db"
-cat >"$work/orthanc.json" <<EOF
-{
-  "Name": "voxpipe-seg-test", "HttpPort": $hport, "DicomPort": $dport, "DicomAet": "VOXSEG",
-  "StorageDirectory": "$work/db", "IndexDirectory": "$work/db",
-  "RemoteAccessAllowed": false,
-  "AuthenticationEnabled": true, "RegisteredUsers": { "voxpipe": "secret" },
-  "StableAge": 3, "OverwriteInstances": true, "SaveJobs": false,
-  "OrthancExplorerEnabled": false, "WebDavEnabled": false,
-  "Plugins": [ "/usr/share/orthanc/plugins/libOrthancDicomWeb.so" ],
-  "DicomWeb": { "Enable": true, "Root": "/dicom-web/" }
-}
-EOF
-setsid timeout 900 Orthanc "$work/orthanc.json" >"$work/orthanc.log" 2>&1 </dev/null &
-opid=$!
-auth=voxpipe:secret
-base=http://127.0.0.1:$hport
-dw=$base/dicom-web
-for _ in $(seq 200); do
-	timeout 5 curl -sf -u "$auth" "$base/system" >/dev/null && break
-	kill -0 "$opid" 2>/dev/null || fail "Orthanc exited"
-	sleep 0.1
-done
-timeout 5 curl -sf -u "$auth" "$base/system" >/dev/null || fail "Orthanc did not answer on port $hport"
+orthanc_start "$work" voxpipe-seg-test VOXSEG 3 900 || fail "Orthanc did not answer"
 echo "Orthanc $(timeout 5 curl -sf -u "$auth" "$base/system" | "$py" -c 'import json,sys; print(json.load(sys.stdin)["Version"])') on 127.0.0.1:$hport"
 
 # stow NAME FILE...: one STOW-RS request; the answer goes to $work/NAME.json, the status is printed.
 stow() {
-	local name=$1 b="vp$RANDOM$RANDOM"
+	local name=$1
 	shift
-	{
-		for f in "$@"; do
-			printf -- '--%s\r\nContent-Type: application/dicom\r\n\r\n' "$b"
-			cat "$f"
-			printf '\r\n'
-		done
-		printf -- '--%s--\r\n' "$b"
-	} | timeout 120 curl -sS -o "$work/$name.json" -w '%{http_code}' -u "$auth" --data-binary @- \
-		-H 'Accept: application/dicom+json' \
-		-H "Content-Type: multipart/related; type=\"application/dicom\"; boundary=$b" "$dw/studies"
+	orthanc_stow "$dw" "$auth" "$work/$name.json" "$@"
 }
 # stowed NAME UID...: the STOW answer lists every UID as stored and nothing as failed.
 stowed() {
