@@ -120,7 +120,7 @@ func runBatch(c *cli.Context, ws workSettings, shard jobs.Shard, in batchInput) 
 	sd := session.Start(context.Background(), runStages(log))
 	defer sd.Close()
 	fin := runFinish{c: c, log: log, logOut: logOut, engines: es.engines, trace: cfg.Telemetry.Trace, rec: rec,
-		defaultRecords: defaultRecords, volumes: len(batch), outDir: ws.outDir, sd: sd}
+		defaultRecords: defaultRecords, volumes: jobNames(batch), outDir: ws.outDir, sd: sd}
 	var exit error
 	if cl.forced = sd.Wait(func() { exit = fin.finish(pipeline.Run(sd.Drained(), cfg)) }); cl.forced {
 		return forcedStop(claims, rec, sd.Signal())
@@ -139,7 +139,7 @@ type runFinish struct {
 	trace          *timing.Trace
 	rec            *records.Run
 	defaultRecords bool
-	volumes        int
+	volumes        []string // the batch's volume names
 	outDir         string
 	sd             *session.Shutdown
 }
@@ -151,18 +151,19 @@ func (f runFinish) finish(res pipeline.Result, runErr error) error {
 	if err := f.rec.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
-	if f.defaultRecords && runErr == nil && f.sd.Signal() == nil && res.Skipped == f.volumes {
-		// Every mask was up to date: a scheduled tick over a finished folder leaves nothing.
+	if f.defaultRecords && runErr == nil && f.sd.Signal() == nil && res.Skipped == len(f.volumes) && records.Settled(f.outDir, f.volumes) {
+		// Every mask was up to date, and volumes.csv says so: a scheduled tick over a finished
+		// folder leaves nothing. (Where the table says otherwise, the skipped rows correct it.)
 		if err := os.RemoveAll(f.rec.Dir); err != nil {
 			f.log.Warn("remove the records of a run with nothing to do", "err", err)
 		}
-		f.log.Info("nothing to do: every mask is up to date", "volumes", f.volumes)
+		f.log.Info("nothing to do: every mask is up to date", "volumes", len(f.volumes))
 		return nil
 	}
 	updateTables(f.outDir, f.log)
 	f.log.Info("run finished", "ok", res.OK, "skipped", res.Skipped, "busy", res.Busy, "conflict", res.Conflict,
 		"failed", res.Failed, "records", f.rec.Dir)
-	return runExit(f.sd.Signal(), runErr, res, f.volumes, f.rec.Dir)
+	return runExit(f.sd.Signal(), runErr, res, len(f.volumes), f.rec.Dir)
 }
 
 // checkRunFlags checks the flags of run (usage errors).
@@ -294,4 +295,13 @@ func runExit(sig os.Signal, runErr error, res pipeline.Result, volumes int, recD
 		return cli.Exit(fmt.Sprintf("%d of %d volumes failed, %d in conflict (see %s)", res.Failed, volumes, res.Conflict, recDir), exitFailed)
 	}
 	return nil
+}
+
+// jobNames lists the names of the batch's volumes.
+func jobNames(batch []jobs.Job) []string {
+	names := make([]string, len(batch))
+	for i, j := range batch {
+		names[i] = j.Name
+	}
+	return names
 }

@@ -144,7 +144,9 @@ func TestRunSIGTERMWithinTwoSeconds(t *testing.T) {
 	t.Parallel()
 	bin := testBinary(t)
 	dir := t.TempDir()
-	genRun(t, "--out", dir, "--dims", "160x160x64", "--count", "2", "--seed", "2")
+	// Enough volumes that the run is still working when the signal comes on a fast machine (two
+	// were done within the half second on CI's).
+	genRun(t, "--out", dir, "--dims", "160x160x64", "--count", "8", "--seed", "2")
 	out := filepath.Join(dir, "out")
 	cmd := testexec.Cmd(t, bin, "run", "-q", "--workers", "1", "--slab", "64", "--run-id", "r", filepath.Join(dir, "volumes"), "-o", out)
 	var stderr bytes.Buffer
@@ -154,7 +156,7 @@ func TestRunSIGTERMWithinTwoSeconds(t *testing.T) {
 	}
 	// Wait until the first volume is claimed and being segmented.
 	waitForFile(t, cmd, &stderr, filepath.Join(out, ".*.claim"))
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
 	sent := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()

@@ -302,6 +302,27 @@ func updateVolumes(out string) error {
 	return readErr
 }
 
+// Settled reports whether out/volumes.csv already records each of volumes as ok or skipped:
+// whether a run that found every one of them up to date may leave no trace. It is false when
+// the table is missing or unreadable, or when a volume's latest row is another status (busy or
+// failed, from before a process that committed its mask was killed ahead of its own row).
+func Settled(out string, volumes []string) bool {
+	rows, err := timing.ReadSummaries(filepath.Join(out, VolumesName))
+	if err != nil {
+		return false
+	}
+	status := make(map[string]timing.Status, len(rows))
+	for _, r := range rows {
+		status[r.Volume] = r.Status
+	}
+	for _, v := range volumes {
+		if s, ok := status[v]; !ok || (s != timing.StatusOK && s != timing.StatusSkipped) {
+			return false
+		}
+	}
+	return true
+}
+
 // writeAtomic replaces path with the table of rows.
 func writeAtomic(path string, rows []timing.Summary) error {
 	if err := atomicfile.Write(path, func(w io.Writer) error { return gocsv.Marshal(&rows, w) }); err != nil {
