@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -135,7 +136,35 @@ type usageError struct{ error }
 func (u usageError) Unwrap() error { return u.error }
 
 func main() {
-	os.Exit(run(os.Args))
+	stop := cpuProfile(os.Getenv("VOXPIPE_CPU_PROFILE"), os.Stderr)
+	code := run(os.Args)
+	stop()
+	os.Exit(code)
+}
+
+// cpuProfile starts a pprof CPU profile of the whole process into path (VOXPIPE_CPU_PROFILE, a
+// diagnostic for performance work: `go tool pprof voxpipe PATH`) and returns what ends it; ""
+// profiles nothing. A profile that cannot start is said on stderr and the process goes on.
+func cpuProfile(path string, stderr io.Writer) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "voxpipe: VOXPIPE_CPU_PROFILE: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(stderr, "voxpipe: VOXPIPE_CPU_PROFILE: %v\n", err)
+		}
+	}
 }
 
 func run(args []string) int { return runIO(args, os.Stdout, os.Stderr) }
