@@ -36,7 +36,7 @@ func imageReference[T int16 | float32](r *Resample, src []T) []float32 {
 		for o, t := range r.taps[0] {
 			var acc float32
 			for k, w := range t.w {
-				acc += w * s[t.first+k]
+				acc += float32(w * s[t.first+k])
 			}
 			c[row*out[0]+o] = acc
 		}
@@ -50,7 +50,7 @@ func combineWhole[T int16 | float32](d []float32, s []T, n int, t taps) {
 	}
 	for k := 1; k < len(t.w); k++ {
 		for i := range n {
-			d[i] += t.w[k] * float32(s[(t.first+k)*n+i])
+			d[i] += float32(t.w[k] * float32(s[(t.first+k)*n+i]))
 		}
 	}
 }
@@ -151,6 +151,53 @@ func TestGatherMatchesReference(t *testing.T) {
 		gatherReference(want, src, out, tab)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("trial %d (out %v, in %v): gather differs from the reference", trial, out, in)
+		}
+	}
+}
+
+// TestCombineRowMatchesGo: combineRow (the AVX2 kernels where the CPU has them) gives
+// combineGo's bits for every length from 0 to 80, set and add, int16 and float32 sources, and
+// writes nothing outside d (canaries on both sides).
+func TestCombineRowMatchesGo(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 8))
+	const pad = 9
+	canary := math.Float32frombits(0x7fc0_dead)
+	for n := range 81 {
+		for _, add := range []bool{false, true} {
+			w := float32(rng.NormFloat64())
+			i16, f32 := make([]int16, n), make([]float32, n)
+			for i := range n {
+				i16[i] = int16(rng.IntN(65536) - 32768)
+				f32[i] = float32(rng.NormFloat64() * 1e3)
+			}
+			start := make([]float32, n)
+			for i := range start {
+				start[i] = float32(rng.NormFloat64() * 1e4)
+			}
+			for _, kind := range []string{"int16", "float32"} {
+				buf := make([]float32, n+2*pad)
+				for i := range buf {
+					buf[i] = canary
+				}
+				got := buf[pad : pad+n]
+				want := make([]float32, n)
+				copy(got, start)
+				copy(want, start)
+				if kind == "int16" {
+					combineRow(got, i16, w, add)
+					combineGo(want, i16, w, add)
+				} else {
+					combineRow(got, f32, w, add)
+					combineGo(want, f32, w, add)
+				}
+				equalBits(t, n, kind, got, want)
+				for i := range pad {
+					if math.Float32bits(buf[i]) != math.Float32bits(canary) || math.Float32bits(buf[pad+n+i]) != math.Float32bits(canary) {
+						t.Fatalf("n %d %s add %v: a canary beside d changed", n, kind, add)
+					}
+				}
+			}
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package geometry
 
+//go:generate go run ./asm -out combine_amd64.s -stubs combine_amd64.go
+
 import (
 	"fmt"
 	"math"
@@ -178,7 +180,7 @@ func Image[T int16 | float32](r *Resample, src []T) []float32 {
 			for o, t := range r.taps[0] {
 				var acc float32
 				for k, w := range t.w {
-					acc += w * s[t.first+k]
+					acc += float32(w * s[t.first+k])
 				}
 				d[o] = acc
 			}
@@ -192,24 +194,39 @@ func Image[T int16 | float32](r *Resample, src []T) []float32 {
 const combineChunk = 4096
 
 // combine sets d to the weighted sum of the rows (or planes) t.first.. of length n in s, chunk
-// by chunk; each value is w0*s0 + w1*s1 + ..., summed in that order.
+// by chunk; each value is w0*s0 + w1*s1 + ..., summed in that order, each product rounded
+// before it is added.
 func combine[T int16 | float32](d []float32, s []T, n int, t taps) {
 	for c0 := 0; c0 < n; c0 += combineChunk {
 		c1 := min(n, c0+combineChunk)
 		dc := d[c0:c1]
-		first := s[t.first*n+c0 : t.first*n+c1]
-		w0 := t.w[0]
-		for i, v := range first {
-			dc[i] = w0 * float32(v)
-		}
+		combineRow(dc, s[t.first*n+c0:t.first*n+c1], t.w[0], false)
 		for k := 1; k < len(t.w); k++ {
-			w := t.w[k]
-			row := s[(t.first+k)*n+c0 : (t.first+k)*n+c1]
-			row = row[:len(dc)]
-			for i, v := range row {
-				dc[i] += w * float32(v)
-			}
+			combineRow(dc, s[(t.first+k)*n+c0:(t.first+k)*n+c1], t.w[k], true)
 		}
+	}
+}
+
+// combineRow sets d[i] to w*float32(s[i]), or adds it (add), for i < len(d): the vector
+// kernels where the CPU has them (combineVector), the rest in Go. s must be as long as d.
+func combineRow[T int16 | float32](d []float32, s []T, w float32, add bool) {
+	s = s[:len(d)]
+	done := combineVector(d, s, w, add)
+	combineGo(d[done:], s[done:], w, add)
+}
+
+// combineGo is combineRow in Go, the reference of the vector kernels. The conversion of each
+// product forbids its fusion with the add (FMA), whatever GOAMD64 allows.
+func combineGo[T int16 | float32](d []float32, s []T, w float32, add bool) {
+	s = s[:len(d)]
+	if add {
+		for i, v := range s {
+			d[i] += float32(w * float32(v))
+		}
+		return
+	}
+	for i, v := range s {
+		d[i] = w * float32(v)
 	}
 }
 
