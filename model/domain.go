@@ -3,8 +3,10 @@ package model
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // DomainLevel is the domain check's verdict on a volume, from the least to the most severe. The
@@ -310,13 +312,8 @@ func VolumeIntensity(vol *Volume) (quantiles, histogram []float64) {
 	}
 	if vol.I16 != nil {
 		// A histogram of the stored values: exact, and no sort.
-		var hist [1 << 16]int32
-		count := 0
-		for i := 0; i < n; i += step {
-			hist[uint16(vol.I16[i])^0x8000]++
-			count++
-		}
-		return quantilesFromHistogram(&hist, count, vol.Norm), binsFromHistogram(&hist, count, vol.Norm)
+		hist, count := sampleHistogram(vol.I16[:n], step)
+		return quantilesFromHistogram(hist, count, vol.Norm), binsFromHistogram(hist, count, vol.Norm)
 	}
 	sample := make([]float64, 0, n/step+1)
 	for i := 0; i < n; i += step {
@@ -356,6 +353,33 @@ func quantileSorted(n int, p float64, at func(int) float64) float64 {
 	lo := at(k)
 	hi := at(k + 1) // after at(k): the histogram's at only walks forward
 	return lo + (pos-float64(k))*(hi-lo)
+}
+
+// sampleHistogram counts the stored values v[0], v[step], v[2*step]... by value (offset by
+// 0x8000), and returns the counts and how many there were. Each sample is a cache miss in a
+// volume just read (10-14 ms for a million on one core at 512x512x1000), so the samples are
+// split over up to GOMAXPROCS goroutines, whose misses overlap, each with its own counts.
+func sampleHistogram(v []int16, step int) (*[1 << 16]int32, int) {
+	samples := (len(v) + step - 1) / step
+	workers := max(1, min(runtime.GOMAXPROCS(0), samples>>16))
+	hists := make([][1 << 16]int32, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		k0, k1 := samples*w/workers, samples*(w+1)/workers
+		wg.Go(func() {
+			h := &hists[w]
+			for k := k0; k < k1; k++ {
+				h[uint16(v[k*step])^0x8000]++
+			}
+		})
+	}
+	wg.Wait()
+	for w := 1; w < workers; w++ {
+		for i, c := range hists[w] {
+			hists[0][i] += c
+		}
+	}
+	return &hists[0], samples
 }
 
 func quantilesFromHistogram(hist *[1 << 16]int32, n int, norm Norm) []float64 {

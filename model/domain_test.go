@@ -238,3 +238,26 @@ func TestHistogram(t *testing.T) {
 		t.Errorf("excess of the envelope itself %v", x)
 	}
 }
+
+// TestSampleHistogram: the counts made on several goroutines equal a plain loop's, for steps
+// that do and do not divide the length, and for a volume too small to split.
+func TestSampleHistogram(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(9, 9))
+	v := make([]int16, 3<<20+17)
+	for i := range v {
+		v[i] = int16(rng.NormFloat64() * 3000)
+	}
+	for _, c := range []struct{ n, step int }{{len(v), 1}, {len(v), 3}, {len(v), 7}, {1000, 1}, {1, 1}, {len(v), len(v) + 5}} {
+		var want [1 << 16]int32
+		count := 0
+		for i := 0; i < c.n; i += c.step {
+			want[uint16(v[i])^0x8000]++
+			count++
+		}
+		got, n := sampleHistogram(v[:c.n], c.step)
+		if n != count || *got != want {
+			t.Errorf("n %d step %d: %d samples (want %d), counts equal: %v", c.n, c.step, n, count, *got == want)
+		}
+	}
+}
