@@ -117,10 +117,15 @@ type Telemetry struct {
 
 // readThreads is ReadThreads, or by default the cores shared among the readers that can be
 // busy at once: max(1, GOMAXPROCS / min(Readers, len(Jobs))). One volume alone gets every
-// core; a batch read by 2 readers on 16 cores, 8 goroutines each.
+// core; a batch read by 2 readers on 16 cores, 8 goroutines each. A service (Input.Source)
+// gets every core for each read: its volumes mostly arrive one at a time, and each waits for
+// its read (arrival to mask is what counts there); reads that do overlap share the cores.
 func (c *Config) readThreads() int {
 	if c.Workers.ReadThreads > 0 {
 		return c.Workers.ReadThreads
+	}
+	if c.Input.Source != nil {
+		return runtime.GOMAXPROCS(0)
 	}
 	return max(1, runtime.GOMAXPROCS(0)/max(1, min(c.Workers.Readers, c.jobCount())))
 }

@@ -267,6 +267,14 @@ func TestReadThreadsRule(t *testing.T) {
 				ReadThreads: 5,
 			},
 		}, 5},
+		{Config{ // a service: every core for each read
+			Input: Input{
+				Source: make(chan jobs.Job),
+			},
+			Workers: Workers{
+				Readers: 2,
+			},
+		}, procs},
 	} {
 		if got := c.cfg.readThreads(); got != c.want {
 			t.Errorf("%d readers, %d jobs, ReadThreads %d: %d threads, want %d", c.cfg.Workers.Readers, len(c.cfg.Input.Jobs), c.cfg.Workers.ReadThreads, got, c.want)

@@ -9,7 +9,7 @@
 #           --resample off` and `run` (resampling to the model's grid, the default), PERF_ROUNDS
 #           (3) rounds interleaved, run defaults (--readers 2 --writers 1); the masks of the
 #           default path against a CPU-engine run of one volume (agreement)
-#   watch   `voxpipe watch` on a warm engine: PERF_ARRIVALS (20) .nii volumes renamed into the
+#   watch   `voxpipe watch` (defaults but --resample off) on a warm engine: PERF_ARRIVALS (20) .nii volumes renamed into the
 #           inbox one at a time; arrival to committed .nii.gz mask, and where the time goes
 #           (median of each stage's span from timings.csv)
 # VOXPIPE_CPU_PROFILE profiles of the batch runs go to $OUT when PERF_PROFILE=1. Prints and
@@ -129,7 +129,7 @@ if want watch; then
 	$V gen -q -o "$W/g" --dims "$DIMS" --count 1 --format nii
 	for i in $(seq 1 "$ARRIVALS"); do cp "$W/g/volumes/phantom_000.nii" "$W/stage/v$i.nii"; done
 	cat "$W"/stage/* >/dev/null
-	$V watch "$W/inbox" -o "$W/masks" --resample off --engine "$ENG" --slab 64 --log-format json --run-id lat 2>"$W/watch.log" &
+	$V watch "$W/inbox" -o "$W/masks" --resample off --engine "$ENG" --log-format json --run-id lat 2>"$W/watch.log" &
 	pid=$!
 	for _ in $(seq 1 600); do grep -q '"msg":"watch"' "$W/watch.log" && break; sleep 0.05; done
 	"$PY" - "$W" "$ARRIVALS" <<'PY' | tee -a "$log" >"$work/watch.out"
