@@ -18,6 +18,9 @@ import (
 // registers (16 would spill); in the vector kernels, 8 float32s are one YMM register.
 const block = 8
 
+// wide is how many output channels the AVX-512 kernels keep in one ZMM register: two blocks.
+const wide = 2 * block
+
 //go:generate go run gen_kernels.go
 //go:generate go run ./asm -out kernels_amd64.s -stubs kernels_amd64.go
 
@@ -37,7 +40,9 @@ type Engine struct {
 	// cp: w1 [block of 8 outputs][tap][8] for voxelConv1; w2, wg3 [block][chunk][i][8] for
 	// voxelChunks8/16, a chunk being consecutive values of e (channels of one voxel).
 	w1, w2, wg3 [][block]float32
-	b1, b2, bg3 []float32 // biases, zero-padded to cp
+	// With kernelsAVX512, the same rows for each pair of blocks side by side (packWide).
+	w1w, w2w, wg3w [][wide]float32
+	b1, b2, bg3    []float32 // biases, zero-padded to cp
 
 	xbuf, ebuf []float32 // per slab: normalised input and e, both zero-bordered
 	scratch    []*workerScratch
@@ -79,13 +84,16 @@ func (e *Engine) ScratchBytes(nx, ny, slab int) int64 {
 
 // New prepares an engine for m (which must be valid; see Model.Validate). workers <= 0
 // means GOMAXPROCS.
-func New(m *model.Model, workers int) *Engine {
+func New(m *model.Model, workers int) *Engine { return newWithKernels(m, workers, defaultKernels) }
+
+// newWithKernels is New with the kernel set k (which this CPU must run).
+func newWithKernels(m *model.Model, workers int, k kernels) *Engine {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	c := m.Channels
 	cp := (c + block - 1) / block * block
-	e := &Engine{m: m, workers: workers, c: c, cp: cp, k: m.Classes, chunk: block, kern: defaultKernels}
+	e := &Engine{m: m, workers: workers, c: c, cp: cp, k: m.Classes, chunk: block, kern: k}
 	if cp%16 == 0 {
 		e.chunk = 16
 	}
@@ -118,11 +126,30 @@ func New(m *model.Model, workers int) *Engine {
 			}
 		}
 	}
+	if e.kern == kernelsAVX512 {
+		e.w1w, e.w2w, e.wg3w = packWide(e.w1, 27), packWide(e.w2, 27*cp), packWide(e.wg3, 27*cp)
+	}
 	e.scratch = make([]*workerScratch, workers)
 	for i := range e.scratch {
 		e.scratch[i] = &workerScratch{f: make([]float32, c), offs: make([]int, 27*cp/block), conf: model.Confidence{Labels: make([]int64, e.k)}}
 	}
 	return e
+}
+
+// packWide lays out the weight rows of blocks 2p and 2p+1 (rows rows each, one block after
+// the other in w) side by side, for the AVX-512 kernels: row j of pair p is
+// w[2p*rows+j] followed by w[(2p+1)*rows+j]. An odd last block is left out (the AVX2 kernels
+// do it).
+func packWide(w [][block]float32, rows int) [][wide]float32 {
+	pairs := len(w) / rows / 2
+	out := make([][wide]float32, pairs*rows)
+	for p := range pairs {
+		for j := range rows {
+			copy(out[p*rows+j][:block], w[2*p*rows+j][:])
+			copy(out[p*rows+j][block:], w[(2*p+1)*rows+j][:])
+		}
+	}
+	return out
 }
 
 func padBias(b []float32, n int) []float32 {
@@ -293,6 +320,11 @@ func (e *Engine) conv1Pass(ctx context.Context, vol *model.Volume, l slabLayout)
 			}
 		}
 		for b := 0; b < cp; b += block {
+			if e.kern == kernelsAVX512 && b%wide == 0 && b+wide <= cp && nx > 0 {
+				convWide(3, row[2*cp+b:], nx, xbuf, offs, e.w1w[b/wide*27:][:27], (*[wide]float32)(e.b1[b:]), 1, cp)
+				b += block // and the next block: done too
+				continue
+			}
 			w, bias := e.w1[b/block*27:][:27], (*[block]float32)(e.b1[b:])
 			x0 := 0
 			if e.kern != kernelsGo {
@@ -329,6 +361,10 @@ func (e *Engine) headPass(ctx context.Context, vol *model.Volume, l slabLayout, 
 			}
 		}
 		for b := 0; b < cp; b += block {
+			if e.convWide(ws.s[b:], b, nx, ebuf, offs, e.w2w, e.b2) {
+				b += block // and the next block: done too
+				continue
+			}
 			nb := b / block
 			e.convChunks(ws.s[b:], nx, ebuf, offs, e.w2[nb*nw:(nb+1)*nw], (*[block]float32)(e.b2[b:]))
 		}
@@ -344,6 +380,10 @@ func (e *Engine) headPass(ctx context.Context, vol *model.Volume, l slabLayout, 
 			}
 		}
 		for b := 0; b < cp; b += block {
+			if e.convWide(ws.g[b:], b, nx, ebuf, offs, e.wg3w, e.bg3) {
+				b += block // and the next block: done too
+				continue
+			}
 			nb := b / block
 			e.convChunks(ws.g[b:], nx, ebuf, offs, e.wg3[nb*nw:(nb+1)*nw], (*[block]float32)(e.bg3[b:]))
 		}
@@ -402,6 +442,19 @@ func normRow(dst []float32, vol *model.Volume, from int, norm model.Norm) {
 	for i, v := range src {
 		dst[i] = norm.Apply(v)
 	}
+}
+
+// convWide computes output channels b..b+15 of a C -> C convolution at nx consecutive voxels
+// with the AVX-512 kernels (packed weights ww, biases from bias[b]) when the engine runs them
+// and b starts a pair of blocks, and reports whether it did.
+func (e *Engine) convWide(dst []float32, b, nx int, in []float32, offs []int, ww [][wide]float32, bias []float32) bool {
+	cp := e.cp
+	if e.kern != kernelsAVX512 || b%wide != 0 || b+wide > cp || nx <= 0 {
+		return false
+	}
+	nw := 27 * cp
+	convWide(e.chunk, dst, nx, in, offs, ww[b/wide*nw:(b/wide+1)*nw], (*[wide]float32)(bias[b:]), cp, cp)
+	return true
 }
 
 // convChunks computes one block of 8 output channels of a C -> C convolution at nx

@@ -174,8 +174,7 @@ func TestVectorConfidenceMatchesGo(t *testing.T) {
 				var conf [2]model.Confidence
 				var out [2][]uint8
 				for r, kern := range []kernels{kernelsGo, defaultKernels} {
-					e := New(m, 2)
-					e.kern = kern
+					e := newWithKernels(m, 2, kern)
 					out[r] = make([]uint8, vol.NX*vol.NY*vol.NZ)
 					if err := e.Segment(context.Background(), vol, out[r], engine.Options{Slab: 4, Confidence: &conf[r]}); err != nil {
 						t.Fatal(err)

@@ -18,6 +18,13 @@ func convAVX2x3(dst *float32, in *float32, offs []int, w *float32, bias *float32
 //go:noescape
 func convFMAx3(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 
+// convAVX512x3 is voxelConv1 at n consecutive voxels, stride float32s apart in in and
+// dstStride in dst (VMULPS then VADDPS, each product rounded: bit-identical to it; 16 output channels (two blocks, weights side by side)).
+// len(offs) must be > 0 and every index in bounds: convVector checks them.
+//
+//go:noescape
+func convAVX512x3(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
+
 // convAVX2x8 is voxelChunks8 at n consecutive voxels, stride float32s apart in in and
 // dstStride in dst (VMULPS then VADDPS, each product rounded: bit-identical to it).
 // len(offs) must be > 0 and every index in bounds: convVector checks them.
@@ -32,6 +39,13 @@ func convAVX2x8(dst *float32, in *float32, offs []int, w *float32, bias *float32
 //go:noescape
 func convFMAx8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 
+// convAVX512x8 is voxelChunks8 at n consecutive voxels, stride float32s apart in in and
+// dstStride in dst (VMULPS then VADDPS, each product rounded: bit-identical to it; 16 output channels (two blocks, weights side by side)).
+// len(offs) must be > 0 and every index in bounds: convVector checks them.
+//
+//go:noescape
+func convAVX512x8(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
+
 // convAVX2x16 is voxelChunks16 at n consecutive voxels, stride float32s apart in in and
 // dstStride in dst (VMULPS then VADDPS, each product rounded: bit-identical to it).
 // len(offs) must be > 0 and every index in bounds: convVector checks them.
@@ -45,6 +59,13 @@ func convAVX2x16(dst *float32, in *float32, offs []int, w *float32, bias *float3
 //
 //go:noescape
 func convFMAx16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
+
+// convAVX512x16 is voxelChunks16 at n consecutive voxels, stride float32s apart in in and
+// dstStride in dst (VMULPS then VADDPS, each product rounded: bit-identical to it; 16 output channels (two blocks, weights side by side)).
+// len(offs) must be > 0 and every index in bounds: convVector checks them.
+//
+//go:noescape
+func convAVX512x16(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)
 
 // gateAVX2 is, for each of n voxels x (a multiple of 8), the pre-sigmoid value of the gate:
 // p[x] = psib + sum over j of psiw[j]*relu((bx[j] + sum over i of wx[j*c+i]*sv[i*stride+x]) +

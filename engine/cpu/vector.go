@@ -16,13 +16,14 @@ import "os"
 type kernels uint8
 
 const (
-	kernelsGo   kernels = iota // voxelChunks8/16, the pure-Go reference
-	kernelsAVX2                // convAVX2x8/16: amd64 AVX2, bit-identical to the reference
-	kernelsFMA                 // convFMAx8/16: amd64 AVX2+FMA, products fused (not bit-identical)
+	kernelsGo     kernels = iota // voxelChunks8/16, the pure-Go reference
+	kernelsAVX2                  // convAVX2x8/16: amd64 AVX2, bit-identical to the reference
+	kernelsFMA                   // convFMAx8/16: amd64 AVX2+FMA, products fused (not bit-identical)
+	kernelsAVX512                // convAVX512x8/16: AVX-512F, two blocks of 8 channels at once, bit-identical; AVX2 for the rest
 )
 
 func (k kernels) String() string {
-	return [...]string{"go", "avx2", "fma"}[k]
+	return [...]string{"go", "avx2", "fma", "avx512"}[k]
 }
 
 // defaultKernels is what New gives an engine: the environment's VOXPIPE_CPU_KERNELS (go, avx2
@@ -35,6 +36,10 @@ func chooseKernels(want string) kernels {
 		return kernelsGo
 	case want == "fma" && hasFMA:
 		return kernelsFMA
+	case want == "avx2" && hasAVX2:
+		return kernelsAVX2
+	case hasAVX512:
+		return kernelsAVX512
 	case hasAVX2:
 		return kernelsAVX2
 	}

@@ -12,14 +12,18 @@ import (
 // The generated kernels need AVX2 (and FMA for kernelsFMA) and the OS's saving of YMM state,
 // which x/sys/cpu checks.
 var (
-	hasAVX2 = cpu.X86.HasAVX2
-	hasFMA  = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasAVX2   = cpu.X86.HasAVX2
+	hasFMA    = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 )
 
-// vectorKernels are the kernels for chunks of 3 (conv1), 8 and 16 values.
+// vectorKernels are the kernels for chunks of 3 (conv1), 8 and 16 values, one block of 8
+// output channels; kernelsAVX512 runs AVX2's on a block left without a pair (convWide does the
+// pairs).
 var vectorKernels = map[kernels][3]func(dst, in *float32, offs []int, w, bias *float32, n, stride, dstStride int){
-	kernelsAVX2: {convAVX2x3, convAVX2x8, convAVX2x16},
-	kernelsFMA:  {convFMAx3, convFMAx8, convFMAx16},
+	kernelsAVX2:   {convAVX2x3, convAVX2x8, convAVX2x16},
+	kernelsFMA:    {convFMAx3, convFMAx8, convFMAx16},
+	kernelsAVX512: {convAVX2x3, convAVX2x8, convAVX2x16},
 }
 
 // convVector computes, with the vector kernels k (not kernelsGo), what voxelChunks8/16 (chunk
@@ -39,6 +43,30 @@ func convVector(k kernels, chunk int, dst []float32, nx int, in []float32, offs 
 		panic("cpu: convVector: chunks of 3, 8 or 16 only")
 	}
 	vectorKernels[k][i](&dst[0], &in[0], offs, &w[0][0], &bias[0], nx, inStride, dstStride)
+	return nx
+}
+
+// wideKernels are the AVX-512 kernels for chunks of 3 (conv1), 8 and 16 values: 16 output
+// channels (two blocks) at once.
+var wideKernels = [3]func(dst, in *float32, offs []int, w, bias *float32, n, stride, dstStride int){convAVX512x3, convAVX512x8, convAVX512x16}
+
+// convWide is convVector for two blocks of output channels at once (kernelsAVX512): w holds
+// both blocks' weight rows side by side (packWide), bias and each voxel's outputs are 16
+// channels. It returns nx, or 0 where there are no chunks, and checks every index the
+// assembly will touch.
+func convWide(chunk int, dst []float32, nx int, in []float32, offs []int, w [][wide]float32, bias *[wide]float32, inStride, dstStride int) int {
+	if nx <= 0 || len(offs) == 0 {
+		return 0
+	}
+	lastIn, lastDst := (nx-1)*inStride, (nx-1)*dstStride
+	if inStride < 0 || (nx > 1 && dstStride < wide) || slices.Min(offs) < 0 || lastIn+slices.Max(offs)+chunk > len(in) || lastDst+wide > len(dst) || len(offs)*chunk > len(w) {
+		panic("cpu: convWide: an index out of range")
+	}
+	i := slices.Index([]int{3, 8, 16}, chunk)
+	if i < 0 {
+		panic("cpu: convWide: chunks of 3, 8 or 16 only")
+	}
+	wideKernels[i](&dst[0], &in[0], offs, &w[0][0], &bias[0], nx, inStride, dstStride)
 	return nx
 }
 

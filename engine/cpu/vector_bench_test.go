@@ -24,12 +24,21 @@ func BenchmarkConvKernels(b *testing.B) {
 	}
 	dst := make([]float32, nx*cp)
 	flops := 2 * float64(nx*len(c.offs)*chunk*block)
-	for _, k := range []kernels{kernelsGo, kernelsAVX2, kernelsFMA} {
-		if (k == kernelsAVX2 && !hasAVX2) || (k == kernelsFMA && !hasFMA) {
+	for _, k := range []kernels{kernelsGo, kernelsAVX2, kernelsFMA, kernelsAVX512} {
+		if (k == kernelsAVX2 && !hasAVX2) || (k == kernelsFMA && !hasFMA) || (k == kernelsAVX512 && !hasAVX512) {
 			continue
 		}
 		b.Run(k.String(), func(b *testing.B) {
 			e := &Engine{cp: cp, chunk: chunk, kern: k}
+			if k == kernelsAVX512 { // both blocks in one call: the same work as two 8-channel calls
+				ww := packWide(append(append([][block]float32{}, c.w...), c.w...), len(c.w))
+				bias := make([]float32, wide)
+				for b.Loop() {
+					e.convWide(dst, 0, nx, in, c.offs, ww, bias)
+				}
+				b.ReportMetric(2*flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				return
+			}
 			for b.Loop() {
 				e.convChunks(dst, nx, in, c.offs, c.w, &c.bias)
 			}

@@ -210,34 +210,39 @@ func ulps(a, b float32) uint32 {
 
 func TestChooseKernels(t *testing.T) {
 	t.Parallel()
-	best := kernelsGo
+	best, avx2 := kernelsGo, kernelsGo
 	if hasAVX2 {
-		best = kernelsAVX2
+		best, avx2 = kernelsAVX2, kernelsAVX2
+	}
+	if hasAVX512 {
+		best = kernelsAVX512
 	}
 	fma := best
 	if hasFMA {
 		fma = kernelsFMA
 	}
-	for env, want := range map[string]kernels{"": best, "go": kernelsGo, "avx2": best, "fma": fma, "junk": best} {
+	for env, want := range map[string]kernels{"": best, "go": kernelsGo, "avx2": avx2, "avx512": best, "fma": fma, "junk": best} {
 		if got := chooseKernels(env); got != want {
 			t.Errorf("VOXPIPE_CPU_KERNELS=%q: %v, want %v", env, got, want)
 		}
 	}
 }
 
-// vectorMasksMatch segments vol with m with the pure-Go and the default vector kernels and
-// reports the first voxel whose labels differ.
+// vectorMasksMatch segments vol with m with the pure-Go kernels and with each bit-identical
+// vector kernel set this CPU runs, and reports the first voxel whose labels differ.
 func vectorMasksMatch(t testing.TB, m *model.Model, vol *model.Volume, slab int) {
 	t.Helper()
 	ref := New(m, 2)
 	ref.kern = kernelsGo
 	want := enginetest.SegmentWhole(t, ref, vol, slab)
-	e := New(m, 2)
-	got := enginetest.SegmentWhole(t, e, vol, slab)
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("C%d %dx%dx%d slab %d, %v kernels: voxel %d label %d, Go kernels %d",
-				m.Channels, vol.NX, vol.NY, vol.NZ, slab, e.kern, i, got[i], want[i])
+	for _, k := range exactKernels() {
+		e := newWithKernels(m, 2, k)
+		got := enginetest.SegmentWhole(t, e, vol, slab)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("C%d %dx%dx%d slab %d, %v kernels: voxel %d label %d, Go kernels %d",
+					m.Channels, vol.NX, vol.NY, vol.NZ, slab, e.kern, i, got[i], want[i])
+			}
 		}
 	}
 }

@@ -52,8 +52,9 @@ func Generate() (asm, stubs []byte, err error) {
 	c := build.NewContext()
 	c.ConstraintExpr("!purego")
 	for _, chunk := range []int{3, 8, 16} {
-		kernel(c, fmt.Sprintf("convAVX2x%d", chunk), chunk, false)
-		kernel(c, fmt.Sprintf("convFMAx%d", chunk), chunk, true)
+		kernel(c, fmt.Sprintf("convAVX2x%d", chunk), chunk, false, false)
+		kernel(c, fmt.Sprintf("convFMAx%d", chunk), chunk, true, false)
+		kernel(c, fmt.Sprintf("convAVX512x%d", chunk), chunk, false, true)
 	}
 	gateKernel(c)
 	headKernel(c)
@@ -84,19 +85,49 @@ var (
 	s1, s3                 = reg.R10, reg.R11                   // the voxel stride in bytes, and 3 times it
 	cur, wp                = reg.R12, reg.R13                   // the offs and weight cursors; at the stores, the dst stride in bytes and 3 times it
 	p0, p4, p8             = reg.RAX, reg.R14, reg.R15          // voxels 0, 4 and 8 of a chunk (or of dst)
-	yw                     = reg.Y12                            // a weight row
-	tmp                    = []reg.VecPhysical{reg.Y13, reg.Y14, reg.Y15}
-	acc                    = []reg.VecPhysical{reg.Y0, reg.Y1, reg.Y2, reg.Y3, reg.Y4, reg.Y5, reg.Y6, reg.Y7, reg.Y8, reg.Y9, reg.Y10, reg.Y11}
+)
+
+// vecRegs are a kernel's vector registers: 12 accumulators, the weight row and three
+// temporaries, YMM (8 output channels) or ZMM (16: two blocks of 8 at once).
+type vecRegs struct {
+	yw   reg.VecPhysical
+	tmp  []reg.VecPhysical
+	acc  []reg.VecPhysical
+	row  int // bytes of a weight row (and of the outputs of one voxel)
+	wide bool
+}
+
+var (
+	ymm = vecRegs{
+		yw:  reg.Y12,
+		tmp: []reg.VecPhysical{reg.Y13, reg.Y14, reg.Y15},
+		acc: []reg.VecPhysical{reg.Y0, reg.Y1, reg.Y2, reg.Y3, reg.Y4, reg.Y5, reg.Y6, reg.Y7, reg.Y8, reg.Y9, reg.Y10, reg.Y11},
+		row: 32,
+	}
+	zmm = vecRegs{
+		yw:   reg.Z12,
+		tmp:  []reg.VecPhysical{reg.Z13, reg.Z14, reg.Z15},
+		acc:  []reg.VecPhysical{reg.Z0, reg.Z1, reg.Z2, reg.Z3, reg.Z4, reg.Z5, reg.Z6, reg.Z7, reg.Z8, reg.Z9, reg.Z10, reg.Z11},
+		row:  64,
+		wide: true,
+	}
 )
 
 // kernel emits one function: the loads of its arguments, then groups of 12, 4 and 1 voxels.
-func kernel(c *build.Context, name string, chunk int, fma bool) {
+// wide: ZMM registers (AVX-512F), 16 output channels, the two blocks' weight rows side by side
+// (64 bytes a row), 16 outputs a voxel.
+func kernel(c *build.Context, name string, chunk int, fma, wide bool) {
 	c.Function(name)
 	c.Attributes(attr.NOSPLIT)
 	c.SignatureExpr("func(dst *float32, in *float32, offs []int, w *float32, bias *float32, n int, stride int, dstStride int)")
 	op := "VMULPS then VADDPS, each product rounded: bit-identical to it"
 	if fma {
 		op = "VFMADD231PS, products not rounded: not bit-identical to it"
+	}
+	v := ymm
+	if wide {
+		v = zmm
+		op += "; 16 output channels (two blocks, weights side by side)"
 	}
 	ref := fmt.Sprintf("voxelChunks%d", chunk)
 	if chunk == 3 {
@@ -120,7 +151,7 @@ func kernel(c *build.Context, name string, chunk int, fma bool) {
 	c.SHLQ(operand.U8(2), s1)
 	c.LEAQ(operand.Mem{Base: s1, Index: s1, Scale: 2}, s3)
 	for _, r := range []int{12, 4, 1} {
-		group(c, name, chunk, r, fma)
+		group(c, name, chunk, r, fma, v)
 	}
 	c.Label(name + "_done")
 	c.VZEROUPPER()
@@ -151,7 +182,8 @@ func bases(c *build.Context, r int, x1 reg.Register) {
 
 // group emits the loop over groups of r voxels: accumulators from the bias, every chunk's
 // multiply-adds, relu, the stores, and the step to the next group.
-func group(c *build.Context, name string, chunk, r int, fma bool) {
+func group(c *build.Context, name string, chunk, r int, fma bool, vr vecRegs) {
+	yw, tmp, acc := vr.yw, vr.tmp, vr.acc
 	loop := fmt.Sprintf("%s_group%d", name, r)
 	next := fmt.Sprintf("%s_end%d", name, r)
 	chunks := fmt.Sprintf("%s_chunks%d", name, r)
@@ -169,7 +201,7 @@ func group(c *build.Context, name string, chunk, r int, fma bool) {
 	c.LEAQ(operand.Mem{Base: in, Index: p0, Scale: 4}, p0)
 	bases(c, r, s1)
 	for i := range chunk {
-		c.VMOVUPS(operand.Mem{Base: wp, Disp: 32 * i}, yw)
+		c.VMOVUPS(operand.Mem{Base: wp, Disp: vr.row * i}, yw)
 		for v := range r {
 			t := tmp[v%len(tmp)]
 			c.VBROADCASTSS(voxel(v, 4*i, s1, s3), t)
@@ -181,13 +213,17 @@ func group(c *build.Context, name string, chunk, r int, fma bool) {
 			}
 		}
 	}
-	c.ADDQ(operand.U32(32*chunk), wp)
+	c.ADDQ(operand.U32(uint64(vr.row*chunk)), wp)
 	c.ADDQ(operand.U8(8), cur)
 	c.CMPQ(cur, offsEnd)
 	c.JB(operand.LabelRef(chunks))
 	// relu as max(a, +0): VMAXPS returns its second source (here +0) unless a > 0, so NaN and
 	// -0 become +0 as in relu.
-	c.VXORPS(tmp[0], tmp[0], tmp[0])
+	if vr.wide {
+		c.VPXORD(tmp[0], tmp[0], tmp[0])
+	} else {
+		c.VXORPS(tmp[0], tmp[0], tmp[0])
+	}
 	c.Load(c.Param("dstStride"), cur)
 	c.SHLQ(operand.U8(2), cur)
 	c.LEAQ(operand.Mem{Base: cur, Index: cur, Scale: 2}, wp)
