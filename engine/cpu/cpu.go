@@ -51,14 +51,21 @@ type Engine struct {
 
 var _ engine.Engine = (*Engine)(nil)
 
-// workerScratch is one worker's reusable memory for a row of output.
+// workerScratch is one worker's reusable memory for a row of output. Its counters (conf) change
+// at every voxel: the padding keeps other workers' scratch off their cache lines.
 type workerScratch struct {
+	_    [64]byte
 	s, g []float32        // one row of s and g, [x][cp]
 	t    []float32        // gateHeadRowVector's transposed rows (vector kernels only)
 	f    []float32        // f at one voxel
 	offs []int            // offsets of the input segments or chunks of the row being computed
 	conf model.Confidence // the worker's share of the volume's confidence (gateHeadRow)
+	_    [64]byte
 }
+
+// paddedCounts is n int64 counters with a cache line of padding on each side, so that workers'
+// counters, allocated one after another, never share a line (false sharing).
+func paddedCounts(n int) []int64 { return make([]int64, 8+n+8)[8 : 8+n : 8+n] }
 
 // rowVoxels is how many voxels a row of s or g holds: nx, or with the vector kernels nx rounded
 // up to 8 (gateHeadRowVector transposes whole blocks of 8).
@@ -131,7 +138,7 @@ func newWithKernels(m *model.Model, workers int, k kernels) *Engine {
 	}
 	e.scratch = make([]*workerScratch, workers)
 	for i := range e.scratch {
-		e.scratch[i] = &workerScratch{f: make([]float32, c), offs: make([]int, 27*cp/block), conf: model.Confidence{Labels: make([]int64, e.k)}}
+		e.scratch[i] = &workerScratch{f: make([]float32, c), offs: make([]int, 27*cp/block), conf: model.Confidence{Labels: paddedCounts(e.k)}}
 	}
 	return e
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 	"voxpipe/engine/engine"
 	"voxpipe/internal/enginetest"
 	"voxpipe/model"
@@ -338,5 +339,22 @@ func TestFLOPsPerVoxel(t *testing.T) {
 	macs := 27*c + 27*c*c*2 + 2*g*c + g + c + k*c
 	if got := model.FLOPsPerVoxel(c, k); got != float64(2*macs) {
 		t.Errorf("FLOPsPerVoxel(%d, %d) = %v, want %d", c, k, got, 2*macs)
+	}
+}
+
+// TestPaddedCounts: workers' counters, allocated one after another, lie a cache line or more
+// apart, and cannot grow into their padding.
+func TestPaddedCounts(t *testing.T) {
+	t.Parallel()
+	a, b := paddedCounts(4), paddedCounts(4)
+	if len(a) != 4 || cap(a) != 4 {
+		t.Fatalf("len %d cap %d, want 4 and 4", len(a), cap(a))
+	}
+	lo, hi := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	if lo > hi {
+		lo, hi = hi, lo
+	}
+	if gap := hi - (lo + 4*8); gap < 64 {
+		t.Errorf("%d bytes between two workers' counters, want 64 or more", gap)
 	}
 }
