@@ -10,9 +10,11 @@
 #   - voxpipe's GFLOP/s a core (the network's 29,200 FLOP a voxel, docs/perf.md) and its share
 #     of the peak; voxpipe against PyTorch on the same cores; voxpipe's scaling 1 -> N cores.
 #   scripts/cpu-targets.sh [WORKDIR]     (CPU_TARGETS_DIMS, default 128x128x96)
+# On a machine without Go (the GPU machine): CPU_TARGETS_BIN=bin/voxpipe-cuda (a built voxpipe),
+# PYTHON=python3 (a python with torch), CPU_TARGETS_CORES="1 2 4 8 16" (default: 1 and all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-py=/usr/bin/python3 # Debian's, with python3-torch
+py=${PYTHON:-/usr/bin/python3} # Debian's, with python3-torch
 runs=${CPU_TARGETS_RUNS:-3}
 dims=${CPU_TARGETS_DIMS:-128x128x96}
 work=${1:-$(mktemp -d)}
@@ -20,7 +22,13 @@ mkdir -p "$work"
 model=fixtures/model/voxpipe-default.safetensors
 flop_per_voxel=29200
 cores=$(nproc)
-timeout 600 go build -o "$work/voxpipe" ./cmd/voxpipe
+counts=${CPU_TARGETS_CORES:-1 $cores}
+last=${counts##* }
+if [ -n "${CPU_TARGETS_BIN:-}" ]; then
+	cp "$CPU_TARGETS_BIN" "$work/voxpipe"
+else
+	timeout 600 go build -o "$work/voxpipe" ./cmd/voxpipe
+fi
 [ -d "$work/g" ] || timeout 300 "$work/voxpipe" gen -o "$work/g" --dims "$dims" --count 1 --seed 37 -q
 vols=$work/g/volumes
 voxels=$(awk -Fx '{print $1 * $2 * $3}' <<<"$dims")
@@ -32,13 +40,13 @@ grep -qw avx512f /proc/cpuinfo && lanes=16
 grep -qw fma /proc/cpuinfo || { echo "no FMA on this CPU"; exit 1; }
 peak=$(awk -v l="$lanes" -v m="$mhz" 'BEGIN {printf "%.1f", l * 2 * 2 * m / 1000}')
 avx2peak=$(awk -v m="$mhz" 'BEGIN {printf "%.1f", 8 * 2 * 2 * m / 1000}')
-echo "cores $cores, clock ${mhz} MHz, vector lanes $lanes: FMA peak ${peak} GFLOP/s a core (AVX2 alone: ${avx2peak})"
+echo "cores $cores, clock ${mhz} MHz, vector lanes $lanes: FMA peak ${peak} GFLOP/s a core (AVX2 alone: ${avx2peak}); voxpipe's kernels: ${VOXPIPE_CPU_KERNELS:-default}"
 
 # segment_ms of the one volume in a summary.csv (voxpipe's and the baseline's share the schema)
 segment_ms() { awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "segment_ms") c = i; next} {print $c}' "$1"; }
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
-for n in 1 "$cores"; do
+for n in $counts; do
 	cpus=0-$((n - 1))
 	for r in $(seq "$runs"); do
 		rm -rf "$work/vp" "$work/pt"
@@ -48,7 +56,7 @@ for n in 1 "$cores"; do
 		echo "torch $n $(segment_ms "$(ls "$work"/pt/runs/*/summary.csv "$work"/pt/summary.csv 2>/dev/null | head -1)")" >>"$work/times"
 	done
 done
-for n in 1 "$cores"; do
+for n in $counts; do
 	v=$(awk -v n="$n" '$1 == "voxpipe" && $2 == n {print $3}' "$work/times" | median)
 	t=$(awk -v n="$n" '$1 == "torch" && $2 == n {print $3}' "$work/times" | median)
 	awk -v n="$n" -v v="$v" -v t="$t" -v vox="$voxels" -v f="$flop_per_voxel" -v p="$peak" -v p2="$avx2peak" 'BEGIN {
@@ -57,6 +65,6 @@ for n in 1 "$cores"; do
 	}'
 done
 v1=$(awk '$1 == "voxpipe" && $2 == 1 {print $3}' "$work/times" | median)
-vn=$(awk -v n="$cores" '$1 == "voxpipe" && $2 == n {print $3}' "$work/times" | median)
-awk -v a="$v1" -v b="$vn" -v n="$cores" 'BEGIN {printf "voxpipe scaling 1 -> %d cores: %.2fx\n", n, a / b}'
+vn=$(awk -v n="$last" '$1 == "voxpipe" && $2 == n {print $3}' "$work/times" | median)
+awk -v a="$v1" -v b="$vn" -v n="$last" 'BEGIN {printf "voxpipe scaling 1 -> %d cores: %.2fx\n", n, a / b}'
 echo "(runs: $work/times)"
