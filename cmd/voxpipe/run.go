@@ -152,8 +152,9 @@ func (f runFinish) finish(res pipeline.Result, runErr error) error {
 		runErr = err
 	}
 	if f.defaultRecords && runErr == nil && f.sd.Signal() == nil && res.Skipped == len(f.volumes) && records.Settled(f.outDir, f.volumes) {
-		// Every mask was up to date, and volumes.csv says so: a scheduled tick over a finished
-		// folder leaves nothing. (Where the table says otherwise, the skipped rows correct it.)
+		// Every mask was up to date, and volumes.csv has nothing the skipped rows would change:
+		// a scheduled tick over a finished folder leaves nothing. (Where a volume is missing
+		// from the table or busy there, they stay and correct it.)
 		if err := os.RemoveAll(f.rec.Dir); err != nil {
 			f.log.Warn("remove the records of a run with nothing to do", "err", err)
 		}

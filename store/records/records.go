@@ -302,10 +302,12 @@ func updateVolumes(out string) error {
 	return readErr
 }
 
-// Settled reports whether out/volumes.csv already records each of volumes as ok or skipped:
-// whether a run that found every one of them up to date may leave no trace. It is false when
-// the table is missing or unreadable, or when a volume's latest row is another status (busy or
-// failed, from before a process that committed its mask was killed ahead of its own row).
+// Settled reports whether out/volumes.csv already says all that a run finding each of volumes
+// up to date (skipped) could add to it: whether such a run may leave no trace. A skipped row
+// changes a volume's entry only where the table has none (Latest puts decisive outcomes
+// first), or its latest row is busy: a process that committed the mask was killed before its
+// own row while another recorded the volume busy. It is false where the table is missing or
+// unreadable.
 func Settled(out string, volumes []string) bool {
 	rows, err := timing.ReadSummaries(filepath.Join(out, VolumesName))
 	if err != nil {
@@ -316,7 +318,7 @@ func Settled(out string, volumes []string) bool {
 		status[r.Volume] = r.Status
 	}
 	for _, v := range volumes {
-		if s, ok := status[v]; !ok || (s != timing.StatusOK && s != timing.StatusSkipped) {
+		if s, ok := status[v]; !ok || s == timing.StatusBusy {
 			return false
 		}
 	}
