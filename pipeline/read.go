@@ -78,14 +78,15 @@ func (r *readers) read(ctx context.Context, reader int, w *work) bool {
 	w.rec.readEnd = time.Now()
 	r.mem.releaseScratch(w) // decode has closed the reader and with it any inflate memory
 	if err == nil {
+		// After the read, which may use every core (the parallel inflate), while the volume is
+		// prepared and the engine works; the mask's header waits for it.
+		r.startHash(ctx, w)
 		err = r.prepare(w, fmt.Sprintf("reader %d", reader))
 	}
 	if err != nil {
 		r.end.fail(w, err)
 		return false
 	}
-	// After the read, which may use every core (the parallel inflate), while the engine works.
-	r.startHash(ctx, w)
 	return true
 }
 

@@ -97,7 +97,10 @@ func (r *writers) writeMask(ctx context.Context, writer int, w *work) error {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
-		z1 := min(ready, written+r.cfg.Workers.Slab)
+		// Every plane ready at once: one large write keeps all the gzip workers busy, where
+		// pieces of --slab planes (8 MiB at 512x512 and the default 32) left half of 16 cores
+		// idle and the writer fell behind the GPU.
+		z1 := ready
 		start := time.Now()
 		if out == nil {
 			if out, err = r.createMask(ctx, w); err != nil {
