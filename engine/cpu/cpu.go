@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 	"voxpipe/engine/engine"
+	"voxpipe/internal/hostmem"
 	"voxpipe/model"
 	"voxpipe/stage"
 
@@ -45,6 +46,7 @@ type Engine struct {
 	b1, b2, bg3    []float32 // biases, zero-padded to cp
 
 	xbuf, ebuf []float32 // per slab: normalised input and e, both zero-bordered
+	xmap, emap []byte    // their memory, when mapped by slabBuf (nil: the Go heap's)
 	scratch    []*workerScratch
 	closed     bool
 }
@@ -62,10 +64,6 @@ type workerScratch struct {
 	conf model.Confidence // the worker's share of the volume's confidence (gateHeadRow)
 	_    [64]byte
 }
-
-// paddedCounts is n int64 counters with a cache line of padding on each side, so that workers'
-// counters, allocated one after another, never share a line (false sharing).
-func paddedCounts(n int) []int64 { return make([]int64, 8+n+8)[8 : 8+n : 8+n] }
 
 // rowVoxels is how many voxels a row of s or g holds: nx, or with the vector kernels nx rounded
 // up to 8 (gateHeadRowVector transposes whole blocks of 8).
@@ -143,22 +141,6 @@ func newWithKernels(m *model.Model, workers int, k kernels) *Engine {
 	return e
 }
 
-// packWide lays out the weight rows of blocks 2p and 2p+1 (rows rows each, one block after
-// the other in w) side by side, for the AVX-512 kernels: row j of pair p is
-// w[2p*rows+j] followed by w[(2p+1)*rows+j]. An odd last block is left out (the AVX2 kernels
-// do it).
-func packWide(w [][block]float32, rows int) [][wide]float32 {
-	pairs := len(w) / rows / 2
-	out := make([][wide]float32, pairs*rows)
-	for p := range pairs {
-		for j := range rows {
-			copy(out[p*rows+j][:block], w[2*p*rows+j][:])
-			copy(out[p*rows+j][block:], w[(2*p+1)*rows+j][:])
-		}
-	}
-	return out
-}
-
 func padBias(b []float32, n int) []float32 {
 	out := make([]float32, n)
 	copy(out, b)
@@ -173,6 +155,12 @@ func (e *Engine) Name() string { return "cpu" }
 func (e *Engine) Close() error {
 	e.closed = true
 	e.xbuf, e.ebuf = nil, nil
+	for _, m := range []*[]byte{&e.xmap, &e.emap} {
+		if *m != nil {
+			hostmem.Unmap(*m)
+			*m = nil
+		}
+	}
 	for _, ws := range e.scratch {
 		ws.s, ws.g = nil, nil
 	}
@@ -261,8 +249,8 @@ func (e *Engine) slab(ctx context.Context, vol *model.Volume, z0, z1 int, out []
 		// e: planes z0-2 .. z1+1, rows and columns with a 2-voxel border, channels last.
 		ez0: z0 - 2, ePlanes: slices + 4, epy: ny + 4, epx: nx + 4,
 	}
-	e.xbuf = grow(e.xbuf, l.xPlanes*l.xpy*l.xpx)
-	e.ebuf = grow(e.ebuf, l.ePlanes*l.epy*l.epx*e.cp)
+	e.xbuf = e.slabBuf(&e.xmap, e.xbuf, l.xPlanes*l.xpy*l.xpx)
+	e.ebuf = e.slabBuf(&e.emap, e.ebuf, l.ePlanes*l.epy*l.epx*e.cp)
 	for _, ws := range e.scratch {
 		ws.s = grow(ws.s, e.rowVoxels(nx)*e.cp)
 		ws.g = grow(ws.g, e.rowVoxels(nx)*e.cp)
@@ -401,13 +389,6 @@ func (e *Engine) headPass(ctx context.Context, vol *model.Volume, l slabLayout, 
 			e.gateHeadRow(row, ws, model.MarginPlane(z))
 		}
 	})
-}
-
-func grow(buf []float32, n int) []float32 {
-	if cap(buf) < n {
-		return make([]float32, n)
-	}
-	return buf[:n]
 }
 
 // parallel runs fn for items 0..n-1 on the engine's workers, each with its own scratch, items

@@ -358,3 +358,39 @@ func TestPaddedCounts(t *testing.T) {
 		t.Errorf("%d bytes between two workers' counters, want 64 or more", gap)
 	}
 }
+
+// TestSlabBufMapsLargeBuffers: from 4 MiB on, slab buffers are mappings (huge pages advised),
+// zeroed, kept while large enough, replaced when not, released by Close; smaller ones come
+// from the heap. A volume whose slab buffers are mapped segments as the Go kernels do.
+func TestSlabBufMapsLargeBuffers(t *testing.T) {
+	t.Parallel()
+	e := New(model.RandomModel(16, 4, 3), 2)
+	small := e.slabBuf(&e.xmap, nil, 1000)
+	if len(small) != 1000 || e.xmap != nil {
+		t.Fatalf("a small buffer: len %d, mapped %v", len(small), e.xmap != nil)
+	}
+	big := e.slabBuf(&e.emap, nil, 2<<20) // 8 MiB
+	if len(big) != 2<<20 || e.emap == nil || &e.emap[0] != (*byte)(unsafe.Pointer(&big[0])) {
+		t.Fatalf("a large buffer: len %d, mapped %v", len(big), e.emap != nil)
+	}
+	for _, v := range big[:4096] {
+		if v != 0 {
+			t.Fatal("a fresh mapping is not zeroed")
+		}
+	}
+	big[0] = 7
+	if again := e.slabBuf(&e.emap, big, 1<<20); &again[0] != &big[0] || len(again) != 1<<20 {
+		t.Fatal("a buffer large enough was replaced")
+	}
+	first := &e.emap[0]
+	bigger := e.slabBuf(&e.emap, big, 3<<20)
+	if len(bigger) != 3<<20 || &e.emap[0] == first {
+		t.Fatal("a larger buffer did not replace the mapping")
+	}
+	e.Close()
+	if e.emap != nil || e.xmap != nil {
+		t.Fatal("Close left a mapping")
+	}
+	// 96x80 rows, slabs of 8: e's buffer is 12 x 84 x 100 x 16 float32s (6.4 MiB).
+	vectorMasksMatch(t, model.RandomModel(16, 4, 5), enginetest.RandomVolume(96, 80, 10, 9, true), 8)
+}
