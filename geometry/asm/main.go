@@ -10,62 +10,26 @@
 package main
 
 import (
-	"bytes"
-	"flag"
 	"fmt"
-	"log"
-	"os"
+	"voxpipe/internal/avogen"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/operand"
-	"github.com/mmcloughlin/avo/pass"
-	"github.com/mmcloughlin/avo/printer"
 	"github.com/mmcloughlin/avo/reg"
 )
 
-func main() {
-	// Not flag.CommandLine: importing avo's build package registers its own flags there.
-	fs := flag.NewFlagSet("asm", flag.ExitOnError)
-	out := fs.String("out", "combine_amd64.s", "assembly output")
-	stubs := fs.String("stubs", "combine_amd64.go", "Go declarations output")
-	_ = fs.Parse(os.Args[1:])
-	s, g, err := Generate()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.WriteFile(*out, s, 0o644); err != nil {
-		log.Fatal(err)
-	}
-	if err := os.WriteFile(*stubs, g, 0o644); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { avogen.Main("combine_amd64.s", "combine_amd64.go", Generate) }
 
 // Generate returns the assembly and the Go declarations of the kernels.
 func Generate() (asm, stubs []byte, err error) {
-	c := build.NewContext()
-	c.ConstraintExpr("!purego")
+	c := avogen.NewContext()
 	for _, src := range []string{"int16", "float32"} {
 		for _, add := range []bool{false, true} {
 			kernel(c, src, add)
 		}
 	}
-	f, err := c.Result()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := pass.Compile.Execute(f); err != nil {
-		return nil, nil, err
-	}
-	cfg := printer.Config{Argv: []string{"go", "run", "./asm"}, Pkg: "geometry"}
-	if asm, err = printer.NewGoAsm(cfg).Print(f); err != nil {
-		return nil, nil, err
-	}
-	if stubs, err = printer.NewStubs(cfg).Print(f); err != nil {
-		return nil, nil, err
-	}
-	return bytes.Clone(asm), bytes.Clone(stubs), nil
+	return avogen.Print(c, "geometry")
 }
 
 // Registers.

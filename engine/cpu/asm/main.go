@@ -15,42 +15,20 @@
 package main
 
 import (
-	"bytes"
-	"flag"
 	"fmt"
-	"log"
-	"os"
+	"voxpipe/internal/avogen"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/operand"
-	"github.com/mmcloughlin/avo/pass"
-	"github.com/mmcloughlin/avo/printer"
 	"github.com/mmcloughlin/avo/reg"
 )
 
-func main() {
-	// Not flag.CommandLine: importing avo's build package registers its own flags there.
-	fs := flag.NewFlagSet("asm", flag.ExitOnError)
-	out := fs.String("out", "kernels_amd64.s", "assembly output")
-	stubs := fs.String("stubs", "kernels_amd64.go", "Go declarations output")
-	_ = fs.Parse(os.Args[1:])
-	s, g, err := Generate()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.WriteFile(*out, s, 0o644); err != nil {
-		log.Fatal(err)
-	}
-	if err := os.WriteFile(*stubs, g, 0o644); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { avogen.Main("kernels_amd64.s", "kernels_amd64.go", Generate) }
 
 // Generate returns the assembly and the Go declarations of the kernels.
 func Generate() (asm, stubs []byte, err error) {
-	c := build.NewContext()
-	c.ConstraintExpr("!purego")
+	c := avogen.NewContext()
 	for _, chunk := range []int{3, 8, 16} {
 		kernel(c, fmt.Sprintf("convAVX2x%d", chunk), chunk, false, false)
 		kernel(c, fmt.Sprintf("convFMAx%d", chunk), chunk, true, false)
@@ -59,21 +37,7 @@ func Generate() (asm, stubs []byte, err error) {
 	gateKernel(c)
 	headKernel(c)
 	transposeKernel(c)
-	f, err := c.Result()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := pass.Compile.Execute(f); err != nil {
-		return nil, nil, err
-	}
-	cfg := printer.Config{Argv: []string{"go", "run", "./asm"}, Pkg: "cpu"}
-	if asm, err = printer.NewGoAsm(cfg).Print(f); err != nil {
-		return nil, nil, err
-	}
-	if stubs, err = printer.NewStubs(cfg).Print(f); err != nil {
-		return nil, nil, err
-	}
-	return bytes.Clone(asm), bytes.Clone(stubs), nil
+	return avogen.Print(c, "cpu")
 }
 
 // Registers. The kernels name physical registers: 12 accumulators, the weight row and three
