@@ -3,9 +3,11 @@ package cpu
 import "os"
 
 // kernels names the convolution kernels an engine runs for conv1, conv2 and the gate conv; with
-// either vector set, the gate and head run gateAVX2 and headAVX2 (bit-identical) too.
+// any vector set, the gate and head run gateAVX2 and headAVX2 (bit-identical) too.
 //
-// The AVX2 kernels are the default, not the FMA ones: fused multiply-adds were no faster here
+// The default is the AVX-512 kernels where the CPU has AVX-512F (two blocks of 8 output
+// channels a ZMM register: twice AVX2's GFLOP/s on the dev machine's AMD EPYC, the same bits),
+// else AVX2. The FMA kernels are not the default: fused multiply-adds were no faster here
 // (AMD EPYC with AVX-512, 2 cores, a noisy VM: BenchmarkConvKernels, one C=16 block over 96
 // voxels, 65-84 GFLOP/s a core for AVX2 against 60-94 for FMA; BenchmarkCPUEngine with one
 // worker 34-51 against 36-45; ranges over 3 to 6 interleaved runs), since this core has
@@ -27,7 +29,8 @@ func (k kernels) String() string {
 }
 
 // defaultKernels is what New gives an engine: the environment's VOXPIPE_CPU_KERNELS (go, avx2
-// or fma; read once) where this CPU can run it, else the fastest bit-identical kernels it can.
+// avx512 or fma; read once) where this CPU can run it, else the fastest bit-identical kernels
+// it can.
 var defaultKernels = chooseKernels(os.Getenv("VOXPIPE_CPU_KERNELS"))
 
 func chooseKernels(want string) kernels {
