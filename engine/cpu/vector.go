@@ -28,7 +28,7 @@ func (k kernels) String() string {
 	return [...]string{"go", "avx2", "fma", "avx512"}[k]
 }
 
-// defaultKernels is what New gives an engine: the environment's VOXPIPE_CPU_KERNELS (go, avx2
+// defaultKernels is what New gives an engine: the environment's VOXPIPE_CPU_KERNELS (go, avx2,
 // avx512 or fma; read once) where this CPU can run it, else the fastest bit-identical kernels
 // it can.
 var defaultKernels = chooseKernels(os.Getenv("VOXPIPE_CPU_KERNELS"))
