@@ -361,8 +361,9 @@ func TestRunSIGTERMMidBatch(t *testing.T) {
 // read directly, it was this test binary's peak, and the test compared two equal numbers).
 // No volume's buffers may stay behind: the 18 volumes more may add at most 512 KiB each, less
 // than a fixture's mask (576 KiB). Measured 2026-12-05 (-count 3): 54.6-55.2 MiB for 2, 60.9-62.2
-// for 20, and 67.9 for 60 volumes: about 180 KiB a volume that the run keeps (not a volume's
-// buffers; to find), and two volumes do not yet fill every pool (three input buffers).
+// for 20, and 67.9 for 60 volumes: ~180 KiB a volume of peak, which the run does not keep (the
+// live heap after a GC is flat: TestRunLiveHeapIndependentOfBatchSize), and two volumes do not
+// yet fill every pool (three input buffers).
 func TestRunPeakRSSIndependentOfBatchSize(t *testing.T) {
 	t.Parallel()
 	if runtime.GOOS != "linux" {
