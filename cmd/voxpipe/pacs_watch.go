@@ -123,11 +123,10 @@ func pacsWatchAction(c *cli.Context) error {
 	defer sd.Close()
 	var cl closers
 	defer cl.close()
-	es, closeSetup, err := openSetup(c, log)
+	es, err := openSetup(c, log, &cl)
 	if err != nil {
 		return err
 	}
-	cl.add(closeSetup)
 	rec, claims, err := openServiceRecords(c, ws, &cl, "pacs watch")
 	if err != nil {
 		return err

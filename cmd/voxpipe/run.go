@@ -80,11 +80,10 @@ func runBatch(c *cli.Context, ws workSettings, shard jobs.Shard, in batchInput) 
 	}
 	var cl closers
 	defer cl.close()
-	es, closeSetup, err := openSetup(c, log)
+	es, err := openSetup(c, log, &cl)
 	if err != nil {
 		return err
 	}
-	cl.add(closeSetup)
 	// Now the run's outputs: the folder, the trace, the records.
 	if err := prepareOutputs(c, ws.outDir, batch, log); err != nil {
 		return err

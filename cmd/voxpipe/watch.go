@@ -66,11 +66,10 @@ func watchAction(c *cli.Context) error {
 	defer sd.Close()
 	var cl closers
 	defer cl.close()
-	es, closeSetup, err := openSetup(c, log)
+	es, err := openSetup(c, log, &cl)
 	if err != nil {
 		return err
 	}
-	cl.add(closeSetup)
 	box, err := openInbox(c, ws, es, log)
 	if err != nil {
 		return err

@@ -193,23 +193,23 @@ type setup struct {
 	engines   []engine.Engine
 }
 
-// openSetup opens the metrics server, the model and the engines; closeSetup closes them.
-func openSetup(c *cli.Context, log *slog.Logger) (es *setup, closeSetup func(), err error) {
-	es = &setup{}
+// openSetup opens the metrics server, the model and the engines, and adds their closing to cl.
+func openSetup(c *cli.Context, log *slog.Logger, cl *closers) (*setup, error) {
+	es := &setup{}
 	m, stopMetrics, err := startMetrics(c, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	es.metrics = m
 	if es.model, es.modelName, es.modelID, es.engines, err = openModelAndEngines(c); err != nil {
 		stopMetrics()
-		return nil, nil, err
+		return nil, err
 	}
-	closeSetup = func() {
+	cl.add(func() {
 		closeEngines(es.engines)
 		stopMetrics()
-	}
-	return es, closeSetup, nil
+	})
+	return es, nil
 }
 
 // workConfig is the pipeline configuration that run and watch share: the engines, the flags
