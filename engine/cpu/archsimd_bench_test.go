@@ -189,7 +189,7 @@ func BenchmarkArchSIMD(b *testing.B) {
 	b.Run("avo-avx512", func(b *testing.B) {
 		e := &Engine{cp: cp, chunk: 16, kern: kernelsAVX512}
 		for b.Loop() {
-			e.convWide(dst, 0, nx, in, c.offs, ww, bias[:])
+			e.convWide(dst, 0, nx, in, c.offs, ww, len(c.w), bias[:], 16, cp)
 		}
 		report(b, 2*flops)
 	})

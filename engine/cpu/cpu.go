@@ -315,8 +315,7 @@ func (e *Engine) conv1Pass(ctx context.Context, vol *model.Volume, l slabLayout)
 			}
 		}
 		for b := 0; b < cp; b += block {
-			if e.kern == kernelsAVX512 && b%wide == 0 && b+wide <= cp && nx > 0 {
-				convWide(3, row[2*cp+b:], nx, xbuf, offs, e.w1w[b/wide*27:][:27], (*[wide]float32)(e.b1[b:]), 1, cp)
+			if e.convWide(row[2*cp+b:], b, nx, xbuf, offs, e.w1w, 27, e.b1, 3, 1) {
 				b += block // and the next block: done too
 				continue
 			}
@@ -356,7 +355,7 @@ func (e *Engine) headPass(ctx context.Context, vol *model.Volume, l slabLayout, 
 			}
 		}
 		for b := 0; b < cp; b += block {
-			if e.convWide(ws.s[b:], b, nx, ebuf, offs, e.w2w, e.b2) {
+			if e.convWide(ws.s[b:], b, nx, ebuf, offs, e.w2w, nw, e.b2, chunk, cp) {
 				b += block // and the next block: done too
 				continue
 			}
@@ -375,7 +374,7 @@ func (e *Engine) headPass(ctx context.Context, vol *model.Volume, l slabLayout, 
 			}
 		}
 		for b := 0; b < cp; b += block {
-			if e.convWide(ws.g[b:], b, nx, ebuf, offs, e.wg3w, e.bg3) {
+			if e.convWide(ws.g[b:], b, nx, ebuf, offs, e.wg3w, nw, e.bg3, chunk, cp) {
 				b += block // and the next block: done too
 				continue
 			}
@@ -432,16 +431,17 @@ func normRow(dst []float32, vol *model.Volume, from int, norm model.Norm) {
 	}
 }
 
-// convWide computes output channels b..b+15 of a C -> C convolution at nx consecutive voxels
-// with the AVX-512 kernels (packed weights ww, biases from bias[b]) when the engine runs them
-// and b starts a pair of blocks, and reports whether it did.
-func (e *Engine) convWide(dst []float32, b, nx int, in []float32, offs []int, ww [][wide]float32, bias []float32) bool {
+// convWide computes output channels b..b+15 of a convolution at nx consecutive voxels (outputs
+// cp float32s apart, inputs inStride apart, chunks of chunk values) with the AVX-512 kernels
+// when the engine runs them and b starts a pair of blocks, and reports whether it did. ww holds
+// rows packed weight rows per pair of blocks, bias every channel's bias.
+func (e *Engine) convWide(dst []float32, b, nx int, in []float32, offs []int, ww [][wide]float32, rows int, bias []float32, chunk, inStride int) bool {
 	cp := e.cp
 	if e.kern != kernelsAVX512 || b%wide != 0 || b+wide > cp || nx <= 0 {
 		return false
 	}
-	nw := 27 * cp
-	convWide(e.chunk, dst, nx, in, offs, ww[b/wide*nw:(b/wide+1)*nw], (*[wide]float32)(bias[b:]), cp, cp)
+	p := b / wide
+	convWide(chunk, dst, nx, in, offs, ww[p*rows:(p+1)*rows], (*[wide]float32)(bias[b:]), inStride, cp)
 	return true
 }
 

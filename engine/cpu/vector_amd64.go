@@ -31,16 +31,9 @@ var vectorKernels = map[kernels][3]func(dst, in *float32, offs []int, w, bias *f
 // dstStride in dst, and returns how many voxels it did: nx, or 0 where there are no chunks. It
 // checks every index the assembly will touch, which trusts them.
 func convVector(k kernels, chunk int, dst []float32, nx int, in []float32, offs []int, w [][block]float32, bias *[block]float32, inStride, dstStride int) int {
-	if nx <= 0 || len(offs) == 0 {
+	i, ok := convChecks("convVector", block, chunk, dst, nx, in, offs, len(w), inStride, dstStride)
+	if !ok {
 		return 0
-	}
-	lastIn, lastDst := (nx-1)*inStride, (nx-1)*dstStride
-	if inStride < 0 || (nx > 1 && dstStride < block) || slices.Min(offs) < 0 || lastIn+slices.Max(offs)+chunk > len(in) || lastDst+block > len(dst) || len(offs)*chunk > len(w) {
-		panic("cpu: convVector: an index out of range")
-	}
-	i := slices.Index([]int{3, 8, 16}, chunk)
-	if i < 0 {
-		panic("cpu: convVector: chunks of 3, 8 or 16 only")
 	}
 	vectorKernels[k][i](&dst[0], &in[0], offs, &w[0][0], &bias[0], nx, inStride, dstStride)
 	return nx
@@ -55,19 +48,29 @@ var wideKernels = [3]func(dst, in *float32, offs []int, w, bias *float32, n, str
 // channels. It returns nx, or 0 where there are no chunks, and checks every index the
 // assembly will touch.
 func convWide(chunk int, dst []float32, nx int, in []float32, offs []int, w [][wide]float32, bias *[wide]float32, inStride, dstStride int) int {
-	if nx <= 0 || len(offs) == 0 {
+	i, ok := convChecks("convWide", wide, chunk, dst, nx, in, offs, len(w), inStride, dstStride)
+	if !ok {
 		return 0
-	}
-	lastIn, lastDst := (nx-1)*inStride, (nx-1)*dstStride
-	if inStride < 0 || (nx > 1 && dstStride < wide) || slices.Min(offs) < 0 || lastIn+slices.Max(offs)+chunk > len(in) || lastDst+wide > len(dst) || len(offs)*chunk > len(w) {
-		panic("cpu: convWide: an index out of range")
-	}
-	i := slices.Index([]int{3, 8, 16}, chunk)
-	if i < 0 {
-		panic("cpu: convWide: chunks of 3, 8 or 16 only")
 	}
 	wideKernels[i](&dst[0], &in[0], offs, &w[0][0], &bias[0], nx, inStride, dstStride)
 	return nx
+}
+
+// convChecks checks every index a convolution kernel writing outputs float32s a voxel will
+// touch (panicking, in name, where one is out of range) and returns the kernel's index for
+// chunk (3, 8 or 16); ok is false where there is nothing to do (no voxels or no chunks).
+func convChecks(name string, outputs, chunk int, dst []float32, nx int, in []float32, offs []int, weightRows, inStride, dstStride int) (i int, ok bool) {
+	if nx <= 0 || len(offs) == 0 {
+		return 0, false
+	}
+	lastIn, lastDst := (nx-1)*inStride, (nx-1)*dstStride
+	if inStride < 0 || (nx > 1 && dstStride < outputs) || slices.Min(offs) < 0 || lastIn+slices.Max(offs)+chunk > len(in) || lastDst+outputs > len(dst) || len(offs)*chunk > weightRows {
+		panic("cpu: " + name + ": an index out of range")
+	}
+	if i = slices.Index([]int{3, 8, 16}, chunk); i < 0 {
+		panic("cpu: " + name + ": chunks of 3, 8 or 16 only")
+	}
+	return i, true
 }
 
 // gateVector is gateAVX2 on n voxels (a multiple of 8) of rows transposed to [channel][x],

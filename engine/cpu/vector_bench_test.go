@@ -34,7 +34,7 @@ func BenchmarkConvKernels(b *testing.B) {
 				ww := packWide(append(append([][block]float32{}, c.w...), c.w...), len(c.w))
 				bias := make([]float32, wide)
 				for b.Loop() {
-					e.convWide(dst, 0, nx, in, c.offs, ww, bias)
+					e.convWide(dst, 0, nx, in, c.offs, ww, len(c.w), bias, chunk, cp)
 				}
 				b.ReportMetric(2*flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				return
