@@ -8,6 +8,8 @@
 #   reduced per warp; label counts per class with __vcmpeq4) with the float64 reference's, the
 #   label counts exactly, the fused kernel's the same for every z-chunk cut, its stored logits
 #   covering the sampled planes exactly (a few minutes on two cores);
+# - the fused kernel as sm_90a builds it (-DVF_WGMMA=1: its convs on wgmma through
+#   engine/cuda/kernels/emu/emu_sm90.h), on the fused cases;
 # - lab/wgmma/emu/emu_wgmma_test.cpp runs the lab's sm_90a wgmma convolutions
 #   (lab/wgmma/conv_wgmma.cu, both dilations) on awkward small volumes against a double reference,
 #   once per build setting below: the committed GPU build's (WG_N=48, WG_R=6, WG_CHUNK=64), small z
@@ -20,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-cxx=(g++ -std=c++20 -O2 -ffp-contract=off -Wall -Wno-unknown-pragmas -pthread)
+cxx=(g++ -std=c++20 -O2 -ffp-contract=off -fno-strict-aliasing -Wall -Wno-unknown-pragmas -pthread)
 
 emu_test() {
 	# shellcheck disable=SC2086 # EMU_CFLAGS holds separate flags
@@ -29,6 +31,18 @@ emu_test() {
 }
 
 wgmma_tests() {
+	# The fused kernel as sm_90a builds it (its convs on wgmma), then with the A fragments
+	# prefetched a tap ahead: the same checks as the mma.sync build's, and the same labels (the
+	# emulator sums a wgmma's products in the order of the mma.sync it replaces).
+	local build
+	EMU_CFLAGS= emu_test fused | tee "$out/fused-mma.txt"
+	for build in "-DVF_WGMMA=1" "-DVF_WGMMA=1 -DVF_WG_PREFETCH=1"; do
+		EMU_CFLAGS="$build" emu_test fused | tee "$out/fused-wgmma.txt"
+		if ! diff <(grep -o 'labels fnv [0-9a-f]*' "$out/fused-mma.txt") <(grep -o 'labels fnv [0-9a-f]*' "$out/fused-wgmma.txt"); then
+			echo "kernels-emu: the fused kernel's labels differ between the mma.sync and the wgmma ($build) builds" >&2
+			exit 1
+		fi
+	done
 	local settings
 	for settings in "" "-DWG_CHUNK=5" "-DWG_N=16 -DWG_CHUNK=4" "-DWG_R=2 -DWG_CHUNK=3"; do
 		# shellcheck disable=SC2086 # settings are separate flags

@@ -45,6 +45,7 @@
 // The kernel's parts, in this order: each uses what the ones before define.
 #include "fused_config.cuh"
 #include "fused_mma.cuh"
+#include "fused_wgmma.cuh"
 #include "fused_conv1.cuh"
 #include "fused_epilogue.cuh"
 #include "fused_convs.cuh"
@@ -94,10 +95,15 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 #if defined(__CUDA_ARCH__)
 	extern __shared__ __align__(16) unsigned char vf_smem_dyn[];
 	VfSmem& sm = *reinterpret_cast<VfSmem*>(vf_smem_dyn);
+#elif defined(VOXPIPE_EMU)
+	VfSmem& sm = *reinterpret_cast<VfSmem*>(emu_dynamic_shared()); // launched with sizeof(VfSmem)
 #else
 	__shared__ VfSmem sm;
 #endif
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	// VF_WGMMA: the warp index through a shuffle from lane 0, the same value, but one ptxas knows
+	// is uniform across the warp, so the conv warps' roles are not divergent paths (around which
+	// it serialises the wgmma).
+	const int tid = threadIdx.x, lane = tid & 31, warp = VF_WGMMA ? vf_warp_uniform(tid >> 5) : tid >> 5;
 	const int o0 = blockIdx.z * zChunk, o1 = min(o0 + zChunk, nzOut);
 
 	if (warp == 0) vf_params(sm, w, lane);
@@ -112,8 +118,16 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 		uint2 h;
 		h.x = (unsigned)vf_half(v.x) | (unsigned)vf_half(v.y) << 16;
 		h.y = (unsigned)vf_half(v.z) | (unsigned)vf_half(v.w) << 16;
+#if VF_WGMMA
+		// tap t = (dz*3 + dy)*3 + dx: B operand dy*3+dx, column block dz
+		*reinterpret_cast<uint2*>(&sm.wimg[c][t % 9][vf_wg_woff(16 * (t / 9) + n, k)]) = h;
+#else
 		*reinterpret_cast<uint2*>(&sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)]) = h;
+#endif
 	}
+#if VF_WGMMA
+	vf_fence_proxy_async(); // before the block barrier after which wgmma reads them
+#endif
 	const VfGeom G{nx, ny, nz, z0, (int)blockIdx.x * VF_TX, (int)blockIdx.y * VF_ROWS, scale, shift};
 	fused_tile<T, WIDE>(sm, in, labels, logits, G, o0, o1, classes, tid, lane, warp);
 }
@@ -122,7 +136,7 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 // common case, no code or registers for a second tile) or of up to 16 (_k16). logits receives the
 // sampled planes' logits (vf_logit_plane), from which count_confidence counts the margins.
 #define VF_KERNEL(name, T, WIDE)                                                                                       \
-	extern "C" __global__ void __launch_bounds__(VF_THREADS, 1)                                                        \
+	extern "C" __global__ void __launch_bounds__(VF_THREADS, VF_MINB)                                                      \
 	name(const T* __restrict__ in, unsigned char* __restrict__ labels, unsigned* __restrict__ logits,               \
 	     const float* __restrict__ w, int nx, int ny, int nz, int z0, int nzOut, int zChunk, float scale, float shift, \
 	     int classes) {                                                                                                \

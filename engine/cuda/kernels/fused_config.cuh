@@ -25,6 +25,11 @@
 // this one: refused.
 static_assert(VF_ROWS >= 4, "fused kernel: VF_ROWS below 4 gives wrong labels (docs/perf.md)");
 static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile rows");
+// VF_MINB: the kernels' __launch_bounds__ minimum of blocks per SM (1: registers up to
+// 65536 / VF_THREADS a thread).
+#ifndef VF_MINB
+#define VF_MINB 1
+#endif
 #define VF_RPW 2                 // tile rows per conv warp (M = 32)
 #define VF_CW (VF_ROWS / VF_RPW) // warps per conv; the conv2 warps also make conv1
 #define VF_WARPS (2 * VF_CW)
@@ -100,6 +105,16 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 // VF_LOGIT_WORDS: fp16 pairs of logits stored per voxel of a sampled plane: 8 classes' worth
 // (4 lanes of 2), 16 in the _k16 build (kernels.FusedLogitWords; count_confidence's words).
 #define VF_LOGIT_WORDS(WIDE) ((WIDE) ? 8 : 4)
+// VF_WGMMA: the two C -> C convs on Hopper's wgmma (fused_wgmma.cuh) instead of mma.sync: sm_90a
+// code only (nvcc defines __CUDA_ARCH_FEAT_SM90_ALL there; the fatbin's sm_90 SASS and PTX keep
+// mma.sync); the host emulator builds it with -DVF_WGMMA=1.
+#ifndef VF_WGMMA
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define VF_WGMMA 1
+#else
+#define VF_WGMMA 0
+#endif
+#endif
 #define VF_NB 2 // buffers of e planes, s and qs: the one a step reads, the one it makes
 // The x ring: slab-relative plane o0-3+k in slot k % VF_XSLOTS; step t loads the plane that conv1
 // first reads in step t + 1.
@@ -127,7 +142,13 @@ struct VfSmem {
 	float psib;
 	// The convs' weights as fp16 [conv][tap][n = co][k = ci], the two 8-element halves of a row
 	// swapped when bit 2 of n is set, so the 8 rows of an ldmatrix phase hit distinct banks.
+#if VF_WGMMA
+	// The same weights as wgmma's B operands: [conv][tap dy*3+dx] of 16 ci x 48 (dz, co), in
+	// vf_wg_woff's layout.
+	__align__(16) unsigned char wimg[2][9][16 * 48 * 2];
+#else
 	__align__(16) unsigned short wsm[2][27][16][16];
+#endif
 };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 static_assert(sizeof(VfSmem) <= VF_SMEM_BYTES, "fused kernel: VfSmem outgrew what sm_80-89 allow per block");

@@ -79,6 +79,16 @@ __device__ __forceinline__ int vf_shfl_xor(int v, int m) {
 #endif
 }
 
+// vf_warp_uniform: v (the same in every lane) as lane 0's, which the compiler then knows is
+// warp-uniform.
+__device__ __forceinline__ int vf_warp_uniform(int v) {
+#if defined(__CUDA_ARCH__)
+	return __shfl_sync(0xffffffffu, v, 0);
+#else
+	return v;
+#endif
+}
+
 // The block barrier of a plane step. The conv2 and dilated-conv warps reach it from different
 // code (their own step loops), which bar.sync (= barrier.sync.aligned, what __syncthreads
 // compiles to) does not allow: PTX's .aligned promises that every thread executes the same

@@ -8,7 +8,7 @@
 // output) and the output (no write outside it). Exit status 0 when everything agrees.
 // Compile-time settings as the kernel's: -DWG_N, -DWG_R, -DWG_CHUNK (a small chunk makes small
 // volumes cross chunk boundaries). Built and run by scripts/kernels-emu.sh.
-#include "emu_sm90.h"
+#include "../../../engine/cuda/kernels/emu/emu_sm90.h"
 
 #include <algorithm>
 #include <chrono>

@@ -177,8 +177,8 @@ std::vector<unsigned char> runFused(const std::vector<float>& wts, const std::ve
 		const bool wide = K > VF_NARROW_CLASSES;
 		auto k = std::is_same<T, short>::value ? (wide ? (void*)&fused_i16_k16 : (void*)&fused_i16)
 		                                       : (wide ? (void*)&fused_f32_k16 : (void*)&fused_f32);
-		emu_launch((void (*)(const T*, unsigned char*, unsigned*, const float*, int, int, int, int, int, int, float, float, int))k, grid,
-		           dim3(VF_THREADS), (const T*)in.data(), lab.data(), logits.data(), wts.data(), nx, ny, nz, z0, nzOut, chunk, scale, shift, K);
+		emu_launch_dyn((void (*)(const T*, unsigned char*, unsigned*, const float*, int, int, int, int, int, int, float, float, int))k, grid,
+		           dim3(VF_THREADS), sizeof(VfSmem), (const T*)in.data(), lab.data(), logits.data(), wts.data(), nx, ny, nz, z0, nzOut, chunk, scale, shift, K);
 		for (size_t i = size_t(nzOut) * plane; i < lab.size(); ++i) CHECK(lab[i] == 0xEE, "fused: label written past the slab at %zu", i);
 		const size_t sampled = size_t(vp_margin_planes(z0, nzOut)) * plane * words;
 		for (size_t i = 0; i < logits.size(); ++i)

@@ -10,6 +10,9 @@
 //   k16             the fused kernel with 9 and 16 classes on larger volumes
 // (Dumped phantom cases run in lab/emucase.)
 #include "emu.h"
+#if defined(VF_WGMMA) && VF_WGMMA
+#include "emu_sm90.h" // the fused kernel's convs on wgmma, as sm_90a builds it
+#endif
 
 #include <algorithm>
 #include <cstdint>
@@ -254,6 +257,11 @@ int main(int argc, char** argv) {
 		run<short>(m16, 97, 41, 1, 1, {1});
 		run<float>(m16, 1, 40, 12, 5, {5, 2});
 	}
+#if defined(VF_WGMMA) && VF_WGMMA
+	// The fused kernel's convs went through wgmma (a build that silently fell back would agree too).
+	std::printf("wgmma executed (per warpgroup): %llu\n", emu::sm90::wgmmaExecuted);
+	CHECK(emu::sm90::wgmmaExecuted > 0, "VF_WGMMA build ran no wgmma");
+#endif
 	if (failures) {
 		std::printf("FAILED: %d checks\n", failures);
 		return 1;

@@ -31,7 +31,7 @@
 // Warpgroup uniformity is checked at every execution: the k-th wgmma of all 128 threads has the
 // same shape, descriptor and commit group.
 #pragma once
-#include "../../../engine/cuda/kernels/emu/emu.h"
+#include "emu.h"
 
 struct EmuCpAsync {
 	uint32_t dst;
@@ -42,7 +42,7 @@ struct EmuCpAsync {
 
 struct EmuWgmmaOp {
 	const uint32_t* a; // the thread's 4 A registers, read when the op executes
-	float* d;          // its N/2 accumulators
+	float* d[32];      // its N/2 accumulators, 4 per 8-column block (anywhere: PTX names each register)
 	uint64_t desc;
 	int n;
 	int group;
@@ -169,12 +169,30 @@ inline void emu_wgmma_commit() { ++emu::sm90::me().mmaGroups; }
 // emu_wgmma_rs: wgmma.mma_async.sync.aligned.m64n<n>k16.f32.f16.f16 d, a, bdesc, scale-d = 1
 // (accumulate), imm-scale-a = imm-scale-b = 1, tnspB = 0; d: the thread's n/2 accumulators.
 // Queued until wgmma.wait_group retires its group (see the header).
+namespace emu::sm90 {
+// issue queues op (its a, desc and n set) after the checks every wgmma gets.
+inline void issue(EmuWgmmaOp op) {
+	if (op.n % 16 || op.n < 16 || op.n > 256) fail("wgmma: N must be a multiple of 16 in 16..256 for f16 (8 is legal but not emulated)");
+	auto& t = me();
+	if (std::find(t.aWritten.begin(), t.aWritten.end(), (const void*)op.a) != t.aWritten.end())
+		fail("wgmma reads A registers that ldmatrix wrote after the last wgmma.fence");
+	op.group = t.mmaGroups;
+	t.mma.push_back(op);
+}
+} // namespace emu::sm90
+
 inline void emu_wgmma_rs(float* d, int n, const uint32_t (&a)[4], uint64_t bdesc) {
-	if (n % 16 || n < 16 || n > 256) emu::sm90::fail("wgmma: N must be a multiple of 16 in 16..256 for f16 (8 is legal but not emulated)");
-	auto& t = emu::sm90::me();
-	if (std::find(t.aWritten.begin(), t.aWritten.end(), (const void*)a) != t.aWritten.end())
-		emu::sm90::fail("wgmma reads A registers that ldmatrix wrote after the last wgmma.fence");
-	t.mma.push_back({a, d, bdesc, n, t.mmaGroups});
+	EmuWgmmaOp op{a, {}, bdesc, n, 0};
+	for (int j = 0; j < std::min(n, 256) / 8; ++j) op.d[j] = d + 4 * j;
+	emu::sm90::issue(op);
+}
+
+// emu_wgmma_rs_blocks: emu_wgmma_rs, N = 16*NB, with the 8 accumulators of each 16-column block j
+// at d[j], wherever a kernel that names its registers one by one keeps them.
+template <int NB> inline void emu_wgmma_rs_blocks(float* const (&d)[NB], const uint32_t (&a)[4], uint64_t bdesc) {
+	EmuWgmmaOp op{a, {}, bdesc, 16 * NB, 0};
+	for (int j = 0; j < 2 * NB; ++j) op.d[j] = d[j / 2] + 4 * (j % 2);
+	emu::sm90::issue(op);
 }
 
 namespace emu::sm90 {
@@ -229,13 +247,13 @@ inline void execute(unsigned g, size_t k) {
 	}
 	for (int t = 0; t < 128; ++t) {
 		const int w = t / 32, l = t % 32;
-		float* d = op(t).d;
 		for (int j = 0; j < op0.n / 8; ++j)
 			for (int e = 0; e < 4; ++e) {
+				float* d = op(t).d[j];
 				const int m = 16 * w + l / 4 + 8 * (e / 2), c = 8 * j + 2 * (l % 4) + e % 2;
-				float acc = d[4 * j + e];
+				float acc = d[e];
 				for (int kk = 0; kk < 16; ++kk) acc += A[m][kk] * B[kk][c]; // products exact in float32
-				d[4 * j + e] = acc;
+				d[e] = acc;
 			}
 	}
 	++wgmmaExecuted;
