@@ -31,12 +31,12 @@ emu_test() {
 }
 
 wgmma_tests() {
-	# The fused kernel as sm_90a builds it (its convs on wgmma), then with the A fragments
-	# prefetched a tap ahead: the same checks as the mma.sync build's, and the same labels (the
-	# emulator sums a wgmma's products in the order of the mma.sync it replaces).
+	# The fused kernel as sm_90a builds it (its convs on wgmma; conv2 at N = 48, then at N = 16):
+	# the same checks as the mma.sync build's, and the same labels (the emulator sums a wgmma's
+	# products in the order of the mma.sync it replaces).
 	local build
 	EMU_CFLAGS= emu_test fused | tee "$out/fused-mma.txt"
-	for build in "-DVF_WGMMA=1" "-DVF_WGMMA=1 -DVF_WG_PREFETCH=1"; do
+	for build in "-DVF_WGMMA=1" "-DVF_WGMMA=1 -DVF_WG_N2=16"; do
 		EMU_CFLAGS="$build" emu_test fused | tee "$out/fused-wgmma.txt"
 		if ! diff <(grep -o 'labels fnv [0-9a-f]*' "$out/fused-mma.txt") <(grep -o 'labels fnv [0-9a-f]*' "$out/fused-wgmma.txt"); then
 			echo "kernels-emu: the fused kernel's labels differ between the mma.sync and the wgmma ($build) builds" >&2

@@ -119,8 +119,12 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 		h.x = (unsigned)vf_half(v.x) | (unsigned)vf_half(v.y) << 16;
 		h.y = (unsigned)vf_half(v.z) | (unsigned)vf_half(v.w) << 16;
 #if VF_WGMMA
-		// tap t = (dz*3 + dy)*3 + dx: B operand dy*3+dx, column block dz
-		*reinterpret_cast<uint2*>(&sm.wimg[c][t % 9][vf_wg_woff(16 * (t / 9) + n, k)]) = h;
+		if (c) {
+			*reinterpret_cast<uint2*>(&sm.wgimg[vf_wg_wgoff(t, n, k)]) = h;
+		} else {
+#pragma unroll
+			for (int ph = 0; ph < (VF_WG_N2 == 48 ? 3 : 1); ++ph) *reinterpret_cast<uint2*>(&sm.w2img[vf_wg_w2off(ph, t, n, k)]) = h;
+		}
 #else
 		*reinterpret_cast<uint2*>(&sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)]) = h;
 #endif

@@ -115,6 +115,18 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #define VF_WGMMA 0
 #endif
 #endif
+#if VF_WGMMA
+// VF_WG_N2: the conv2 warps' wgmma N, 48 (three slots at once) or 16.
+#ifndef VF_WG_N2
+#define VF_WG_N2 48
+#endif
+static_assert(VF_WG_N2 == 16 || VF_WG_N2 == 48, "fused kernel (wgmma): VF_WG_N2 is 16 or 48");
+static_assert(VF_CW % 4 == 0, "fused kernel (wgmma): each kind of conv warp must fill whole warpgroups");
+#define VF_WG_B16 (16 * 16 * 2) // one N = 16 B operand: 16 ci x 16 co, fp16
+#define VF_WG_B48 (16 * 48 * 2) // one N = 48 B operand
+#define VF_WG_W2_BYTES (VF_WG_N2 == 48 ? 3 * 9 * VF_WG_B48 : 27 * VF_WG_B16)
+#define VF_WG_WG_BYTES (27 * VF_WG_B16)
+#endif
 #define VF_NB 2 // buffers of e planes, s and qs: the one a step reads, the one it makes
 // The x ring: slab-relative plane o0-3+k in slot k % VF_XSLOTS; step t loads the plane that conv1
 // first reads in step t + 1.
@@ -143,9 +155,9 @@ struct VfSmem {
 	// The convs' weights as fp16 [conv][tap][n = co][k = ci], the two 8-element halves of a row
 	// swapped when bit 2 of n is set, so the 8 rows of an ldmatrix phase hit distinct banks.
 #if VF_WGMMA
-	// The same weights as wgmma's B operands: [conv][tap dy*3+dx] of 16 ci x 48 (dz, co), in
-	// vf_wg_woff's layout.
-	__align__(16) unsigned char wimg[2][9][16 * 48 * 2];
+	// The same weights as wgmma's B operands (fused_wgmma.cuh: vf_wg_w2off, vf_wg_wgoff).
+	__align__(16) unsigned char w2img[VF_WG_W2_BYTES];
+	__align__(16) unsigned char wgimg[VF_WG_WG_BYTES];
 #else
 	__align__(16) unsigned short wsm[2][27][16][16];
 #endif

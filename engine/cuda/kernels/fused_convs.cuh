@@ -209,7 +209,7 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 		// Step 0's e plane (o0-2) adds only to planes o0-3..o0-1, whose s no one reads.
 		if (t > 0 && G.z0 + p >= 0 && G.z0 + p < G.nz)
 #if VF_WGMMA
-			vf_wg_conv_plane<1, 3, PH>(sm.e[b], vf_smem_addr(&sm.wimg[0][0][0]), acc, this->off);
+			vf_wg_conv_plane<1, 3, PH, VF_WG_N2>(sm.e[b], vf_smem_addr(sm.w2img), acc, this->off);
 #else
 			vf_conv_plane<1, 3, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[0][0][0][0], this->boff, acc, this->off);
 #endif
@@ -269,7 +269,7 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 		const int b = t & 1, bp = (t - 1) & 1;
 		if (G.z0 + p >= 0 && G.z0 + p < G.nz)
 #if VF_WGMMA
-			vf_wg_conv_plane<2, 5, PH>(sm.e[b], vf_smem_addr(&sm.wimg[1][0][0]), acc, this->off);
+			vf_wg_conv_plane<2, 5, PH, 16>(sm.e[b], vf_smem_addr(sm.wgimg), acc, this->off);
 #else
 			vf_conv_plane<2, 5, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[1][0][0][0], this->boff, acc, this->off);
 #endif

@@ -1,36 +1,45 @@
 // The fused kernel's convolutions on Hopper's warpgroup tensor-core instruction (part of fused.cu,
 // VF_WGMMA builds only: sm_90a, and the host emulator with -DVF_WGMMA=1):
 //
-//   D[64 voxels][48 = (dz, co)] += A[64 voxels][16 ci] * B[16 ci][48]    wgmma m64n48k16, per tap (dy, dx)
+//   D[64 voxels][N] += A[64 voxels][16 ci] * B[16 ci][N]    wgmma m64nNk16, per tap
 //
 // The same sums as vf_conv_plane's mma.sync (m16n8k16, fp16 operands, fp32 accumulation), issued
 // per warpgroup instead of per warp. The four warps of a warpgroup are conv warps of one kind
 // (VF_CW is a multiple of 4, and the conv2 warps come first), and each supplies its own 16 rows
 // of M from registers: A fragments have mma.sync's layout, so each warp loads its tile row's
 // voxels with the same ldmatrix as before, and M = 64 is four tile rows, not 64 contiguous voxels.
-// B is the tap's weights for the three dz side by side (column block dz: the output plane that
-// tap feeds), read by the tensor cores from shared memory through a matrix descriptor; its
-// accumulators are the three ring slots of acc that the plane feeds, named register by register,
-// so the ring and everything after the convs stay as they are.
-#pragma once
-
+// B (the weights) is read by the tensor cores from shared memory through a matrix descriptor.
+//
+// A wgmma's accumulators must be one contiguous block of registers: ptxas copies scattered ones
+// in and out and waits for the wgmma in between. So each wgmma writes one ring slot whole:
+// N = 16, one (tap, dz) into the slot that tap feeds (both convs); or, for conv2 (VF_WG_N2 = 48),
+// N = 48 into its three slots at once, in slot order, with the weights' column blocks rotated by
+// the ring's phase (three B images) so that column block c holds the dz that feeds slot c. The
+// dilated conv's three slots of a step are not adjacent in its ring of five: it stays at N = 16.
 #if VF_WGMMA
-#define VF_WG_N 48                    // three dz taps of 16 output channels
-#define VF_WG_TAP_BYTES (16 * VF_WG_N * 2) // one B operand: 16 ci x 48 fp16
-static_assert(VF_CW % 4 == 0, "fused kernel (wgmma): each kind of conv warp must fill whole warpgroups");
 
 // vf_wg_woff: byte offset of weight (n, ci) in a B operand: wgmma's K-major layout without
 // swizzle, 8x8 core matrices of 16-byte rows (one row per column n, 8 ci), LBO = 128 bytes
-// between the two K halves, SBO = 256 between 8-column groups (lab/wgmma's layout, measured there).
+// between the two K halves, SBO = 256 between 8-column groups (lab/wgmma's layout).
 __host__ __device__ constexpr int vf_wg_woff(int n, int ci) {
 	return (n & 7) * 16 + (n >> 3) * 256 + (ci >> 3) * 128 + (ci & 7) * 2;
 }
 #define VF_WG_LBO 128
 #define VF_WG_SBO 256
 
+// vf_wg_w2off, vf_wg_wgoff: where weight (tap t = (dz*3+dy)*3+dx, co, ci) of conv2 goes in
+// phase PH's B image (N = 48: column block (2 - dz + PH) % 3, the slot it feeds), and of the
+// dilated conv.
+__host__ __device__ constexpr int vf_wg_w2off(int PH, int t, int co, int ci) {
+	return VF_WG_N2 == 48 ? (PH * 9 + t % 9) * VF_WG_B48 + vf_wg_woff(16 * ((2 - t / 9 + PH) % 3) + co, ci)
+	                      : t * VF_WG_B16 + vf_wg_woff(co, ci);
+}
+__host__ __device__ constexpr int vf_wg_wgoff(int t, int co, int ci) { return t * VF_WG_B16 + vf_wg_woff(co, ci); }
+
 // vf_wg_desc: the matrix descriptor of a B operand at shared address addr (16-byte aligned).
 __device__ __forceinline__ unsigned long long vf_wg_desc(unsigned addr) {
-	return (unsigned long long)((addr >> 4) & 0x3FFF) | ((unsigned long long)(VF_WG_LBO >> 4) << 16) | ((unsigned long long)(VF_WG_SBO >> 4) << 32);
+	return (unsigned long long)((addr >> 4) & 0x3FFF) | ((unsigned long long)(VF_WG_LBO >> 4) << 16) |
+	       ((unsigned long long)(VF_WG_SBO >> 4) << 32);
 }
 
 __device__ __forceinline__ unsigned vf_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -43,10 +52,11 @@ __device__ __forceinline__ void vf_fence_proxy_async() { emu_fence_proxy_async()
 // ldmatrix into A registers of a wgmma: the emulator tracks them (overwritten in flight, or
 // read without a wgmma.fence since, fail loudly).
 __device__ __forceinline__ void vf_wg_ldsm4(unsigned (&r)[4], const void* p) { emu_ldmatrix_x4_shared(r, vf_smem_addr(p)); }
-__device__ __forceinline__ void vf_wg_mma48(float (&d0)[2][4], float (&d1)[2][4], float (&d2)[2][4], const unsigned (&a)[4],
-                                            unsigned long long desc) {
-	float* const d[3] = {&d0[0][0], &d1[0][0], &d2[0][0]};
-	emu_wgmma_rs_blocks<3>(d, a, (uint64_t)desc);
+__device__ __forceinline__ void vf_wg_mma16(float (&d)[2][4], const unsigned (&a)[4], unsigned long long desc) {
+	emu_wgmma_rs(&d[0][0], 16, a, (uint64_t)desc);
+}
+__device__ __forceinline__ void vf_wg_mma48(float (&d)[3][2][4], const unsigned (&a)[4], unsigned long long desc) {
+	emu_wgmma_rs(&d[0][0][0], 48, a, (uint64_t)desc);
 }
 template <int NP> __device__ __forceinline__ void vf_wg_acc_fence(float (&)[2][NP][2][4]) {}
 #else
@@ -58,17 +68,24 @@ template <int N> __device__ __forceinline__ void vf_wg_wait() {
 // The weights are written by ordinary stores (generic proxy) and read by wgmma (async proxy).
 __device__ __forceinline__ void vf_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void vf_wg_ldsm4(unsigned (&r)[4], const void* p) { vf_ldsm4<false>(r, p); }
-// d0, d1, d2: the accumulators of column blocks dz = 0, 1, 2 (two n8 tiles of 4 each).
-__device__ __forceinline__ void vf_wg_mma48(float (&d0)[2][4], float (&d1)[2][4], float (&d2)[2][4], const unsigned (&a)[4],
-                                            unsigned long long desc) {
+__device__ __forceinline__ void vf_wg_mma16(float (&d)[2][4], const unsigned (&a)[4], unsigned long long desc) {
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+	             "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+	             "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+	             : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+	               "+f"(d[1][2]), "+f"(d[1][3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+__device__ __forceinline__ void vf_wg_mma48(float (&d)[3][2][4], const unsigned (&a)[4], unsigned long long desc) {
 	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
 	             "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 "
 	             "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}, "
 	             "{%24,%25,%26,%27}, %28, p, 1, 1, 0;\n}\n"
-	             : "+f"(d0[0][0]), "+f"(d0[0][1]), "+f"(d0[0][2]), "+f"(d0[0][3]), "+f"(d0[1][0]), "+f"(d0[1][1]),
-	               "+f"(d0[1][2]), "+f"(d0[1][3]), "+f"(d1[0][0]), "+f"(d1[0][1]), "+f"(d1[0][2]), "+f"(d1[0][3]),
-	               "+f"(d1[1][0]), "+f"(d1[1][1]), "+f"(d1[1][2]), "+f"(d1[1][3]), "+f"(d2[0][0]), "+f"(d2[0][1]),
-	               "+f"(d2[0][2]), "+f"(d2[0][3]), "+f"(d2[1][0]), "+f"(d2[1][1]), "+f"(d2[1][2]), "+f"(d2[1][3])
+	             : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]), "+f"(d[0][1][0]),
+	               "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]), "+f"(d[1][0][0]), "+f"(d[1][0][1]),
+	               "+f"(d[1][0][2]), "+f"(d[1][0][3]), "+f"(d[1][1][0]), "+f"(d[1][1][1]), "+f"(d[1][1][2]),
+	               "+f"(d[1][1][3]), "+f"(d[2][0][0]), "+f"(d[2][0][1]), "+f"(d[2][0][2]), "+f"(d[2][0][3]),
+	               "+f"(d[2][1][0]), "+f"(d[2][1][1]), "+f"(d[2][1][2]), "+f"(d[2][1][3])
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
 }
 // Keeps the compiler from moving reads and writes of the accumulators across the wait.
@@ -84,62 +101,40 @@ template <int NP> __device__ __forceinline__ void vf_wg_acc_fence(float (&acc)[2
 }
 #endif
 
-// VF_WG_ABUF: buffers of A fragments across taps (a buffer is refilled once the wgmma of
-// VF_WG_ABUF taps back retired).
-// VF_WG_PREFETCH: load tap t+1's A fragments after issuing tap t's wgmma (three buffers).
-#ifndef VF_WG_PREFETCH
-#define VF_WG_PREFETCH 0
-#endif
-#ifndef VF_WG_ABUF
-#define VF_WG_ABUF (VF_WG_PREFETCH ? 3 : 2)
-#endif
-
-// vf_wg_conv_plane: vf_conv_plane on wgmma. Per tap, the A fragments of both rows (ldmatrix,
-// into VF_WG_ABUF buffers in turn),
-// then one m64n48k16 per row; all retired before the accumulators are read.
-template <int D, int NP, int PH>
+// vf_wg_conv_plane: vf_conv_plane on wgmma, N = 16 or (conv2) 48: per tap, the A fragments of
+// both rows (ldmatrix into two buffers in turn: a buffer is refilled once the wgmma of two taps
+// back retired), then the tap's wgmma; all retired before the accumulators are read. wimg: the
+// shared address of the conv's B images.
+template <int D, int NP, int PH, int N>
 __device__ __forceinline__ void vf_wg_conv_plane(const unsigned* __restrict__ eb, unsigned wimg, float (&acc)[2][NP][2][4],
                                                  const int (&off)[3]) {
-	unsigned a[VF_WG_ABUF][2][4]; // [buffer][row]
-	// e plane p adds to output plane p + 1 - dz (times D): the (NP-1-D*dz)-th oldest.
-	constexpr int k0 = (NP - 1 + PH) % NP, k1 = (NP - 1 - D + PH) % NP, k2 = (NP - 1 - 2 * D + PH) % NP;
-#if VF_WG_PREFETCH
-	// Tap t+1's A fragments are loaded while tap t's wgmma run: buffers t-1, t (in flight) and t+1.
-	static_assert(VF_WG_ABUF == 3, "fused kernel (wgmma): prefetching needs three A buffers");
-	vf_wg_ldsm4(a[0][0], eb + off[0] - D * VF_EW * 8);
-	vf_wg_ldsm4(a[0][1], eb + off[0] - D * VF_EW * 8 + VF_EW * 8);
-#pragma unroll
-	for (int tap = 0; tap < 9; ++tap) {
-		unsigned(&ab)[2][4] = a[tap % 3];
-		vf_wg_fence();
-		const unsigned long long desc = vf_wg_desc(wimg + tap * VF_WG_TAP_BYTES);
-#pragma unroll
-		for (int rr = 0; rr < 2; ++rr) vf_wg_mma48(acc[rr][k0], acc[rr][k1], acc[rr][k2], ab[rr], desc);
-		vf_wg_commit();
-		if (tap + 1 < 9) {
-			const int dy = (tap + 1) / 3, dx = (tap + 1) % 3;
-			if (tap >= 2) vf_wg_wait<2>(); // tap-2's group, which read buffer (tap+1) % 3
-			const unsigned* pa = eb + off[dx] + D * (dy - 1) * VF_EW * 8;
-			vf_wg_ldsm4(a[(tap + 1) % 3][0], pa);
-			vf_wg_ldsm4(a[(tap + 1) % 3][1], pa + VF_EW * 8);
-		}
-	}
-#else
+	static_assert(N == 16 || (N == 48 && NP == 3 && D == 1), "fused kernel (wgmma): N = 48 is conv2's only");
+	unsigned a[2][2][4]; // [buffer][row]
 #pragma unroll
 	for (int tap = 0; tap < 9; ++tap) {
 		const int dy = tap / 3, dx = tap % 3;
-		unsigned(&ab)[2][4] = a[tap % VF_WG_ABUF];
-		if (tap >= VF_WG_ABUF) vf_wg_wait<VF_WG_ABUF - 1>();
+		unsigned(&ab)[2][4] = a[tap & 1];
+		if (tap >= 2) vf_wg_wait<1>();
 		const unsigned* pa = eb + off[dx] + D * (dy - 1) * VF_EW * 8;
 		vf_wg_ldsm4(ab[0], pa);
 		vf_wg_ldsm4(ab[1], pa + VF_EW * 8);
 		vf_wg_fence();
-		const unsigned long long desc = vf_wg_desc(wimg + tap * VF_WG_TAP_BYTES);
+		if constexpr (N == 48) {
+			const unsigned long long desc = vf_wg_desc(wimg + (PH * 9 + tap) * VF_WG_B48);
+			vf_wg_mma48(acc[0], ab[0], desc);
+			vf_wg_mma48(acc[1], ab[1], desc);
+		} else {
 #pragma unroll
-		for (int rr = 0; rr < 2; ++rr) vf_wg_mma48(acc[rr][k0], acc[rr][k1], acc[rr][k2], ab[rr], desc);
+			for (int dz = 0; dz < 3; ++dz) {
+				// e plane p adds to output plane p + 1 - dz (times D): the (NP-1-D*dz)-th oldest.
+				const int k = (NP - 1 - D * dz + PH) % NP;
+				const unsigned long long desc = vf_wg_desc(wimg + (dz * 9 + tap) * VF_WG_B16);
+				vf_wg_mma16(acc[0][k], ab[0], desc);
+				vf_wg_mma16(acc[1][k], ab[1], desc);
+			}
+		}
 		vf_wg_commit();
 	}
-#endif
 	vf_wg_wait<0>();
 	vf_wg_acc_fence<NP>(acc);
 }
