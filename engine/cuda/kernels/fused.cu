@@ -81,7 +81,7 @@ __device__ __forceinline__ void fused_tile(VfSmem& sm, const T* __restrict__ in,
 		vf_steps<3>(W, steps);
 	} else {
 		VfConvGWarp<T, WIDE> W(base, classes, labels, logits, plane);
-		vf_steps<5>(W, steps);
+		vf_steps<VF_G_RING>(W, steps);
 	}
 }
 
@@ -119,11 +119,11 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 		h.x = (unsigned)vf_half(v.x) | (unsigned)vf_half(v.y) << 16;
 		h.y = (unsigned)vf_half(v.z) | (unsigned)vf_half(v.w) << 16;
 #if VF_WGMMA
-		if (c) {
-			*reinterpret_cast<uint2*>(&sm.wgimg[vf_wg_wgoff(t, n, k)]) = h;
-		} else {
+		constexpr int NG = VF_WG_GPAR ? 48 : 16;
 #pragma unroll
-			for (int ph = 0; ph < (VF_WG_N2 == 48 ? 3 : 1); ++ph) *reinterpret_cast<uint2*>(&sm.w2img[vf_wg_w2off(ph, t, n, k)]) = h;
+		for (int ph = 0; ph < 3; ++ph) {
+			if (c && (ph == 0 || NG == 48)) *reinterpret_cast<uint2*>(&sm.wgimg[vf_wg_imgoff<NG>(ph, t, n, k)]) = h;
+			if (!c && (ph == 0 || VF_WG_N2 == 48)) *reinterpret_cast<uint2*>(&sm.w2img[vf_wg_imgoff<VF_WG_N2>(ph, t, n, k)]) = h;
 		}
 #else
 		*reinterpret_cast<uint2*>(&sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)]) = h;

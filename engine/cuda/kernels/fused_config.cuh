@@ -125,7 +125,20 @@ static_assert(VF_CW % 4 == 0, "fused kernel (wgmma): each kind of conv warp must
 #define VF_WG_B16 (16 * 16 * 2) // one N = 16 B operand: 16 ci x 16 co, fp16
 #define VF_WG_B48 (16 * 48 * 2) // one N = 48 B operand
 #define VF_WG_W2_BYTES (VF_WG_N2 == 48 ? 3 * 9 * VF_WG_B48 : 27 * VF_WG_B16)
-#define VF_WG_WG_BYTES (27 * VF_WG_B16)
+// VF_WG_GPAR: the dilated conv's planes in flight as two rings of three, one per parity of the
+// e plane (an e plane feeds only outputs of its own parity), so that a step's three slots are
+// one ring, adjacent: N = 48 with rotated weights as conv2 (96 accumulators instead of 80).
+#ifndef VF_WG_GPAR
+#define VF_WG_GPAR 0
+#endif
+#define VF_WG_WG_BYTES (VF_WG_GPAR ? 3 * 9 * VF_WG_B48 : 27 * VF_WG_B16)
+#endif
+// Steps of the dilated-conv warps' unrolled loop: their ring of five planes in flight, or the two
+// parity rings of three (VF_WG_GPAR).
+#if VF_WGMMA && VF_WG_GPAR
+#define VF_G_RING 6
+#else
+#define VF_G_RING 5
 #endif
 #define VF_NB 2 // buffers of e planes, s and qs: the one a step reads, the one it makes
 // The x ring: slab-relative plane o0-3+k in slot k % VF_XSLOTS; step t loads the plane that conv1

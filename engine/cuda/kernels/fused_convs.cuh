@@ -252,13 +252,15 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 	unsigned char* __restrict__ labels;
 	unsigned* __restrict__ logits; // the sampled planes' logits (vf_logit_plane)
 	size_t plane;
-	float acc[2][5][2][4];
+	// The planes in flight: one ring of five, or (VF_WG_GPAR) two rings of three by parity.
+	float acc[VF_G_RING == 6 ? 2 : 1][2][VF_G_RING == 6 ? 3 : 5][2][4];
 
 	__device__ __forceinline__ VfConvGWarp(const VfWarp<T>& w, int classes, unsigned char* __restrict__ labels,
 	                                       unsigned* __restrict__ logits, size_t plane)
 	    : VfWarp<T>(w), classes(classes), labels(labels), logits(logits), plane(plane) {
 		vf_conv_offsets<2>(this->off, this->row0, this->lane);
-		vf_acc_bias(acc, this->sm.bg, this->lane);
+#pragma unroll
+		for (int r = 0; r < (VF_G_RING == 6 ? 2 : 1); ++r) vf_acc_bias(acc[r], this->sm.bg, this->lane);
 	}
 
 	template <int PH> __device__ __forceinline__ void work(int t, int p) {
@@ -267,14 +269,19 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 		const int lane = this->lane, row0 = this->row0;
 		// This step's e buffer and the previous step's s buffer.
 		const int b = t & 1, bp = (t - 1) & 1;
+		// The ring this step's plane feeds and, at phase S, its oldest slot S (the plane that completes).
+		constexpr int S = VF_G_RING == 6 ? PH >> 1 : PH;
+		auto& ring = acc[VF_G_RING == 6 ? PH & 1 : 0];
 		if (G.z0 + p >= 0 && G.z0 + p < G.nz)
-#if VF_WGMMA
-			vf_wg_conv_plane<2, 5, PH, 16>(sm.e[b], vf_smem_addr(sm.wgimg), acc, this->off);
+#if VF_WGMMA && VF_WG_GPAR
+			vf_wg_conv_plane<2, 3, S, 48, 1>(sm.e[b], vf_smem_addr(sm.wgimg), ring, this->off);
+#elif VF_WGMMA
+			vf_wg_conv_plane<2, 5, PH, 16>(sm.e[b], vf_smem_addr(sm.wgimg), ring, this->off);
 #else
-			vf_conv_plane<2, 5, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[1][0][0][0], this->boff, acc, this->off);
+			vf_conv_plane<2, 5, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[1][0][0][0], this->boff, ring, this->off);
 #endif
 		if (t >= 4)
-			vf_epilogue<WIDE>(sm, acc[0][PH], acc[1][PH], &sm.s[bp][row0][0][0][0],
+			vf_epilogue<WIDE>(sm, ring[0][S], ring[1][S], &sm.s[bp][row0][0][0][0],
 #if VF_GATE_SPLIT
 			            &sm.qs[bp][row0][0][0],
 #else
@@ -282,8 +289,8 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 #endif
 			            lane, classes, labels + (size_t)(p - 2) * plane, vf_logit_plane<WIDE>(logits, G, p - 2, plane),
 			            G.y0 + row0, G);
-		vf_acc_restart(acc[0][PH], sm.bg, lane);
-		vf_acc_restart(acc[1][PH], sm.bg, lane);
+		vf_acc_restart(ring[0][S], sm.bg, lane);
+		vf_acc_restart(ring[1][S], sm.bg, lane);
 	}
 };
 
@@ -293,9 +300,12 @@ template <int NP, class W> __device__ __forceinline__ void vf_steps(W& w, int st
 		w.template step<0>(w, t);
 		if (t + 1 < steps) w.template step<1>(w, t + 1);
 		if (t + 2 < steps) w.template step<2>(w, t + 2);
-		if constexpr (NP == 5) {
+		if constexpr (NP >= 5) {
 			if (t + 3 < steps) w.template step<3>(w, t + 3);
 			if (t + 4 < steps) w.template step<4>(w, t + 4);
+		}
+		if constexpr (NP == 6) {
+			if (t + 5 < steps) w.template step<5>(w, t + 5);
 		}
 	}
 }

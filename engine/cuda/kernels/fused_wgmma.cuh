@@ -27,14 +27,12 @@ __host__ __device__ constexpr int vf_wg_woff(int n, int ci) {
 #define VF_WG_LBO 128
 #define VF_WG_SBO 256
 
-// vf_wg_w2off, vf_wg_wgoff: where weight (tap t = (dz*3+dy)*3+dx, co, ci) of conv2 goes in
-// phase PH's B image (N = 48: column block (2 - dz + PH) % 3, the slot it feeds), and of the
-// dilated conv.
-__host__ __device__ constexpr int vf_wg_w2off(int PH, int t, int co, int ci) {
-	return VF_WG_N2 == 48 ? (PH * 9 + t % 9) * VF_WG_B48 + vf_wg_woff(16 * ((2 - t / 9 + PH) % 3) + co, ci)
-	                      : t * VF_WG_B16 + vf_wg_woff(co, ci);
+// vf_wg_imgoff: where weight (tap t = (dz*3+dy)*3+dx, co, ci) goes in a conv's B images: N = 48,
+// phase PH's image, column block (2 - dz + PH) % 3 (the ring slot it feeds); N = 16, tap t's.
+template <int N> __host__ __device__ constexpr int vf_wg_imgoff(int PH, int t, int co, int ci) {
+	return N == 48 ? (PH * 9 + t % 9) * VF_WG_B48 + vf_wg_woff(16 * ((2 - t / 9 + PH) % 3) + co, ci)
+	               : t * VF_WG_B16 + vf_wg_woff(co, ci);
 }
-__host__ __device__ constexpr int vf_wg_wgoff(int t, int co, int ci) { return t * VF_WG_B16 + vf_wg_woff(co, ci); }
 
 // vf_wg_desc: the matrix descriptor of a B operand at shared address addr (16-byte aligned).
 __device__ __forceinline__ unsigned long long vf_wg_desc(unsigned addr) {
@@ -105,10 +103,12 @@ template <int NP> __device__ __forceinline__ void vf_wg_acc_fence(float (&acc)[2
 // both rows (ldmatrix into two buffers in turn: a buffer is refilled once the wgmma of two taps
 // back retired), then the tap's wgmma; all retired before the accumulators are read. wimg: the
 // shared address of the conv's B images.
-template <int D, int NP, int PH, int N>
+// RD: the output planes between two that a plane feeds, in the ring's own numbering (D, or 1
+// for a parity ring).
+template <int D, int NP, int PH, int N, int RD = D>
 __device__ __forceinline__ void vf_wg_conv_plane(const unsigned* __restrict__ eb, unsigned wimg, float (&acc)[2][NP][2][4],
                                                  const int (&off)[3]) {
-	static_assert(N == 16 || (N == 48 && NP == 3 && D == 1), "fused kernel (wgmma): N = 48 is conv2's only");
+	static_assert(N == 16 || (N == 48 && NP == 3 && RD == 1), "fused kernel (wgmma): N = 48 needs a step's slots adjacent");
 	unsigned a[2][2][4]; // [buffer][row]
 #pragma unroll
 	for (int tap = 0; tap < 9; ++tap) {
@@ -127,7 +127,7 @@ __device__ __forceinline__ void vf_wg_conv_plane(const unsigned* __restrict__ eb
 #pragma unroll
 			for (int dz = 0; dz < 3; ++dz) {
 				// e plane p adds to output plane p + 1 - dz (times D): the (NP-1-D*dz)-th oldest.
-				const int k = (NP - 1 - D * dz + PH) % NP;
+				const int k = (NP - 1 - RD * dz + PH) % NP;
 				const unsigned long long desc = vf_wg_desc(wimg + (dz * 9 + tap) * VF_WG_B16);
 				vf_wg_mma16(acc[0][k], ab[0], desc);
 				vf_wg_mma16(acc[1][k], ab[1], desc);

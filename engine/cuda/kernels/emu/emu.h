@@ -9,7 +9,7 @@
 // Arithmetic is float32 with fmaf, as on the GPU (build with -ffp-contract=off); fp16 is
 // _Float16 (round to nearest even); mma products are exact in float32 and summed in k order, the
 // tensor cores' own summation order is not modelled (differences of float32 rounding only).
-// lab/wgmma/emu/emu_sm90.h extends it with the Hopper operations (cp.async, wgmma) through
+// emu_sm90.h extends it with the Hopper operations (cp.async, wgmma) through
 // emu::onBlockStart; this header includes no extension.
 // Used only by emu_test.cpp and lab/wgmma/emu/emu_wgmma_test.cpp (scripts/kernels-emu.sh); not part of any build.
 #pragma once
@@ -178,7 +178,7 @@ constexpr size_t maxDynamicShared = 227 << 10; // sm_90's largest per-block opt-
 alignas(1024) inline unsigned char dynSmem[maxDynamicShared];
 inline size_t dynSmemBytes; // of the running launch
 // onBlockStart, when set, runs before each block's threads start, with the block's thread count:
-// an extension's per-block state (lab/wgmma/emu/emu_sm90.h sets it).
+// an extension's per-block state (emu_sm90.h sets it).
 inline void (*onBlockStart)(unsigned nthreads) = nullptr;
 } // namespace emu
 

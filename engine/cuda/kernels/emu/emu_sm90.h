@@ -1,6 +1,6 @@
-// The Hopper (sm_90a) operations of lab/wgmma/conv_wgmma.cu for the kernel emulator
-// (engine/cuda/kernels/emu/emu.h, which this header includes and extends through
-// emu::onBlockStart): cp.async of 16 bytes with zero fill into dynamic shared memory, fence.proxy.async,
+// The Hopper (sm_90a) operations of the fused kernel's wgmma build (fused_wgmma.cuh, VF_WGMMA)
+// and of lab/wgmma/conv_wgmma.cu for the kernel emulator (emu.h, which this header includes and
+// extends through emu::onBlockStart): cp.async of 16 bytes with zero fill into dynamic shared memory, fence.proxy.async,
 // ldmatrix.x4 from a shared-window address, and wgmma.mma_async m64nNk16 .f32.f16.f16 with A from
 // registers and B from shared memory through a matrix descriptor (no swizzle, K-major B).
 //
