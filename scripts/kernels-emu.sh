@@ -31,12 +31,13 @@ emu_test() {
 }
 
 wgmma_tests() {
-	# The fused kernel as sm_90a builds it (its convs on wgmma; conv2 at N = 48, then at N = 16):
+	# The fused kernel as sm_90a builds it (its convs on wgmma; then conv2 at N = 16, the dilated
+	# conv in parity rings at N = 48, and the dilated conv alone on wgmma):
 	# the same checks as the mma.sync build's, and the same labels (the emulator sums a wgmma's
 	# products in the order of the mma.sync it replaces).
 	local build
 	EMU_CFLAGS= emu_test fused | tee "$out/fused-mma.txt"
-	for build in "-DVF_WGMMA=1" "-DVF_WGMMA=1 -DVF_WG_N2=16"; do
+	for build in "-DVF_WGMMA=1" "-DVF_WGMMA=1 -DVF_WG_N2=16" "-DVF_WGMMA=1 -DVF_WG_GPAR=1" "-DVF_WGMMA=1 -DVF_WG_CONV2=0"; do
 		EMU_CFLAGS="$build" emu_test fused | tee "$out/fused-wgmma.txt"
 		if ! diff <(grep -o 'labels fnv [0-9a-f]*' "$out/fused-mma.txt") <(grep -o 'labels fnv [0-9a-f]*' "$out/fused-wgmma.txt"); then
 			echo "kernels-emu: the fused kernel's labels differ between the mma.sync and the wgmma ($build) builds" >&2

@@ -69,7 +69,7 @@ func (e *cudaEngine) Kernels() (string, error) {
 	}
 	set := "float32 kernels (conv1, conv2, convg, gate_head)"
 	if e.fused {
-		set = "fused fp16 kernel (mma.sync)"
+		set = "fused fp16 kernel (" + e.mod.FusedGeometry().Instructions() + ")"
 	}
 	return set + " from the " + e.mod.Describe(), nil
 }

@@ -37,6 +37,9 @@
 // plane is made while the current one is read); the 16-byte halves of each voxel are swapped on
 // every other group of four voxels, so the eight rows of every ldmatrix hit distinct banks.
 //
+// sm_90a builds (VF_WGMMA, the lab's cubin) issue the two C -> C convs as wgmma instead, per
+// warpgroup of four conv warps (fused_wgmma.cuh); everything else is the same.
+//
 // Slab layout (as the float32 kernels): in holds planes global z0-3 .. z0+nzOut+2 (plane q is
 // global z0-3+q; planes outside [0, nz) are never read), labels [nzOut][ny][nx].
 // Weights: one float32 buffer in the VF_OFF_* layout below (module_cuda.go's packFused).
@@ -125,7 +128,8 @@ __device__ __forceinline__ void fused_body(const T* __restrict__ in, unsigned ch
 			if (c && (ph == 0 || NG == 48)) *reinterpret_cast<uint2*>(&sm.wgimg[vf_wg_imgoff<NG>(ph, t, n, k)]) = h;
 			if (!c && (ph == 0 || VF_WG_N2 == 48)) *reinterpret_cast<uint2*>(&sm.w2img[vf_wg_imgoff<VF_WG_N2>(ph, t, n, k)]) = h;
 		}
-#else
+#endif
+#if VF_WSM
 		*reinterpret_cast<uint2*>(&sm.wsm[c][t][n][((k >> 3) ^ ((n >> 2) & 1)) * 8 + (k & 7)]) = h;
 #endif
 	}

@@ -98,3 +98,24 @@ func FusedLogitWords(classes int32) int32 {
 func FusedLogitBytes(slab, plane int64, classes int32) int64 {
 	return (slab + MarginStride - 1) / MarginStride * plane * 4 * int64(FusedLogitWords(classes))
 }
+
+// FusedGeometry is the launch geometry of the fused kernels a module holds (fused_geometry in
+// fused_config.cuh): it depends on the GPU the code was compiled for.
+type FusedGeometry struct {
+	Rows, Threads, SharedBytes int32
+	WGMMA                      int32 // the convs on wgmma (sm_90a builds): bit 0 conv2, bit 1 the dilated conv
+}
+
+// Instructions says which tensor-core instructions the fused kernel's convs issue.
+func (g FusedGeometry) Instructions() string {
+	switch g.WGMMA {
+	case 0:
+		return "mma.sync"
+	case 3:
+		return "wgmma"
+	case 1:
+		return "conv2 on wgmma, the dilated conv on mma.sync"
+	default:
+		return "the dilated conv on wgmma, conv2 on mma.sync"
+	}
+}

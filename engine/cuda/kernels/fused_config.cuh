@@ -116,6 +116,13 @@ static_assert(VF_ROWS % 2 == 0, "fused kernel: each conv warp computes two tile 
 #endif
 #endif
 #if VF_WGMMA
+// VF_WG_CONV2, VF_WG_CONVG: which convs run on wgmma in a VF_WGMMA build (the other on mma.sync).
+#ifndef VF_WG_CONV2
+#define VF_WG_CONV2 1
+#endif
+#ifndef VF_WG_CONVG
+#define VF_WG_CONVG 1
+#endif
 // VF_WG_N2: the conv2 warps' wgmma N, 48 (three slots at once) or 16.
 #ifndef VF_WG_N2
 #define VF_WG_N2 48
@@ -133,9 +140,15 @@ static_assert(VF_CW % 4 == 0, "fused kernel (wgmma): each kind of conv warp must
 #endif
 #define VF_WG_WG_BYTES (VF_WG_GPAR ? 3 * 9 * VF_WG_B48 : 27 * VF_WG_B16)
 #endif
+#if !VF_WGMMA
+#define VF_WG_CONV2 0
+#define VF_WG_CONVG 0
+#endif
+// VF_WSM: some conv runs on mma.sync, which reads the weights from wsm.
+#define VF_WSM (!VF_WG_CONV2 || !VF_WG_CONVG)
 // Steps of the dilated-conv warps' unrolled loop: their ring of five planes in flight, or the two
 // parity rings of three (VF_WG_GPAR).
-#if VF_WGMMA && VF_WG_GPAR
+#if VF_WG_CONVG && VF_WG_GPAR
 #define VF_G_RING 6
 #else
 #define VF_G_RING 5
@@ -168,10 +181,11 @@ struct VfSmem {
 	// The convs' weights as fp16 [conv][tap][n = co][k = ci], the two 8-element halves of a row
 	// swapped when bit 2 of n is set, so the 8 rows of an ldmatrix phase hit distinct banks.
 #if VF_WGMMA
-	// The same weights as wgmma's B operands (fused_wgmma.cuh: vf_wg_w2off, vf_wg_wgoff).
+	// The same weights as wgmma's B operands, conv2's and the dilated conv's (vf_wg_imgoff).
 	__align__(16) unsigned char w2img[VF_WG_W2_BYTES];
 	__align__(16) unsigned char wgimg[VF_WG_WG_BYTES];
-#else
+#endif
+#if VF_WSM
 	__align__(16) unsigned short wsm[2][27][16][16];
 #endif
 };
@@ -180,5 +194,7 @@ static_assert(sizeof(VfSmem) <= VF_SMEM_BYTES, "fused kernel: VfSmem outgrew wha
 #endif
 
 // The launch geometry of the fused kernels in this build: tile rows, threads per block, dynamic
-// shared memory per block (kernels.LoadModule reads it).
-extern "C" __device__ const int fused_geometry[3] = {VF_ROWS, VF_THREADS, (int)sizeof(VfSmem)};
+// shared memory per block, and which convs run on wgmma (bit 0: conv2, bit 1: the dilated conv)
+// (kernels.LoadModule reads it).
+extern "C" __device__ const int fused_geometry[4] = {VF_ROWS, VF_THREADS, (int)sizeof(VfSmem),
+                                                     VF_WG_CONV2 | VF_WG_CONVG << 1};

@@ -208,7 +208,7 @@ template <typename T> struct VfConv2Warp : VfWarp<T> {
 		}
 		// Step 0's e plane (o0-2) adds only to planes o0-3..o0-1, whose s no one reads.
 		if (t > 0 && G.z0 + p >= 0 && G.z0 + p < G.nz)
-#if VF_WGMMA
+#if VF_WG_CONV2
 			vf_wg_conv_plane<1, 3, PH, VF_WG_N2>(sm.e[b], vf_smem_addr(sm.w2img), acc, this->off);
 #else
 			vf_conv_plane<1, 3, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[0][0][0][0], this->boff, acc, this->off);
@@ -273,9 +273,9 @@ template <typename T, bool WIDE> struct VfConvGWarp : VfWarp<T> {
 		constexpr int S = VF_G_RING == 6 ? PH >> 1 : PH;
 		auto& ring = acc[VF_G_RING == 6 ? PH & 1 : 0];
 		if (G.z0 + p >= 0 && G.z0 + p < G.nz)
-#if VF_WGMMA && VF_WG_GPAR
+#if VF_WG_CONVG && VF_WG_GPAR
 			vf_wg_conv_plane<2, 3, S, 48, 1>(sm.e[b], vf_smem_addr(sm.wgimg), ring, this->off);
-#elif VF_WGMMA
+#elif VF_WG_CONVG
 			vf_wg_conv_plane<2, 5, PH, 16>(sm.e[b], vf_smem_addr(sm.wgimg), ring, this->off);
 #else
 			vf_conv_plane<2, 5, PH, VF_LOADS_FIRST>(sm.e[b], &sm.wsm[1][0][0][0], this->boff, ring, this->off);

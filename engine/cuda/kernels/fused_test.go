@@ -171,3 +171,16 @@ func TestMarginUnitsMatchKernels(t *testing.T) {
 			MarginScale, MarginCapUnits, LowMarginUnits)
 	}
 }
+
+// The engine's description names the instructions the loaded build's convs issue.
+func TestFusedGeometryInstructions(t *testing.T) {
+	t.Parallel()
+	for bits, want := range map[int32]string{
+		0: "mma.sync", 3: "wgmma",
+		1: "conv2 on wgmma, the dilated conv on mma.sync", 2: "the dilated conv on wgmma, conv2 on mma.sync",
+	} {
+		if got := (FusedGeometry{WGMMA: bits}).Instructions(); got != want {
+			t.Errorf("WGMMA %d: %q, want %q", bits, got, want)
+		}
+	}
+}

@@ -15,7 +15,15 @@
 // N = 16, one (tap, dz) into the slot that tap feeds (both convs); or, for conv2 (VF_WG_N2 = 48),
 // N = 48 into its three slots at once, in slot order, with the weights' column blocks rotated by
 // the ring's phase (three B images) so that column block c holds the dz that feeds slot c. The
-// dilated conv's three slots of a step are not adjacent in its ring of five: it stays at N = 16.
+// dilated conv's three slots of a step are not adjacent in its ring of five: it runs at N = 16,
+// or at N = 48 with its planes in two parity rings of three (VF_WG_GPAR, more registers).
+// VF_WG_CONV2 and VF_WG_CONVG choose which convs run here (the other stays on mma.sync).
+//
+// Measured on the H100 (docs/perf.md, notes/perf-journal.md), this build is slower than the
+// mma.sync kernel: ptxas serialises the wgmma (C7511, too few registers for the wgmma pipeline,
+// with 16 rows and with 8), so it is not what the engine loads by default.
+#pragma once
+
 #if VF_WGMMA
 
 // vf_wg_woff: byte offset of weight (n, ci) in a B operand: wgmma's K-major layout without

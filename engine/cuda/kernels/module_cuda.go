@@ -40,11 +40,6 @@ type Module struct {
 // Describe says, in words, which kernels the module runs: its image.
 func (m *Module) Describe() string { return m.Image.String() }
 
-// FusedGeometry is the launch geometry of the fused kernels a module holds (fused_geometry in
-// fused_config.cuh): it depends on the GPU the code was compiled for.
-type FusedGeometry struct {
-	Rows, Threads, SharedBytes int32
-}
 
 // ReadFusedGeometry reads fused_geometry from a loaded module (this package's, or a build of
 // fused.cu with other settings: lab/bench).
@@ -53,14 +48,14 @@ func ReadFusedGeometry(mod cu.Module) (FusedGeometry, error) {
 	if err != nil {
 		return FusedGeometry{}, fmt.Errorf("kernels: fused_geometry in the fatbin: %w", err)
 	}
-	var v [3]int32
+	var v [4]int32
 	if size != int64(unsafe.Sizeof(v)) {
 		return FusedGeometry{}, fmt.Errorf("kernels: fused_geometry is %d bytes, want %d", size, unsafe.Sizeof(v))
 	}
 	if err := cu.MemcpyDtoH(unsafe.Pointer(&v[0]), p, size); err != nil {
 		return FusedGeometry{}, fmt.Errorf("kernels: read fused_geometry: %w", err)
 	}
-	g := FusedGeometry{Rows: v[0], Threads: v[1], SharedBytes: v[2]}
+	g := FusedGeometry{Rows: v[0], Threads: v[1], SharedBytes: v[2], WGMMA: v[3]}
 	if g.Rows < 1 || g.Threads < 32 || g.Threads%32 != 0 || g.SharedBytes < 1 {
 		return FusedGeometry{}, fmt.Errorf("kernels: fused_geometry %+v makes no sense", g)
 	}
