@@ -40,7 +40,6 @@ type Module struct {
 // Describe says, in words, which kernels the module runs: its image.
 func (m *Module) Describe() string { return m.Image.String() }
 
-
 // ReadFusedGeometry reads fused_geometry from a loaded module (this package's, or a build of
 // fused.cu with other settings: lab/bench).
 func ReadFusedGeometry(mod cu.Module) (FusedGeometry, error) {
