@@ -2,7 +2,9 @@
 # The figures of issue 36, on the GPU machine, in one call (build here first with
 # scripts/gpu-build.sh, or just CGO_ENABLED=1 go build -tags cuda -o bin/voxpipe-cuda ./cmd/voxpipe,
 # and carry bin). Sections, all by default, chosen with PERF_SECTIONS (comma-separated):
-#   engine  one 512x512x1000 int16 phantom: voxpipe bench fp16 (kernels, pinned in to mask out)
+#   engine  one 512x512x1000 int16 phantom: voxpipe bench fp16 (kernels, pinned in to mask out);
+#           on compute capability 9.0 also the lab's sm_90a cubin (its fused kernel's convs on
+#           wgmma, lab/wgmma/voxpipe_sm90a.cubin), rounds alternated with the default kernels
 #   torch   PyTorch on the same volume and weights: eager fp32, eager fp16 channels_last, and
 #           torch.compile max-autotune-no-cudagraphs (PERF_COMPILE=0 skips it)
 #   batch   PERF_BATCH (8) .nii.gz volumes: the readers alone (bench --read-only), `run
@@ -71,6 +73,17 @@ if want engine; then
 	p=$(grep -oE "pinned-in to mask-out [0-9.]+ ms" "$work/bench-fp16.log" | head -1 | grep -oE "[0-9.]+ ms")
 	row "voxpipe kernels, $DIMS fp16, median of 10" "${k:-none}"
 	row "voxpipe pinned-in to mask-out, median of 10" "${p:-?}"
+	cubin=$PWD/lab/wgmma/voxpipe_sm90a.cubin
+	if [[ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)" == 9.0 && -f "$cubin" ]]; then
+		for i in 1 2; do
+			for img in fatbin "$cubin"; do
+				VOXPIPE_KERNELS=$img timed "bench-$(basename "$img")-$i" $V bench -q -o "$work/bench16" --input "$vol" --precision fp16 --slab 64 --runs 10 --warmup 2 --file-runs 0
+				grep -oE "kernels [0-9.]+ ms \[[0-9.-]+\]" "$work/bench-$(basename "$img")-$i.log" | head -1 | sed "s|^|    $(basename "$img"): |" | tee -a "$log"
+			done
+		done
+		w=$(grep -ohE "kernels [0-9.]+ ms" "$work"/bench-voxpipe_sm90a.cubin-*.log | grep -oE "[0-9.]+" | med)
+		row "voxpipe kernels, sm_90a cubin (convs on wgmma), median of 2 x 10" "${w:-?} ms"
+	fi
 fi
 
 if want torch; then
