@@ -55,7 +55,7 @@ func ReadFusedGeometry(mod cu.Module) (FusedGeometry, error) {
 		return FusedGeometry{}, fmt.Errorf("kernels: read fused_geometry: %w", err)
 	}
 	g := FusedGeometry{Rows: v[0], Threads: v[1], SharedBytes: v[2], WGMMA: v[3]}
-	if g.Rows < 1 || g.Threads < 32 || g.Threads%32 != 0 || g.SharedBytes < 1 {
+	if g.Rows < 1 || g.Threads < 32 || g.Threads%32 != 0 || g.SharedBytes < 1 || g.WGMMA < 0 || g.WGMMA > 3 {
 		return FusedGeometry{}, fmt.Errorf("kernels: fused_geometry %+v makes no sense", g)
 	}
 	return g, nil
