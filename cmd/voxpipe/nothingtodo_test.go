@@ -26,16 +26,24 @@ func TestRunEmptyInboxIsNothingToDo(t *testing.T) {
 	}
 }
 
+// segmentedOnce segments two small volumes into a fresh output folder (run id "first") and
+// returns the model, the input folder and the output folder.
+func segmentedOnce(t *testing.T) (modelPath, in, out string) {
+	t.Helper()
+	modelPath, _ = testModel(t)
+	in = smallVolumes(t, 2, "nii.gz")
+	out = t.TempDir()
+	if code := run(runArgs(modelPath, in, "-o", out, "--run-id", "first")); code != 0 {
+		t.Fatalf("first run: exit %d", code)
+	}
+	return modelPath, in, out
+}
+
 // A rerun that finds every mask up to date exits 0 and leaves no records: a scheduled tick
 // over a finished folder adds nothing.
 func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
 	t.Parallel()
-	modelPath, _ := testModel(t)
-	in := smallVolumes(t, 2, "nii.gz")
-	out := t.TempDir()
-	if code := run(runArgs(modelPath, in, "-o", out, "--run-id", "first")); code != 0 {
-		t.Fatalf("first run: exit %d", code)
-	}
+	modelPath, in, out := segmentedOnce(t)
 	vols, _ := os.ReadFile(filepath.Join(out, records.VolumesName))
 	if code := run(runArgs(modelPath, in, "-o", out, "--run-id", "tick")); code != 0 {
 		t.Fatalf("rerun: exit %d", code)
@@ -62,12 +70,7 @@ func TestRunAllUpToDateLeavesNoRecords(t *testing.T) {
 // for done volumes before, and the chaos test met it).
 func TestRunAllUpToDateCorrectsAStaleTable(t *testing.T) {
 	t.Parallel()
-	modelPath, _ := testModel(t)
-	in := smallVolumes(t, 2, "nii.gz")
-	out := t.TempDir()
-	if code := run(runArgs(modelPath, in, "-o", out, "--run-id", "first")); code != 0 {
-		t.Fatalf("first run: exit %d", code)
-	}
+	modelPath, in, out := segmentedOnce(t)
 	// The committer's rows are lost; a concurrent process's busy rows are what is left.
 	for _, p := range []string{filepath.Join(records.RunDir(out, "first"), records.SummaryName), filepath.Join(out, records.VolumesName)} {
 		rows, err := timing.ReadSummaries(p)
