@@ -27,28 +27,8 @@ if [[ $(grep -c VF_EXP "$e/engine/cuda/kernels/fused_convs.cuh") != 2 ]]; then
 fi
 both="-DVF_EXP_NOEPI=1,-DVF_EXP_NOCONV1=1"
 V="${VARIANTS:-wgmma:-DVF_EXP_NOEPI=0,-DVF_EXP_NOCONV1=0 wgmma-noepi:-DVF_EXP_NOEPI=1,-DVF_EXP_NOCONV1=0 wgmma-convs:$both mma-convs:$both,-DVF_WGMMA=0}"
-(
-	cd "$e/lab/wgmma" || exit 1
-	for v in $V; do
-		IFS=: read -r name flags <<<"$v"
-		# shellcheck disable=SC2086 # flags are separate words
-		nvcc -cubin -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v ${flags//,/ } \
-			-o "$out/$name.cubin" voxpipe_sm90a.cu >"$out/ptxas-$name.txt" 2>&1 &
-	done
-	wait
-)
-for v in $V; do
-	name=${v%%:*}
-	echo "== $name (${v#*:}): $(grep "fused_i16'" "$out/ptxas-$name.txt" | grep -oE "C75[0-9]+" | sort | uniq -c | tr -s ' ' | tr '\n' ' ')"
-	grep -A4 "entry function 'fused_i16'" "$out/ptxas-$name.txt" | grep -E "spill|Used"
-	cuobjdump -sass -fun fused_i16 "$out/$name.cubin" >"$out/sass-$name.txt" 2>&1
-	for op in HGMMA WARPGROUP.DEPBAR LDL; do printf "%s=%s " "$op" "$(grep -c "$op" "$out/sass-$name.txt")"; done
-	echo
-done
-w=/tmp/fused-stage-cost-vol
-[[ -f $w/volumes/phantom_000.nii ]] || bin/voxpipe-cuda gen -q -o "$w" --dims 512x512x1000 --count 1 --format nii
-for k in fatbin $(for v in $V; do echo "$out/${v%%:*}.cubin"; done); do
-	printf "%-24s " "$(basename "$k")"
-	VOXPIPE_KERNELS=$k timeout 120 bin/voxpipe-cuda bench -q -o "$w/bench" --input "$w/volumes/phantom_000.nii" \
-		--precision fp16 --slab 64 --runs 10 --warmup 2 --file-runs 0 2>&1 | grep -oE "kernels [0-9.]+ ms \[[0-9.-]+\]"
-done
+# shellcheck source=lab/wgmma/variants-lib.sh
+source lab/wgmma/variants-lib.sh
+variants_build "$e/lab/wgmma" "$out" "$V"
+variants_report "$out" "$V"
+variants_time "$out" "$V" /tmp/fused-stage-cost-vol 1
