@@ -66,7 +66,8 @@ if [[ "${GPU_CHECK_PINNED_COST:-0}" != 0 && -x bin/pinned.test ]]; then
 fi
 step engine 300 bin/cuda.test -test.v -test.count=1 -test.run 'TestCUDA(MatchesCPU|PinnedAndGrowth|Events|CancelAndBadInput|FP16MatchesFP32|FP16Phantoms|KernelImages|ConfidenceMatchesCPU)$'
 # The kernel image the device picks (the fatbin), then the fatbin forced.
-step kernels 120 bin/kernels.test -test.v -test.count=1
+# From its package's folder, as go test runs it: some of its tests read the package's sources.
+step kernels 120 bash -c 'cd engine/cuda/kernels && exec ../../../bin/kernels.test -test.v -test.count=1'
 VOXPIPE_KERNELS=fatbin step kernels-fatbin 120 bin/kernels.test -test.v -test.count=1 -test.run 'TestConv1|TestConv2AndConvG|TestGateHead|TestWrapperArgumentChecks'
 # On Hopper, the same tests on the lab's sm_90a cubin (lab/wgmma, not embedded: loaded from its file).
 if [[ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1)" == 9.0 ]]; then

@@ -8,7 +8,7 @@
 # conv1 off in the copy with sed (VF_EXP_NOEPI, VF_EXP_NOCONV1: the labels are then wrong), builds
 # each VARIANTS entry (name:flags, flags joined by commas) for sm_90a, prints ptxas's wgmma notes
 # (C75xx), registers and spills and SASS counts, and times each beside the fatbin on one
-# 512x512x1000 phantom (voxpipe bench, median of 10). Logs to $OUT (or /tmp/fused-stage-cost).
+# 512x512x1000 phantom (voxpipe bench, median of 10; ROUNDS rounds, default 1). Logs to $OUT (or /tmp/fused-stage-cost).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/fused-stage-cost}"
@@ -31,4 +31,4 @@ V="${VARIANTS:-wgmma:-DVF_EXP_NOEPI=0,-DVF_EXP_NOCONV1=0 wgmma-noepi:-DVF_EXP_NO
 source lab/wgmma/variants-lib.sh
 variants_build "$e/lab/wgmma" "$out" "$V"
 variants_report "$out" "$V"
-variants_time "$out" "$V" /tmp/fused-stage-cost-vol 1
+variants_time "$out" "$V" /tmp/fused-stage-cost-vol "${ROUNDS:-1}"

@@ -153,6 +153,7 @@ static_assert(VF_CW % 4 == 0, "fused kernel (wgmma): each kind of conv warp must
 #else
 #define VF_G_RING 5
 #endif
+#define VF_E_JUNK 8 // words after each e buffer (VfSmem::e)
 #define VF_NB 2 // buffers of e planes, s and qs: the one a step reads, the one it makes
 // The x ring: slab-relative plane o0-3+k in slot k % VF_XSLOTS; step t loads the plane that conv1
 // first reads in step t + 1.
@@ -161,7 +162,9 @@ static_assert(VF_CW % 4 == 0, "fused kernel (wgmma): each kind of conv warp must
 struct VfSmem {
 	// e planes: [buf][pos*8 + (chunk ^ bit 2 of pos)*4 + word], pos = row*VF_EW + col, 8 fp16
 	// channels per chunk, two per word.
-	__align__(16) unsigned e[VF_NB][VF_EH * VF_EW * 8];
+	// Each buffer ends in VF_E_JUNK words that conv1's lanes without an e voxel to make store to
+	// (vf_conv1_plan), so that its stores need no branch.
+	__align__(16) unsigned e[VF_NB][VF_EH * VF_EW * 8 + VF_E_JUNK];
 	// Normalised input planes, fp16: [ring slot][copy dx][row][i] = x(tile x -3+dx+i).
 	__align__(16) unsigned short x[VF_XSLOTS][3][VF_XH][VF_XW];
 	__align__(16) unsigned zero[4]; // the rows of conv1's padding taps 27..31

@@ -70,9 +70,9 @@ __device__ __forceinline__ void vf_store_x(VfSmem& sm, int slot, int tid, float 
 struct VfConv1Plan {
 	int dz[2];          // per k step h: the lane's tap's plane offset
 	int aoff[VF_G1][2]; // per group and k step: the lane's A row in an x slot (fp16 elements)
-	int eoff[VF_G1][2]; // per group and row half m: the lane's e word for channels 0-7 (8-15: ^4)
-	unsigned store;     // bit 2k+m: group k's row half m exists
-	unsigned inside;    // bit 2k+m: ... and lies inside the volume in x-y (else zeros are stored)
+	int eoff[VF_G1][2]; // per group and row half m: the lane's e word for channels 0-7 (8-15: ^4);
+	                    // a junk word past the plane (VF_E_JUNK) when the warp has no such group
+	unsigned inside;    // bit 2k+m: group k's row half m lies inside the volume in x-y (else zeros are stored)
 	float b1[4];
 };
 
@@ -87,7 +87,7 @@ __device__ __forceinline__ VfConv1Plan vf_conv1_plan(const VfSmem& sm, const VfG
 		P.dz[h] = k < 27 ? dz : 0;
 		off[h] = k < 27 ? (dx * VF_XH + dy) * VF_XW : 0;
 	}
-	P.store = P.inside = 0;
+	P.inside = 0;
 #pragma unroll
 	for (int kk = 0; kk < VF_G1; ++kk) {
 		const int gi = min(row + kk * VF_CW, VF_NGROUP - 1);
@@ -103,9 +103,8 @@ __device__ __forceinline__ VfConv1Plan vf_conv1_plan(const VfSmem& sm, const VfG
 			const int er = sg / 3, col = sg % 3 * 8 + g;
 			const int gy = G.y0 - 2 + er, gx = G.x0 - 2 + col;
 			const int pos = er * VF_EW + col;
-			P.eoff[kk][m] = pos * 8 + ((pos >> 2) & 1) * 4 + q;
 			const bool store = real && (m == 0 || hasB);
-			if (store) P.store |= 1u << (2 * kk + m);
+			P.eoff[kk][m] = store ? pos * 8 + ((pos >> 2) & 1) * 4 + q : VF_EH * VF_EW * 8 + q;
 			if (store && gy >= 0 && gy < G.ny && gx >= 0 && gx < G.nx) P.inside |= 1u << (2 * kk + m);
 		}
 	}
@@ -131,7 +130,8 @@ __device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool plane
 #pragma unroll
 			for (int r = 0; r < 2; ++r) w[h][nh][r] = sm.w1[h][nh][lane][r];
 	// Every group, the warp's last one included when it owns one fewer (computed from a valid
-	// row, not stored): a branch between groups kept ptxas from overlapping them.
+	// row, stored to the junk words): a branch between groups, or around their stores, kept
+	// ptxas from overlapping them.
 #pragma unroll
 	for (int kk = 0; kk < VF_G1; ++kk) {
 		unsigned a[2][4];
@@ -150,7 +150,6 @@ __device__ __forceinline__ void vf_conv1(VfSmem& sm, int buf, int xs, bool plane
 #pragma unroll
 		for (int m = 0; m < 2; ++m) {
 			const unsigned bit = 1u << (2 * kk + m);
-			if (!(P.store & bit)) continue;
 #pragma unroll
 			for (int nh = 0; nh < 2; ++nh) {
 				unsigned v = vf_pack_relu_sat(acc[nh][2 * m], acc[nh][2 * m + 1]);
