@@ -13,7 +13,8 @@
 //    reference, then the median of `runs` timed launches (CUDA events) and the TFLOP/s of the
 //    convolution's 2*16*16*27 FLOP per voxel;
 // Compile-time settings (lab/wgmma/conv_wgmma.cu): -DWG_N=16 or 48 (wgmma N), -DWG_R=rows
-// per block, -DWG_MINB=blocks per SM for __launch_bounds__.
+// per block, -DWG_MINB=blocks per SM for __launch_bounds__; -DWG_WS=1 checks and times the
+// warp-specialised blocks of lab/wgmma/ws/conv_ws.cu instead (-DWS_NBUF: its ring of planes).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,12 @@
 #include <vector>
 
 #include "../conv_wgmma.cu"
+#ifndef WG_WS
+#define WG_WS 0
+#endif
+#if WG_WS
+#include "../ws/conv_ws.cu"
+#endif
 
 #define CK(x)                                                                                    \
 	do {                                                                                         \
@@ -99,19 +106,26 @@ static Weights make_weights(uint64_t seed) {
 	return W;
 }
 
+#if WG_WS
+template <int D> using Kern = ws::Block<D>;
+constexpr int kThreads = ws::THREADS, kRows = 2 * wg::R;
+#define KERNEL(D) ((D) == 1 ? conv_ws_d1 : conv_ws_d2)
+#else
+template <int D> using Kern = wg::Conv<D, wg::LBO, wg::SBO>;
+constexpr int kThreads = wg::THREADS, kRows = wg::R;
+#define KERNEL(D) ((D) == 1 ? conv_wgmma_d1 : conv_wgmma_d2)
+#endif
+
 template <int D>
 static void launch(const __half* e, const uint8_t* wsm, const float* b, __half* out, int nx, int ny, int nz, cudaStream_t s = 0) {
-	using K = wg::Conv<D, wg::LBO, wg::SBO>;
 	const int np = (nz + D - 1) / D; // planes of parity 0, the most
-	dim3 grid((nx + wg::TX - 1) / wg::TX, (ny + wg::R - 1) / wg::R, ((np + WG_CHUNK - 1) / WG_CHUNK) * D);
-	auto fn = D == 1 ? conv_wgmma_d1 : conv_wgmma_d2;
-	fn<<<grid, wg::THREADS, K::SMEM_BYTES, s>>>(e, wsm, b, out, nx, ny, nz);
+	dim3 grid((nx + wg::TX - 1) / wg::TX, (ny + kRows - 1) / kRows, ((np + WG_CHUNK - 1) / WG_CHUNK) * D);
+	KERNEL(D)<<<grid, kThreads, Kern<D>::SMEM_BYTES, s>>>(e, wsm, b, out, nx, ny, nz);
 }
 
 template <int D>
 static void setup() {
-	using K = wg::Conv<D, wg::LBO, wg::SBO>;
-	CK(cudaFuncSetAttribute(D == 1 ? conv_wgmma_d1 : conv_wgmma_d2, cudaFuncAttributeMaxDynamicSharedMemorySize, K::SMEM_BYTES));
+	CK(cudaFuncSetAttribute(KERNEL(D), cudaFuncAttributeMaxDynamicSharedMemorySize, Kern<D>::SMEM_BYTES));
 }
 
 // Small volumes: the whole output against a CPU double reference.
@@ -228,7 +242,7 @@ int main(int argc, char** argv) {
 	ok &= check_small<1>(64, 4, 1, 3), ok &= check_small<2>(130, 9, 70, 4);
 	ok &= check_small<1>(5, 3, 2, 5), ok &= check_small<2>(70, 6, 131, 6);
 	ok &= big<1>(nx, ny, nz, runs), ok &= big<2>(nx, ny, nz, runs);
-	printf("settings: N=%d R=%d MINB=%d CHUNK=%d\n", WG_N, WG_R, WG_MINB, WG_CHUNK);
+	printf("settings: N=%d R=%d MINB=%d CHUNK=%d WS=%d\n", WG_N, WG_R, WG_MINB, WG_CHUNK, WG_WS);
 	printf(ok ? "wgmma_conv_bench: all outputs match\n" : "wgmma_conv_bench: MISMATCH\n");
 	return ok ? 0 : 1;
 }
