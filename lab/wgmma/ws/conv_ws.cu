@@ -1,5 +1,5 @@
-// conv_ws_d1 / conv_ws_d2: lab/wgmma/conv_wgmma.cu's convolutions (the same formula, the same
-// per-row wgmma sequence, so bit-identical outputs) in a warp-specialised block, the first check
+// conv_ws_d1 / conv_ws_d2: lab/wgmma/conv_wgmma.cu's convolutions (the same formula and the same
+// per-row wgmma sequence) in a warp-specialised block, the first check
 // of notes/fused-wgmma-plan.md: does ptxas keep the wgmma pipelined (no C7511, no wait after each
 // HGMMA) when the consumer warpgroups share a kernel with a producer role, and what it costs.
 //
@@ -14,7 +14,8 @@
 // Hand-off per ring buffer through named barriers (bar.sync/bar.arrive, 384 threads): FULL(i)
 // the producer arrives at once its copies landed, the consumers wait; EMPTY(i) the consumers
 // arrive at once their ldmatrix have read the plane, the producer waits before refilling it.
-// Built only by lab/wgmma/bench (-DWG_WS=1); nothing in the product uses it.
+// Built only by lab/wgmma/bench (-DWG_WS=1); nothing in the product uses it. Figures: the
+// journal, "The plan's first check".
 #pragma once
 
 // WS_PIN_ZEROS: an empty asm that reads and writes every accumulator after it is zeroed (before
