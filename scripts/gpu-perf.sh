@@ -82,7 +82,7 @@ if want engine; then
 			done
 		done
 		w=$(grep -ohE "kernels [0-9.]+ ms" "$work"/bench-voxpipe_sm90a.cubin-*.log | grep -oE "[0-9.]+" | med)
-		row "voxpipe kernels, sm_90a cubin (convs on wgmma), median of 2 x 10" "${w:+$(printf '%.2f' "$w")} ms"
+		row "voxpipe kernels, sm_90a cubin (convs on wgmma), median of 2 x 10" "$(if [[ -n $w ]]; then printf '%.2f' "$w"; else echo '?'; fi) ms"
 	fi
 fi
 
