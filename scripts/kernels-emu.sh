@@ -13,7 +13,10 @@
 # - lab/wgmma/emu/emu_wgmma_test.cpp runs the lab's sm_90a wgmma convolutions
 #   (lab/wgmma/conv_wgmma.cu, both dilations) on awkward small volumes against a double reference,
 #   once per build setting below: the committed GPU build's (WG_N=48, WG_R=6, WG_CHUNK=64), small z
-#   chunks so that chunk boundaries are crossed, N = 16, and R = 2 (under a minute in all).
+#   chunks so that chunk boundaries are crossed, N = 16, and R = 2; then lab/wgmma/ws/conv_ws.cu
+#   (the same convolutions in warp-specialised blocks: a producer warpgroup and two consumers
+#   handing planes over through named barriers), at N = 48 and at N = 16, R = 2 with a ring of
+#   two (about a minute in all).
 # No argument: both. `wgmma`: the wgmma checks only. `case FILE...`: lab/emucase/emu_case.cpp on
 # case files from lab/emucase/dumpcase (a diagnostic: agreement with the CPU engine's mask). Any
 # other arguments go to emu_test (fused: the fused kernel only; k16). EMU_CFLAGS adds compiler flags to emu_test, e.g.
@@ -45,7 +48,8 @@ wgmma_tests() {
 		fi
 	done
 	local settings
-	for settings in "" "-DWG_CHUNK=5" "-DWG_N=16 -DWG_CHUNK=4" "-DWG_R=2 -DWG_CHUNK=3"; do
+	for settings in "" "-DWG_CHUNK=5" "-DWG_N=16 -DWG_CHUNK=4" "-DWG_R=2 -DWG_CHUNK=3" \
+		"-DWG_WS=1 -DWG_CHUNK=5" "-DWG_WS=1 -DWS_NBUF=2 -DWG_N=16 -DWG_R=2 -DWG_CHUNK=3"; do
 		# shellcheck disable=SC2086 # settings are separate flags
 		"${cxx[@]}" $settings -x c++ -o "$out/emu_wgmma_test" lab/wgmma/emu/emu_wgmma_test.cpp
 		"$out/emu_wgmma_test"

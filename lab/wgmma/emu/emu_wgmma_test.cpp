@@ -7,7 +7,9 @@
 // with NaN (each must be written), NaN guards around the input (a read outside it poisons an
 // output) and the output (no write outside it). Exit status 0 when everything agrees.
 // Compile-time settings as the kernel's: -DWG_N, -DWG_R, -DWG_CHUNK (a small chunk makes small
-// volumes cross chunk boundaries). Built and run by scripts/kernels-emu.sh.
+// volumes cross chunk boundaries); -DWG_WS=1 checks lab/wgmma/ws/conv_ws.cu's warp-specialised
+// blocks instead (their producer/consumer hand-off through named barriers; -DWS_NBUF). Built
+// and run by scripts/kernels-emu.sh.
 #include "../../../engine/cuda/kernels/emu/emu_sm90.h"
 
 #include <algorithm>
@@ -18,8 +20,27 @@
 #include <vector>
 
 #include "../conv_wgmma.cu"
+#ifndef WG_WS
+#define WG_WS 0
+#endif
+#if WG_WS
+#include "../ws/conv_ws.cu"
+#endif
 
 namespace {
+
+// The kernel under test and its launch shape (wgmma_conv_bench.cu's).
+#if WG_WS
+template <int D> using Kern = ws::Block<D>;
+constexpr unsigned kThreads = ws::THREADS;
+constexpr int kRows = 2 * wg::R;
+#define KERNEL(D) ((D) == 1 ? conv_ws_d1 : conv_ws_d2)
+#else
+template <int D> using Kern = wg::Conv<D, wg::LBO, wg::SBO>;
+constexpr unsigned kThreads = wg::THREADS;
+constexpr int kRows = wg::R;
+#define KERNEL(D) ((D) == 1 ? conv_wgmma_d1 : conv_wgmma_d2)
+#endif
 
 uint32_t hash32(uint64_t x) {
 	x ^= x >> 33, x *= 0xff51afd7ed558ccdULL, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ULL, x ^= x >> 33;
@@ -31,11 +52,11 @@ constexpr unsigned short NAN_BITS = 0xFFFF;
 
 int failures = 0;
 
-// check runs conv_wgmma_d<D> on an nx x ny x nz volume and compares every output with the double
-// reference; false on any mismatch.
+// check runs the kernel (KERNEL) with dilation D on an nx x ny x nz volume and compares every
+// output with the double reference; false on any mismatch.
 template <int D>
 bool check(int nx, int ny, int nz, uint64_t seed) {
-	using K = wg::Conv<D, wg::LBO, wg::SBO>;
+	using K = Kern<D>;
 	const size_t n = size_t(nx) * ny * nz * 16;
 	// e: relu-like fp16 values in [0, 2), a quarter zeros (wgmma_conv_bench's check_small).
 	std::vector<__half> e(GUARD + n + GUARD, __half{NAN_BITS});
@@ -57,8 +78,8 @@ bool check(int nx, int ny, int nz, uint64_t seed) {
 	std::vector<__half> out(GUARD + n + GUARD, __half{NAN_BITS});
 	// wgmma_conv_bench's launch<D>
 	const int np = (nz + D - 1) / D;
-	const dim3 grid((nx + wg::TX - 1) / wg::TX, (ny + wg::R - 1) / wg::R, ((np + WG_CHUNK - 1) / WG_CHUNK) * D);
-	emu_launch_dyn(D == 1 ? conv_wgmma_d1 : conv_wgmma_d2, grid, dim3(wg::THREADS), size_t(K::SMEM_BYTES), (const __half*)(e.data() + GUARD),
+	const dim3 grid((nx + wg::TX - 1) / wg::TX, (ny + kRows - 1) / kRows, ((np + WG_CHUNK - 1) / WG_CHUNK) * D);
+	emu_launch_dyn(KERNEL(D), grid, dim3(kThreads), size_t(K::SMEM_BYTES), (const __half*)(e.data() + GUARD),
 	               (const uint8_t*)img, (const float*)b.data(), out.data() + GUARD, nx, ny, nz);
 
 	size_t bad = 0, guard = 0;
@@ -94,8 +115,8 @@ bool check(int nx, int ny, int nz, uint64_t seed) {
 
 int main() {
 	const auto t0 = std::chrono::steady_clock::now();
-	std::printf("conv_wgmma in the emulator: WG_N=%d WG_R=%d WG_CHUNK=%d, %d bytes of shared memory (D=1), %d (D=2)\n", WG_N, WG_R, WG_CHUNK,
-	            wg::Conv<1, wg::LBO, wg::SBO>::SMEM_BYTES, wg::Conv<2, wg::LBO, wg::SBO>::SMEM_BYTES);
+	std::printf("%s in the emulator: WG_N=%d WG_R=%d WG_CHUNK=%d, %d bytes of shared memory (D=1), %d (D=2)\n", WG_WS ? "conv_ws" : "conv_wgmma", WG_N,
+	            WG_R, WG_CHUNK, Kern<1>::SMEM_BYTES, Kern<2>::SMEM_BYTES);
 	// x not a multiple of 64 (and one voxel past it), y not a multiple of R, z crossing chunks
 	// (both parities with D = 2, odd and even depths), one plane, volumes smaller than the halo.
 	for (uint64_t s = 1; s <= 2; ++s) {

@@ -14,8 +14,8 @@
 // Hand-off per ring buffer through named barriers (bar.sync/bar.arrive, 384 threads): FULL(i)
 // the producer arrives at once its copies landed, the consumers wait; EMPTY(i) the consumers
 // arrive at once their ldmatrix have read the plane, the producer waits before refilling it.
-// Built only by lab/wgmma/bench (-DWG_WS=1); nothing in the product uses it. Figures: the
-// journal, "The plan's first check".
+// Built by lab/wgmma/bench (-DWG_WS=1) and the emulator test (lab/wgmma/emu, in CI); nothing in
+// the product uses it. Figures: the journal, "The plan's first check".
 #pragma once
 
 // WS_PIN_ZEROS: an empty asm that reads and writes every accumulator after it is zeroed (before
@@ -35,8 +35,17 @@ using wg::R;
 using wg::TX;
 constexpr int THREADS = 384;
 
+#ifdef VOXPIPE_EMU // kernels/emu: named barriers in emu_sm90.h; setmaxnreg has nothing to emulate
+__device__ __forceinline__ void bar_sync(int id) { emu_bar_sync(id, THREADS); }
+__device__ __forceinline__ void bar_arrive(int id) { emu_bar_arrive(id, THREADS); }
+__device__ __forceinline__ int warp_uniform(int v) { return v; }
+#define WS_SETMAXNREG(op, n)
+#else
 __device__ __forceinline__ void bar_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
+__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+#define WS_SETMAXNREG(op, n) asm volatile("setmaxnreg." op ".sync.aligned.u32 " #n ";\n" ::: "memory")
+#endif
 constexpr int FULL = 1, EMPTY = 1 + WS_NBUF; // barrier ids FULL+i, EMPTY+i (0 is __syncthreads)
 static_assert(EMPTY + WS_NBUF <= 16, "named barriers: 16 per block");
 
@@ -64,11 +73,15 @@ struct Block {
 
 	static __device__ void run(const __half* __restrict__ e, const uint8_t* __restrict__ wsm, const float* __restrict__ b,
 	                           __half* __restrict__ out, int nx, int ny, int nz) {
+#ifdef VOXPIPE_EMU
+		uint8_t* const smem = emu_dynamic_shared();
+#else
 		extern __shared__ __align__(128) uint8_t smem[];
+#endif
 		const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
 		const uint32_t wbase = sbase, planes = sbase + wg::W_BYTES;
 		// The role, through a shuffle so that ptxas knows it is warp-uniform.
-		const int role = __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 7), 0);
+		const int role = warp_uniform((int)(threadIdx.x >> 7));
 		const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
 		const int x0 = blockIdx.x * TX, y0 = blockIdx.y * 2 * R;
 		const int p = blockIdx.z % D, chunk = blockIdx.z / D;
@@ -85,7 +98,7 @@ struct Block {
 		}
 		__syncthreads();
 		if (role == 0) {
-			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+			WS_SETMAXNREG("dec", 40);
 			for (int t = 0; t < steps; ++t) {
 				const int i = t % WS_NBUF;
 				if (t >= WS_NBUF) bar_sync(EMPTY + i);
@@ -95,7 +108,7 @@ struct Block {
 			}
 			return;
 		}
-		asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+		WS_SETMAXNREG("inc", 232);
 		const int c = role - 1; // this consumer's rows: c*R .. c*R + R-1 of the tile
 		const int co = (lane & 3) * 2;
 		const float bias[4] = {b[co], b[co + 1], b[co + 8], b[co + 9]};

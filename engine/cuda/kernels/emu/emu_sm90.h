@@ -30,6 +30,9 @@
 //   and summed in k order, as emu_mma_m16n8k16).
 // Warpgroup uniformity is checked at every execution: the k-th wgmma of all 128 threads has the
 // same shape, descriptor and commit group.
+// Named barriers (bar.sync / bar.arrive with an id and a thread count, lab/wgmma/ws): bar.sync
+// waits until the count of threads has arrived at the id, bar.arrive counts without waiting;
+// setmaxnreg has nothing to emulate.
 #pragma once
 #include "emu.h"
 
@@ -70,6 +73,7 @@ inline std::vector<EmuWarpgroup> warpgroups;    // 128 threads each
 inline std::vector<unsigned short> writer;   // wrote it by cp.async and has not run fence.proxy.async since
 inline std::vector<unsigned short> inflight; // has a cp.async to it in flight
 inline unsigned long long wgmmaExecuted; // wgmma executed (per warpgroup), for the tests' reports
+inline EmuBarrier named[16];             // bar.sync / bar.arrive ids 0..15 of the running block
 
 inline void blockStart(unsigned nthreads) {
 	threads.assign(nthreads, EmuSm90Thread{});
@@ -78,6 +82,7 @@ inline void blockStart(unsigned nthreads) {
 	if (nthreads % 128) warpgroups.back().threads = nthreads % 128;
 	writer.assign((dynSmemBytes + 15) / 16, 0);
 	inflight.assign((dynSmemBytes + 15) / 16, 0);
+	for (auto& b : named) b = EmuBarrier{};
 }
 // Installed before main runs: every emulated launch then resets this state per block.
 inline const bool blockStartInstalled = (onBlockStart = blockStart, true);
@@ -98,6 +103,33 @@ inline EmuSm90Thread& me() { return threads[cur->linear]; }
 	std::abort();
 }
 } // namespace emu::sm90
+
+// ---- named barriers ----
+
+namespace emu::sm90 {
+// namedBarrier is barrier id's state, its expected count set to count (a whole number of warps,
+// as the hardware requires, and the same at every arrival of a generation).
+inline EmuBarrier& namedBarrier(int id, int count) {
+	if (id < 1 || id > 15 || count <= 0 || count % 32) fail("bar.sync/bar.arrive: id outside 1..15 (0 is __syncthreads) or a count not a multiple of 32");
+	EmuBarrier& b = named[id];
+	if (b.count > 0 && b.expected != count) fail("bar.sync/bar.arrive: another thread count than the arrivals before it");
+	b.expected = count;
+	return b;
+}
+} // namespace emu::sm90
+
+// emu_bar_sync: bar.sync id, count: waits until count threads have arrived (this one included).
+inline void emu_bar_sync(int id, int count) { emu::wait(emu::sm90::namedBarrier(id, count)); }
+
+// emu_bar_arrive: bar.arrive id, count: counts this thread's arrival and goes on, after letting
+// the other fibers run (those its arrival released may act before anything this thread does
+// next, as on the GPU: a copy it waits for only after arriving is then caught in flight).
+inline void emu_bar_arrive(int id, int count) {
+	EmuBarrier& b = emu::sm90::namedBarrier(id, count);
+	++emu::progress;
+	if (++b.count == b.expected) b.count = 0, ++b.gen;
+	emu::yield();
+}
 
 // ---- cp.async ----
 
