@@ -187,9 +187,9 @@ inline void emu_ldmatrix_x4_shared(unsigned (&r)[4], uint32_t addr) {
 	auto& t = emu::sm90::me();
 	for (const EmuWgmmaOp& op : t.mma)
 		if (op.a == r) emu::sm90::fail("ldmatrix overwrites the A registers of a wgmma not yet retired by wgmma.wait_group");
-	emu_shared(addr, 16, "ldmatrix");
+	const unsigned char* p = emu_shared(addr, 16, "ldmatrix"); // bounds first: checkLanded indexes by it
 	emu::sm90::checkLanded(addr, "ldmatrix");
-	emu_ldmatrix_x4(r, emu_shared(addr, 16, "ldmatrix"), false);
+	emu_ldmatrix_x4(r, p, false);
 	if (std::find(t.aWritten.begin(), t.aWritten.end(), (const void*)r) == t.aWritten.end()) t.aWritten.push_back(r);
 }
 
@@ -216,14 +216,6 @@ inline void issue(EmuWgmmaOp op) {
 inline void emu_wgmma_rs(float* d, int n, const uint32_t (&a)[4], uint64_t bdesc) {
 	EmuWgmmaOp op{a, {}, bdesc, n, 0};
 	for (int j = 0; j < std::min(n, 256) / 8; ++j) op.d[j] = d + 4 * j;
-	emu::sm90::issue(op);
-}
-
-// emu_wgmma_rs_blocks: emu_wgmma_rs, N = 16*NB, with the 8 accumulators of each 16-column block j
-// at d[j], wherever a kernel that names its registers one by one keeps them.
-template <int NB> inline void emu_wgmma_rs_blocks(float* const (&d)[NB], const uint32_t (&a)[4], uint64_t bdesc) {
-	EmuWgmmaOp op{a, {}, bdesc, 16 * NB, 0};
-	for (int j = 0; j < 2 * NB; ++j) op.d[j] = d[j / 2] + 4 * (j % 2);
 	emu::sm90::issue(op);
 }
 
