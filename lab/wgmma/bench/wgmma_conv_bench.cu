@@ -23,12 +23,7 @@
 #include <vector>
 
 #include "../conv_wgmma.cu"
-#ifndef WG_WS
-#define WG_WS 0
-#endif
-#if WG_WS
-#include "../ws/conv_ws.cu"
-#endif
+#include "../ws/kernel_under_test.h"
 
 #define CK(x)                                                                                    \
 	do {                                                                                         \
@@ -105,16 +100,6 @@ static Weights make_weights(uint64_t seed) {
 	wg::pack_weights<__half>(W.w.data(), W.sm.data(), [](float v) { return __float2half_rn(v); });
 	return W;
 }
-
-#if WG_WS
-template <int D> using Kern = ws::Block<D>;
-constexpr int kThreads = ws::THREADS, kRows = 2 * wg::R;
-#define KERNEL(D) ((D) == 1 ? conv_ws_d1 : conv_ws_d2)
-#else
-template <int D> using Kern = wg::Conv<D, wg::LBO, wg::SBO>;
-constexpr int kThreads = wg::THREADS, kRows = wg::R;
-#define KERNEL(D) ((D) == 1 ? conv_wgmma_d1 : conv_wgmma_d2)
-#endif
 
 template <int D>
 static void launch(const __half* e, const uint8_t* wsm, const float* b, __half* out, int nx, int ny, int nz, cudaStream_t s = 0) {

@@ -20,27 +20,9 @@
 #include <vector>
 
 #include "../conv_wgmma.cu"
-#ifndef WG_WS
-#define WG_WS 0
-#endif
-#if WG_WS
-#include "../ws/conv_ws.cu"
-#endif
+#include "../ws/kernel_under_test.h" // Kern, kThreads, kRows, KERNEL: the bench's launch shape
 
 namespace {
-
-// The kernel under test and its launch shape (wgmma_conv_bench.cu's).
-#if WG_WS
-template <int D> using Kern = ws::Block<D>;
-constexpr unsigned kThreads = ws::THREADS;
-constexpr int kRows = 2 * wg::R;
-#define KERNEL(D) ((D) == 1 ? conv_ws_d1 : conv_ws_d2)
-#else
-template <int D> using Kern = wg::Conv<D, wg::LBO, wg::SBO>;
-constexpr unsigned kThreads = wg::THREADS;
-constexpr int kRows = wg::R;
-#define KERNEL(D) ((D) == 1 ? conv_wgmma_d1 : conv_wgmma_d2)
-#endif
 
 uint32_t hash32(uint64_t x) {
 	x ^= x >> 33, x *= 0xff51afd7ed558ccdULL, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ULL, x ^= x >> 33;
